@@ -1,0 +1,285 @@
+//! The [`BulkProcessor`]: buffer, triggers, bounded in-flight bulks, retries, flush.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::{BulkConfig, BulkListener, BulkSender, NoopListener, SendOutcome};
+use crate::error::{Error, Result};
+
+type SizeFn<R> = dyn Fn(&R) -> usize + Send + Sync;
+
+struct Buffer<R> {
+    items: Vec<R>,
+    bytes: usize,
+    last_send: Instant,
+}
+
+struct Shared<R> {
+    name: String,
+    config: BulkConfig,
+    sender: Arc<dyn BulkSender<R>>,
+    listener: Arc<dyn BulkListener>,
+    size_of: Arc<SizeFn<R>>,
+    buffer: Mutex<Buffer<R>>,
+    permits: Arc<Semaphore>,
+    in_flight: AtomicUsize,
+    idle: Notify,
+    next_id: AtomicU64,
+    failure: Mutex<Failure>,
+}
+
+#[derive(Default)]
+struct Failure {
+    first: Option<Error>,
+    message: Option<String>,
+}
+
+/// Buffers requests of type `R` and sends them in bulks through a [`BulkSender`].
+///
+/// A bulk is sent when `max_actions` requests or `max_bytes` bytes are buffered, when the
+/// flush interval passes, or on [`flush`](BulkProcessor::flush). At most `concurrent_requests`
+/// bulks are in flight; [`add`](BulkProcessor::add) waits for a free slot, so memory stays
+/// bounded by `(concurrent_requests + 1) × bulk size`. Requests the sender marks retryable are
+/// retried under the backoff policy. The first failure that outlives its retries stops the
+/// processor and is returned by the next `add` or `flush` — never swallowed.
+pub struct BulkProcessor<R: Send + 'static> {
+    shared: Arc<Shared<R>>,
+    timer: Option<JoinHandle<()>>,
+}
+
+impl<R: Send + 'static> std::fmt::Debug for BulkProcessor<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BulkProcessor")
+            .field("name", &self.shared.name)
+            .field("config", &self.shared.config)
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl<R: Send + 'static> BulkProcessor<R> {
+    /// A processor named `name` (used in logs and metrics) sending through `sender`.
+    /// Fails if `config` is invalid. Must be called inside a tokio runtime when a flush interval
+    /// is set.
+    pub fn new(
+        name: impl Into<String>,
+        config: BulkConfig,
+        sender: impl BulkSender<R>,
+    ) -> Result<Self> {
+        Self::with_parts(name, config, Arc::new(sender), Arc::new(NoopListener), Arc::new(|_: &R| 0))
+    }
+
+    /// Like [`new`](BulkProcessor::new), with a listener and a function estimating each
+    /// request's size in bytes (for the `max_bytes` trigger).
+    pub fn with_parts(
+        name: impl Into<String>,
+        config: BulkConfig,
+        sender: Arc<dyn BulkSender<R>>,
+        listener: Arc<dyn BulkListener>,
+        size_of: Arc<SizeFn<R>>,
+    ) -> Result<Self> {
+        let name = name.into();
+        config.validate(&format!("{name}.bulk"))?;
+        let shared = Arc::new(Shared {
+            permits: Arc::new(Semaphore::new(config.concurrent_requests)),
+            name,
+            sender,
+            listener,
+            size_of,
+            buffer: Mutex::new(Buffer {
+                items: Vec::new(),
+                bytes: 0,
+                last_send: Instant::now(),
+            }),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            next_id: AtomicU64::new(1),
+            failure: Mutex::new(Failure::default()),
+            config,
+        });
+        let timer = shared.config.flush_interval.map(|every| {
+            let weak = Arc::downgrade(&shared);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(shared) = weak.upgrade() else { return };
+                    let due = {
+                        let b = shared.buffer.lock().unwrap();
+                        !b.items.is_empty() && b.last_send.elapsed() >= every
+                    };
+                    if due && shared.check_failed().is_ok() {
+                        shared.dispatch().await;
+                    }
+                }
+            })
+        });
+        Ok(BulkProcessor { shared, timer })
+    }
+
+    /// Adds a request; sends a bulk if a trigger is reached, waiting while the maximum number
+    /// of bulks is in flight. Returns the first asynchronous failure, if one happened.
+    pub async fn add(&self, request: R) -> Result<()> {
+        self.shared.check_failed()?;
+        let full = {
+            let mut b = self.shared.buffer.lock().unwrap();
+            b.bytes += (self.shared.size_of)(&request);
+            b.items.push(request);
+            self.shared.full(&b)
+        };
+        if full {
+            self.shared.dispatch().await;
+        }
+        Ok(())
+    }
+
+    /// Sends what is buffered and waits until no bulk is in flight (flush-on-checkpoint).
+    /// Returns the first failure, if one happened.
+    pub async fn flush(&self) -> Result<()> {
+        self.shared.check_failed()?;
+        self.shared.dispatch().await;
+        loop {
+            let idle = self.shared.idle.notified();
+            if self.shared.in_flight.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            idle.await;
+        }
+        self.shared.check_failed()
+    }
+
+    /// Requests buffered and not yet sent.
+    pub fn buffered(&self) -> usize {
+        self.shared.buffer.lock().unwrap().items.len()
+    }
+
+    /// Bulks being sent (including those waiting to retry).
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Flushes, then stops the timer.
+    pub async fn close(mut self) -> Result<()> {
+        let r = self.flush().await;
+        if let Some(t) = self.timer.take() {
+            t.abort();
+        }
+        r
+    }
+}
+
+impl<R: Send + 'static> Drop for BulkProcessor<R> {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.abort();
+        }
+    }
+}
+
+impl<R: Send + 'static> Shared<R> {
+    fn full(&self, b: &Buffer<R>) -> bool {
+        (self.config.max_actions > 0 && b.items.len() >= self.config.max_actions)
+            || (self.config.max_bytes > 0 && b.bytes >= self.config.max_bytes)
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        let mut f = self.failure.lock().unwrap();
+        if let Some(e) = f.first.take() {
+            return Err(e);
+        }
+        match &f.message {
+            Some(m) => Err(Error::connector(
+                format!("bulk processor `{}`", self.name),
+                format!("stopped after an earlier failure: {m}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&self, e: Error) {
+        let mut f = self.failure.lock().unwrap();
+        if f.message.is_none() {
+            f.message = Some(e.to_string());
+            f.first = Some(e);
+        }
+    }
+
+    /// Takes the buffer and sends it as one bulk once a slot is free.
+    async fn dispatch(self: &Arc<Self>) {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let (items, bytes) = {
+            let mut b = self.buffer.lock().unwrap();
+            b.last_send = Instant::now();
+            let bytes = std::mem::take(&mut b.bytes);
+            (std::mem::take(&mut b.items), bytes)
+        };
+        if items.is_empty() {
+            return;
+        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let shared = Arc::clone(self);
+        tokio::spawn(async move { shared.send_with_retries(items, bytes, permit).await });
+    }
+
+    async fn send_with_retries(self: Arc<Self>, items: Vec<R>, bytes: usize, _permit: OwnedSemaphorePermit) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let actions = items.len();
+        self.listener.before_bulk(id, actions, bytes);
+        let started = Instant::now();
+        let labels = [("processor", self.name.clone())];
+        metrics::counter!("rivus_bulk_requests_total", &labels).increment(1);
+        metrics::counter!("rivus_bulk_actions_total", &labels).increment(actions as u64);
+        let mut items = items;
+        let mut retries = 0u32;
+        let error = loop {
+            match self.sender.send(items).await {
+                SendOutcome::Done => break None,
+                SendOutcome::Failed(e) => break Some(e),
+                SendOutcome::Retry { items: again, reason } => {
+                    retries += 1;
+                    match self.config.backoff.delay(retries) {
+                        Some(wait) => {
+                            metrics::counter!("rivus_bulk_retries_total", &labels).increment(1);
+                            tracing::debug!(processor = %self.name, bulk = id, retry = retries,
+                                items = again.len(), ?wait, %reason, "retrying bulk");
+                            tokio::time::sleep(wait).await;
+                            items = again;
+                        }
+                        None => {
+                            break Some(Error::connector(
+                                format!("bulk processor `{}`: bulk {id}", self.name),
+                                format!(
+                                    "{} requests still failing after {} retries: {reason}",
+                                    again.len(),
+                                    retries - 1
+                                ),
+                            ))
+                        }
+                    }
+                }
+            }
+        };
+        metrics::histogram!("rivus_bulk_latency_seconds", &labels)
+            .record(started.elapsed().as_secs_f64());
+        self.listener.after_bulk(id, actions, retries, error.as_ref());
+        if let Some(e) = error {
+            metrics::counter!("rivus_bulk_failures_total", &labels).increment(1);
+            tracing::error!(processor = %self.name, bulk = id, error = %e, "bulk failed");
+            self.fail(e);
+        }
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+}
+

@@ -1,0 +1,65 @@
+//! The [`StateBackend`] trait and the in-memory backend.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::CompletedCheckpoint;
+use crate::error::Result;
+
+/// Durable storage for completed checkpoints.
+#[async_trait]
+pub trait StateBackend: Send + Sync {
+    /// Stores `checkpoint` durably; returns its stored size in bytes. Only after this returns
+    /// may the checkpoint be reported complete.
+    async fn store(&self, checkpoint: &CompletedCheckpoint) -> Result<u64>;
+
+    /// The newest complete, intact checkpoint of `job`, if any. Damaged ones are skipped.
+    async fn latest(&self, job: &str) -> Result<Option<CompletedCheckpoint>>;
+
+    /// A short description for logs (`fs:/var/lib/rivus/orders`, `memory`).
+    fn describe(&self) -> String;
+}
+
+/// Keeps checkpoints in memory. Clones share storage, so a job restarted in the same process
+/// (as tests do) restores from it; nothing survives the process.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStateBackend {
+    stored: Arc<Mutex<Vec<CompletedCheckpoint>>>,
+}
+
+impl MemoryStateBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every checkpoint stored so far, oldest first.
+    pub fn checkpoints(&self) -> Vec<CompletedCheckpoint> {
+        self.stored.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl StateBackend for MemoryStateBackend {
+    async fn store(&self, checkpoint: &CompletedCheckpoint) -> Result<u64> {
+        let size = serde_json::to_vec(checkpoint).map(|v| v.len() as u64).unwrap_or(0);
+        self.stored.lock().unwrap().push(checkpoint.clone());
+        Ok(size)
+    }
+
+    async fn latest(&self, job: &str) -> Result<Option<CompletedCheckpoint>> {
+        Ok(self
+            .stored
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.job == job)
+            .max_by_key(|c| c.checkpoint_id)
+            .cloned())
+    }
+
+    fn describe(&self) -> String {
+        "memory".to_owned()
+    }
+}

@@ -1,0 +1,160 @@
+//! [`FsStateBackend`]: checkpoints as files in a local directory, written atomically (temp
+//! file, fsync, rename, fsync of the directory), checksummed, with the newest N retained.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use super::{CompletedCheckpoint, StateBackend};
+use crate::error::{Error, Result};
+
+const MAGIC: &str = "RIVUS-CHECKPOINT v1";
+
+/// Stores each checkpoint as `chk-<id>.ckpt` in a directory.
+///
+/// File layout: one header line `RIVUS-CHECKPOINT v1 crc32=<hex> len=<bytes>`, then the
+/// checkpoint as JSON. A file whose length or checksum does not match (a torn write, a damaged
+/// disk) is skipped on restore with a warning naming it, and the next older one is used.
+#[derive(Debug, Clone)]
+pub struct FsStateBackend {
+    dir: PathBuf,
+    retain: usize,
+}
+
+impl FsStateBackend {
+    /// A backend writing into `dir` (created if missing), keeping the newest `retain`
+    /// checkpoints (at least 1).
+    pub fn new(dir: impl Into<PathBuf>, retain: usize) -> Result<Self> {
+        let dir = dir.into();
+        if retain == 0 {
+            return Err(Error::config("checkpoint.retain", "must be at least 1"));
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating checkpoint dir {}", dir.display()), e))?;
+        Ok(FsStateBackend { dir, retain })
+    }
+
+    /// The directory written to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn file_name(id: u64) -> String {
+        format!("chk-{id:020}.ckpt")
+    }
+
+    /// Ids of the checkpoint files present, newest first.
+    fn list(&self) -> Result<Vec<(u64, PathBuf)>> {
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| Error::io(format!("listing {}", self.dir.display()), e))?;
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if let Some(id) = name
+                .strip_prefix("chk-")
+                .and_then(|s| s.strip_suffix(".ckpt"))
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                out.push((id, entry.path()));
+            }
+        }
+        out.sort_by(|a, b| b.0.cmp(&a.0));
+        Ok(out)
+    }
+
+    fn write_atomically(&self, checkpoint: &CompletedCheckpoint) -> Result<u64> {
+        let id = checkpoint.checkpoint_id;
+        let body = serde_json::to_vec(checkpoint).map_err(|e| Error::checkpoint(id, e))?;
+        let header = format!(
+            "{MAGIC} crc32={:08x} len={}\n",
+            crc32fast::hash(&body),
+            body.len()
+        );
+        let tmp = self.dir.join(format!(".chk-{id:020}.tmp"));
+        let target = self.dir.join(Self::file_name(id));
+        let io = |what: &str, e| Error::checkpoint(id, format!("{what} {}: {e}", tmp.display()));
+        let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", e))?;
+        f.write_all(header.as_bytes()).map_err(|e| io("writing", e))?;
+        f.write_all(&body).map_err(|e| io("writing", e))?;
+        f.sync_all().map_err(|e| io("syncing", e))?;
+        drop(f);
+        std::fs::rename(&tmp, &target).map_err(|e| io("renaming", e))?;
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        for (old, path) in self.list()?.into_iter().skip(self.retain) {
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(checkpoint = old, path = %path.display(), error = %e, "could not remove old checkpoint");
+            }
+        }
+        Ok((header.len() + body.len()) as u64)
+    }
+
+    /// Reads and verifies one checkpoint file.
+    pub fn read_file(path: &Path) -> std::result::Result<CompletedCheckpoint, String> {
+        let data = std::fs::read(path).map_err(|e| e.to_string())?;
+        let nl = data
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or("no header line")?;
+        let header = std::str::from_utf8(&data[..nl]).map_err(|_| "header is not UTF-8")?;
+        let rest = header
+            .strip_prefix(MAGIC)
+            .ok_or_else(|| format!("unknown header `{header}`"))?;
+        let mut crc = None;
+        let mut len = None;
+        for part in rest.split_whitespace() {
+            if let Some(v) = part.strip_prefix("crc32=") {
+                crc = u32::from_str_radix(v, 16).ok();
+            } else if let Some(v) = part.strip_prefix("len=") {
+                len = v.parse::<usize>().ok();
+            }
+        }
+        let (crc, len) = crc.zip(len).ok_or("header lacks crc32 or len")?;
+        let body = &data[nl + 1..];
+        if body.len() != len {
+            return Err(format!("torn file: body has {} bytes, header says {len}", body.len()));
+        }
+        let actual = crc32fast::hash(body);
+        if actual != crc {
+            return Err(format!("checksum mismatch: {actual:08x} != {crc:08x}"));
+        }
+        serde_json::from_slice(body).map_err(|e| format!("bad JSON: {e}"))
+    }
+}
+
+#[async_trait]
+impl StateBackend for FsStateBackend {
+    async fn store(&self, checkpoint: &CompletedCheckpoint) -> Result<u64> {
+        let this = self.clone();
+        let cp = checkpoint.clone();
+        tokio::task::spawn_blocking(move || this.write_atomically(&cp))
+            .await
+            .map_err(|e| Error::checkpoint(checkpoint.checkpoint_id, e))?
+    }
+
+    async fn latest(&self, job: &str) -> Result<Option<CompletedCheckpoint>> {
+        let this = self.clone();
+        let job = job.to_owned();
+        tokio::task::spawn_blocking(move || {
+            for (id, path) in this.list()? {
+                match Self::read_file(&path) {
+                    Ok(cp) if cp.job == job => return Ok(Some(cp)),
+                    Ok(cp) => tracing::warn!(path = %path.display(), found = %cp.job, expected = %job,
+                        "skipping checkpoint of another job"),
+                    Err(why) => tracing::warn!(checkpoint = id, path = %path.display(), %why,
+                        "skipping damaged checkpoint file"),
+                }
+            }
+            Ok(None)
+        })
+        .await
+        .map_err(|e| Error::checkpoint(0, e))?
+    }
+
+    fn describe(&self) -> String {
+        format!("fs:{}", self.dir.display())
+    }
+}

@@ -1,0 +1,166 @@
+//! What a function sees of the runtime: its identity in the job, its metrics group, and for
+//! sinks the timestamp and watermark of the record being written.
+
+use std::sync::Arc;
+
+/// The identity of one parallel instance, given to [`open`](crate::RichFunction::open).
+#[derive(Debug, Clone)]
+pub struct RuntimeContext {
+    job_name: Arc<str>,
+    task_name: Arc<str>,
+    subtask_index: usize,
+    parallelism: usize,
+    restored_from: Option<u64>,
+    metrics: MetricsGroup,
+}
+
+impl RuntimeContext {
+    /// A context for subtask `subtask_index` of `parallelism` of `task_name` in `job_name`.
+    pub fn new(
+        job_name: impl Into<Arc<str>>,
+        task_name: impl Into<Arc<str>>,
+        subtask_index: usize,
+        parallelism: usize,
+        restored_from: Option<u64>,
+    ) -> Self {
+        let job_name = job_name.into();
+        let task_name = task_name.into();
+        let metrics = MetricsGroup::new(vec![
+            ("job".to_owned(), job_name.to_string()),
+            ("task".to_owned(), task_name.to_string()),
+            ("subtask".to_owned(), subtask_index.to_string()),
+        ]);
+        RuntimeContext {
+            job_name,
+            task_name,
+            subtask_index,
+            parallelism,
+            restored_from,
+            metrics,
+        }
+    }
+
+    /// The job's name.
+    pub fn job_name(&self) -> &str {
+        &self.job_name
+    }
+
+    /// The name of the operator this function runs as (unique in the job; keys its state).
+    pub fn task_name(&self) -> &str {
+        &self.task_name
+    }
+
+    /// This instance's index, `0..parallelism`.
+    pub fn subtask_index(&self) -> usize {
+        self.subtask_index
+    }
+
+    /// How many parallel instances of this operator run.
+    pub fn parallelism(&self) -> usize {
+        self.parallelism
+    }
+
+    /// The checkpoint this run restored from, if any.
+    pub fn restored_from(&self) -> Option<u64> {
+        self.restored_from
+    }
+
+    /// `task[subtask]`, for logs and error messages.
+    pub fn display_name(&self) -> String {
+        format!("{}[{}]", self.task_name, self.subtask_index)
+    }
+
+    /// Metrics labelled with job, task and subtask.
+    pub fn metrics(&self) -> &MetricsGroup {
+        &self.metrics
+    }
+}
+
+/// Labels shared by every metric of one subtask; hands out `metrics` facade handles.
+///
+/// Take handles once (in `open`) and keep them: incrementing a handle is cheap, looking one up
+/// is not.
+#[derive(Debug, Clone)]
+pub struct MetricsGroup {
+    labels: Vec<(String, String)>,
+}
+
+impl MetricsGroup {
+    /// A group with the given labels.
+    pub fn new(labels: Vec<(String, String)>) -> Self {
+        MetricsGroup { labels }
+    }
+
+    /// The same group with one more label.
+    pub fn with_label(&self, key: &str, value: impl Into<String>) -> Self {
+        let mut labels = self.labels.clone();
+        labels.push((key.to_owned(), value.into()));
+        MetricsGroup { labels }
+    }
+
+    fn label_vec(&self) -> Vec<metrics::Label> {
+        self.labels
+            .iter()
+            .map(|(k, v)| metrics::Label::new(k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// A counter named `name` with this group's labels.
+    pub fn counter(&self, name: &'static str) -> metrics::Counter {
+        metrics::counter!(name, self.label_vec())
+    }
+
+    /// A gauge named `name` with this group's labels.
+    pub fn gauge(&self, name: &'static str) -> metrics::Gauge {
+        metrics::gauge!(name, self.label_vec())
+    }
+
+    /// A histogram named `name` with this group's labels.
+    pub fn histogram(&self, name: &'static str) -> metrics::Histogram {
+        metrics::histogram!(name, self.label_vec())
+    }
+}
+
+/// What a sink sees of the records it writes.
+#[derive(Debug, Clone, Default)]
+pub struct SinkContext {
+    timestamps: Option<Vec<i64>>,
+    index: usize,
+    watermark: Option<i64>,
+}
+
+/// Marks "no timestamp" inside a batch's timestamp column.
+pub(crate) const NO_TIMESTAMP: i64 = i64::MIN;
+
+impl SinkContext {
+    pub(crate) fn for_batch(timestamps: Option<Vec<i64>>, watermark: Option<i64>) -> Self {
+        SinkContext {
+            timestamps,
+            index: 0,
+            watermark,
+        }
+    }
+
+    /// Points the context at record `index` of the current batch.
+    pub fn set_index(&mut self, index: usize) {
+        self.index = index;
+    }
+
+    /// The event timestamp (ms) of the current record, if the source gave one.
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp_at(self.index)
+    }
+
+    /// The event timestamp of record `index` of the current batch.
+    pub fn timestamp_at(&self, index: usize) -> Option<i64> {
+        self.timestamps
+            .as_ref()
+            .and_then(|t| t.get(index).copied())
+            .filter(|&t| t != NO_TIMESTAMP)
+    }
+
+    /// The current watermark, if any source emitted one.
+    pub fn current_watermark(&self) -> Option<i64> {
+        self.watermark
+    }
+}

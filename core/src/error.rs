@@ -1,0 +1,141 @@
+//! The error type of rivus-core: every failure a function or the runtime can report, with the
+//! context (task, subtask, checkpoint, record position) needed to act on it.
+
+use std::fmt;
+
+/// Result alias used throughout rivus.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed error from a connector or user code.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors raised by functions, schemas and the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A record could not be decoded or encoded; names the record's position.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
+
+    /// Configuration was refused before the job started; `path` names the bad field.
+    #[error("invalid configuration at `{path}`: {message}")]
+    Config {
+        /// Dotted path of the offending field, e.g. `sink.bulk.max_actions`.
+        path: String,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+
+    /// A connector's external system failed (network, broker, server-side error).
+    #[error("{context}: {source}")]
+    Connector {
+        /// What was being done, e.g. `kafka producer: send to topic 'orders'`.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// A checkpoint could not be written, read or restored.
+    #[error("checkpoint {checkpoint_id}: {message}")]
+    Checkpoint {
+        /// The checkpoint concerned (0 when not yet assigned).
+        checkpoint_id: u64,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// State could not be serialized or deserialized.
+    #[error("state of `{operator}`: {source}")]
+    State {
+        /// The operator whose state failed.
+        operator: String,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A task failed; wraps the first error with the task's identity.
+    #[error("task `{task}` (subtask {subtask}) failed: {source}")]
+    Task {
+        /// Stage name.
+        task: String,
+        /// Subtask index.
+        subtask: usize,
+        /// The original error.
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// A shared primitive (Handover, BulkProcessor) was closed while in use.
+    #[error("{0} is closed")]
+    Closed(&'static str),
+
+    /// The job was cancelled because another task failed or a hard stop was requested.
+    #[error("cancelled")]
+    Cancelled,
+
+    /// A record was rejected by the error policy `fail`.
+    #[error("record rejected at {position}: {reason}")]
+    Record {
+        /// Where the record came from.
+        position: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// I/O failure with context.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Builds a [`Error::Config`] error.
+    pub fn config(path: impl Into<String>, message: impl fmt::Display) -> Self {
+        Error::Config {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Wraps an error from an external system with what was being done.
+    pub fn connector(
+        context: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Connector {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Builds a [`Error::Checkpoint`] error.
+    pub fn checkpoint(checkpoint_id: u64, message: impl fmt::Display) -> Self {
+        Error::Checkpoint {
+            checkpoint_id,
+            message: message.to_string(),
+        }
+    }
+
+    /// True when this error only reports cancellation (not a root cause).
+    pub fn is_cancelled(&self) -> bool {
+        match self {
+            Error::Cancelled => true,
+            Error::Task { source, .. } => source.is_cancelled(),
+            _ => false,
+        }
+    }
+}

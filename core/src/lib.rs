@@ -1,0 +1,52 @@
+//! # rivus-core
+//!
+//! The contract every rivus connector implements and the runtime that drives it, on the model
+//! of Apache Flink's connector architecture:
+//!
+//! - [`function`]: the lifecycle traits — [`RichFunction`] (open/close), [`SourceFunction`]
+//!   (run), [`SinkFunction`] (invoke), [`CheckpointedFunction`] (snapshot/restore),
+//!   [`CheckpointListener`] (checkpoint complete/aborted).
+//! - [`runtime`]: a pipeline builder and runner with operator chaining, bounded channels
+//!   between tasks (back-pressure), checkpoint barriers with alignment, and graceful stop.
+//! - [`checkpoint`]: completed checkpoints and the state backends that store them.
+//! - Shared primitives connectors reuse: [`handover::Handover`], [`bulk::BulkProcessor`],
+//!   [`backoff::BackoffPolicy`], [`offsets::OffsetTracker`], [`error_policy::ErrorPolicy`],
+//!   [`schema`] (bytes, UTF-8, JSON).
+//!
+//! ```
+//! use rivus_core::prelude::*;
+//! # async fn demo() -> rivus_core::Result<()> { Ok(()) }
+//! ```
+
+pub mod backoff;
+pub mod bulk;
+pub mod checkpoint;
+pub mod context;
+pub mod error;
+pub mod error_policy;
+pub mod function;
+pub mod guarantee;
+pub mod handover;
+pub mod offsets;
+pub mod runtime;
+pub mod schema;
+pub mod state;
+
+pub use async_trait::async_trait;
+pub use context::{RuntimeContext, SinkContext};
+pub use error::{Error, Result};
+pub use function::{CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction};
+pub use guarantee::DeliveryGuarantee;
+pub use runtime::{CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, SourceContext, Stream};
+pub use state::Restored;
+
+/// The names a connector or pipeline author usually needs.
+pub mod prelude {
+    pub use crate::async_trait;
+    pub use crate::checkpoint::{CheckpointConfig, FsStateBackend, MemoryStateBackend};
+    pub use crate::{
+        CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
+        Pipeline, Restored, Result, RichFunction, RuntimeContext, SinkContext, SinkFunction,
+        SourceContext, SourceFunction,
+    };
+}

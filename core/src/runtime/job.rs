@@ -1,0 +1,237 @@
+//! Running a built pipeline: restore from the newest checkpoint, start every task and the
+//! coordinator, surface the first failure (cancelling the rest), and stop gracefully on request
+//! or on SIGINT/SIGTERM.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::control::Mailbox;
+use super::coordinator::Coordinator;
+use super::pipeline::Pipeline;
+use super::task::TaskEnv;
+use crate::error::{Error, Result};
+use crate::guarantee::DeliveryGuarantee;
+
+/// A pipeline ready to run (single use: it owns the function instances).
+pub struct Job {
+    pipeline: Pipeline,
+    guarantee: DeliveryGuarantee,
+    stop: watch::Sender<bool>,
+    cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("pipeline", &self.pipeline)
+            .field("guarantee", &self.guarantee)
+            .finish()
+    }
+}
+
+/// Stops a running job from elsewhere (another task, a signal handler, a test).
+#[derive(Debug, Clone)]
+pub struct JobHandle {
+    stop: watch::Sender<bool>,
+    cancel: CancellationToken,
+}
+
+impl JobHandle {
+    /// Graceful stop: sources return, in-flight records drain, a final checkpoint is taken,
+    /// everything is closed.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Hard stop: every task is cancelled now (functions are still closed).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The first SIGINT or SIGTERM stops gracefully, the second cancels. Returns at once.
+    pub fn stop_on_signals(&self) {
+        let handle = self.clone();
+        tokio::spawn(async move {
+            for n in 0..2 {
+                if wait_for_signal().await.is_err() {
+                    return;
+                }
+                if n == 0 {
+                    tracing::info!("signal received: stopping (again to stop at once)");
+                    handle.stop();
+                } else {
+                    tracing::warn!("second signal: cancelling");
+                    handle.cancel();
+                }
+            }
+        });
+    }
+}
+
+async fn wait_for_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}
+
+/// What a finished job reports.
+#[derive(Debug, Clone)]
+pub struct JobSummary {
+    /// The checkpoint the job restored from.
+    pub restored_from: Option<u64>,
+    /// Checkpoints completed during this run.
+    pub checkpoints_completed: u64,
+    /// Checkpoints aborted during this run.
+    pub checkpoints_aborted: u64,
+    /// The newest checkpoint completed during this run.
+    pub last_checkpoint: Option<u64>,
+    /// Wall-clock time of the run.
+    pub duration: Duration,
+}
+
+impl Job {
+    pub(crate) fn new(pipeline: Pipeline, guarantee: DeliveryGuarantee) -> Self {
+        Job {
+            pipeline,
+            guarantee,
+            stop: watch::channel(false).0,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The end-to-end guarantee: the weakest of source and sink, or at-most-once without
+    /// checkpoints.
+    pub fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        self.guarantee
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.pipeline.name
+    }
+
+    /// A handle to stop or cancel the job once it runs.
+    pub fn handle(&self) -> JobHandle {
+        JobHandle {
+            stop: self.stop.clone(),
+            cancel: self.cancel.clone(),
+        }
+    }
+
+    /// Runs the job to its end: bounded sources finished, a graceful stop, or the first error.
+    pub async fn run(self) -> Result<JobSummary> {
+        let started = Instant::now();
+        let Job {
+            pipeline,
+            stop,
+            cancel,
+            guarantee: _,
+        } = self;
+        let restore = match &pipeline.checkpoint {
+            Some(c) => c.backend.latest(&pipeline.name).await?.map(Arc::new),
+            None => None,
+        };
+        let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
+        if let Some(id) = restored_from {
+            tracing::info!(job = %pipeline.name, checkpoint = id, "restoring from checkpoint");
+        }
+        let (report_tx, report_rx) = mpsc::unbounded_channel();
+        let mut mailboxes = Vec::new();
+        let mut is_source = Vec::new();
+        let mut set = JoinSet::new();
+        for (index, spec) in pipeline.tasks.into_iter().enumerate() {
+            let (tx, mailbox) = Mailbox::new();
+            mailboxes.push(tx);
+            is_source.push(spec.is_source);
+            let env = TaskEnv {
+                task: index,
+                mailbox,
+                reports: report_tx.clone(),
+                restore: restore.clone(),
+                cancel: cancel.clone(),
+                checkpointing: pipeline.checkpoint.is_some(),
+            };
+            let (name, subtask) = (spec.name, spec.subtask);
+            let fut = (spec.start)(env);
+            set.spawn(async move {
+                fut.await.map_err(|e| Error::Task {
+                    task: name,
+                    subtask,
+                    source: Box::new(e),
+                })
+            });
+        }
+        drop(report_tx);
+        let coordinator = Coordinator {
+            job: pipeline.name.clone(),
+            config: pipeline.checkpoint.clone(),
+            tasks: mailboxes,
+            is_source,
+            operators: pipeline.operators.clone(),
+            reports: report_rx,
+            stop: stop.subscribe(),
+            cancel: cancel.clone(),
+            next_id: restored_from.map_or(1, |id| id + 1),
+            buffer_timeout: pipeline.buffer_timeout,
+        };
+        let coord = tokio::spawn(coordinator.run());
+
+        let mut first: Option<Error> = None;
+        let mut hard_cancelled = false;
+        while let Some(joined) = set.join_next().await {
+            let result = joined.unwrap_or_else(|e| {
+                Err(Error::connector("task panicked", e.to_string()))
+            });
+            if let Err(e) = result {
+                if first.is_none() && !e.is_cancelled() {
+                    tracing::error!(job = %pipeline.name, error = %e, "task failed: cancelling the job");
+                    first = Some(e);
+                    cancel.cancel();
+                } else if first.is_none() {
+                    // Cancelled without a root cause (a hard stop): keep looking for one.
+                    hard_cancelled = true;
+                    cancel.cancel();
+                }
+            }
+        }
+        cancel.cancel();
+        let stats = match coord.await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                first.get_or_insert(e);
+                Default::default()
+            }
+            Err(e) => {
+                first.get_or_insert(Error::connector("checkpoint coordinator panicked", e.to_string()));
+                Default::default()
+            }
+        };
+        if let Some(e) = first {
+            return Err(e);
+        }
+        if hard_cancelled {
+            return Err(Error::Cancelled);
+        }
+        Ok(JobSummary {
+            restored_from,
+            checkpoints_completed: stats.completed,
+            checkpoints_aborted: stats.aborted,
+            last_checkpoint: stats.last_completed,
+            duration: started.elapsed(),
+        })
+    }
+}

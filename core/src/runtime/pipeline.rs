@@ -1,0 +1,365 @@
+//! The pipeline builder: source → map / filter / flat_map / key_by / rebalance → sink, each
+//! stage with its own parallelism. Operators chain into the task that feeds them; a change of
+//! parallelism, `key_by` or `rebalance` starts a new task behind bounded channels.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::chain::Chained;
+use super::event::Event;
+use super::input_gate::InputGate;
+use super::job::Job;
+use super::output::{hash_key, ChannelOutput, Output, Partitioner};
+use super::sink_output::SinkOutput;
+use super::task::{run_exchange, run_source, TaskSpec};
+use crate::checkpoint::CheckpointConfig;
+use crate::context::RuntimeContext;
+use crate::error::{Error, Result};
+use crate::function::{SinkFunction, SourceFunction};
+use crate::guarantee::DeliveryGuarantee;
+
+type OutputFactory<T> = Box<dyn FnMut(usize) -> Box<dyn Output<T>> + Send>;
+type PendingStage<T> = Box<dyn FnOnce(OutputFactory<T>) -> Vec<TaskSpec> + Send>;
+
+/// Job-wide settings and the tasks built so far.
+pub struct Pipeline {
+    pub(crate) name: String,
+    pub(crate) checkpoint: Option<CheckpointConfig>,
+    pub(crate) batch_size: usize,
+    pub(crate) channel_capacity: usize,
+    pub(crate) buffer_timeout: Duration,
+    pub(crate) tasks: Vec<TaskSpec>,
+    pub(crate) operators: Vec<(String, usize)>,
+    names: HashSet<String>,
+    errors: Vec<Error>,
+    exchanges: usize,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("name", &self.name)
+            .field("checkpoint", &self.checkpoint)
+            .field("batch_size", &self.batch_size)
+            .field("channel_capacity", &self.channel_capacity)
+            .field("tasks", &self.tasks.len())
+            .finish()
+    }
+}
+
+impl Pipeline {
+    /// A pipeline named `name` (the name keys its checkpoints). Defaults: no checkpoints,
+    /// batches of 1024 records, channels of 8 batches, 100 ms buffer timeout.
+    pub fn new(name: impl Into<String>) -> Self {
+        Pipeline {
+            name: name.into(),
+            checkpoint: None,
+            batch_size: 1024,
+            channel_capacity: 8,
+            buffer_timeout: Duration::from_millis(100),
+            tasks: Vec::new(),
+            operators: Vec::new(),
+            names: HashSet::new(),
+            errors: Vec::new(),
+            exchanges: 0,
+        }
+    }
+
+    /// Enables checkpoints.
+    pub fn checkpointing(mut self, config: CheckpointConfig) -> Self {
+        if let Err(e) = config.validate() {
+            self.errors.push(e);
+        }
+        self.checkpoint = Some(config);
+        self
+    }
+
+    /// Records per batch between tasks and into sinks (default 1024).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        if n == 0 {
+            self.errors.push(Error::config("pipeline.batch_size", "must be at least 1"));
+        }
+        self.batch_size = n.max(1);
+        self
+    }
+
+    /// Batches buffered per channel between two subtasks (default 8). With the batch size this
+    /// bounds the memory between tasks.
+    pub fn channel_capacity(mut self, n: usize) -> Self {
+        if n == 0 {
+            self.errors.push(Error::config("pipeline.channel_capacity", "must be at least 1"));
+        }
+        self.channel_capacity = n.max(1);
+        self
+    }
+
+    /// Longest time a record waits in a source's partly filled batch (default 100 ms).
+    pub fn buffer_timeout(mut self, d: Duration) -> Self {
+        if d.is_zero() {
+            self.errors.push(Error::config("pipeline.buffer_timeout", "must be positive"));
+        }
+        self.buffer_timeout = d;
+        self
+    }
+
+    fn register(&mut self, name: &str, parallelism: usize, stateful: bool) {
+        if parallelism == 0 {
+            self.errors
+                .push(Error::config(format!("{name}.parallelism"), "must be at least 1"));
+        }
+        if !self.names.insert(name.to_owned()) {
+            self.errors.push(Error::config(
+                name.to_owned(),
+                "operator name used twice (names key checkpointed state)",
+            ));
+        }
+        if stateful {
+            self.operators.push((name.to_owned(), parallelism));
+        }
+    }
+
+    fn runtime_context(&self, name: &str, subtask: usize, parallelism: usize) -> RuntimeContext {
+        RuntimeContext::new(self.name.as_str(), name, subtask, parallelism, None)
+    }
+
+    /// Adds a source named `name` with `parallelism` subtasks; `factory(i)` creates subtask
+    /// `i`'s instance.
+    pub fn source<S, F>(mut self, name: &str, parallelism: usize, factory: F) -> Stream<S::Out>
+    where
+        S: SourceFunction + 'static,
+        F: Fn(usize) -> S,
+    {
+        self.register(name, parallelism, true);
+        let sources: Vec<S> = (0..parallelism).map(factory).collect();
+        let guarantee = sources
+            .first()
+            .map(|s| s.delivery_guarantee())
+            .unwrap_or(DeliveryGuarantee::ExactlyOnce);
+        let contexts: Vec<RuntimeContext> = (0..parallelism)
+            .map(|i| self.runtime_context(name, i, parallelism))
+            .collect();
+        let name = name.to_owned();
+        let stage: PendingStage<S::Out> = Box::new(move |mut outputs| {
+            sources
+                .into_iter()
+                .zip(contexts)
+                .enumerate()
+                .map(|(i, (src, rctx))| {
+                    let out = outputs(i);
+                    TaskSpec {
+                        name: name.clone(),
+                        subtask: i,
+                        is_source: true,
+                        start: Box::new(move |env| Box::pin(run_source(src, out, rctx, env))),
+                    }
+                })
+                .collect()
+        });
+        Stream {
+            pipeline: self,
+            parallelism,
+            stage,
+            guarantee,
+        }
+    }
+}
+
+/// A stream of `T` under construction: the operators added so far, not yet connected to
+/// their output.
+pub struct Stream<T: Send + 'static> {
+    pipeline: Pipeline,
+    parallelism: usize,
+    stage: PendingStage<T>,
+    guarantee: DeliveryGuarantee,
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Stream<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("pipeline", &self.pipeline.name)
+            .field("parallelism", &self.parallelism)
+            .finish()
+    }
+}
+
+impl<T: Send + 'static> Stream<T> {
+    /// Adds a chained operator; `make_op` creates one instance per subtask.
+    fn chain<U, F>(self, make_op: impl Fn() -> F + Send + 'static) -> Stream<U>
+    where
+        U: Send + 'static,
+        F: FnMut(T, Option<i64>, &mut dyn Output<U>) -> bool + Send + 'static,
+    {
+        let prev = self.stage;
+        let stage: PendingStage<U> = Box::new(move |mut outputs: OutputFactory<U>| {
+            prev(Box::new(move |i| {
+                Box::new(Chained::new(make_op(), outputs(i))) as Box<dyn Output<T>>
+            }))
+        });
+        Stream {
+            pipeline: self.pipeline,
+            parallelism: self.parallelism,
+            stage,
+            guarantee: self.guarantee,
+        }
+    }
+
+    /// Transforms each record (chained: no channel, no copy).
+    pub fn map<U, F>(self, f: F) -> Stream<U>
+    where
+        U: Send + 'static,
+        F: Fn(T) -> U + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        self.chain(move || {
+            let f = Arc::clone(&f);
+            move |v: T, ts, out: &mut dyn Output<U>| out.push(f(v), ts)
+        })
+    }
+
+    /// Keeps the records for which `f` is true.
+    pub fn filter<F>(self, f: F) -> Stream<T>
+    where
+        F: Fn(&T) -> bool + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        self.chain(move || {
+            let f = Arc::clone(&f);
+            move |v: T, ts, out: &mut dyn Output<T>| f(&v) && out.push(v, ts)
+        })
+    }
+
+    /// Turns each record into zero or more records.
+    pub fn flat_map<U, I, F>(self, f: F) -> Stream<U>
+    where
+        U: Send + 'static,
+        I: IntoIterator<Item = U>,
+        F: Fn(T) -> I + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        self.chain(move || {
+            let f = Arc::clone(&f);
+            move |v: T, ts, out: &mut dyn Output<U>| {
+                let mut full = false;
+                for u in f(v) {
+                    full |= out.push(u, ts);
+                }
+                full
+            }
+        })
+    }
+
+    /// Starts a new stage of `parallelism` subtasks fed through bounded channels.
+    fn exchange(mut self, parallelism: usize, partitioner: impl Fn() -> Partitioner<T> + Send + 'static) -> Stream<T> {
+        self.pipeline.exchanges += 1;
+        let name = format!("exchange-{}", self.pipeline.exchanges);
+        self.pipeline.register(&name, parallelism, false);
+        let ups = self.parallelism;
+        let cap = self.pipeline.channel_capacity;
+        let batch_size = self.pipeline.batch_size;
+        let mut senders: Vec<Option<Vec<mpsc::Sender<Event<T>>>>> = (0..ups).map(|_| Some(Vec::new())).collect();
+        let mut receivers: Vec<Vec<mpsc::Receiver<Event<T>>>> = (0..parallelism).map(|_| Vec::new()).collect();
+        for up in senders.iter_mut() {
+            for down in receivers.iter_mut() {
+                let (tx, rx) = mpsc::channel(cap);
+                up.as_mut().expect("fresh").push(tx);
+                down.push(rx);
+            }
+        }
+        let up_contexts: Vec<RuntimeContext> = (0..ups)
+            .map(|i| self.pipeline.runtime_context(&name, i, ups))
+            .collect();
+        let upstream = (self.stage)(Box::new(move |i| {
+            let tx = senders[i].take().expect("one output per upstream subtask");
+            Box::new(ChannelOutput::new(tx, partitioner(), batch_size, up_contexts[i].metrics()))
+        }));
+        self.pipeline.tasks.extend(upstream);
+        let contexts: Vec<RuntimeContext> = (0..parallelism)
+            .map(|i| self.pipeline.runtime_context(&name, i, parallelism))
+            .collect();
+        let stage: PendingStage<T> = Box::new(move |mut outputs| {
+            receivers
+                .into_iter()
+                .zip(contexts)
+                .enumerate()
+                .map(|(i, (rx, rctx))| {
+                    let out = outputs(i);
+                    let gate = InputGate::new(rx);
+                    TaskSpec {
+                        name: name.clone(),
+                        subtask: i,
+                        is_source: false,
+                        start: Box::new(move |env| Box::pin(run_exchange(gate, out, rctx, env))),
+                    }
+                })
+                .collect()
+        });
+        Stream {
+            pipeline: self.pipeline,
+            parallelism,
+            stage,
+            guarantee: self.guarantee,
+        }
+    }
+
+    /// Repartitions by key over `parallelism` subtasks: records with equal keys go to the same
+    /// subtask, in order.
+    pub fn key_by<K, F>(self, key: F, parallelism: usize) -> Stream<T>
+    where
+        K: Hash,
+        F: Fn(&T) -> K + Send + Sync + 'static,
+    {
+        let key = Arc::new(move |v: &T| hash_key(&key(v)));
+        self.exchange(parallelism, move || Partitioner::Hash(key.clone()))
+    }
+
+    /// Redistributes whole batches round-robin over `parallelism` subtasks.
+    pub fn rebalance(self, parallelism: usize) -> Stream<T> {
+        self.exchange(parallelism, || Partitioner::RoundRobin { next: 0 })
+    }
+
+    /// Ends the stream in a sink named `name` with `parallelism` subtasks; `factory(i)` creates
+    /// subtask `i`'s instance. With the stream's parallelism the sink is chained into the
+    /// same tasks; otherwise records are rebalanced to it.
+    pub fn sink<S, F>(self, name: &str, parallelism: usize, factory: F) -> Result<Job>
+    where
+        S: SinkFunction<T> + 'static,
+        F: Fn(usize) -> S,
+    {
+        let stream = if parallelism == self.parallelism {
+            self
+        } else {
+            self.rebalance(parallelism)
+        };
+        let mut pipeline = stream.pipeline;
+        pipeline.register(name, parallelism, true);
+        let sinks: Vec<S> = (0..parallelism).map(factory).collect();
+        let sink_guarantee = sinks
+            .first()
+            .map(|s| s.delivery_guarantee())
+            .unwrap_or(DeliveryGuarantee::ExactlyOnce);
+        let batch_size = pipeline.batch_size;
+        let mut sinks: Vec<Option<(S, RuntimeContext)>> = sinks
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| Some((s, pipeline.runtime_context(name, i, parallelism))))
+            .collect();
+        let tasks = (stream.stage)(Box::new(move |i| {
+            let (sink, rctx) = sinks[i].take().expect("one sink per subtask");
+            Box::new(SinkOutput::new(sink, rctx, batch_size))
+        }));
+        pipeline.tasks.extend(tasks);
+        if let Some(e) = pipeline.errors.drain(..).next() {
+            return Err(e);
+        }
+        let guarantee = if pipeline.checkpoint.is_some() {
+            stream.guarantee.weakest(sink_guarantee)
+        } else {
+            DeliveryGuarantee::AtMostOnce
+        };
+        Ok(Job::new(pipeline, guarantee))
+    }
+}

@@ -1,0 +1,243 @@
+//! [`SourceContext`]: how a source emits records, keeps its position in checkpointed state,
+//! waits on the outside world, and learns about checkpoints. Checkpoint triggers are served
+//! inside `collect` and `wait_for` (Flink's mailbox), so a snapshot always matches the records
+//! emitted before its barrier.
+
+use std::collections::VecDeque;
+use std::future::Future;
+
+use tokio::sync::mpsc;
+
+use super::control::{Command, Mailbox, Report};
+use super::output::{Notification, Output, Snapshot};
+use crate::error::{Error, Result};
+
+/// A checkpoint event as seen by a source, with the state snapshot taken for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckpointEvent<S> {
+    /// Checkpoint `id` was taken: everything emitted so far is before its barrier.
+    Triggered(u64),
+    /// Checkpoint `id` is durably stored; `state` is the snapshot taken for it. Commit offsets
+    /// or acknowledge messages up to this state now. Older checkpoints not yet reported are
+    /// subsumed by this one.
+    Completed {
+        /// The checkpoint id.
+        id: u64,
+        /// The source's state at that checkpoint.
+        state: S,
+    },
+    /// Checkpoint `id` will never complete.
+    Aborted(u64),
+}
+
+/// Events kept for a source that does not read them; older ones are dropped (a later
+/// `Completed` subsumes earlier ones anyway).
+const MAX_EVENTS: usize = 64;
+
+/// The context handed to [`SourceFunction::run`](crate::SourceFunction::run).
+pub struct SourceContext<T: Send + 'static, S> {
+    out: Box<dyn Output<T>>,
+    state: S,
+    mailbox: Mailbox,
+    reports: mpsc::UnboundedSender<Report>,
+    operator: String,
+    task: usize,
+    subtask: usize,
+    pending: VecDeque<(u64, S)>,
+    events: VecDeque<CheckpointEvent<S>>,
+    stopping: bool,
+    shutdown: bool,
+}
+
+impl<T: Send + 'static, S> std::fmt::Debug for SourceContext<T, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceContext")
+            .field("operator", &self.operator)
+            .field("subtask", &self.subtask)
+            .field("stopping", &self.stopping)
+            .finish()
+    }
+}
+
+impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> {
+    pub(crate) fn new(
+        out: Box<dyn Output<T>>,
+        state: S,
+        mailbox: Mailbox,
+        reports: mpsc::UnboundedSender<Report>,
+        operator: String,
+        task: usize,
+        subtask: usize,
+    ) -> Self {
+        SourceContext {
+            out,
+            state,
+            mailbox,
+            reports,
+            operator,
+            task,
+            subtask,
+            pending: VecDeque::new(),
+            events: VecDeque::new(),
+            stopping: false,
+            shutdown: false,
+        }
+    }
+
+    /// Emits a record. Waits when downstream is slow (back-pressure); serves pending
+    /// checkpoint triggers.
+    #[inline]
+    pub async fn collect(&mut self, value: T) -> Result<()> {
+        let full = self.out.push(value, None);
+        if full || self.mailbox.has_mail() {
+            self.service(full).await?;
+        }
+        Ok(())
+    }
+
+    /// Emits a record with its event timestamp (ms).
+    #[inline]
+    pub async fn collect_with_timestamp(&mut self, value: T, timestamp: i64) -> Result<()> {
+        let full = self.out.push(value, Some(timestamp));
+        if full || self.mailbox.has_mail() {
+            self.service(full).await?;
+        }
+        Ok(())
+    }
+
+    /// Emits a watermark: no record with a smaller timestamp follows from this subtask.
+    pub async fn emit_watermark(&mut self, watermark: i64) -> Result<()> {
+        self.out.watermark(watermark).await
+    }
+
+    /// The checkpointed state (positions). Update it together with each `collect`.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
+    /// Mutable access to the checkpointed state.
+    pub fn state_mut(&mut self) -> &mut S {
+        &mut self.state
+    }
+
+    /// True once a graceful stop was requested: return from `run` soon.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping
+    }
+
+    /// Checkpoint events since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<CheckpointEvent<S>> {
+        self.events.drain(..).collect()
+    }
+
+    /// Awaits `fut` (a poll of the external system) while serving checkpoints and stop
+    /// requests. Buffered records are flushed first, so nothing lingers while the source is idle.
+    /// Returns `Ok(None)` when a stop was requested: `run` should return.
+    pub async fn wait_for<F: Future>(&mut self, fut: F) -> Result<Option<F::Output>> {
+        if self.out.buffered() > 0 {
+            self.out.flush().await?;
+        }
+        self.process_mail().await?;
+        tokio::pin!(fut);
+        loop {
+            if self.stopping {
+                return Ok(None);
+            }
+            tokio::select! {
+                biased;
+                cmd = self.mailbox.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd).await?,
+                    None => return Err(Error::Cancelled),
+                },
+                v = &mut fut => return Ok(Some(v)),
+            }
+        }
+    }
+
+    #[cold]
+    async fn service(&mut self, full: bool) -> Result<()> {
+        if full {
+            self.out.flush().await?;
+        }
+        self.process_mail().await
+    }
+
+    async fn process_mail(&mut self) -> Result<()> {
+        while let Some(cmd) = self.mailbox.try_recv() {
+            self.handle(cmd).await?;
+        }
+        Ok(())
+    }
+
+    fn push_event(&mut self, ev: CheckpointEvent<S>) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(ev);
+    }
+
+    async fn handle(&mut self, cmd: Command) -> Result<()> {
+        match cmd {
+            Command::Trigger(id) => self.checkpoint(id).await?,
+            Command::Complete(id) => {
+                self.out.notify(Notification::Complete(id)).await?;
+                while let Some((pid, _)) = self.pending.front() {
+                    if *pid > id {
+                        break;
+                    }
+                    let (pid, state) = self.pending.pop_front().expect("front exists");
+                    if pid == id {
+                        self.push_event(CheckpointEvent::Completed { id, state });
+                    }
+                }
+            }
+            Command::Abort(id) => {
+                self.out.notify(Notification::Abort(id)).await?;
+                self.pending.retain(|(pid, _)| *pid != id);
+                self.push_event(CheckpointEvent::Aborted(id));
+            }
+            Command::Stop => self.stopping = true,
+            Command::Tick => self.out.flush().await?,
+            Command::Shutdown => self.shutdown = true,
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(&mut self, id: u64) -> Result<()> {
+        let value = serde_json::to_value(&self.state).map_err(|e| Error::State {
+            operator: self.operator.clone(),
+            source: e,
+        })?;
+        let mut states: Snapshot = vec![(self.operator.clone(), value)];
+        self.out.barrier(id, &mut states).await?;
+        self.pending.push_back((id, self.state.clone()));
+        self.push_event(CheckpointEvent::Triggered(id));
+        let _ = self.reports.send(Report::Ack {
+            id,
+            task: self.task,
+            subtask: self.subtask,
+            states,
+        });
+        Ok(())
+    }
+
+    /// After `run` returned: serve checkpoints until the coordinator says the final one is done.
+    pub(crate) async fn serve_until_shutdown(&mut self) -> Result<()> {
+        if self.out.buffered() > 0 {
+            self.out.flush().await?;
+        }
+        let _ = self.reports.send(Report::SourceFinished { task: self.task });
+        self.process_mail().await?;
+        while !self.shutdown {
+            match self.mailbox.recv().await {
+                Some(cmd) => self.handle(cmd).await?,
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn output(&mut self) -> &mut dyn Output<T> {
+        &mut *self.out
+    }
+}

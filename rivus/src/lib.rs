@@ -1,0 +1,7 @@
+//! The `rivus` facade: re-exports [`rivus_core`] and, behind one feature flag each, the
+//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`) as they land.
+
+pub use rivus_core::*;
+
+/// The core crate under its own name, for paths like `rivus::core::runtime`.
+pub use rivus_core as core;
