@@ -104,10 +104,7 @@ impl Error {
     }
 
     /// Wraps an error from an external system with what was being done.
-    pub fn connector(
-        context: impl Into<String>,
-        source: impl Into<BoxError>,
-    ) -> Self {
+    pub fn connector(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Connector {
             context: context.into(),
             source: source.into(),

@@ -201,7 +201,10 @@ mod tests {
     #[tokio::test]
     async fn fail_skip_and_dead_letter() {
         let fail = ErrorHandler::new(ErrorPolicy::Fail, "t[0]");
-        let err = fail.handle("orders/1@5", "bad json", b"{").await.unwrap_err();
+        let err = fail
+            .handle("orders/1@5", "bad json", b"{")
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("orders/1@5"), "{err}");
 
         let skip = ErrorHandler::new(ErrorPolicy::Skip, "t[0]");
@@ -219,7 +222,10 @@ mod tests {
         assert_eq!(letters.len(), 1);
         assert_eq!(letters[0].position, "q#3");
         assert_eq!(letters[0].payload, vec![0xff, 0x00]);
-        assert!(!format!("{:?}", letters[0]).contains("255"), "payload not in Debug");
+        assert!(
+            !format!("{:?}", letters[0]).contains("255"),
+            "payload not in Debug"
+        );
     }
 
     #[derive(Debug)]
@@ -236,7 +242,10 @@ mod tests {
     async fn failed_dead_letter_write_fails_the_record() {
         let h = ErrorHandler::new(ErrorPolicy::DeadLetter(Arc::new(BrokenQueue)), "x");
         let err = h.handle("p@9", "bad", b"z").await.unwrap_err();
-        assert!(err.to_string().contains("dead-letter write failed"), "{err}");
+        assert!(
+            err.to_string().contains("dead-letter write failed"),
+            "{err}"
+        );
         assert_eq!(h.dead_lettered(), 0);
     }
 }

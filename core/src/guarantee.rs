@@ -7,7 +7,9 @@ use std::fmt;
 ///
 /// Ordered from weakest to strongest: a pipeline's end-to-end guarantee is the weakest of its
 /// parts (see [`DeliveryGuarantee::weakest`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum DeliveryGuarantee {
     /// A record may be lost after a failure, never duplicated.

@@ -35,7 +35,9 @@ pub mod state;
 pub use async_trait::async_trait;
 pub use context::{RuntimeContext, SinkContext};
 pub use error::{Error, Result};
-pub use function::{CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction};
+pub use function::{
+    CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
+};
 pub use guarantee::DeliveryGuarantee;
 pub use runtime::{CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, SourceContext, Stream};
 pub use state::Restored;
@@ -46,7 +48,7 @@ pub mod prelude {
     pub use crate::checkpoint::{CheckpointConfig, FsStateBackend, MemoryStateBackend};
     pub use crate::{
         CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
-        Pipeline, Restored, Result, RichFunction, RuntimeContext, SinkContext, SinkFunction,
-        SourceContext, SourceFunction,
+        JobHandle, JobSummary, Pipeline, Restored, Result, RichFunction, RuntimeContext,
+        SinkContext, SinkFunction, SourceContext, SourceFunction,
     };
 }

@@ -22,7 +22,11 @@ pub struct SchemaError {
 
 impl SchemaError {
     /// A new error for the record at `position`.
-    pub fn new(format: &'static str, position: impl fmt::Display, message: impl fmt::Display) -> Self {
+    pub fn new(
+        format: &'static str,
+        position: impl fmt::Display,
+        message: impl fmt::Display,
+    ) -> Self {
         SchemaError {
             position: position.to_string(),
             format,
@@ -140,8 +144,7 @@ impl<T: DeserializeOwned> DeserializationSchema<T> for JsonSchema<T> {
 
 impl<T: Serialize> SerializationSchema<T> for JsonSchema<T> {
     fn serialize(&self, value: &T, out: &mut Vec<u8>) -> Result<(), SchemaError> {
-        serde_json::to_writer(out, value)
-            .map_err(|e| SchemaError::new("json", "(unassigned)", e))
+        serde_json::to_writer(out, value).map_err(|e| SchemaError::new("json", "(unassigned)", e))
     }
 }
 
@@ -158,9 +161,16 @@ mod tests {
     #[test]
     fn json_round_trip_and_error_position() {
         let s = JsonSchema::<Order>::new();
-        let bytes = s.to_vec(&Order { id: 7, item: "tea".into() }).unwrap();
+        let bytes = s
+            .to_vec(&Order {
+                id: 7,
+                item: "tea".into(),
+            })
+            .unwrap();
         assert_eq!(s.deserialize(&bytes, &"t/0@1").unwrap().id, 7);
-        let err = s.deserialize(b"{\"id\": \"x\"}", &"orders/3@42").unwrap_err();
+        let err = s
+            .deserialize(b"{\"id\": \"x\"}", &"orders/3@42")
+            .unwrap_err();
         assert_eq!(err.position, "orders/3@42");
         assert_eq!(err.format, "json");
         assert!(err.to_string().contains("orders/3@42"), "{err}");

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
@@ -70,7 +70,13 @@ impl<R: Send + 'static> BulkProcessor<R> {
         config: BulkConfig,
         sender: impl BulkSender<R>,
     ) -> Result<Self> {
-        Self::with_parts(name, config, Arc::new(sender), Arc::new(NoopListener), Arc::new(|_: &R| 0))
+        Self::with_parts(
+            name,
+            config,
+            Arc::new(sender),
+            Arc::new(NoopListener),
+            Arc::new(|_: &R| 0),
+        )
     }
 
     /// Like [`new`](BulkProcessor::new), with a listener and a function estimating each
@@ -231,7 +237,12 @@ impl<R: Send + 'static> Shared<R> {
         tokio::spawn(async move { shared.send_with_retries(items, bytes, permit).await });
     }
 
-    async fn send_with_retries(self: Arc<Self>, items: Vec<R>, bytes: usize, _permit: OwnedSemaphorePermit) {
+    async fn send_with_retries(
+        self: Arc<Self>,
+        items: Vec<R>,
+        bytes: usize,
+        _permit: OwnedSemaphorePermit,
+    ) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let actions = items.len();
         self.listener.before_bulk(id, actions, bytes);
@@ -245,7 +256,10 @@ impl<R: Send + 'static> Shared<R> {
             match self.sender.send(items).await {
                 SendOutcome::Done => break None,
                 SendOutcome::Failed(e) => break Some(e),
-                SendOutcome::Retry { items: again, reason } => {
+                SendOutcome::Retry {
+                    items: again,
+                    reason,
+                } => {
                     retries += 1;
                     match self.config.backoff.delay(retries) {
                         Some(wait) => {
@@ -271,7 +285,8 @@ impl<R: Send + 'static> Shared<R> {
         };
         metrics::histogram!("rivus_bulk_latency_seconds", &labels)
             .record(started.elapsed().as_secs_f64());
-        self.listener.after_bulk(id, actions, retries, error.as_ref());
+        self.listener
+            .after_bulk(id, actions, retries, error.as_ref());
         if let Some(e) = error {
             metrics::counter!("rivus_bulk_failures_total", &labels).increment(1);
             tracing::error!(processor = %self.name, bulk = id, error = %e, "bulk failed");
@@ -282,4 +297,3 @@ impl<R: Send + 'static> Shared<R> {
         }
     }
 }
-

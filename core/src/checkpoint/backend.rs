@@ -43,7 +43,9 @@ impl MemoryStateBackend {
 #[async_trait]
 impl StateBackend for MemoryStateBackend {
     async fn store(&self, checkpoint: &CompletedCheckpoint) -> Result<u64> {
-        let size = serde_json::to_vec(checkpoint).map(|v| v.len() as u64).unwrap_or(0);
+        let size = serde_json::to_vec(checkpoint)
+            .map(|v| v.len() as u64)
+            .unwrap_or(0);
         self.stored.lock().unwrap().push(checkpoint.clone());
         Ok(size)
     }

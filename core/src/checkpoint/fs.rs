@@ -76,7 +76,8 @@ impl FsStateBackend {
         let target = self.dir.join(Self::file_name(id));
         let io = |what: &str, e| Error::checkpoint(id, format!("{what} {}: {e}", tmp.display()));
         let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", e))?;
-        f.write_all(header.as_bytes()).map_err(|e| io("writing", e))?;
+        f.write_all(header.as_bytes())
+            .map_err(|e| io("writing", e))?;
         f.write_all(&body).map_err(|e| io("writing", e))?;
         f.sync_all().map_err(|e| io("syncing", e))?;
         drop(f);
@@ -115,7 +116,10 @@ impl FsStateBackend {
         let (crc, len) = crc.zip(len).ok_or("header lacks crc32 or len")?;
         let body = &data[nl + 1..];
         if body.len() != len {
-            return Err(format!("torn file: body has {} bytes, header says {len}", body.len()));
+            return Err(format!(
+                "torn file: body has {} bytes, header says {len}",
+                body.len()
+            ));
         }
         let actual = crc32fast::hash(body);
         if actual != crc {
@@ -142,8 +146,10 @@ impl StateBackend for FsStateBackend {
             for (id, path) in this.list()? {
                 match Self::read_file(&path) {
                     Ok(cp) if cp.job == job => return Ok(Some(cp)),
-                    Ok(cp) => tracing::warn!(path = %path.display(), found = %cp.job, expected = %job,
-                        "skipping checkpoint of another job"),
+                    Ok(cp) => {
+                        tracing::warn!(path = %path.display(), found = %cp.job, expected = %job,
+                        "skipping checkpoint of another job")
+                    }
                     Err(why) => tracing::warn!(checkpoint = id, path = %path.display(), %why,
                         "skipping damaged checkpoint file"),
                 }

@@ -50,6 +50,10 @@ where
         self.inner.buffered()
     }
 
+    fn sink_name(&self) -> Option<&str> {
+        self.inner.sink_name()
+    }
+
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()> {
         self.inner.open(restore).await
     }

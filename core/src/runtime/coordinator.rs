@@ -83,7 +83,8 @@ impl Coordinator {
 
     fn abort(&self, p: &Pending, stats: &mut CheckpointStats, why: &str) {
         tracing::warn!(job = %self.job, checkpoint = p.id, reason = why, "checkpoint aborted");
-        metrics::counter!("rivus_checkpoints_aborted_total", "job" => self.job.clone()).increment(1);
+        metrics::counter!("rivus_checkpoints_aborted_total", "job" => self.job.clone())
+            .increment(1);
         stats.aborted += 1;
         self.broadcast(Command::Abort(p.id));
     }
@@ -102,7 +103,8 @@ impl Coordinator {
                 tracing::info!(job = %self.job, checkpoint = p.id, bytes, ms = took.as_millis() as u64,
                     "checkpoint complete");
                 let job = self.job.clone();
-                metrics::counter!("rivus_checkpoints_completed_total", "job" => job.clone()).increment(1);
+                metrics::counter!("rivus_checkpoints_completed_total", "job" => job.clone())
+                    .increment(1);
                 metrics::histogram!("rivus_checkpoint_duration_seconds", "job" => job.clone())
                     .record(took.as_secs_f64());
                 metrics::gauge!("rivus_checkpoint_size_bytes", "job" => job).set(bytes as f64);

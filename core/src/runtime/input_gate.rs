@@ -109,7 +109,9 @@ impl<T> InputGate<T> {
             if self.blocked[i] {
                 continue;
             }
-            let Some(rx) = self.inputs[i].as_mut() else { continue };
+            let Some(rx) = self.inputs[i].as_mut() else {
+                continue;
+            };
             let ev = match rx.try_recv() {
                 Ok(ev) => Some(ev),
                 Err(mpsc::error::TryRecvError::Empty) => continue,
@@ -193,7 +195,7 @@ mod tests {
     async fn watermark_is_minimum_of_live_inputs() {
         let (tx0, rx0) = mpsc::channel(8);
         let (tx1, rx1) = mpsc::channel(8);
-        let mut gate = InputGate::new(vec![rx0, rx1]);
+        let mut gate: InputGate<i32> = InputGate::new(vec![rx0, rx1]);
         tx0.send(Event::Watermark(50)).await.unwrap();
         tx1.send(Event::Watermark(20)).await.unwrap();
         assert!(matches!(gate.next().await, InputEvent::Watermark(20)));

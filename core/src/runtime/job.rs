@@ -193,9 +193,8 @@ impl Job {
         let mut first: Option<Error> = None;
         let mut hard_cancelled = false;
         while let Some(joined) = set.join_next().await {
-            let result = joined.unwrap_or_else(|e| {
-                Err(Error::connector("task panicked", e.to_string()))
-            });
+            let result =
+                joined.unwrap_or_else(|e| Err(Error::connector("task panicked", e.to_string())));
             if let Err(e) = result {
                 if first.is_none() && !e.is_cancelled() {
                     tracing::error!(job = %pipeline.name, error = %e, "task failed: cancelling the job");
@@ -216,7 +215,10 @@ impl Job {
                 Default::default()
             }
             Err(e) => {
-                first.get_or_insert(Error::connector("checkpoint coordinator panicked", e.to_string()));
+                first.get_or_insert(Error::connector(
+                    "checkpoint coordinator panicked",
+                    e.to_string(),
+                ));
                 Default::default()
             }
         };

@@ -31,6 +31,10 @@ pub(crate) trait Output<T: Send + 'static>: Send {
     fn push(&mut self, value: T, ts: Option<i64>) -> bool;
     /// Records buffered and not yet flushed.
     fn buffered(&self) -> usize;
+    /// The name of the sink at the end of the chain, if any (names the task in errors).
+    fn sink_name(&self) -> Option<&str> {
+        None
+    }
     /// Restores and opens the functions at the end of the chain (sinks).
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()>;
     /// Sends what is buffered downstream (waiting when downstream is slow).

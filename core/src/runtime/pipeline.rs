@@ -25,6 +25,14 @@ use crate::guarantee::DeliveryGuarantee;
 type OutputFactory<T> = Box<dyn FnMut(usize) -> Box<dyn Output<T>> + Send>;
 type PendingStage<T> = Box<dyn FnOnce(OutputFactory<T>) -> Vec<TaskSpec> + Send>;
 
+/// `stage -> sink` when a sink is chained into the stage, else the stage's name.
+fn task_name<T: Send + 'static>(stage: &str, out: &dyn Output<T>) -> String {
+    match out.sink_name() {
+        Some(sink) => format!("{stage} -> {sink}"),
+        None => stage.to_owned(),
+    }
+}
+
 /// Job-wide settings and the tasks built so far.
 pub struct Pipeline {
     pub(crate) name: String,
@@ -81,7 +89,8 @@ impl Pipeline {
     /// Records per batch between tasks and into sinks (default 1024).
     pub fn batch_size(mut self, n: usize) -> Self {
         if n == 0 {
-            self.errors.push(Error::config("pipeline.batch_size", "must be at least 1"));
+            self.errors
+                .push(Error::config("pipeline.batch_size", "must be at least 1"));
         }
         self.batch_size = n.max(1);
         self
@@ -91,7 +100,10 @@ impl Pipeline {
     /// bounds the memory between tasks.
     pub fn channel_capacity(mut self, n: usize) -> Self {
         if n == 0 {
-            self.errors.push(Error::config("pipeline.channel_capacity", "must be at least 1"));
+            self.errors.push(Error::config(
+                "pipeline.channel_capacity",
+                "must be at least 1",
+            ));
         }
         self.channel_capacity = n.max(1);
         self
@@ -100,7 +112,8 @@ impl Pipeline {
     /// Longest time a record waits in a source's partly filled batch (default 100 ms).
     pub fn buffer_timeout(mut self, d: Duration) -> Self {
         if d.is_zero() {
-            self.errors.push(Error::config("pipeline.buffer_timeout", "must be positive"));
+            self.errors
+                .push(Error::config("pipeline.buffer_timeout", "must be positive"));
         }
         self.buffer_timeout = d;
         self
@@ -108,8 +121,10 @@ impl Pipeline {
 
     fn register(&mut self, name: &str, parallelism: usize, stateful: bool) {
         if parallelism == 0 {
-            self.errors
-                .push(Error::config(format!("{name}.parallelism"), "must be at least 1"));
+            self.errors.push(Error::config(
+                format!("{name}.parallelism"),
+                "must be at least 1",
+            ));
         }
         if !self.names.insert(name.to_owned()) {
             self.errors.push(Error::config(
@@ -151,7 +166,7 @@ impl Pipeline {
                 .map(|(i, (src, rctx))| {
                     let out = outputs(i);
                     TaskSpec {
-                        name: name.clone(),
+                        name: task_name(&name, &*out),
                         subtask: i,
                         is_source: true,
                         start: Box::new(move |env| Box::pin(run_source(src, out, rctx, env))),
@@ -253,15 +268,21 @@ impl<T: Send + 'static> Stream<T> {
     }
 
     /// Starts a new stage of `parallelism` subtasks fed through bounded channels.
-    fn exchange(mut self, parallelism: usize, partitioner: impl Fn() -> Partitioner<T> + Send + 'static) -> Stream<T> {
+    fn exchange(
+        mut self,
+        parallelism: usize,
+        partitioner: impl Fn() -> Partitioner<T> + Send + 'static,
+    ) -> Stream<T> {
         self.pipeline.exchanges += 1;
         let name = format!("exchange-{}", self.pipeline.exchanges);
         self.pipeline.register(&name, parallelism, false);
         let ups = self.parallelism;
         let cap = self.pipeline.channel_capacity;
         let batch_size = self.pipeline.batch_size;
-        let mut senders: Vec<Option<Vec<mpsc::Sender<Event<T>>>>> = (0..ups).map(|_| Some(Vec::new())).collect();
-        let mut receivers: Vec<Vec<mpsc::Receiver<Event<T>>>> = (0..parallelism).map(|_| Vec::new()).collect();
+        let mut senders: Vec<Option<Vec<mpsc::Sender<Event<T>>>>> =
+            (0..ups).map(|_| Some(Vec::new())).collect();
+        let mut receivers: Vec<Vec<mpsc::Receiver<Event<T>>>> =
+            (0..parallelism).map(|_| Vec::new()).collect();
         for up in senders.iter_mut() {
             for down in receivers.iter_mut() {
                 let (tx, rx) = mpsc::channel(cap);
@@ -274,7 +295,12 @@ impl<T: Send + 'static> Stream<T> {
             .collect();
         let upstream = (self.stage)(Box::new(move |i| {
             let tx = senders[i].take().expect("one output per upstream subtask");
-            Box::new(ChannelOutput::new(tx, partitioner(), batch_size, up_contexts[i].metrics()))
+            Box::new(ChannelOutput::new(
+                tx,
+                partitioner(),
+                batch_size,
+                up_contexts[i].metrics(),
+            ))
         }));
         self.pipeline.tasks.extend(upstream);
         let contexts: Vec<RuntimeContext> = (0..parallelism)
@@ -289,7 +315,7 @@ impl<T: Send + 'static> Stream<T> {
                     let out = outputs(i);
                     let gate = InputGate::new(rx);
                     TaskSpec {
-                        name: name.clone(),
+                        name: task_name(&name, &*out),
                         subtask: i,
                         is_source: false,
                         start: Box::new(move |env| Box::pin(run_exchange(gate, out, rctx, env))),

@@ -56,10 +56,12 @@ pub(crate) fn restored_states<St: serde::de::DeserializeOwned>(
             .iter()
             .map(|v| match v {
                 None => Ok(None),
-                Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| Error::State {
-                    operator: operator.to_owned(),
-                    source: e,
-                }),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map(Some)
+                    .map_err(|e| Error::State {
+                        operator: operator.to_owned(),
+                        source: e,
+                    }),
             })
             .collect::<Result<Vec<_>>>()?,
     };
@@ -82,6 +84,10 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
 
     fn buffered(&self) -> usize {
         self.buf.len()
+    }
+
+    fn sink_name(&self) -> Option<&str> {
+        Some(self.rctx.task_name())
     }
 
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()> {

@@ -226,7 +226,9 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         if self.out.buffered() > 0 {
             self.out.flush().await?;
         }
-        let _ = self.reports.send(Report::SourceFinished { task: self.task });
+        let _ = self
+            .reports
+            .send(Report::SourceFinished { task: self.task });
         self.process_mail().await?;
         while !self.shutdown {
             match self.mailbox.recv().await {

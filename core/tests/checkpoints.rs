@@ -1,0 +1,348 @@
+//! Checkpoints end to end with in-memory parts: exactly-once across many kill points, barrier
+//! alignment under key_by, abort on timeout, graceful stop, restore with rescaling, and a
+//! corrupt checkpoint file skipped.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivus_core::checkpoint::CompletedCheckpoint;
+use rivus_core::prelude::*;
+use rivus_testkit::{
+    CollectingSink, SequenceSource, TransactionalSink, TxnStore, VecSource, VecSourceState,
+};
+
+fn splits(n: usize, per: usize) -> Arc<Vec<Vec<u64>>> {
+    Arc::new(
+        (0..n)
+            .map(|s| (0..per).map(|i| (s * 1_000_000 + i) as u64).collect())
+            .collect(),
+    )
+}
+
+fn config(backend: &MemoryStateBackend, every_ms: u64) -> CheckpointConfig {
+    CheckpointConfig::new(Duration::from_millis(every_ms), Arc::new(backend.clone()))
+}
+
+/// Runs the exactly-once job once; `kill_after` injects a failure after that many records.
+async fn run_once(
+    data: &Arc<Vec<Vec<u64>>>,
+    backend: &MemoryStateBackend,
+    store: &TxnStore<u64>,
+    source_par: usize,
+    sink_par: usize,
+    kill_after: Option<usize>,
+) -> Result<JobSummary> {
+    let emitted = Arc::new(AtomicUsize::new(0));
+    let job = Pipeline::new("eo")
+        .batch_size(16)
+        .checkpointing(config(backend, 2))
+        .source("src", source_par, |i| {
+            let s =
+                VecSource::new(Arc::clone(data), i, source_par).paced(40, Duration::from_millis(1));
+            match kill_after {
+                Some(k) => s.fail_after(k, Arc::clone(&emitted)),
+                None => s,
+            }
+        })
+        .map(|v| v + 1)
+        .key_by(|v| *v % 7, sink_par)
+        .sink("sink", sink_par, |i| {
+            TransactionalSink::new(store.clone(), i)
+        })?;
+    assert_eq!(job.delivery_guarantee(), DeliveryGuarantee::ExactlyOnce);
+    job.run().await
+}
+
+/// Compares two sorted lists, reporting counts and a few differences rather than both lists.
+fn assert_same(got: &[u64], want: &[u64]) {
+    if got == want {
+        return;
+    }
+    let mut dups = got.to_vec();
+    dups.dedup();
+    let duplicated = got.len() - dups.len();
+    let missing: Vec<u64> = want
+        .iter()
+        .filter(|v| got.binary_search(v).is_err())
+        .take(5)
+        .copied()
+        .collect();
+    panic!(
+        "got {} records, want {}: {duplicated} duplicated, first missing {missing:?}",
+        got.len(),
+        want.len()
+    );
+}
+
+fn assert_exactly_input(data: &Arc<Vec<Vec<u64>>>, store: &TxnStore<u64>) {
+    let committed = store.committed();
+    let mut got = committed.clone();
+    got.sort();
+    let mut want: Vec<u64> = data.iter().flatten().map(|v| v + 1).collect();
+    want.sort();
+    assert_same(&got, &want);
+    // Order within a split is kept (each split's records share one key stream per sink).
+    for split in 0..data.len() {
+        let lo = (split * 1_000_000) as u64;
+        let seq: Vec<u64> = committed
+            .iter()
+            .copied()
+            .filter(|v| *v > lo && *v <= lo + 999_999 && (*v % 7 == 3))
+            .collect();
+        assert!(
+            seq.windows(2).all(|w| w[0] < w[1]),
+            "order kept within split {split}"
+        );
+    }
+    assert!(
+        store.prepared().is_empty(),
+        "no transaction left open: {:?}",
+        store.prepared()
+    );
+}
+
+#[tokio::test]
+async fn exactly_once_across_many_kill_points() {
+    let data = splits(4, 400);
+    let mut restores = 0;
+    for kill in [0usize, 1, 13, 150, 401, 777, 1200, 1599] {
+        let backend = MemoryStateBackend::new();
+        let store = TxnStore::new();
+        let err = run_once(&data, &backend, &store, 2, 3, Some(kill))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("injected failure"), "{err}");
+        let summary = run_once(&data, &backend, &store, 2, 3, None).await.unwrap();
+        restores += summary.restored_from.is_some() as usize;
+        assert_exactly_input(&data, &store);
+    }
+    assert!(
+        restores >= 4,
+        "most kill points restore from a checkpoint ({restores})"
+    );
+}
+
+#[tokio::test]
+async fn exactly_once_across_repeated_kills_in_one_history() {
+    let data = splits(3, 500);
+    let backend = MemoryStateBackend::new();
+    let store = TxnStore::new();
+    for kill in [100usize, 250, 40, 600, 5] {
+        let _ = run_once(&data, &backend, &store, 3, 2, Some(kill))
+            .await
+            .unwrap_err();
+    }
+    run_once(&data, &backend, &store, 3, 2, None).await.unwrap();
+    assert_exactly_input(&data, &store);
+}
+
+#[tokio::test]
+async fn restore_with_more_and_fewer_subtasks() {
+    let data = splits(6, 300);
+    let backend = MemoryStateBackend::new();
+    let store = TxnStore::new();
+    let _ = run_once(&data, &backend, &store, 2, 2, Some(500))
+        .await
+        .unwrap_err();
+    let _ = run_once(&data, &backend, &store, 4, 3, Some(700))
+        .await
+        .unwrap_err();
+    let _ = run_once(&data, &backend, &store, 1, 1, Some(300))
+        .await
+        .unwrap_err();
+    let summary = run_once(&data, &backend, &store, 3, 4, None).await.unwrap();
+    assert!(summary.restored_from.is_some());
+    assert_exactly_input(&data, &store);
+}
+
+/// With parallelism 4 and key_by, every completed checkpoint is a consistent cut: the records
+/// the sources had emitted at the checkpoint equal the records the sinks committed for it.
+#[tokio::test]
+async fn barrier_alignment_gives_consistent_cuts() {
+    let data = splits(4, 2000);
+    let backend = MemoryStateBackend::new();
+    let store = TxnStore::new();
+    let job = Pipeline::new("align")
+        .batch_size(32)
+        .checkpointing(config(&backend, 1))
+        .source("src", 4, |i| {
+            VecSource::new(Arc::clone(&data), i, 4).paced(100, Duration::from_millis(1))
+        })
+        .key_by(|v| *v, 4)
+        .sink("sink", 4, |i| TransactionalSink::new(store.clone(), i))
+        .unwrap();
+    job.run().await.unwrap();
+    let checkpoints = backend.checkpoints();
+    assert!(
+        checkpoints.len() >= 5,
+        "several checkpoints mid-stream: {}",
+        checkpoints.len()
+    );
+    let per_txn: BTreeMap<(usize, u64), usize> = store.committed_txns().into_iter().collect();
+    for cp in &checkpoints {
+        let emitted: usize = source_positions(cp).values().sum();
+        let committed: usize = per_txn
+            .iter()
+            .filter(|((_, c), _)| *c <= cp.checkpoint_id)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(
+            emitted, committed,
+            "checkpoint {} is a consistent cut",
+            cp.checkpoint_id
+        );
+    }
+    assert_eq!(store.committed().len(), 8000);
+}
+
+fn source_positions(cp: &CompletedCheckpoint) -> BTreeMap<usize, usize> {
+    let mut out = BTreeMap::new();
+    for s in cp.operators["src"].iter().flatten() {
+        let st: VecSourceState = serde_json::from_value(s.clone()).unwrap();
+        out.extend(st.positions);
+    }
+    out
+}
+
+#[tokio::test]
+async fn checkpoint_times_out_while_sink_is_stalled_then_recovers() {
+    let backend = MemoryStateBackend::new();
+    let sink = CollectingSink::<u64>::new();
+    let control = sink.control();
+    let emitted = Arc::new(AtomicU64::new(0));
+    let job = Pipeline::new("timeout")
+        .checkpointing(config(&backend, 20).with_timeout(Duration::from_millis(150)))
+        .source("src", 1, |i| {
+            SequenceSource::new(i, 1, None, Arc::clone(&emitted))
+        })
+        .rebalance(1)
+        .sink("sink", 1, |i| sink.for_subtask(i))
+        .unwrap();
+    let handle = job.handle();
+    control.stall();
+    let running = tokio::spawn(job.run());
+    // While stalled no checkpoint can complete, so after several timeouts at least one abort is
+    // certain; the wait only needs to exceed the 150 ms timeout.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        backend.checkpoints().is_empty(),
+        "nothing completes while stalled"
+    );
+    control.release();
+    handle.stop();
+    let summary = running.await.unwrap().unwrap();
+    assert!(summary.checkpoints_aborted >= 1, "{summary:?}");
+    assert!(summary.checkpoints_completed >= 1, "{summary:?}");
+    let log = sink.log();
+    assert!(
+        log.iter().any(|e| e.starts_with("abort[0]")),
+        "abort notified: {log:?}"
+    );
+    // The sequence arrived without gaps up to the stop.
+    let values = sink.values();
+    assert!(values.iter().enumerate().all(|(i, v)| *v == i as u64));
+}
+
+#[tokio::test]
+async fn graceful_stop_takes_a_final_checkpoint_and_resumes_from_it() {
+    let backend = MemoryStateBackend::new();
+    let store = TxnStore::new();
+    let emitted = Arc::new(AtomicU64::new(0));
+    let build = || {
+        Pipeline::new("stop")
+            .checkpointing(config(&backend, 50))
+            .source("src", 2, |i| {
+                SequenceSource::new(i, 2, Some(200_000), Arc::clone(&emitted))
+            })
+            .sink("sink", 2, |i| TransactionalSink::new(store.clone(), i))
+            .unwrap()
+    };
+    let job = build();
+    let handle = job.handle();
+    let running = tokio::spawn(job.run());
+    while emitted.load(std::sync::atomic::Ordering::Relaxed) < 10_000 {
+        tokio::task::yield_now().await;
+    }
+    handle.stop();
+    let first = running.await.unwrap().unwrap();
+    let after_stop = store.committed().len();
+    assert!(
+        after_stop >= 10_000,
+        "everything emitted before the stop is committed"
+    );
+    assert!(store.prepared().is_empty());
+    let second = build().run().await.unwrap();
+    assert_eq!(second.restored_from, first.last_checkpoint);
+    let mut all = store.committed();
+    all.sort();
+    assert_same(&all, &(0..200_000).collect::<Vec<u64>>());
+}
+
+#[tokio::test]
+async fn corrupt_newest_checkpoint_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsStateBackend::new(dir.path(), 5).unwrap();
+    let store = TxnStore::new();
+    let data = splits(2, 3000);
+    let emitted = Arc::new(AtomicUsize::new(0));
+    let run = |kill: Option<usize>| {
+        let fs = fs.clone();
+        let store = store.clone();
+        let data = Arc::clone(&data);
+        let emitted = Arc::clone(&emitted);
+        async move {
+            Pipeline::new("fs")
+                .batch_size(8)
+                .checkpointing(CheckpointConfig::new(
+                    Duration::from_millis(2),
+                    Arc::new(fs),
+                ))
+                .source("src", 2, |i| {
+                    let s =
+                        VecSource::new(Arc::clone(&data), i, 2).paced(50, Duration::from_millis(1));
+                    match kill {
+                        Some(k) => s.fail_after(k, Arc::clone(&emitted)),
+                        None => s,
+                    }
+                })
+                .sink("sink", 2, |i| TransactionalSink::new(store.clone(), i))
+                .unwrap()
+                .run()
+                .await
+        }
+    };
+    run(Some(4000)).await.unwrap_err();
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ckpt"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 2,
+        "need two checkpoints, got {}",
+        files.len()
+    );
+    let newest = files.last().unwrap();
+    let mut bytes = std::fs::read(newest).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0x5a; // flip a byte of the JSON body
+    std::fs::write(newest, &bytes).unwrap();
+    let second_newest = FsStateBackend::read_file(&files[files.len() - 2]).unwrap();
+    assert!(FsStateBackend::read_file(newest)
+        .unwrap_err()
+        .contains("checksum"));
+
+    let summary = run(None).await.unwrap();
+    assert_eq!(summary.restored_from, Some(second_newest.checkpoint_id));
+    // The lost checkpoint's transactions were already committed, so restoring from an older
+    // one replays them: nothing is lost, duplicates are expected.
+    let mut got = store.committed();
+    got.sort();
+    got.dedup();
+    let mut want: Vec<u64> = data.iter().flatten().copied().collect();
+    want.sort();
+    assert_same(&got, &want);
+}

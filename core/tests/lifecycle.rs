@@ -1,0 +1,121 @@
+//! Lifecycle order: open before any record, finish at end of input, close exactly once — also
+//! after an error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivus_core::prelude::*;
+use rivus_testkit::{CollectingSink, VecSource};
+
+fn splits(n: usize, per: usize) -> Arc<Vec<Vec<u64>>> {
+    Arc::new(
+        (0..n)
+            .map(|s| (0..per).map(|i| (s * 1_000_000 + i) as u64).collect())
+            .collect(),
+    )
+}
+
+fn count(log: &[String], entry: &str) -> usize {
+    log.iter().filter(|e| *e == entry).count()
+}
+
+#[tokio::test]
+async fn open_invoke_finish_close_in_order() {
+    let data = splits(2, 100);
+    let sink = CollectingSink::<u64>::new();
+    let backend = MemoryStateBackend::new();
+    let job = Pipeline::new("lifecycle")
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(5),
+            Arc::new(backend.clone()),
+        ))
+        .source("src", 2, |i| VecSource::new(Arc::clone(&data), i, 2))
+        .map(|v| v * 2)
+        .sink("sink", 2, |i| sink.for_subtask(i))
+        .unwrap();
+    assert_eq!(job.delivery_guarantee(), DeliveryGuarantee::AtLeastOnce);
+    let summary = job.run().await.unwrap();
+    assert!(
+        summary.checkpoints_completed >= 1,
+        "the final checkpoint completes"
+    );
+
+    let mut got = sink.values();
+    got.sort();
+    let mut want: Vec<u64> = data.iter().flatten().map(|v| v * 2).collect();
+    want.sort();
+    assert_eq!(got, want);
+
+    let log = sink.log();
+    for i in 0..2 {
+        let pos = |e: &str| log.iter().position(|x| x == e);
+        let open = pos(&format!("open[{i}]")).expect("opened");
+        let first_invoke = pos(&format!("invoke[{i}]")).expect("invoked");
+        let finish = pos(&format!("finish[{i}]")).expect("finished");
+        let close = pos(&format!("close[{i}]")).expect("closed");
+        assert!(
+            open < first_invoke && first_invoke < finish && finish < close,
+            "{log:?}"
+        );
+        assert_eq!(count(&log, &format!("open[{i}]")), 1);
+        assert_eq!(count(&log, &format!("close[{i}]")), 1);
+        let last = summary.last_checkpoint.unwrap();
+        // The final checkpoint is snapshotted and completed before the sink is finished.
+        let snap = pos(&format!("snapshot[{i}] {last}")).expect("final snapshot");
+        let done = pos(&format!("complete[{i}] {last}")).expect("final complete");
+        assert!(snap < done && done < finish, "{log:?}");
+    }
+}
+
+#[tokio::test]
+async fn close_exactly_once_after_error_and_error_names_task() {
+    let data = splits(2, 1000);
+    let sink = CollectingSink::<u64>::new();
+    sink.control().fail_at(500);
+    let job = Pipeline::new("failing")
+        .batch_size(64)
+        .source("src", 2, |i| VecSource::new(Arc::clone(&data), i, 2))
+        .key_by(|v| *v, 3)
+        .sink("sink", 3, |i| sink.for_subtask(i))
+        .unwrap();
+    let err = job.run().await.unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("injected failure"), "{msg}");
+    assert!(
+        msg.contains("-> sink`"),
+        "the error names the failing task: {msg}"
+    );
+    let log = sink.log();
+    for i in 0..3 {
+        assert_eq!(count(&log, &format!("open[{i}]")), 1, "{log:?}");
+        assert_eq!(count(&log, &format!("close[{i}]")), 1, "{log:?}");
+        assert_eq!(
+            count(&log, &format!("finish[{i}]")),
+            0,
+            "no finish after a failure"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_configuration_is_refused_with_its_path() {
+    let data = splits(1, 1);
+    let err = Pipeline::new("bad")
+        .batch_size(0)
+        .source("src", 1, |i| VecSource::new(Arc::clone(&data), i, 1))
+        .sink("sink", 1, |_| CollectingSink::<u64>::new())
+        .unwrap_err();
+    assert!(err.to_string().contains("pipeline.batch_size"), "{err}");
+
+    let err = Pipeline::new("dup")
+        .source("x", 1, |i| VecSource::new(Arc::clone(&data), i, 1))
+        .sink("x", 1, |_| CollectingSink::<u64>::new())
+        .unwrap_err();
+    assert!(err.to_string().contains("used twice"), "{err}");
+
+    let err = Pipeline::new("zero")
+        .source("src", 0, |i| VecSource::new(Arc::clone(&data), i, 1))
+        .sink("sink", 1, |_| CollectingSink::<u64>::new())
+        .unwrap_err();
+    assert!(err.to_string().contains("src.parallelism"), "{err}");
+}

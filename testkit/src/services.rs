@@ -1,0 +1,116 @@
+//! Where the real servers are: one environment variable per service, with the loopback defaults
+//! that `dev/services up` uses. [`require`] checks that a service answers and, when it does not,
+//! fails under `CI=true` and skips visibly otherwise — a test never passes silently.
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// A service started by `dev/services`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// Apache Kafka (KRaft), `RIVUS_KAFKA_BOOTSTRAP`, default `127.0.0.1:9092`.
+    Kafka,
+    /// Elasticsearch/OpenSearch, `RIVUS_ES_URL`, default `http://127.0.0.1:9200`.
+    Elasticsearch,
+    /// RabbitMQ, `RIVUS_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    RabbitMq,
+    /// Redis, `RIVUS_REDIS_URL`, default `redis://127.0.0.1:6379/`.
+    Redis,
+    /// PostgreSQL, `RIVUS_PG_URL`, default `postgres://rivus@127.0.0.1:5432/rivus`.
+    Postgres,
+    /// MariaDB/MySQL, `RIVUS_MYSQL_URL`, default `mysql://root@127.0.0.1:3306/rivus`.
+    MySql,
+}
+
+impl Service {
+    /// The environment variable naming this service's address.
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Service::Kafka => "RIVUS_KAFKA_BOOTSTRAP",
+            Service::Elasticsearch => "RIVUS_ES_URL",
+            Service::RabbitMq => "RIVUS_AMQP_URL",
+            Service::Redis => "RIVUS_REDIS_URL",
+            Service::Postgres => "RIVUS_PG_URL",
+            Service::MySql => "RIVUS_MYSQL_URL",
+        }
+    }
+
+    /// The loopback default used by `dev/services`.
+    pub fn default_url(self) -> &'static str {
+        match self {
+            Service::Kafka => "127.0.0.1:9092",
+            Service::Elasticsearch => "http://127.0.0.1:9200",
+            Service::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
+            Service::Redis => "redis://127.0.0.1:6379/",
+            Service::Postgres => "postgres://rivus@127.0.0.1:5432/rivus",
+            Service::MySql => "mysql://root@127.0.0.1:3306/rivus",
+        }
+    }
+
+    /// The address to use: the environment variable, or the default.
+    pub fn url(self) -> String {
+        std::env::var(self.env_var()).unwrap_or_else(|_| self.default_url().to_owned())
+    }
+
+    /// `host:port` of the service, taken from its URL.
+    pub fn host_port(self) -> String {
+        host_port(&self.url())
+    }
+}
+
+fn host_port(url: &str) -> String {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let rest = rest.rsplit('@').next().unwrap_or(rest);
+    let hp = rest.split(['/', '?', ',']).next().unwrap_or(rest);
+    hp.to_owned()
+}
+
+/// True when running under CI (`CI=true` or `CI=1`).
+pub fn in_ci() -> bool {
+    matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1"))
+}
+
+/// Checks that `service` accepts TCP connections. Returns its URL when it does. When it does
+/// not: under CI, panics with a message naming the service and how to start it; elsewhere,
+/// prints a visible SKIP line and returns `None`.
+pub fn require(service: Service) -> Option<String> {
+    let url = service.url();
+    let hp = host_port(&url);
+    let reachable = hp
+        .to_socket_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .any(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    if reachable {
+        return Some(url);
+    }
+    let msg = format!(
+        "{service:?} is not reachable at {hp} ({} = {url}); start it with `dev/services up`",
+        service.env_var()
+    );
+    if in_ci() {
+        panic!("{msg}");
+    }
+    eprintln!("SKIP: {msg}");
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_from_urls() {
+        assert_eq!(
+            host_port("amqp://guest:guest@127.0.0.1:5672/%2f"),
+            "127.0.0.1:5672"
+        );
+        assert_eq!(host_port("127.0.0.1:9092"), "127.0.0.1:9092");
+        assert_eq!(
+            host_port("postgres://rivus@127.0.0.1:5432/rivus"),
+            "127.0.0.1:5432"
+        );
+        assert_eq!(host_port("http://127.0.0.1:9200"), "127.0.0.1:9200");
+    }
+}

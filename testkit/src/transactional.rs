@@ -1,0 +1,190 @@
+//! [`TransactionalSink`]: two-phase commit into a shared [`TxnStore`], the in-memory model of
+//! an exactly-once sink (Kafka transactions, PostgreSQL prepared transactions).
+//!
+//! - records go into the open transaction;
+//! - `snapshot_state(N)` pre-commits it into the store as prepared transaction `(subtask, N)`
+//!   and returns the ids of every prepared, uncommitted transaction;
+//! - `notify_checkpoint_complete(N)` commits the prepared transactions up to `N`;
+//! - on restore, the transactions named in the restored state are committed (the checkpoint
+//!   that holds them completed), and every other prepared transaction of this sink is aborted.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rivus_core::prelude::*;
+
+/// Transaction id: (sink subtask, checkpoint id).
+pub type TxnId = (usize, u64);
+
+#[derive(Debug)]
+struct Inner<T> {
+    prepared: BTreeMap<TxnId, Vec<T>>,
+    committed: Vec<T>,
+    committed_txns: Vec<(TxnId, usize)>,
+    commits: u64,
+    aborts: u64,
+}
+
+/// The "external system" of a [`TransactionalSink`]: survives job restarts in one process.
+#[derive(Debug)]
+pub struct TxnStore<T> {
+    inner: Arc<Mutex<Inner<T>>>,
+}
+
+impl<T> Clone for TxnStore<T> {
+    fn clone(&self) -> Self {
+        TxnStore {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T: Clone> Default for TxnStore<T> {
+    fn default() -> Self {
+        TxnStore {
+            inner: Arc::new(Mutex::new(Inner {
+                prepared: BTreeMap::new(),
+                committed: Vec::new(),
+                committed_txns: Vec::new(),
+                commits: 0,
+                aborts: 0,
+            })),
+        }
+    }
+}
+
+impl<T: Clone> TxnStore<T> {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The committed records, in commit order.
+    pub fn committed(&self) -> Vec<T> {
+        self.inner.lock().unwrap().committed.clone()
+    }
+
+    /// Ids of transactions prepared and not yet committed or aborted.
+    pub fn prepared(&self) -> Vec<TxnId> {
+        self.inner
+            .lock()
+            .unwrap()
+            .prepared
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Committed transactions with their record counts, in commit order.
+    pub fn committed_txns(&self) -> Vec<(TxnId, usize)> {
+        self.inner.lock().unwrap().committed_txns.clone()
+    }
+
+    /// (commits, aborts) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let i = self.inner.lock().unwrap();
+        (i.commits, i.aborts)
+    }
+
+    fn commit(&self, id: TxnId) {
+        let mut i = self.inner.lock().unwrap();
+        if let Some(rows) = i.prepared.remove(&id) {
+            i.committed_txns.push((id, rows.len()));
+            i.committed.extend(rows);
+            i.commits += 1;
+        }
+    }
+}
+
+/// The exactly-once in-memory sink. Create one per subtask with [`TransactionalSink::new`].
+#[derive(Debug)]
+pub struct TransactionalSink<T> {
+    store: TxnStore<T>,
+    subtask: usize,
+    open_txn: Vec<T>,
+    pending: Vec<TxnId>,
+}
+
+impl<T: Clone + Send + 'static> TransactionalSink<T> {
+    /// Subtask `subtask`'s sink writing into `store`.
+    pub fn new(store: TxnStore<T>, subtask: usize) -> Self {
+        TransactionalSink {
+            store,
+            subtask,
+            open_txn: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl<T: Clone + Send + 'static> RichFunction for TransactionalSink<T> {}
+
+#[async_trait]
+impl<T: Clone + Send + 'static> CheckpointedFunction for TransactionalSink<T> {
+    type State = Vec<TxnId>;
+
+    async fn initialize_state(&mut self, restored: Restored<Vec<TxnId>>) -> Result<()> {
+        let subtask = restored.subtask;
+        let parallelism = restored.parallelism;
+        // Subtask `subtask` inherits the transactions of every old subtask `s` with
+        // `s % parallelism == subtask`: it commits those the checkpoint names and aborts the
+        // rest (they belong to a checkpoint that never completed).
+        let inherited = |s: usize| s % parallelism == subtask;
+        for id in restored.union().flatten() {
+            if inherited(id.0) {
+                self.store.commit(id);
+            }
+        }
+        let mut inner = self.store.inner.lock().unwrap();
+        let doomed: Vec<TxnId> = inner
+            .prepared
+            .keys()
+            .filter(|(s, _)| inherited(*s))
+            .copied()
+            .collect();
+        for id in doomed {
+            inner.prepared.remove(&id);
+            inner.aborts += 1;
+        }
+        Ok(())
+    }
+
+    async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<TxnId>> {
+        let id = (self.subtask, checkpoint_id);
+        let rows = std::mem::take(&mut self.open_txn);
+        self.store.inner.lock().unwrap().prepared.insert(id, rows);
+        self.pending.push(id);
+        Ok(self.pending.clone())
+    }
+}
+
+#[async_trait]
+impl<T: Clone + Send + 'static> CheckpointListener for TransactionalSink<T> {
+    async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
+        let (done, keep): (Vec<TxnId>, Vec<TxnId>) =
+            self.pending.iter().partition(|(_, c)| *c <= checkpoint_id);
+        for id in done {
+            self.store.commit(id);
+        }
+        self.pending = keep;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Clone + Send + 'static> SinkFunction<T> for TransactionalSink<T> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
+        self.open_txn.push(value);
+        Ok(())
+    }
+
+    async fn invoke_batch(&mut self, values: Vec<T>, _: &mut SinkContext) -> Result<()> {
+        self.open_txn.extend(values);
+        Ok(())
+    }
+}
