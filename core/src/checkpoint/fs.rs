@@ -60,7 +60,7 @@ impl FsStateBackend {
                 out.push((id, entry.path()));
             }
         }
-        out.sort_by(|a, b| b.0.cmp(&a.0));
+        out.sort_by_key(|e| std::cmp::Reverse(e.0));
         Ok(out)
     }
 

@@ -5,6 +5,8 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::sync::mpsc;
 
@@ -28,6 +30,29 @@ pub enum CheckpointEvent<S> {
     },
     /// Checkpoint `id` will never complete.
     Aborted(u64),
+}
+
+/// The future returned by [`SourceContext::collect`]: ready at once unless a batch must be
+/// flushed or a checkpoint served.
+#[must_use = "await it: it applies back-pressure and serves checkpoints"]
+pub struct Collect<'a>(Option<Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>>);
+
+impl std::fmt::Debug for Collect<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Collect").field(&self.0.is_some()).finish()
+    }
+}
+
+impl Future for Collect<'_> {
+    type Output = Result<()>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        match self.0.as_mut() {
+            None => Poll::Ready(Ok(())),
+            Some(f) => f.as_mut().poll(cx),
+        }
+    }
 }
 
 /// Events kept for a source that does not read them; older ones are dropped (a later
@@ -84,25 +109,28 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         }
     }
 
-    /// Emits a record. Waits when downstream is slow (back-pressure); serves pending
-    /// checkpoint triggers.
+    /// Emits a record. The returned future waits when downstream is slow (back-pressure) and
+    /// serves pending checkpoint triggers; on the common path it is ready at once.
     #[inline]
-    pub async fn collect(&mut self, value: T) -> Result<()> {
+    pub fn collect(&mut self, value: T) -> Collect<'_> {
         let full = self.out.push(value, None);
-        if full || self.mailbox.has_mail() {
-            self.service(full).await?;
-        }
-        Ok(())
+        self.after_push(full)
     }
 
     /// Emits a record with its event timestamp (ms).
     #[inline]
-    pub async fn collect_with_timestamp(&mut self, value: T, timestamp: i64) -> Result<()> {
+    pub fn collect_with_timestamp(&mut self, value: T, timestamp: i64) -> Collect<'_> {
         let full = self.out.push(value, Some(timestamp));
+        self.after_push(full)
+    }
+
+    #[inline]
+    fn after_push(&mut self, full: bool) -> Collect<'_> {
         if full || self.mailbox.has_mail() {
-            self.service(full).await?;
+            Collect(Some(Box::pin(self.service(full))))
+        } else {
+            Collect(None)
         }
-        Ok(())
     }
 
     /// Emits a watermark: no record with a smaller timestamp follows from this subtask.
@@ -154,7 +182,6 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         }
     }
 
-    #[cold]
     async fn service(&mut self, full: bool) -> Result<()> {
         if full {
             self.out.flush().await?;
