@@ -88,8 +88,14 @@ async fn run(n: u64, boundary: bool) -> (f64, u64) {
     let stream = Pipeline::new("bench")
         .source("gen", 1, |_| Gen { n })
         .map(map);
-    let stream = if boundary { stream.rebalance(1) } else { stream };
-    let job = stream.sink("null", 1, |_| Null(Arc::clone(&count))).unwrap();
+    let stream = if boundary {
+        stream.rebalance(1)
+    } else {
+        stream
+    };
+    let job = stream
+        .sink("null", 1, |_| Null(Arc::clone(&count)))
+        .unwrap();
     let t = Instant::now();
     job.run().await.unwrap();
     let secs = t.elapsed().as_secs_f64();
@@ -129,7 +135,18 @@ fn main() {
     let (boundary, c2) = rt.block_on(run(n, true));
     assert_eq!((c1, c2), (n, n), "every record reached the sink");
     println!("records: {n} x 100 bytes");
-    println!("plain loop (no runtime)      {:>8.2} M records/s", raw / 1e6);
-    println!("chained source->map->sink    {:>8.2} M records/s  ({:.2} of plain loop)", chained / 1e6, chained / raw);
-    println!("across a task boundary       {:>8.2} M records/s  ({:.2} of plain loop)", boundary / 1e6, boundary / raw);
+    println!(
+        "plain loop (no runtime)      {:>8.2} M records/s",
+        raw / 1e6
+    );
+    println!(
+        "chained source->map->sink    {:>8.2} M records/s  ({:.2} of plain loop)",
+        chained / 1e6,
+        chained / raw
+    );
+    println!(
+        "across a task boundary       {:>8.2} M records/s  ({:.2} of plain loop)",
+        boundary / 1e6,
+        boundary / raw
+    );
 }

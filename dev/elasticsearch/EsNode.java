@@ -1,0 +1,57 @@
+// Runs a single-node Elasticsearch 7.17 inside this JVM, serving HTTP on loopback.
+// Usage: java -cp <es jars>:<dir of this class> EsNode <home> <http-port> <transport-port>
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+
+import org.elasticsearch.common.settings.Settings;
+import org.elasticsearch.env.Environment;
+import org.elasticsearch.node.InternalSettingsPreparer;
+import org.elasticsearch.node.Node;
+import org.elasticsearch.plugins.Plugin;
+import org.elasticsearch.transport.Netty4Plugin;
+
+public class EsNode {
+    static class EmbeddedNode extends Node {
+        EmbeddedNode(Environment env, Collection<Class<? extends Plugin>> plugins) {
+            super(env, plugins, true);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Path home = Paths.get(args[0]).toAbsolutePath();
+        Settings settings = Settings.builder()
+            .put("path.home", home.toString())
+            .put("path.data", home.resolve("data").toString())
+            .put("path.logs", home.resolve("logs").toString())
+            .put("cluster.name", "rivus-dev")
+            .put("node.name", "rivus-es")
+            .put("discovery.type", "single-node")
+            .put("network.host", "127.0.0.1")
+            .put("http.port", args[1])
+            .put("transport.port", args[2])
+            .put("cluster.routing.allocation.disk.threshold_enabled", false)
+            .put("action.auto_create_index", true)
+            .put("http.max_content_length", "200mb")
+            .build();
+        Environment env = InternalSettingsPreparer.prepareEnvironment(
+            settings, Collections.emptyMap(), null, () -> "rivus-es");
+        List<Class<? extends Plugin>> plugins = List.of(Netty4Plugin.class);
+        Node node = new EmbeddedNode(env, plugins);
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                node.close();
+            } catch (Exception e) {
+                e.printStackTrace();
+            }
+            stopped.countDown();
+        }));
+        node.start();
+        System.out.println("rivus-es started");
+        stopped.await();
+    }
+}

@@ -1,0 +1,39 @@
+# PostgreSQL from Debian's package, on 127.0.0.1:5432: trust auth on loopback, a `rivus`
+# superuser and database, prepared transactions enabled (for exactly-once sinks).
+
+PG_PORT=${RIVUS_PG_PORT:-5432}
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+
+postgres_install() { [ -n "$(pg_bin)" ] && [ -x "$(pg_bin)/initdb" ] || apt_install postgresql; }
+
+postgres_check() { psql "postgres://rivus@127.0.0.1:$PG_PORT/rivus" -Atc 'select 1' | grep -qx 1; }
+
+postgres_version() { "$(pg_bin)/postgres" --version | awk '{print $3}'; }
+
+postgres_address() { echo "postgres://rivus@127.0.0.1:$PG_PORT/rivus"; }
+
+postgres_log() { echo "$(svc_dir postgres)/log"; }
+
+postgres_start() {
+  local d bin; d=$(svc_dir postgres); bin=$(pg_bin)
+  mkdir -p "$d"
+  chown postgres:postgres "$d"
+  if [ ! -f "$d/data/PG_VERSION" ]; then
+    rm -rf "$d/data"
+    run_as postgres "$bin/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 >"$d/initdb.log" 2>&1 \
+      || fail postgres initdb "$d/initdb.log" "initdb failed"
+  fi
+  rm -f "$d/data/postmaster.pid"   # stale after a kill; the data dir is ours alone
+  run_as postgres "$bin/pg_ctl" -D "$d/data" -l "$d/log" -w -t 60 start -o \
+    "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $d -c max_prepared_transactions=64 -c max_connections=200 -c fsync=off" \
+    >"$d/pg_ctl.log" 2>&1 || fail postgres start "$d/log" "pg_ctl start failed (see also $d/pg_ctl.log)"
+  head -n 1 "$d/data/postmaster.pid" > "$d/pid"
+  # The test user and database (idempotent).
+  psql -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -q >>"$d/log" 2>&1 <<'SQL' || fail postgres "create rivus user" "$d/log" "psql failed"
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rivus') THEN CREATE ROLE rivus LOGIN SUPERUSER; END IF;
+END $$;
+SELECT 'CREATE DATABASE rivus OWNER rivus' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'rivus')\gexec
+SQL
+}

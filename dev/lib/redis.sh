@@ -1,0 +1,22 @@
+# Redis from Debian's package, on 127.0.0.1:6379, no persistence.
+
+REDIS_PORT=${RIVUS_REDIS_PORT:-6379}
+
+redis_install() { command -v redis-server >/dev/null || apt_install redis-server redis-tools; }
+
+redis_check() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
+
+redis_version() { redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p'; }
+
+redis_address() { echo "redis://127.0.0.1:$REDIS_PORT/"; }
+
+redis_start() {
+  local d; d=$(svc_dir redis)
+  mkdir -p "$d"
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$d" --daemonize yes \
+    --pidfile "$d/pid" --logfile "$d/log" --save "" --appendonly no --protected-mode yes \
+    || fail redis start "$d/log" "redis-server refused to start"
+  local i; for i in $(seq 1 20); do [ -s "$d/pid" ] && break; sleep 0.25; done
+}
+
+redis_log() { echo "$(svc_dir redis)/log"; }
