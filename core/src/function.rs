@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::context::{RuntimeContext, SinkContext};
 use crate::error::Result;
 use crate::guarantee::DeliveryGuarantee;
-use crate::runtime::SourceContext;
+use crate::runtime::{CheckpointEvent, SourceContext};
 use crate::state::Restored;
 
 /// Open/close around the life of a function instance.
@@ -75,6 +75,16 @@ pub trait SourceFunction: RichFunction {
     /// Every wait on the outside world should go through [`SourceContext::wait_for`], so that
     /// checkpoints and stop requests are served while the source is idle.
     async fn run(&mut self, ctx: &mut SourceContext<Self::Out, Self::State>) -> Result<()>;
+
+    /// Receives the checkpoint events that `run` did not take: those pending when it
+    /// returned and those of the final checkpoint, taken after it. Called before `close`, and
+    /// only when `run` succeeded. Commit offsets or acknowledge messages here as in `run`.
+    async fn on_checkpoint_events(
+        &mut self,
+        _events: Vec<CheckpointEvent<Self::State>>,
+    ) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Snapshot and restore of a function's state (for sinks and operators, which the runtime calls

@@ -5,15 +5,20 @@
 //! - in-memory parts: [`VecSource`] (a replayable source with positions in checkpointed
 //!   state and failure injection), [`CollectingSink`], [`TransactionalSink`] (two-phase commit
 //!   into a shared [`TxnStore`]), and a [`SinkControl`] to make a sink fail or stall on command;
+//! - [`suite`]: the conformance suites [`suite::SourceSuite`] and [`suite::SinkSuite`], run
+//!   against an external context the connector implements once;
 //! - [`services`]: where the real servers started by `dev/services` are, and a check that
 //!   fails under `CI=true` when one is missing (it never passes silently).
 
+mod memory_log;
 mod sequence;
 pub mod services;
 mod sinks;
 mod source;
+pub mod suite;
 mod transactional;
 
+pub use memory_log::{LogPositions, LogSource, MemoryLog};
 pub use sequence::SequenceSource;
 pub use sinks::{CollectingSink, SinkControl};
 pub use source::{VecSource, VecSourceState};

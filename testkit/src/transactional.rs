@@ -103,6 +103,7 @@ pub struct TransactionalSink<T> {
     subtask: usize,
     open_txn: Vec<T>,
     pending: Vec<TxnId>,
+    fail_after: Option<(usize, Arc<std::sync::atomic::AtomicUsize>)>,
 }
 
 impl<T: Clone + Send + 'static> TransactionalSink<T> {
@@ -113,7 +114,15 @@ impl<T: Clone + Send + 'static> TransactionalSink<T> {
             subtask,
             open_txn: Vec::new(),
             pending: Vec::new(),
+            fail_after: None,
         }
+    }
+
+    /// Fails once the sinks sharing `received` have been handed `n` records in all
+    /// (simulates a crash between a write and its commit).
+    pub fn fail_after(mut self, n: usize, received: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        self.fail_after = Some((n, received));
+        self
     }
 }
 
@@ -184,6 +193,12 @@ impl<T: Clone + Send + 'static> SinkFunction<T> for TransactionalSink<T> {
     }
 
     async fn invoke_batch(&mut self, values: Vec<T>, _: &mut SinkContext) -> Result<()> {
+        if let Some((n, received)) = &self.fail_after {
+            let before = received.fetch_add(values.len(), std::sync::atomic::Ordering::SeqCst);
+            if before + values.len() >= *n {
+                return Err(Error::connector("transactional sink", "injected failure"));
+            }
+        }
         self.open_txn.extend(values);
         Ok(())
     }

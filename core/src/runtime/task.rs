@@ -84,6 +84,7 @@ pub(crate) async fn run_source<S: SourceFunction>(
         if env.checkpointing {
             ctx.serve_until_shutdown().await?;
         }
+        source.on_checkpoint_events(ctx.take_events()).await?;
         ctx.output().end_of_input().await
     };
     let result = tokio::select! {

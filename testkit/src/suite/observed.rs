@@ -1,0 +1,208 @@
+//! Wrappers that record a connector's lifecycle calls, so a suite can check that the runtime
+//! and the connector together keep the contract: open before use, close exactly once.
+
+use std::sync::{Arc, Mutex};
+
+use rivus_core::prelude::*;
+
+/// Lifecycle events of every subtask, in order: `open[i]`, `use[i]`, `close[i]`.
+#[derive(Debug, Clone, Default)]
+pub struct LifecycleLog(Arc<Mutex<Vec<String>>>);
+
+impl LifecycleLog {
+    fn push(&self, what: &str, subtask: usize) {
+        self.0.lock().unwrap().push(format!("{what}[{subtask}]"));
+    }
+
+    /// The events so far.
+    pub fn events(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Checks every subtask that was opened: used only after open, closed exactly once, after
+    /// its last use.
+    pub fn check(&self) -> Result<(), String> {
+        let events = self.events();
+        let subtasks: std::collections::BTreeSet<String> = events
+            .iter()
+            .filter_map(|e| e.split_once('[').map(|(_, s)| s.to_owned()))
+            .collect();
+        for s in subtasks {
+            let of = |what: &str| format!("{what}[{s}");
+            let pos: Vec<(usize, &String)> = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.ends_with(&format!("[{s}")))
+                .collect();
+            let opens = pos
+                .iter()
+                .filter(|(_, e)| e.starts_with(&of("open")))
+                .count();
+            let closes: Vec<usize> = pos
+                .iter()
+                .filter(|(_, e)| e.starts_with(&of("close")))
+                .map(|(i, _)| *i)
+                .collect();
+            let first_open = pos
+                .iter()
+                .find(|(_, e)| e.starts_with(&of("open")))
+                .map(|(i, _)| *i);
+            let uses: Vec<usize> = pos
+                .iter()
+                .filter(|(_, e)| e.starts_with(&of("use")))
+                .map(|(i, _)| *i)
+                .collect();
+            let sub = s.trim_end_matches(']');
+            if opens > 1 {
+                return Err(format!("subtask {sub} opened {opens} times"));
+            }
+            if let Some(u) = uses.first() {
+                if first_open.is_none_or(|o| o > *u) {
+                    return Err(format!("subtask {sub} used before open"));
+                }
+            }
+            if opens == 1 && closes.len() != 1 {
+                return Err(format!(
+                    "subtask {sub} closed {} times (must be exactly once)",
+                    closes.len()
+                ));
+            }
+            if let (Some(c), Some(u)) = (closes.first(), uses.last()) {
+                if u > c {
+                    return Err(format!("subtask {sub} used after close"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A source that logs its lifecycle into a [`LifecycleLog`] and delegates everything.
+pub struct ObservedSource<S> {
+    inner: S,
+    subtask: usize,
+    log: LifecycleLog,
+}
+
+impl<S> ObservedSource<S> {
+    /// Wraps `inner` (subtask `subtask`).
+    pub fn new(inner: S, subtask: usize, log: LifecycleLog) -> Self {
+        ObservedSource {
+            inner,
+            subtask,
+            log,
+        }
+    }
+}
+
+#[async_trait]
+impl<S: SourceFunction> RichFunction for ObservedSource<S> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.log.push("open", self.subtask);
+        self.inner.open(ctx).await
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.log.push("close", self.subtask);
+        self.inner.close().await
+    }
+}
+
+#[async_trait]
+impl<S: SourceFunction> SourceFunction for ObservedSource<S> {
+    type Out = S::Out;
+    type State = S::State;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        self.inner.delivery_guarantee()
+    }
+
+    fn restore_state(&mut self, restored: Restored<S::State>) -> Result<S::State> {
+        self.inner.restore_state(restored)
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<S::Out, S::State>) -> Result<()> {
+        self.log.push("use", self.subtask);
+        self.inner.run(ctx).await
+    }
+
+    async fn on_checkpoint_events(&mut self, events: Vec<CheckpointEvent<S::State>>) -> Result<()> {
+        self.inner.on_checkpoint_events(events).await
+    }
+}
+
+/// A sink that logs its lifecycle into a [`LifecycleLog`] and delegates everything.
+pub struct ObservedSink<S> {
+    inner: S,
+    subtask: usize,
+    log: LifecycleLog,
+}
+
+impl<S> ObservedSink<S> {
+    /// Wraps `inner` (subtask `subtask`).
+    pub fn new(inner: S, subtask: usize, log: LifecycleLog) -> Self {
+        ObservedSink {
+            inner,
+            subtask,
+            log,
+        }
+    }
+}
+
+#[async_trait]
+impl<S: Send + RichFunction> RichFunction for ObservedSink<S> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.log.push("open", self.subtask);
+        self.inner.open(ctx).await
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.log.push("close", self.subtask);
+        self.inner.close().await
+    }
+}
+
+#[async_trait]
+impl<S: CheckpointedFunction> CheckpointedFunction for ObservedSink<S> {
+    type State = S::State;
+
+    async fn initialize_state(&mut self, restored: Restored<S::State>) -> Result<()> {
+        self.inner.initialize_state(restored).await
+    }
+
+    async fn snapshot_state(&mut self, id: u64) -> Result<S::State> {
+        self.inner.snapshot_state(id).await
+    }
+}
+
+#[async_trait]
+impl<S: CheckpointListener> CheckpointListener for ObservedSink<S> {
+    async fn notify_checkpoint_complete(&mut self, id: u64) -> Result<()> {
+        self.inner.notify_checkpoint_complete(id).await
+    }
+
+    async fn notify_checkpoint_aborted(&mut self, id: u64) -> Result<()> {
+        self.inner.notify_checkpoint_aborted(id).await
+    }
+}
+
+#[async_trait]
+impl<In: Send + 'static, S: SinkFunction<In>> SinkFunction<In> for ObservedSink<S> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        self.inner.delivery_guarantee()
+    }
+
+    async fn invoke(&mut self, value: In, ctx: &SinkContext) -> Result<()> {
+        self.log.push("use", self.subtask);
+        self.inner.invoke(value, ctx).await
+    }
+
+    async fn invoke_batch(&mut self, values: Vec<In>, ctx: &mut SinkContext) -> Result<()> {
+        self.log.push("use", self.subtask);
+        self.inner.invoke_batch(values, ctx).await
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        self.inner.finish().await
+    }
+}
