@@ -1,0 +1,39 @@
+//! # rivus-connector-kafka
+//!
+//! Apache Kafka for rivus, on [rdkafka](https://docs.rs/rdkafka) (librdkafka):
+//!
+//! - [`KafkaSource`]: topics, a pattern or explicit partitions, spread deterministically over
+//!   the parallel subtasks; start from earliest, latest, committed group offsets, a timestamp or
+//!   given offsets; unbounded or bounded (stop at the latest offsets seen at start, or at given
+//!   offsets). A consumer thread polls and hands batches over through core's
+//!   [`Handover`](rivus_core::handover::Handover); offsets live in checkpointed state and are
+//!   committed to the group when a checkpoint completes. Exactly-once with checkpoints.
+//! - [`KafkaSink`]: fixed or per-record topic, key, headers, partition and timestamp;
+//!   many sends in flight, a full local queue back-pressures; at-least-once by flushing and
+//!   checking every delivery before a checkpoint completes.
+//!
+//! Layering follows rdkafka's: [`config`] wraps client properties (secrets redacted), the
+//! source and sink sit on rdkafka's `BaseConsumer` and `ThreadedProducer`.
+
+pub mod assign;
+pub mod config;
+pub mod record;
+mod sink;
+mod source;
+
+pub use config::KafkaProperties;
+pub use record::{
+    KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
+};
+pub use sink::{KafkaSink, KafkaSinkBuilder, SinkDelivery};
+pub use source::{
+    KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,
+};
+
+/// Errors from the Kafka client, with what was being done.
+pub(crate) fn kafka_err(
+    context: impl Into<String>,
+    e: rdkafka::error::KafkaError,
+) -> rivus_core::Error {
+    rivus_core::Error::connector(context, e)
+}

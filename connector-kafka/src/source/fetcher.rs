@@ -1,0 +1,175 @@
+//! The consumer thread: polls the `BaseConsumer` in batches and hands them to the emitting
+//! loop through core's `Handover` (Flink's KafkaConsumerThread). Also discovers new partitions
+//! on an interval and assigns those this subtask owns.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use rivus_core::handover::{Handover, ProduceError};
+
+use super::subscription::Subscription;
+use crate::kafka_err;
+
+/// One consumed record, owned.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+/// What crosses the handover.
+#[derive(Debug, Default)]
+pub(crate) struct FetchBatch {
+    pub records: Vec<Fetched>,
+    /// Partitions discovered and assigned from their beginning.
+    pub new_partitions: Vec<(String, i32)>,
+}
+
+pub(crate) struct Discovery {
+    pub every: Duration,
+    pub subscription: Subscription,
+    pub subtask: usize,
+    pub parallelism: usize,
+    pub known: BTreeSet<(String, i32)>,
+}
+
+pub(crate) struct Fetcher {
+    pub consumer: Arc<BaseConsumer>,
+    pub handover: Arc<Handover<FetchBatch>>,
+    pub running: Arc<AtomicBool>,
+    pub max_batch: usize,
+    pub discovery: Option<Discovery>,
+    pub lag: Option<Box<dyn Fn(&str, i32, i64) + Send>>,
+    pub last_read: std::collections::BTreeMap<(String, i32), i64>,
+    pub lag_due: Option<Instant>,
+}
+
+impl Fetcher {
+    pub fn spawn(self, name: String) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name(name)
+            .spawn(move || self.run())
+    }
+
+    fn run(mut self) {
+        let mut pending: Option<FetchBatch> = None;
+        let mut next_discovery = self.discovery.as_ref().map(|d| Instant::now() + d.every);
+        while self.running.load(Ordering::Acquire) {
+            let mut batch = pending.take().unwrap_or_default();
+            if let Some(at) = next_discovery {
+                if Instant::now() >= at {
+                    match self.discover() {
+                        Ok(found) => batch.new_partitions.extend(found),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "kafka partition discovery failed; will retry")
+                        }
+                    }
+                    next_discovery = self.discovery.as_ref().map(|d| Instant::now() + d.every);
+                }
+            }
+            let mut wait = Duration::from_millis(100);
+            while batch.records.len() < self.max_batch {
+                match self.consumer.poll(wait) {
+                    None => break,
+                    Some(Ok(m)) => {
+                        batch.records.push(Fetched {
+                            topic: m.topic().to_owned(),
+                            partition: m.partition(),
+                            offset: m.offset(),
+                            timestamp: m.timestamp().to_millis(),
+                            key: m.key().map(<[u8]>::to_vec),
+                            value: m.payload().map(<[u8]>::to_vec),
+                            headers: m
+                                .headers()
+                                .map(|h| {
+                                    h.iter()
+                                        .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
+                        });
+                        wait = Duration::ZERO;
+                    }
+                    Some(Err(KafkaError::PartitionEOF(_))) => {}
+                    Some(Err(e @ KafkaError::MessageConsumptionFatal(_))) => {
+                        self.handover
+                            .report_error(kafka_err("kafka consumer (fatal)", e));
+                        return;
+                    }
+                    Some(Err(e)) => {
+                        // librdkafka retries transport errors itself; these are informational.
+                        metrics::counter!("rivus_kafka_consumer_errors_total").increment(1);
+                        tracing::warn!(error = %e, "kafka consumer error (librdkafka retries)");
+                        break;
+                    }
+                }
+            }
+            if batch.records.is_empty() && batch.new_partitions.is_empty() {
+                continue;
+            }
+            self.report_lag(&batch);
+            match self.handover.produce(batch) {
+                Ok(()) => {}
+                Err(ProduceError::Wakeup(b)) => pending = Some(b),
+                Err(ProduceError::Closed(_)) => return,
+            }
+        }
+    }
+
+    /// Remembers the last offset read per partition and, every 10 s, publishes the lag
+    /// (high watermark minus position) per partition.
+    fn report_lag(&mut self, batch: &FetchBatch) {
+        for r in &batch.records {
+            self.last_read
+                .insert((r.topic.clone(), r.partition), r.offset);
+        }
+        let Some(lag) = &self.lag else { return };
+        if self.lag_due.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        self.lag_due = Some(Instant::now() + Duration::from_secs(10));
+        for ((t, p), off) in &self.last_read {
+            if let Ok((_, high)) = self
+                .consumer
+                .fetch_watermarks(t, *p, Duration::from_secs(1))
+            {
+                lag(t, *p, (high - off - 1).max(0));
+            }
+        }
+    }
+
+    fn discover(&mut self) -> Result<Vec<(String, i32)>, KafkaError> {
+        let d = self.discovery.as_mut().expect("discovery configured");
+        let all = d
+            .subscription
+            .partitions(&self.consumer, Duration::from_secs(10))?;
+        let mine: Vec<(String, i32)> = all
+            .into_iter()
+            .filter(|(t, p)| crate::assign::owner(t, *p, d.parallelism) == d.subtask)
+            .filter(|tp| !d.known.contains(tp))
+            .collect();
+        if mine.is_empty() {
+            return Ok(mine);
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (t, p) in &mine {
+            tpl.add_partition_offset(t, *p, Offset::Beginning)?;
+        }
+        self.consumer.incremental_assign(&tpl)?;
+        tracing::info!(partitions = ?mine, "kafka source discovered new partitions");
+        d.known.extend(mine.iter().cloned());
+        Ok(mine)
+    }
+}

@@ -1,0 +1,529 @@
+//! [`KafkaSource`]: reads partitions with offsets in checkpointed state (see the crate docs).
+
+mod fetcher;
+mod offsets;
+mod subscription;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::handover::{Handover, HandoverError};
+use rivus_core::prelude::*;
+
+pub use offsets::{StartOffsets, StopOffsets};
+pub use subscription::Subscription;
+
+use crate::config::KafkaProperties;
+use crate::kafka_err;
+use crate::record::{KafkaDeserializer, KafkaRecord};
+use fetcher::{Discovery, FetchBatch, Fetcher};
+
+/// Checkpointed positions: `topic/partition` → next offset to read.
+pub type KafkaSourceState = BTreeMap<String, i64>;
+
+fn tp_key(topic: &str, partition: i32) -> String {
+    format!("{topic}/{partition}")
+}
+
+fn parse_tp(key: &str) -> Option<(String, i32)> {
+    let (t, p) = key.rsplit_once('/')?;
+    Some((t.to_owned(), p.parse().ok()?))
+}
+
+/// Settings shared by every subtask of one source.
+struct Settings<T> {
+    props: KafkaProperties,
+    subscription: Subscription,
+    start: StartOffsets,
+    stop: StopOffsets,
+    discovery: Option<Duration>,
+    policy: ErrorPolicy,
+    max_batch: usize,
+    deserializer: Arc<dyn KafkaDeserializer<T>>,
+}
+
+/// Builds a [`KafkaSource`]; validated by [`build`](KafkaSourceBuilder::build).
+pub struct KafkaSourceBuilder {
+    props: KafkaProperties,
+    subscription: Option<Subscription>,
+    start: StartOffsets,
+    stop: StopOffsets,
+    discovery: Option<Duration>,
+    policy: ErrorPolicy,
+    max_batch: usize,
+}
+
+impl std::fmt::Debug for KafkaSourceBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSourceBuilder")
+            .field("props", &self.props)
+            .field("subscription", &self.subscription)
+            .field("start", &self.start)
+            .field("stop", &self.stop)
+            .finish()
+    }
+}
+
+impl KafkaSourceBuilder {
+    /// Reads these topics.
+    pub fn topics<I: IntoIterator<Item = S>, S: Into<String>>(mut self, topics: I) -> Self {
+        self.subscription = Some(Subscription::Topics(
+            topics.into_iter().map(Into::into).collect(),
+        ));
+        self
+    }
+
+    /// Reads every topic whose whole name matches the regular expression `pattern`.
+    pub fn topic_pattern(mut self, pattern: impl Into<String>) -> Self {
+        self.subscription = Some(Subscription::Pattern(pattern.into()));
+        self
+    }
+
+    /// Reads exactly these partitions.
+    pub fn partitions<I: IntoIterator<Item = (S, i32)>, S: Into<String>>(
+        mut self,
+        parts: I,
+    ) -> Self {
+        self.subscription = Some(Subscription::Partitions(
+            parts.into_iter().map(|(t, p)| (t.into(), p)).collect(),
+        ));
+        self
+    }
+
+    /// The consumer group, used for committed start offsets and to commit progress (for
+    /// monitoring and consumers outside rivus). Without it nothing is committed.
+    pub fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.props.set("group.id", group);
+        self
+    }
+
+    /// Where partitions without checkpointed state start (default: committed offsets, else
+    /// earliest).
+    pub fn start(mut self, start: StartOffsets) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Makes the source bounded.
+    pub fn stop(mut self, stop: StopOffsets) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Looks for new partitions this often (`None`: never; default 5 minutes).
+    pub fn partition_discovery(mut self, every: Option<Duration>) -> Self {
+        self.discovery = every;
+        self
+    }
+
+    /// What to do with records the deserializer rejects (default: fail).
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Any librdkafka consumer property.
+    pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.props.set(key, value);
+        self
+    }
+
+    /// Checks the settings and returns a factory of subtask instances.
+    pub fn build<T: Send + 'static>(
+        self,
+        deserializer: impl KafkaDeserializer<T>,
+    ) -> Result<KafkaSource<T>> {
+        self.props.validate("source.kafka")?;
+        let subscription = self.subscription.ok_or_else(|| {
+            Error::config(
+                "source.kafka.topics",
+                "set topics, a topic pattern or partitions",
+            )
+        })?;
+        match &subscription {
+            Subscription::Topics(t) if t.is_empty() => {
+                return Err(Error::config("source.kafka.topics", "at least one topic"));
+            }
+            Subscription::Pattern(p) => {
+                regex::Regex::new(p).map_err(|e| Error::config("source.kafka.topic_pattern", e))?;
+            }
+            _ => {}
+        }
+        if matches!(self.start, StartOffsets::Committed { .. })
+            && self.props.get("group.id").is_none()
+        {
+            return Err(Error::config(
+                "source.kafka.group_id",
+                "committed start offsets need a group id",
+            ));
+        }
+        if self.discovery == Some(Duration::ZERO) {
+            return Err(Error::config(
+                "source.kafka.partition_discovery",
+                "must be positive (or off)",
+            ));
+        }
+        Ok(KafkaSource {
+            settings: Arc::new(Settings {
+                props: self.props,
+                subscription,
+                start: self.start,
+                stop: self.stop,
+                discovery: self.discovery,
+                policy: self.policy,
+                max_batch: self.max_batch,
+                deserializer: Arc::new(deserializer),
+            }),
+            subtask: 0,
+            parallelism: 1,
+            running: None,
+        })
+    }
+}
+
+struct Running {
+    consumer: Arc<BaseConsumer>,
+    handover: Arc<Handover<FetchBatch>>,
+    alive: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    handler: ErrorHandler,
+    commit_ok: metrics::Counter,
+    commit_failed: metrics::Counter,
+    records: metrics::Counter,
+    bytes: metrics::Counter,
+}
+
+/// A Kafka source. Clone it into each subtask: `pipeline.source("kafka", 4, |_| src.clone())`.
+pub struct KafkaSource<T> {
+    settings: Arc<Settings<T>>,
+    subtask: usize,
+    parallelism: usize,
+    running: Option<Running>,
+}
+
+impl<T> std::fmt::Debug for KafkaSource<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("props", &self.settings.props)
+            .field("subscription", &self.settings.subscription)
+            .field("start", &self.settings.start)
+            .field("stop", &self.settings.stop)
+            .field("subtask", &self.subtask)
+            .finish()
+    }
+}
+
+impl<T> Clone for KafkaSource<T> {
+    fn clone(&self) -> Self {
+        KafkaSource {
+            settings: Arc::clone(&self.settings),
+            subtask: self.subtask,
+            parallelism: self.parallelism,
+            running: None,
+        }
+    }
+}
+
+impl KafkaSource<()> {
+    /// Starts a builder for a source reading from `bootstrap_servers`.
+    pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSourceBuilder {
+        KafkaSourceBuilder {
+            props: KafkaProperties::new(bootstrap_servers),
+            subscription: None,
+            start: StartOffsets::Committed {
+                reset_to_earliest: true,
+            },
+            stop: StopOffsets::Never,
+            discovery: Some(Duration::from_secs(300)),
+            policy: ErrorPolicy::Fail,
+            max_batch: 1000,
+        }
+    }
+}
+
+impl<T: Send + 'static> KafkaSource<T> {
+    fn running(&self) -> &Running {
+        self.running.as_ref().expect("opened")
+    }
+
+    /// Commits the offsets of a completed checkpoint to the group.
+    async fn commit(&self, state: &KafkaSourceState) {
+        let r = self.running();
+        if self.settings.props.get("group.id").is_none() || state.is_empty() {
+            return;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (k, off) in state {
+            if let Some((t, p)) = parse_tp(k) {
+                let _ = tpl.add_partition_offset(&t, p, Offset::Offset(*off));
+            }
+        }
+        let consumer = Arc::clone(&r.consumer);
+        let result =
+            tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync)).await;
+        match result {
+            Ok(Ok(())) => r.commit_ok.increment(1),
+            Ok(Err(e)) => {
+                r.commit_failed.increment(1);
+                tracing::warn!(error = %e, "kafka offset commit failed (progress is still checkpointed)");
+            }
+            Err(e) => tracing::warn!(error = %e, "kafka offset commit task failed"),
+        }
+    }
+
+    fn commit_events_state(
+        events: Vec<CheckpointEvent<KafkaSourceState>>,
+    ) -> Option<KafkaSourceState> {
+        events.into_iter().rev().find_map(|e| match e {
+            CheckpointEvent::Completed { state, .. } => Some(state),
+            _ => None,
+        })
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for KafkaSource<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.subtask = ctx.subtask_index();
+        self.parallelism = ctx.parallelism();
+        let s = &self.settings;
+        let mut config = s.props.client_config(&[
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+        ]);
+        if config.get("group.id").is_none() {
+            // librdkafka wants a group id even for assign(); nothing is committed without one
+            // set by the user.
+            config.set("group.id", format!("rivus-{}", ctx.job_name()));
+        }
+        let consumer: BaseConsumer = config
+            .create()
+            .map_err(|e| s.props.build_error("consumer", e))?;
+        let m = ctx.metrics();
+        self.running = Some(Running {
+            consumer: Arc::new(consumer),
+            handover: Arc::new(Handover::new()),
+            alive: Arc::new(AtomicBool::new(true)),
+            thread: None,
+            handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()),
+            commit_ok: m
+                .with_label("result", "ok")
+                .counter("rivus_kafka_commits_total"),
+            commit_failed: m
+                .with_label("result", "failed")
+                .counter("rivus_kafka_commits_total"),
+            records: m.counter("rivus_kafka_records_total"),
+            bytes: m.counter("rivus_kafka_bytes_total"),
+        });
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        if let Some(mut r) = self.running.take() {
+            r.alive.store(false, Ordering::Release);
+            r.handover.close();
+            let thread = r.thread.take();
+            let consumer = r.consumer;
+            // Joining the poll thread and dropping the consumer can block: not on a tokio worker.
+            tokio::task::spawn_blocking(move || {
+                if let Some(t) = thread {
+                    let _ = t.join();
+                }
+                drop(consumer);
+            })
+            .await
+            .map_err(|e| Error::connector("kafka source: closing the consumer", e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
+    type Out = T;
+    type State = KafkaSourceState;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    /// Pools the offsets of every previous subtask; `run` keeps those of the partitions this
+    /// subtask owns now, so the source rescales freely.
+    fn restore_state(&mut self, restored: Restored<KafkaSourceState>) -> Result<KafkaSourceState> {
+        self.subtask = restored.subtask;
+        self.parallelism = restored.parallelism;
+        let mut all = KafkaSourceState::new();
+        for s in restored.union() {
+            all.extend(s);
+        }
+        Ok(all)
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<T, KafkaSourceState>) -> Result<()> {
+        let settings = Arc::clone(&self.settings);
+        let (subtask, parallelism) = (self.subtask, self.parallelism);
+        let consumer = Arc::clone(&self.running().consumer);
+
+        // Which partitions are ours, and where each starts and (if bounded) stops.
+        let plan = {
+            let settings = Arc::clone(&settings);
+            let consumer = Arc::clone(&consumer);
+            let restored = ctx.state().clone();
+            tokio::task::spawn_blocking(move || {
+                offsets::plan(
+                    &settings.subscription,
+                    &settings.start,
+                    &settings.stop,
+                    &consumer,
+                    restored,
+                    subtask,
+                    parallelism,
+                )
+            })
+            .await
+            .map_err(|e| Error::connector("kafka source: planning offsets", e.to_string()))??
+        };
+        *ctx.state_mut() = plan
+            .positions
+            .iter()
+            .map(|((t, p), o)| (tp_key(t, *p), *o))
+            .collect();
+        let mut stop_at: BTreeMap<String, i64> = plan
+            .stop
+            .iter()
+            .map(|((t, p), o)| (tp_key(t, *p), *o))
+            .collect();
+        let bounded = !matches!(settings.stop, StopOffsets::Never);
+        let mut unfinished: BTreeSet<String> = ctx
+            .state()
+            .iter()
+            .filter(|(k, o)| !bounded || stop_at.get(*k).is_some_and(|s| **o < *s))
+            .map(|(k, _)| k.clone())
+            .collect();
+        tracing::info!(
+            subtask,
+            partitions = plan.positions.len(),
+            bounded,
+            "kafka source assigned"
+        );
+        if bounded && unfinished.is_empty() {
+            return Ok(());
+        }
+
+        let mut tpl = TopicPartitionList::new();
+        for ((t, p), o) in &plan.positions {
+            tpl.add_partition_offset(t, *p, Offset::Offset(*o))
+                .map_err(|e| kafka_err("kafka source: assign", e))?;
+        }
+        consumer
+            .assign(&tpl)
+            .map_err(|e| kafka_err("kafka source: assign", e))?;
+
+        let lag_group =
+            rivus_core::context::MetricsGroup::new(vec![("subtask".into(), subtask.to_string())]);
+        let fetcher = Fetcher {
+            consumer: Arc::clone(&consumer),
+            handover: Arc::clone(&self.running().handover),
+            running: Arc::clone(&self.running().alive),
+            max_batch: settings.max_batch,
+            discovery: match (&settings.subscription, settings.discovery, bounded) {
+                (Subscription::Partitions(_), _, _) | (_, None, _) | (_, _, true) => None,
+                (sub, Some(every), false) => Some(Discovery {
+                    every,
+                    subscription: sub.clone(),
+                    subtask,
+                    parallelism,
+                    known: plan.positions.keys().cloned().collect(),
+                }),
+            },
+            lag: Some(Box::new(move |t: &str, p: i32, lag: i64| {
+                lag_group
+                    .with_label("partition", tp_key(t, p))
+                    .gauge("rivus_kafka_consumer_lag")
+                    .set(lag as f64);
+            })),
+            last_read: BTreeMap::new(),
+            lag_due: None,
+        };
+        let thread = fetcher
+            .spawn(format!("kafka-consumer-{subtask}"))
+            .map_err(|e| Error::connector("kafka source: starting the consumer thread", e))?;
+        self.running.as_mut().expect("opened").thread = Some(thread);
+
+        let handover = Arc::clone(&self.running().handover);
+        loop {
+            if let Some(state) = Self::commit_events_state(ctx.take_events()) {
+                self.commit(&state).await;
+            }
+            let batch = match ctx.wait_for(handover.poll_next()).await? {
+                None => return Ok(()),
+                Some(Ok(b)) => b,
+                Some(Err(HandoverError::Closed)) => return Ok(()),
+                Some(Err(HandoverError::Failed(e))) => return Err(e),
+            };
+            for (t, p) in batch.new_partitions {
+                ctx.state_mut().entry(tp_key(&t, p)).or_insert(0);
+            }
+            let r = self.running();
+            let mut bytes = 0u64;
+            let n = batch.records.len() as u64;
+            for f in batch.records {
+                let key = tp_key(&f.topic, f.partition);
+                if bounded && !unfinished.contains(&key) {
+                    continue;
+                }
+                bytes += f.value.as_ref().map_or(0, |v| v.len() as u64);
+                let rec = KafkaRecord {
+                    topic: &f.topic,
+                    partition: f.partition,
+                    offset: f.offset,
+                    timestamp: f.timestamp,
+                    key: f.key.as_deref(),
+                    value: f.value.as_deref(),
+                    headers: &f.headers,
+                };
+                let decoded = settings.deserializer.deserialize(&rec);
+                if let Some(slot) = ctx.state_mut().get_mut(&key) {
+                    *slot = f.offset + 1;
+                } else {
+                    ctx.state_mut().insert(key.clone(), f.offset + 1);
+                }
+                match decoded {
+                    Ok(v) => match f.timestamp {
+                        Some(ts) => ctx.collect_with_timestamp(v, ts).await?,
+                        None => ctx.collect(v).await?,
+                    },
+                    Err(e) => {
+                        let payload = f.value.clone().unwrap_or_default();
+                        r.handler.handle(rec.position(), &e, &payload).await?;
+                    }
+                }
+                if bounded && stop_at.get(&key).is_some_and(|s| f.offset + 1 >= *s) {
+                    unfinished.remove(&key);
+                    stop_at.remove(&key);
+                }
+            }
+            r.records.increment(n);
+            r.bytes.increment(bytes);
+            if bounded && unfinished.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn on_checkpoint_events(
+        &mut self,
+        events: Vec<CheckpointEvent<KafkaSourceState>>,
+    ) -> Result<()> {
+        if let Some(state) = Self::commit_events_state(events) {
+            self.commit(&state).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,401 @@
+//! The Kafka source and sink against the real broker started by `dev/services`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rivus_connector_kafka::{
+    KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, ValueDeserializer,
+};
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::prelude::*;
+use rivus_core::schema::StringSchema;
+use rivus_testkit::services::{require, Service};
+use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
+use rivus_testkit::{CollectingSink, SequenceSource};
+
+fn unique(prefix: &str) -> String {
+    let n = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{n}")
+}
+
+async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let r = admin
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
+fn producer(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap()
+}
+
+async fn produce(p: &FutureProducer, topic: &str, partition: i32, values: &[Vec<u8>]) {
+    let sends: Vec<_> = values
+        .iter()
+        .map(|v| {
+            p.send(
+                FutureRecord::<(), [u8]>::to(topic)
+                    .partition(partition)
+                    .payload(v),
+                Duration::from_secs(30),
+            )
+        })
+        .collect();
+    for s in futures::future::join_all(sends).await {
+        s.unwrap();
+    }
+}
+
+/// Every value in `topic` (all partitions), read with read_committed up to the current end.
+fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let md = c
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    for p in md.topics()[0].partitions() {
+        let (lo, hi) = c
+            .fetch_watermarks(topic, p.id(), Duration::from_secs(10))
+            .unwrap();
+        if hi > lo {
+            ends.insert(p.id(), hi);
+            tpl.add_partition_offset(topic, p.id(), Offset::Offset(lo))
+                .unwrap();
+        }
+    }
+    if ends.is_empty() {
+        return vec![];
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut done: BTreeMap<i32, bool> = ends.keys().map(|p| (*p, false)).collect();
+    while done.values().any(|d| !d) && std::time::Instant::now() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            out.push((
+                m.partition(),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            ));
+            if m.offset() + 1 >= ends[&m.partition()] {
+                done.insert(m.partition(), true);
+            }
+        }
+    }
+    out
+}
+
+// ---- source conformance ----
+
+struct SourceCtx {
+    bootstrap: String,
+    topic: String,
+    producer: FutureProducer,
+}
+
+#[async_trait]
+impl SourceExternal for SourceCtx {
+    type Source = KafkaSource<String>;
+
+    async fn prepare(&mut self, splits: usize) -> Result<()> {
+        self.topic = unique("src");
+        create_topic(&self.bootstrap, &self.topic, splits as i32).await;
+        Ok(())
+    }
+
+    async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
+        let values: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
+        produce(&self.producer, &self.topic, split as i32, &values).await;
+        Ok(())
+    }
+
+    async fn write_bad(&mut self, split: usize) -> Result<bool> {
+        produce(
+            &self.producer,
+            &self.topic,
+            split as i32,
+            &[vec![0xff, 0xfe, 0x00]],
+        )
+        .await;
+        Ok(true)
+    }
+
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSource<String> {
+        KafkaSource::builder(&self.bootstrap)
+            .topics([self.topic.clone()])
+            .group_id(format!("{}-group", self.topic))
+            .start(StartOffsets::Earliest)
+            .error_policy(policy)
+            .build(ValueDeserializer(StringSchema))
+            .unwrap()
+    }
+
+    fn to_test_record(record: &String) -> String {
+        record.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_passes_the_conformance_suite() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let ctx = SourceCtx {
+        producer: producer(&bootstrap),
+        bootstrap,
+        topic: String::new(),
+    };
+    let mut suite = SourceSuite::new(ctx).records_per_split(200);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+// ---- sink conformance ----
+
+struct SinkCtx {
+    bootstrap: String,
+    topic: String,
+}
+
+#[async_trait]
+impl SinkExternal for SinkCtx {
+    type Record = String;
+    type Sink = KafkaSink<String>;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.topic = unique("sink");
+        create_topic(&self.bootstrap, &self.topic, 3).await;
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSink<String> {
+        KafkaSink::builder(&self.bootstrap)
+            .topic(&self.topic)
+            .error_policy(policy)
+            .property("linger.ms", "5")
+            .build(|v: &String| {
+                // Key by split, so each split's records share a partition and keep their order.
+                let split = v.split('-').next().unwrap_or("").to_owned();
+                Ok(OutRecord {
+                    key: Some(split.into_bytes()),
+                    value: Some(v.clone().into_bytes()),
+                    ..Default::default()
+                })
+            })
+            .unwrap()
+    }
+
+    fn to_record(test: &str) -> String {
+        test.to_owned()
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        let (b, t) = (self.bootstrap.clone(), self.topic.clone());
+        let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
+            .await
+            .unwrap();
+        Ok(got.into_iter().map(|(_, v)| v).collect())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let mut suite = SinkSuite::new(SinkCtx {
+        bootstrap,
+        topic: String::new(),
+    })
+    .records_per_split(200);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+// ---- specific behaviour ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_source_ends_at_latest_offsets_seen_at_start() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let topic = unique("bounded");
+    create_topic(&bootstrap, &topic, 3).await;
+    let p = producer(&bootstrap);
+    for part in 0..3 {
+        let values: Vec<Vec<u8>> = (0..100)
+            .map(|i| format!("{part}-{i}").into_bytes())
+            .collect();
+        produce(&p, &topic, part, &values).await;
+    }
+    let source = KafkaSource::builder(&bootstrap)
+        .topics([topic.clone()])
+        .start(StartOffsets::Earliest)
+        .stop(StopOffsets::LatestAtStart)
+        .build(ValueDeserializer(StringSchema))
+        .unwrap();
+    let sink = CollectingSink::<String>::new();
+    let job = Pipeline::new("bounded")
+        .source("kafka", 2, |_| source.clone())
+        .sink("collect", 1, |i| sink.for_subtask(i))
+        .unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(60), job.run())
+        .await
+        .expect("a bounded job ends")
+        .unwrap();
+    let _ = summary;
+    let mut got = sink.values();
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 300);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_starts_from_specific_offsets_and_commits_progress_to_the_group() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let topic = unique("specific");
+    create_topic(&bootstrap, &topic, 1).await;
+    let values: Vec<Vec<u8>> = (0..50).map(|i| format!("v{i:02}").into_bytes()).collect();
+    produce(&producer(&bootstrap), &topic, 0, &values).await;
+    let group = unique("group");
+    let source = KafkaSource::builder(&bootstrap)
+        .topics([topic.clone()])
+        .group_id(&group)
+        .start(StartOffsets::Specific([((topic.clone(), 0), 40)].into()))
+        .stop(StopOffsets::LatestAtStart)
+        .build(ValueDeserializer(StringSchema))
+        .unwrap();
+    let sink = CollectingSink::<String>::new();
+    let backend = MemoryStateBackend::new();
+    Pipeline::new("specific")
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(50),
+            Arc::new(backend),
+        ))
+        .source("kafka", 1, |_| source.clone())
+        .sink("collect", 1, |i| sink.for_subtask(i))
+        .unwrap()
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(
+        sink.values(),
+        (40..50).map(|i| format!("v{i:02}")).collect::<Vec<_>>()
+    );
+    // The final checkpoint's offsets were committed to the group.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", &group)
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(&topic, 0);
+    let committed = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    assert_eq!(committed.elements()[0].offset(), Offset::Offset(50));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_writes_per_record_topic_key_and_headers() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let (a, b) = (unique("route-a"), unique("route-b"));
+    create_topic(&bootstrap, &a, 1).await;
+    create_topic(&bootstrap, &b, 1).await;
+    let (ta, tb) = (a.clone(), b.clone());
+    let sink = KafkaSink::builder(&bootstrap)
+        .build(move |v: &u64| {
+            Ok(OutRecord {
+                topic: Some(if v % 2 == 0 { ta.clone() } else { tb.clone() }),
+                key: Some(v.to_string().into_bytes()),
+                value: Some(format!("n{v}").into_bytes()),
+                headers: vec![("parity".into(), (v % 2).to_string().into_bytes())],
+                ..Default::default()
+            })
+        })
+        .unwrap();
+    Pipeline::new("route")
+        .source("seq", 1, |i| {
+            SequenceSource::new(i, 1, Some(20), Arc::new(AtomicU64::new(0)))
+        })
+        .sink("kafka", 1, |_| sink.clone())
+        .unwrap()
+        .run()
+        .await
+        .unwrap();
+    let (ba, bb) = (bootstrap.clone(), bootstrap.clone());
+    let got_a = tokio::task::spawn_blocking(move || read_topic(&ba, &a))
+        .await
+        .unwrap();
+    let got_b = tokio::task::spawn_blocking(move || read_topic(&bb, &b))
+        .await
+        .unwrap();
+    assert_eq!(got_a.len(), 10);
+    assert_eq!(got_b.len(), 10);
+    assert!(got_a
+        .iter()
+        .all(|(_, v)| v.trim_start_matches('n').parse::<u64>().unwrap() % 2 == 0));
+}
+
+#[test]
+fn bad_configuration_is_refused_with_the_field_path() {
+    let err = KafkaSource::builder("")
+        .topics(["t"])
+        .build(ValueDeserializer(StringSchema))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("source.kafka.bootstrap.servers"),
+        "{err}"
+    );
+    let err = KafkaSource::builder("h:1")
+        .build(ValueDeserializer(StringSchema))
+        .unwrap_err();
+    assert!(err.to_string().contains("source.kafka.topics"), "{err}");
+    let err = KafkaSource::builder("h:1")
+        .topic_pattern("([")
+        .build(ValueDeserializer(StringSchema))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("source.kafka.topic_pattern"),
+        "{err}"
+    );
+    let err = KafkaSink::builder("h:1")
+        .property("acks", "0")
+        .build(|_: &String| Ok(OutRecord::default()))
+        .unwrap_err();
+    assert!(err.to_string().contains("sink.kafka.acks"), "{err}");
+    let b = KafkaSink::builder("h:1").property("sasl.password", "s3cr3t");
+    assert!(!format!("{b:?}").contains("s3cr3t"));
+}
