@@ -144,6 +144,12 @@ pub(crate) async fn run_exchange<T: Send + 'static>(
                 }
                 InputEvent::Watermark(wm) => out.watermark(wm).await?,
                 InputEvent::Barrier(id) => {
+                    // Notifications of earlier checkpoints were sent before this barrier
+                    // existed: deliver them first, so a sink always sees complete(N) before
+                    // barrier N + 1.
+                    while let Some(cmd) = mailbox.try_recv() {
+                        notify(&mut *out, cmd).await?;
+                    }
                     let mut states = Vec::new();
                     out.barrier(id, &mut states).await?;
                     let _ = reports.send(Report::Ack {
