@@ -1,1 +1,233 @@
-fn main() {}
+//! Kafka throughput, rivus next to the raw rdkafka client in the same run, same settings:
+//! source → null sink vs a raw `BaseConsumer` poll loop, and sequence → sink vs a raw
+//! `ThreadedProducer` send loop; 100-byte and 1 KiB records. Needs the broker from
+//! `dev/services up kafka`.
+//!
+//! `cargo bench -p rivus-connector-kafka --bench throughput` (`RIVUS_BENCH_RECORDS` to change N).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rivus_connector_kafka::{
+    KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets,
+};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+use rivus_testkit::SequenceSource;
+
+const PARTITIONS: i32 = 2;
+const PRODUCER_SETTINGS: [(&str, &str); 3] = [
+    ("linger.ms", "5"),
+    ("batch.num.messages", "10000"),
+    ("queue.buffering.max.messages", "200000"),
+];
+
+fn unique(p: &str) -> String {
+    format!(
+        "{p}-{}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+async fn create_topic(bootstrap: &str, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    admin
+        .create_topics(
+            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+}
+
+fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap);
+    for (k, v) in PRODUCER_SETTINGS {
+        c.set(k, v);
+    }
+    let p: ThreadedProducer<DefaultProducerContext> = c.create().unwrap();
+    let payload = vec![b'x'; size];
+    let t = Instant::now();
+    for i in 0..n {
+        let key = i.to_le_bytes();
+        let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
+            .key(&key[..])
+            .payload(&payload[..]);
+        loop {
+            match p.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+    p.flush(Duration::from_secs(120)).unwrap();
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+async fn rivus_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
+    let mut b = KafkaSink::builder(bootstrap).topic(topic);
+    for (k, v) in PRODUCER_SETTINGS {
+        b = b.property(k, v);
+    }
+    let payload = Arc::new(vec![b'x'; size]);
+    let sink = b
+        .build(move |i: &u64| {
+            Ok(OutRecord {
+                key: Some(i.to_le_bytes().to_vec()),
+                value: Some(payload.to_vec()),
+                ..Default::default()
+            })
+        })
+        .unwrap();
+    let job = Pipeline::new("bench-sink")
+        .source("seq", 1, |i| {
+            SequenceSource::new(i, 1, Some(n), Arc::new(AtomicU64::new(0)))
+        })
+        .sink("kafka", 1, |_| sink.clone())
+        .unwrap();
+    let t = Instant::now();
+    job.run().await.unwrap();
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn raw_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("raw"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let t = Instant::now();
+    let mut seen = 0u64;
+    let mut bytes = 0usize;
+    while seen < n {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            use rdkafka::Message;
+            bytes += m.payload().map_or(0, <[u8]>::len);
+            seen += 1;
+        }
+    }
+    std::hint::black_box(bytes);
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+struct Len;
+
+impl KafkaDeserializer<usize> for Len {
+    fn deserialize(&self, r: &KafkaRecord<'_>) -> Result<usize, SchemaError> {
+        Ok(r.value.map_or(0, <[u8]>::len))
+    }
+}
+
+struct Null(Arc<AtomicU64>);
+#[async_trait]
+impl RichFunction for Null {}
+#[async_trait]
+impl CheckpointedFunction for Null {
+    type State = ();
+    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        Ok(())
+    }
+}
+#[async_trait]
+impl CheckpointListener for Null {}
+#[async_trait]
+impl SinkFunction<usize> for Null {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+    async fn invoke(&mut self, _: usize, _: &SinkContext) -> Result<()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    async fn invoke_batch(&mut self, v: Vec<usize>, _: &mut SinkContext) -> Result<()> {
+        self.0.fetch_add(v.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+async fn rivus_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
+    let source = KafkaSource::builder(bootstrap)
+        .topics([topic])
+        .start(StartOffsets::Earliest)
+        .stop(StopOffsets::LatestAtStart)
+        .build(Len)
+        .unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let job = Pipeline::new("bench-source")
+        .source("kafka", 1, |_| source.clone())
+        .sink("null", 1, |_| Null(Arc::clone(&count)))
+        .unwrap();
+    let t = Instant::now();
+    job.run().await.unwrap();
+    assert_eq!(count.load(Ordering::Relaxed), n, "every record read");
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let bootstrap =
+        std::env::var("RIVUS_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let base: u64 = std::env::var("RIVUS_BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "{:<10} {:>8} {:>14} {:>14} {:>7}",
+        "direction", "size", "raw msgs/s", "rivus msgs/s", "ratio"
+    );
+    for size in [100usize, 1024] {
+        let n = if size == 100 { base } else { base / 2 };
+        // Producing: raw first into one topic, rivus into another.
+        let (t_raw, t_rivus) = (unique("bench-raw"), unique("bench-rivus"));
+        rt.block_on(create_topic(&bootstrap, &t_raw));
+        rt.block_on(create_topic(&bootstrap, &t_rivus));
+        let raw_p = raw_produce(&bootstrap, &t_raw, n, size);
+        let rivus_p = rt.block_on(rivus_produce(&bootstrap, &t_rivus, n, size));
+        println!(
+            "{:<10} {:>8} {:>14.0} {:>14.0} {:>7.2}",
+            "produce",
+            size,
+            raw_p,
+            rivus_p,
+            rivus_p / raw_p
+        );
+        // Consuming the same topic both ways.
+        let raw_c = raw_consume(&bootstrap, &t_raw, n);
+        let rivus_c = rt.block_on(rivus_consume(&bootstrap, &t_raw, n));
+        println!(
+            "{:<10} {:>8} {:>14.0} {:>14.0} {:>7.2}",
+            "consume",
+            size,
+            raw_c,
+            rivus_c,
+            rivus_c / raw_c
+        );
+    }
+}

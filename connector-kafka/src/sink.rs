@@ -242,14 +242,18 @@ impl<T: Send + 'static> KafkaSink<T> {
                 )
                 .await;
         };
-        let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
-        for (k, v) in &rec.headers {
-            headers = headers.insert(Header {
-                key: k,
-                value: Some(v),
-            });
+        let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic);
+        if !rec.headers.is_empty() {
+            // Headers cost a C allocation per record: only when there are some.
+            let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
+            for (k, v) in &rec.headers {
+                headers = headers.insert(Header {
+                    key: k,
+                    value: Some(v),
+                });
+            }
+            record = record.headers(headers);
         }
-        let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic).headers(headers);
         if let Some(k) = &rec.key {
             record = record.key(k.as_slice());
         }

@@ -5,3 +5,7 @@ pub use rivus_core::*;
 
 /// The core crate under its own name, for paths like `rivus::core::runtime`.
 pub use rivus_core as core;
+
+/// The Kafka connector (feature `kafka`).
+#[cfg(feature = "kafka")]
+pub use rivus_connector_kafka as kafka;

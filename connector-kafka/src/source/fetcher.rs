@@ -20,8 +20,8 @@ use crate::kafka_err;
 /// One consumed record, owned.
 #[derive(Debug)]
 pub(crate) struct Fetched {
-    pub topic: String,
-    pub partition: i32,
+    /// Index into [`FetchBatch::partitions`].
+    pub part: usize,
     pub offset: i64,
     pub timestamp: Option<i64>,
     pub key: Option<Vec<u8>>,
@@ -32,6 +32,8 @@ pub(crate) struct Fetched {
 /// What crosses the handover.
 #[derive(Debug, Default)]
 pub(crate) struct FetchBatch {
+    /// The partitions the records of this batch come from.
+    pub partitions: Vec<(String, i32)>,
     pub records: Vec<Fetched>,
     /// Partitions discovered and assigned from their beginning.
     pub new_partitions: Vec<(String, i32)>,
@@ -84,9 +86,19 @@ impl Fetcher {
                 match self.consumer.poll(wait) {
                     None => break,
                     Some(Ok(m)) => {
+                        let part = match batch
+                            .partitions
+                            .iter()
+                            .position(|(t, p)| *p == m.partition() && t == m.topic())
+                        {
+                            Some(i) => i,
+                            None => {
+                                batch.partitions.push((m.topic().to_owned(), m.partition()));
+                                batch.partitions.len() - 1
+                            }
+                        };
                         batch.records.push(Fetched {
-                            topic: m.topic().to_owned(),
-                            partition: m.partition(),
+                            part,
                             offset: m.offset(),
                             timestamp: m.timestamp().to_millis(),
                             key: m.key().map(<[u8]>::to_vec),
@@ -131,9 +143,14 @@ impl Fetcher {
     /// Remembers the last offset read per partition and, every 10 s, publishes the lag
     /// (high watermark minus position) per partition.
     fn report_lag(&mut self, batch: &FetchBatch) {
+        let mut last = vec![None; batch.partitions.len()];
         for r in &batch.records {
-            self.last_read
-                .insert((r.topic.clone(), r.partition), r.offset);
+            last[r.part] = Some(r.offset);
+        }
+        for (tp, off) in batch.partitions.iter().zip(last) {
+            if let Some(off) = off {
+                self.last_read.insert(tp.clone(), off);
+            }
         }
         let Some(lag) = &self.lag else { return };
         if self.lag_due.is_some_and(|t| Instant::now() < t) {

@@ -242,7 +242,7 @@ impl KafkaSource<()> {
             stop: StopOffsets::Never,
             discovery: Some(Duration::from_secs(300)),
             policy: ErrorPolicy::Fail,
-            max_batch: 1000,
+            max_batch: 5000,
         }
     }
 }
@@ -473,15 +473,28 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
             let r = self.running();
             let mut bytes = 0u64;
             let n = batch.records.len() as u64;
+            // Per partition of the batch, once: its state key and whether it still runs.
+            let keys: Vec<String> = batch
+                .partitions
+                .iter()
+                .map(|(t, p)| tp_key(t, *p))
+                .collect();
+            let mut stops: Vec<Option<i64>> =
+                keys.iter().map(|k| stop_at.get(k).copied()).collect();
+            let mut live: Vec<bool> = keys
+                .iter()
+                .map(|k| !bounded || unfinished.contains(k))
+                .collect();
             for f in batch.records {
-                let key = tp_key(&f.topic, f.partition);
-                if bounded && !unfinished.contains(&key) {
+                if !live[f.part] {
                     continue;
                 }
+                let (topic, partition) = &batch.partitions[f.part];
+                let key = &keys[f.part];
                 bytes += f.value.as_ref().map_or(0, |v| v.len() as u64);
                 let rec = KafkaRecord {
-                    topic: &f.topic,
-                    partition: f.partition,
+                    topic,
+                    partition: *partition,
                     offset: f.offset,
                     timestamp: f.timestamp,
                     key: f.key.as_deref(),
@@ -489,10 +502,11 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
                     headers: &f.headers,
                 };
                 let decoded = settings.deserializer.deserialize(&rec);
-                if let Some(slot) = ctx.state_mut().get_mut(&key) {
-                    *slot = f.offset + 1;
-                } else {
-                    ctx.state_mut().insert(key.clone(), f.offset + 1);
+                match ctx.state_mut().get_mut(key) {
+                    Some(slot) => *slot = f.offset + 1,
+                    None => {
+                        ctx.state_mut().insert(key.clone(), f.offset + 1);
+                    }
                 }
                 match decoded {
                     Ok(v) => match f.timestamp {
@@ -504,9 +518,11 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
                         r.handler.handle(rec.position(), &e, &payload).await?;
                     }
                 }
-                if bounded && stop_at.get(&key).is_some_and(|s| f.offset + 1 >= *s) {
-                    unfinished.remove(&key);
-                    stop_at.remove(&key);
+                if stops[f.part].is_some_and(|s| f.offset + 1 >= s) {
+                    live[f.part] = false;
+                    stops[f.part] = None;
+                    unfinished.remove(key);
+                    stop_at.remove(key);
                 }
             }
             r.records.increment(n);
