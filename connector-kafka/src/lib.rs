@@ -25,7 +25,7 @@ pub use config::KafkaProperties;
 pub use record::{
     KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
 };
-pub use sink::{KafkaSink, KafkaSinkBuilder, SinkDelivery};
+pub use sink::{KafkaSink, KafkaSinkBuilder, PendingTxn, SinkDelivery, StoredRecord};
 pub use source::{
     KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,
 };

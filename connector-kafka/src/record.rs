@@ -87,10 +87,13 @@ pub trait KafkaSerializer<T>: Send + Sync + 'static {
     fn serialize(&self, value: &T) -> Result<OutRecord, SchemaError>;
 }
 
+/// Computes a record key from a value.
+type KeyFn<T> = dyn Fn(&T) -> Vec<u8> + Send + Sync;
+
 /// Applies a core [`SerializationSchema`] to make the value; optionally a key from the value.
 pub struct ValueSerializer<S, T> {
     schema: S,
-    key: Option<Box<dyn Fn(&T) -> Vec<u8> + Send + Sync>>,
+    key: Option<Box<KeyFn<T>>>,
 }
 
 impl<S, T> ValueSerializer<S, T> {

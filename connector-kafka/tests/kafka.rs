@@ -98,16 +98,23 @@ fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
     c.assign(&tpl).unwrap();
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut done: BTreeMap<i32, bool> = ends.keys().map(|p| (*p, false)).collect();
-    while done.values().any(|d| !d) && std::time::Instant::now() < deadline {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+    // Transaction markers take offsets too: a partition is read when the consumer's position
+    // (which moves past them) reaches the high watermark.
+    let all_read = |c: &BaseConsumer| {
+        c.position().is_ok_and(|pos| {
+            ends.iter().all(|(p, end)| {
+                pos.elements().iter().any(|e| {
+                    e.partition() == *p && matches!(e.offset(), Offset::Offset(o) if o >= *end)
+                })
+            })
+        })
+    };
+    while !all_read(&c) && std::time::Instant::now() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
             out.push((
                 m.partition(),
                 String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
             ));
-            if m.offset() + 1 >= ends[&m.partition()] {
-                done.insert(m.partition(), true);
-            }
         }
     }
     out
@@ -398,4 +405,141 @@ fn bad_configuration_is_refused_with_the_field_path() {
     assert!(err.to_string().contains("sink.kafka.acks"), "{err}");
     let b = KafkaSink::builder("h:1").property("sasl.password", "s3cr3t");
     assert!(!format!("{b:?}").contains("s3cr3t"));
+}
+
+// ---- exactly-once ----
+
+struct TxnSinkCtx {
+    bootstrap: String,
+    topic: String,
+}
+
+#[async_trait]
+impl SinkExternal for TxnSinkCtx {
+    type Record = String;
+    type Sink = KafkaSink<String>;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.topic = unique("eo-sink");
+        create_topic(&self.bootstrap, &self.topic, 3).await;
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSink<String> {
+        KafkaSink::builder(&self.bootstrap)
+            .topic(&self.topic)
+            .delivery(rivus_connector_kafka::SinkDelivery::ExactlyOnce)
+            .transactional_id_prefix(self.topic.clone())
+            .error_policy(policy)
+            .property("linger.ms", "5")
+            .build(|v: &String| {
+                let split = v.split('-').next().unwrap_or("").to_owned();
+                Ok(OutRecord {
+                    key: Some(split.into_bytes()),
+                    value: Some(v.clone().into_bytes()),
+                    ..Default::default()
+                })
+            })
+            .unwrap()
+    }
+
+    fn to_record(test: &str) -> String {
+        test.to_owned()
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        let (b, t) = (self.bootstrap.clone(), self.topic.clone());
+        let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
+            .await
+            .unwrap();
+        Ok(got.into_iter().map(|(_, v)| v).collect())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_sink_passes_the_conformance_suite_exactly_once() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let mut suite = SinkSuite::new(TxnSinkCtx {
+        bootstrap,
+        topic: String::new(),
+    })
+    .records_per_split(150);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+/// Kafka → Kafka exactly-once in a separate process, killed with SIGKILL several times
+/// mid-stream and restarted: a read_committed reader sees every input record exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let (from, to) = (unique("kill-from"), unique("kill-to"));
+    create_topic(&bootstrap, &from, 3).await;
+    create_topic(&bootstrap, &to, 3).await;
+    let n = 30_000;
+    let p = producer(&bootstrap);
+    for part in 0..3 {
+        let values: Vec<Vec<u8>> = (0..n / 3)
+            .map(|i| format!("r{part}-{i:06}").into_bytes())
+            .collect();
+        produce(&p, &from, part, &values).await;
+    }
+    let dir = tempfile_dir();
+    let args: Vec<String> = vec![
+        bootstrap.clone(),
+        from.clone(),
+        to.clone(),
+        dir.to_str().unwrap().to_owned(),
+        to.clone(),
+        "2".into(),
+    ];
+    let run = move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kafka-copy"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut kills = 0;
+    for delay_ms in [1500u64, 900, 1200] {
+        let mut child = run();
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL
+            kills += 1;
+        }
+        child.wait().unwrap();
+    }
+    assert!(kills >= 2, "the job was killed mid-stream ({kills} kills)");
+    let out = tokio::task::spawn_blocking(move || run().wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(out.status.success(), "the final run completes");
+    let (b, t) = (bootstrap.clone(), to.clone());
+    let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
+        .await
+        .unwrap();
+    let mut values: Vec<String> = got.into_iter().map(|(_, v)| v).collect();
+    values.sort();
+    let total = values.len();
+    values.dedup();
+    assert_eq!(
+        total,
+        values.len(),
+        "{} duplicated records",
+        total - values.len()
+    );
+    assert_eq!(values.len(), n as usize, "every input record arrived");
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(unique("rivus-kafka-copy"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }

@@ -47,13 +47,16 @@ pub(crate) struct Discovery {
     pub known: BTreeSet<(String, i32)>,
 }
 
+/// Publishes the lag of one partition: (topic, partition, lag).
+pub(crate) type LagFn = dyn Fn(&str, i32, i64) + Send;
+
 pub(crate) struct Fetcher {
     pub consumer: Arc<BaseConsumer>,
     pub handover: Arc<Handover<FetchBatch>>,
     pub running: Arc<AtomicBool>,
     pub max_batch: usize,
     pub discovery: Option<Discovery>,
-    pub lag: Option<Box<dyn Fn(&str, i32, i64) + Send>>,
+    pub lag: Option<Box<LagFn>>,
     pub last_read: std::collections::BTreeMap<(String, i32), i64>,
     pub lag_due: Option<Instant>,
 }

@@ -26,14 +26,9 @@ impl SourceExternal for Dir {
             .append(true)
             .open(self.0.path().join(format!("split-{split}")))
             .unwrap();
-        Ok(f.write_all(
-            records
-                .iter()
-                .map(|r| format!("{r}\n"))
-                .collect::<String>()
-                .as_bytes(),
-        )
-        .unwrap())
+        let lines: String = records.iter().map(|r| format!("{r}\n")).collect();
+        f.write_all(lines.as_bytes())
+            .map_err(|e| Error::io("appending test lines", e))
     }
     fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> FileSource {
         FileSource::new(self.0.path(), policy)

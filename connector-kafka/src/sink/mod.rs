@@ -1,0 +1,387 @@
+//! [`KafkaSink`]: records produced with many sends in flight; a full local queue
+//! back-pressures. At-least-once by flushing and checking every delivery before a checkpoint
+//! completes; exactly-once with one Kafka transaction per checkpoint (see `txn.rs`).
+
+mod producer;
+mod txn;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+
+pub use txn::{PendingTxn, StoredRecord};
+
+use crate::config::KafkaProperties;
+use crate::record::KafkaSerializer;
+use producer::ProducerHandle;
+use txn::{TxnManager, TxnSettings};
+
+/// What the sink promises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkDelivery {
+    /// Send and forget: a failure may lose records.
+    None,
+    /// Every record sent before a checkpoint is acknowledged by the broker before that
+    /// checkpoint completes; after a failure, records since the last checkpoint are sent again.
+    AtLeastOnce,
+    /// One transaction per checkpoint, committed when the checkpoint completes; readers with
+    /// `isolation.level=read_committed` see every record exactly once.
+    ExactlyOnce,
+}
+
+struct Settings<T> {
+    props: KafkaProperties,
+    topic: Option<String>,
+    delivery: SinkDelivery,
+    policy: ErrorPolicy,
+    flush_timeout: Duration,
+    txn: TxnSettings,
+    serializer: Arc<dyn KafkaSerializer<T>>,
+}
+
+/// Builds a [`KafkaSink`].
+pub struct KafkaSinkBuilder {
+    props: KafkaProperties,
+    topic: Option<String>,
+    delivery: SinkDelivery,
+    policy: ErrorPolicy,
+    flush_timeout: Duration,
+    txn: TxnSettings,
+}
+
+impl std::fmt::Debug for KafkaSinkBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSinkBuilder")
+            .field("props", &self.props)
+            .field("topic", &self.topic)
+            .field("delivery", &self.delivery)
+            .field("transactions", &self.txn)
+            .finish()
+    }
+}
+
+impl KafkaSinkBuilder {
+    /// The topic of records that do not name one.
+    pub fn topic(mut self, topic: impl Into<String>) -> Self {
+        self.topic = Some(topic.into());
+        self
+    }
+
+    /// The delivery guarantee (default at-least-once).
+    pub fn delivery(mut self, d: SinkDelivery) -> Self {
+        self.delivery = d;
+        self
+    }
+
+    /// What to do with records that cannot be serialized or that the client refuses
+    /// (too large, unknown topic) (default: fail).
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Longest wait for outstanding deliveries at a checkpoint (default 60 s).
+    pub fn flush_timeout(mut self, d: Duration) -> Self {
+        self.flush_timeout = d;
+        self
+    }
+
+    /// Exactly-once: prefix of the transactional ids `<prefix>-<subtask>-<slot>` (default
+    /// `<job>-<sink name>`). Must be stable across restarts and unique per sink.
+    pub fn transactional_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.txn.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Exactly-once: transactional producers per subtask (default 3; at least 2).
+    pub fn transaction_pool(mut self, n: usize) -> Self {
+        self.txn.pool = n;
+        self
+    }
+
+    /// Exactly-once: the compacted topic recording committed transactions (default
+    /// `rivus-txn-markers.<transactional id prefix>`). Give each sink its own.
+    pub fn marker_topic(mut self, topic: impl Into<String>) -> Self {
+        self.txn.marker_topic = Some(topic.into());
+        self
+    }
+
+    /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum).
+    pub fn transaction_timeout(mut self, d: Duration) -> Self {
+        self.txn.timeout = d;
+        self
+    }
+
+    /// Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...).
+    pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.props.set(key, value);
+        self
+    }
+
+    /// Checks the settings and returns the sink (clone it into each subtask).
+    pub fn build<T: Send + 'static>(
+        self,
+        serializer: impl KafkaSerializer<T>,
+    ) -> Result<KafkaSink<T>> {
+        self.props.validate("sink.kafka")?;
+        if self.topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(Error::config("sink.kafka.topic", "must not be empty"));
+        }
+        if self.props.get("transactional.id").is_some() {
+            return Err(Error::config(
+                "sink.kafka.transactional.id",
+                "transactions are managed by the sink (delivery = exactly-once), not set by hand",
+            ));
+        }
+        if self.delivery != SinkDelivery::None
+            && self
+                .props
+                .get("acks")
+                .is_some_and(|a| a != "all" && a != "-1")
+        {
+            return Err(Error::config(
+                "sink.kafka.acks",
+                "must be `all` for at-least-once or exactly-once",
+            ));
+        }
+        if self.delivery == SinkDelivery::ExactlyOnce {
+            if self.txn.pool < 2 {
+                return Err(Error::config(
+                    "sink.kafka.transaction_pool",
+                    "at least 2 (one commits while the next fills)",
+                ));
+            }
+            if self
+                .txn
+                .marker_topic
+                .as_deref()
+                .is_some_and(|t| t.trim().is_empty())
+            {
+                return Err(Error::config(
+                    "sink.kafka.marker_topic",
+                    "must not be empty",
+                ));
+            }
+        }
+        Ok(KafkaSink {
+            settings: Arc::new(Settings {
+                props: self.props,
+                topic: self.topic,
+                delivery: self.delivery,
+                policy: self.policy,
+                flush_timeout: self.flush_timeout,
+                txn: self.txn,
+                serializer: Arc::new(serializer),
+            }),
+            plain: None,
+            txn: None,
+            restored: None,
+            handler: None,
+            sent: None,
+        })
+    }
+}
+
+/// A Kafka sink. Clone it into each subtask: `stream.sink("kafka", 2, |_| sink.clone())`.
+pub struct KafkaSink<T> {
+    settings: Arc<Settings<T>>,
+    plain: Option<ProducerHandle>,
+    txn: Option<TxnManager>,
+    restored: Option<Restored<Vec<PendingTxn>>>,
+    handler: Option<ErrorHandler>,
+    sent: Option<metrics::Counter>,
+}
+
+impl<T> std::fmt::Debug for KafkaSink<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSink")
+            .field("props", &self.settings.props)
+            .field("topic", &self.settings.topic)
+            .field("delivery", &self.settings.delivery)
+            .finish()
+    }
+}
+
+impl<T> Clone for KafkaSink<T> {
+    fn clone(&self) -> Self {
+        KafkaSink {
+            settings: Arc::clone(&self.settings),
+            plain: None,
+            txn: None,
+            restored: None,
+            handler: None,
+            sent: None,
+        }
+    }
+}
+
+impl KafkaSink<()> {
+    /// Starts a builder for a sink writing to `bootstrap_servers`.
+    pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSinkBuilder {
+        KafkaSinkBuilder {
+            props: KafkaProperties::new(bootstrap_servers),
+            topic: None,
+            delivery: SinkDelivery::AtLeastOnce,
+            policy: ErrorPolicy::Fail,
+            flush_timeout: Duration::from_secs(60),
+            txn: TxnSettings {
+                prefix: None,
+                pool: 3,
+                marker_topic: None,
+                timeout: Duration::from_secs(900),
+            },
+        }
+    }
+}
+
+impl<T: Send + 'static> KafkaSink<T> {
+    async fn send_one(&mut self, value: T) -> Result<()> {
+        let handler = self.handler.clone().expect("opened");
+        let rec = match self.settings.serializer.serialize(&value) {
+            Ok(r) => r,
+            Err(e) => return handler.handle(&e.position, &e, &[]).await,
+        };
+        let Some(topic) = rec.topic.clone().or_else(|| self.settings.topic.clone()) else {
+            let reason = "the record names no topic and the sink has no default topic";
+            return handler
+                .handle(
+                    "(no topic)",
+                    reason,
+                    rec.value.as_deref().unwrap_or_default(),
+                )
+                .await;
+        };
+        let sent = match (&mut self.txn, &self.plain) {
+            (Some(txn), _) => txn.send(&topic, &rec).await?,
+            (None, Some(p)) => p.send(&topic, &rec).await,
+            (None, None) => return Err(Error::Closed("kafka sink")),
+        };
+        match sent {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let position = format!(
+                    "{topic}/{}",
+                    rec.partition.map_or("-".into(), |p| p.to_string())
+                );
+                handler
+                    .handle(position, e, rec.value.as_deref().unwrap_or_default())
+                    .await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for KafkaSink<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        let s = Arc::clone(&self.settings);
+        self.handler = Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()));
+        self.sent = Some(ctx.metrics().counter("rivus_kafka_records_sent_total"));
+        match s.delivery {
+            SinkDelivery::ExactlyOnce => {
+                let restored = self.restored.take().unwrap_or_else(|| {
+                    Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
+                });
+                let prefix = format!("{}-{}", ctx.job_name(), ctx.task_name());
+                self.txn = Some(TxnManager::open(&s.props, &s.txn, prefix, restored).await?);
+            }
+            SinkDelivery::AtLeastOnce | SinkDelivery::None => {
+                let overrides: &[(&str, &str)] = if s.delivery == SinkDelivery::AtLeastOnce {
+                    &[("enable.idempotence", "true")]
+                } else {
+                    &[]
+                };
+                let cfg = s.props.client_config(overrides);
+                self.plain = Some(
+                    ProducerHandle::create(&cfg).map_err(|e| s.props.build_error("producer", e))?,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        if let Some(t) = self.txn.take() {
+            t.close().await;
+        }
+        if let Some(p) = self.plain.take() {
+            p.shutdown().await;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
+    /// The pre-committed, uncommitted transactions (exactly-once only).
+    type State = Vec<PendingTxn>;
+
+    async fn initialize_state(&mut self, restored: Restored<Vec<PendingTxn>>) -> Result<()> {
+        self.restored = Some(restored);
+        Ok(())
+    }
+
+    async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<PendingTxn>> {
+        match (&mut self.txn, &self.plain) {
+            (Some(txn), _) => txn.pre_commit(checkpoint_id).await,
+            (None, Some(p)) if self.settings.delivery == SinkDelivery::AtLeastOnce => {
+                p.flush(self.settings.flush_timeout).await?;
+                Ok(Vec::new())
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointListener for KafkaSink<T> {
+    async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
+        if let Some(txn) = &mut self.txn {
+            txn.commit_up_to(checkpoint_id).await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        match self.settings.delivery {
+            SinkDelivery::None => DeliveryGuarantee::AtMostOnce,
+            SinkDelivery::AtLeastOnce => DeliveryGuarantee::AtLeastOnce,
+            SinkDelivery::ExactlyOnce => DeliveryGuarantee::ExactlyOnce,
+        }
+    }
+
+    async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
+        self.send_one(value).await?;
+        if let Some(c) = &self.sent {
+            c.increment(1);
+        }
+        Ok(())
+    }
+
+    async fn invoke_batch(&mut self, values: Vec<T>, _: &mut SinkContext) -> Result<()> {
+        let n = values.len() as u64;
+        for v in values {
+            self.send_one(v).await?;
+        }
+        if let Some(c) = &self.sent {
+            c.increment(n);
+        }
+        Ok(())
+    }
+
+    /// Flushes; with transactions, commits what no checkpoint will (a job without checkpoints).
+    async fn finish(&mut self) -> Result<()> {
+        if let Some(txn) = &mut self.txn {
+            return txn.commit_now().await;
+        }
+        if let Some(p) = &self.plain {
+            p.flush(self.settings.flush_timeout).await?;
+        }
+        Ok(())
+    }
+}

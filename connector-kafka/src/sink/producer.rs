@@ -1,0 +1,145 @@
+//! One librdkafka producer with its delivery reports: send with back-pressure on a full local
+//! queue, flush and check that every delivery succeeded. Used by the plain and the
+//! transactional sink alike.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientConfig, ClientContext};
+use rivus_core::{Error, Result};
+
+use crate::record::OutRecord;
+
+/// Counts delivery reports; keeps the first failure.
+#[derive(Default)]
+pub(crate) struct Deliveries {
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+pub(crate) struct SinkClientContext(Arc<Deliveries>);
+
+impl ClientContext for SinkClientContext {}
+
+impl ProducerContext for SinkClientContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, m)) = result {
+            use rdkafka::Message;
+            self.0.failed.fetch_add(1, Ordering::Relaxed);
+            let mut first = self.0.first_error.lock().unwrap();
+            if first.is_none() {
+                *first = Some(format!("{}/{}: {e}", m.topic(), m.partition()));
+            }
+        }
+    }
+}
+
+/// A producer and its delivery reports.
+#[derive(Clone)]
+pub(crate) struct ProducerHandle {
+    pub producer: Arc<ThreadedProducer<SinkClientContext>>,
+    deliveries: Arc<Deliveries>,
+}
+
+impl ProducerHandle {
+    pub fn create(config: &ClientConfig) -> std::result::Result<Self, KafkaError> {
+        let deliveries = Arc::new(Deliveries::default());
+        let producer = config.create_with_context(SinkClientContext(Arc::clone(&deliveries)))?;
+        Ok(ProducerHandle {
+            producer: Arc::new(producer),
+            deliveries,
+        })
+    }
+
+    /// Sends `rec` to `topic`, waiting while librdkafka's local queue is full. An error is a
+    /// record the client refuses (too large, unknown partition): for the error policy.
+    pub async fn send(&self, topic: &str, rec: &OutRecord) -> std::result::Result<(), KafkaError> {
+        let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic);
+        if !rec.headers.is_empty() {
+            // Headers cost a C allocation per record: only when there are some.
+            let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
+            for (k, v) in &rec.headers {
+                headers = headers.insert(Header {
+                    key: k,
+                    value: Some(v),
+                });
+            }
+            record = record.headers(headers);
+        }
+        if let Some(k) = &rec.key {
+            record = record.key(k.as_slice());
+        }
+        if let Some(v) = &rec.value {
+            record = record.payload(v.as_slice());
+        }
+        if let Some(p) = rec.partition {
+            record = record.partition(p);
+        }
+        if let Some(ts) = rec.timestamp {
+            record = record.timestamp(ts);
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    // The broker is slower than us: wait. This is the back-pressure.
+                    record = back;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits for every outstanding delivery; fails if one failed since the last check.
+    pub async fn flush(&self, timeout: Duration) -> Result<()> {
+        let producer = Arc::clone(&self.producer);
+        tokio::task::spawn_blocking(move || producer.flush(timeout))
+            .await
+            .map_err(|e| Error::connector("kafka sink: flush", e.to_string()))?
+            .map_err(|e| Error::connector(format!("kafka sink: flush within {timeout:?}"), e))?;
+        self.check()
+    }
+
+    /// Fails if a delivery failed since the last check.
+    pub fn check(&self) -> Result<()> {
+        if let Some(e) = self.deliveries.first_error.lock().unwrap().take() {
+            let n = self.deliveries.failed.swap(0, Ordering::Relaxed);
+            return Err(Error::connector(
+                "kafka sink: delivery",
+                format!("{n} records failed, first: {e}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a blocking producer call (transactions) off the async workers.
+    pub async fn blocking<R: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&ThreadedProducer<SinkClientContext>) -> std::result::Result<R, KafkaError>
+            + Send
+            + 'static,
+    ) -> Result<R> {
+        let producer = Arc::clone(&self.producer);
+        tokio::task::spawn_blocking(move || f(&producer))
+            .await
+            .map_err(|e| Error::connector(format!("kafka sink: {what}"), e.to_string()))?
+            .map_err(|e| Error::connector(format!("kafka sink: {what}"), e))
+    }
+
+    /// Flushes briefly and drops the producer on a blocking thread (dropping can block).
+    pub async fn shutdown(self) {
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = self.producer.flush(Duration::from_secs(10));
+            drop(self);
+        })
+        .await;
+    }
+}

@@ -1,0 +1,483 @@
+//! Exactly-once delivery with Kafka transactions: one transaction per checkpoint, committed on
+//! `notify_checkpoint_complete`.
+//!
+//! librdkafka cannot resume another producer's transaction after a crash (Flink's Java client
+//! does it by reflection), so a crash between "checkpoint N stored" and "transaction N
+//! committed" needs another way to finish transaction N. rivus makes each transaction
+//! self-describing and recoverable:
+//!
+//! - every transaction also writes a **marker** record (key: the transactional id, value: the
+//!   checkpoint id) to a compacted marker topic; the marker is visible to a `read_committed`
+//!   reader exactly when the transaction committed;
+//! - the checkpoint state holds the **records** of every pre-committed, not yet committed
+//!   transaction;
+//! - on restore, `init_transactions` fences and aborts whatever the crashed run left open, the
+//!   markers tell which restored transactions committed, and the others are written again in a
+//!   new transaction (with their marker) and committed.
+//!
+//! Transactional ids are `<prefix>-<subtask>-<slot>` with a fixed pool of slots per subtask:
+//! stable across restarts, never growing. A slot holds one transaction from its first record
+//! until its checkpoint's completion; the next checkpoint's records go to another slot.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::Producer;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use rivus_core::{Error, Restored, Result};
+
+use super::producer::ProducerHandle;
+use crate::config::KafkaProperties;
+use crate::record::OutRecord;
+
+/// A record kept in checkpoint state until its transaction commits (bytes hex-encoded).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredRecord {
+    topic: String,
+    key: Option<String>,
+    value: Option<String>,
+    headers: Vec<(String, String)>,
+    partition: Option<i32>,
+    timestamp: Option<i64>,
+}
+
+/// A pre-committed transaction, as checkpointed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingTxn {
+    /// The transactional id that holds it.
+    pub tid: String,
+    /// The checkpoint it belongs to.
+    pub checkpoint: u64,
+    /// Its records, to write again if it never committed.
+    pub records: Vec<StoredRecord>,
+}
+
+fn hex(b: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        s.push(D[(x >> 4) as usize] as char);
+        s.push(D[(x & 15) as usize] as char);
+    }
+    s
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>> {
+    let bad = || Error::checkpoint(0, "kafka sink state: a stored record is not valid hex");
+    if s.len() % 2 != 0 {
+        return Err(bad());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| bad()))
+        .collect()
+}
+
+impl StoredRecord {
+    fn new(topic: &str, r: &OutRecord) -> Self {
+        StoredRecord {
+            topic: topic.to_owned(),
+            key: r.key.as_deref().map(hex),
+            value: r.value.as_deref().map(hex),
+            headers: r.headers.iter().map(|(k, v)| (k.clone(), hex(v))).collect(),
+            partition: r.partition,
+            timestamp: r.timestamp,
+        }
+    }
+
+    fn to_out(&self) -> Result<OutRecord> {
+        Ok(OutRecord {
+            topic: Some(self.topic.clone()),
+            key: self.key.as_deref().map(unhex).transpose()?,
+            value: self.value.as_deref().map(unhex).transpose()?,
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), unhex(v)?)))
+                .collect::<Result<_>>()?,
+            partition: self.partition,
+            timestamp: self.timestamp,
+        })
+    }
+}
+
+/// Settings of the transactional mode.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnSettings {
+    pub prefix: Option<String>,
+    pub pool: usize,
+    /// `None`: `rivus-txn-markers.<prefix>`.
+    pub marker_topic: Option<String>,
+    pub timeout: Duration,
+}
+
+struct Slot {
+    tid: String,
+    handle: ProducerHandle,
+    busy: bool,
+}
+
+/// The transactions of one sink subtask.
+pub(crate) struct TxnManager {
+    slots: Vec<Slot>,
+    current: Option<(usize, Vec<StoredRecord>)>,
+    pending: Vec<(usize, PendingTxn)>,
+    marker_topic: String,
+    timeout: Duration,
+}
+
+/// The default marker topic of a sink: `rivus-txn-markers.<prefix>`, with characters Kafka
+/// does not allow in topic names replaced by `_`.
+pub(crate) fn marker_topic_for(prefix: &str) -> String {
+    let clean: String = prefix
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut t = format!("rivus-txn-markers.{clean}");
+    t.truncate(249);
+    t
+}
+
+fn subtask_of(tid: &str) -> Option<usize> {
+    let mut parts = tid.rsplitn(3, '-');
+    parts.next()?;
+    parts.next()?.parse().ok()
+}
+
+impl TxnManager {
+    /// Creates the pool, fences what a crashed run left open, and finishes the restored
+    /// transactions this subtask inherits.
+    pub async fn open(
+        props: &KafkaProperties,
+        s: &TxnSettings,
+        default_prefix: String,
+        restored: Restored<Vec<PendingTxn>>,
+    ) -> Result<Self> {
+        let prefix = s.prefix.clone().unwrap_or(default_prefix);
+        let (me, p) = (restored.subtask, restored.parallelism);
+        // One marker topic per sink: a reader of markers waits (read_committed) behind open
+        // transactions on the topic, so other jobs' transactions must not be there.
+        let marker_topic = s
+            .marker_topic
+            .clone()
+            .unwrap_or_else(|| marker_topic_for(&prefix));
+        ensure_marker_topic(props, &marker_topic).await?;
+        let timeout_ms = s.timeout.as_millis().to_string();
+        let make = |tid: &str| -> Result<ProducerHandle> {
+            let cfg = props.client_config(&[
+                ("transactional.id", tid),
+                ("enable.idempotence", "true"),
+                ("transaction.timeout.ms", &timeout_ms),
+            ]);
+            ProducerHandle::create(&cfg).map_err(|e| props.build_error("transactional producer", e))
+        };
+        let init = |h: ProducerHandle, tid: String| async move {
+            h.blocking("init_transactions", |pr| {
+                pr.init_transactions(Duration::from_secs(60))
+            })
+            .await
+            .map_err(|e| {
+                Error::connector(format!("kafka sink: fencing transactional id {tid}"), e)
+            })?;
+            Ok::<_, Error>(h)
+        };
+        let mut slots = Vec::with_capacity(s.pool);
+        for k in 0..s.pool {
+            let tid = format!("{prefix}-{me}-{k}");
+            let handle = init(make(&tid)?, tid.clone()).await?;
+            slots.push(Slot {
+                tid,
+                handle,
+                busy: false,
+            });
+        }
+        // Subtasks that no longer exist may have left transactions open: fence them too.
+        for old in (p..restored.previous_parallelism()).filter(|s| s % p == me) {
+            for k in 0..s.pool {
+                let tid = format!("{prefix}-{old}-{k}");
+                init(make(&tid)?, tid).await?.shutdown().await;
+            }
+        }
+        let mut inherited: Vec<PendingTxn> = restored
+            .union()
+            .flatten()
+            .filter(|t| subtask_of(&t.tid).is_some_and(|s| s % p == me))
+            .collect();
+        inherited.sort_by_key(|t| t.checkpoint);
+        let mut mgr = TxnManager {
+            slots,
+            current: None,
+            pending: Vec::new(),
+            marker_topic: marker_topic.clone(),
+            timeout: s.timeout,
+        };
+        if !inherited.is_empty() {
+            let committed = read_markers(props, &marker_topic).await?;
+            for t in inherited {
+                if committed.get(&t.tid).is_some_and(|c| *c >= t.checkpoint) {
+                    continue;
+                }
+                tracing::warn!(tid = %t.tid, checkpoint = t.checkpoint, records = t.records.len(),
+                    "kafka sink: transaction of a completed checkpoint never committed; writing it again");
+                mgr.recover(&t).await?;
+            }
+        }
+        Ok(mgr)
+    }
+
+    async fn begin(&mut self) -> Result<usize> {
+        let slot = self.slots.iter().position(|s| !s.busy).ok_or_else(|| {
+            Error::connector(
+                "kafka sink",
+                format!(
+                    "all {} transactional producers hold uncommitted transactions (checkpoints keep failing?); raise the pool size",
+                    self.slots.len()
+                ),
+            )
+        })?;
+        self.slots[slot]
+            .handle
+            .blocking("begin_transaction", |p| p.begin_transaction())
+            .await?;
+        self.slots[slot].busy = true;
+        Ok(slot)
+    }
+
+    /// Writes a record into the current transaction (starting one if needed).
+    pub async fn send(
+        &mut self,
+        topic: &str,
+        rec: &OutRecord,
+    ) -> Result<std::result::Result<(), KafkaError>> {
+        let slot = match &self.current {
+            Some((slot, _)) => *slot,
+            None => {
+                let slot = self.begin().await?;
+                self.current = Some((slot, Vec::new()));
+                slot
+            }
+        };
+        let r = self.slots[slot].handle.send(topic, rec).await;
+        if r.is_ok() {
+            self.current
+                .as_mut()
+                .expect("current")
+                .1
+                .push(StoredRecord::new(topic, rec));
+        }
+        Ok(r)
+    }
+
+    async fn write_marker(&self, slot: usize, tid: &str, checkpoint: u64) -> Result<()> {
+        let marker = OutRecord {
+            key: Some(tid.as_bytes().to_vec()),
+            value: Some(checkpoint.to_string().into_bytes()),
+            ..Default::default()
+        };
+        self.slots[slot]
+            .handle
+            .send(&self.marker_topic, &marker)
+            .await
+            .map_err(|e| Error::connector("kafka sink: writing the transaction marker", e))
+    }
+
+    /// Checkpoint `checkpoint`'s barrier: flush the current transaction, add its marker, and
+    /// keep it pending. Returns every pending transaction (the state to checkpoint).
+    pub async fn pre_commit(&mut self, checkpoint: u64) -> Result<Vec<PendingTxn>> {
+        if let Some((slot, records)) = self.current.take() {
+            let tid = self.slots[slot].tid.clone();
+            self.write_marker(slot, &tid, checkpoint).await?;
+            self.slots[slot].handle.flush(self.timeout).await?;
+            self.pending.push((
+                slot,
+                PendingTxn {
+                    tid,
+                    checkpoint,
+                    records,
+                },
+            ));
+        }
+        Ok(self.pending.iter().map(|(_, t)| t.clone()).collect())
+    }
+
+    /// Commits every pending transaction of checkpoints up to `checkpoint`.
+    pub async fn commit_up_to(&mut self, checkpoint: u64) -> Result<()> {
+        while let Some(pos) = self
+            .pending
+            .iter()
+            .position(|(_, t)| t.checkpoint <= checkpoint)
+        {
+            let (slot, t) = self.pending.remove(pos);
+            let timeout = self.timeout;
+            self.slots[slot]
+                .handle
+                .blocking("commit_transaction", move |p| p.commit_transaction(timeout))
+                .await
+                .map_err(|e| {
+                    Error::connector(
+                        format!(
+                            "kafka sink: committing {} (checkpoint {})",
+                            t.tid, t.checkpoint
+                        ),
+                        e,
+                    )
+                })?;
+            self.slots[slot].busy = false;
+        }
+        Ok(())
+    }
+
+    /// Writes a restored transaction again, with its original marker, and commits it.
+    async fn recover(&mut self, t: &PendingTxn) -> Result<()> {
+        let slot = self.begin().await?;
+        for r in &t.records {
+            let out = r.to_out()?;
+            let topic = out.topic.clone().unwrap_or_default();
+            self.slots[slot]
+                .handle
+                .send(&topic, &out)
+                .await
+                .map_err(|e| Error::connector("kafka sink: recovering a transaction", e))?;
+        }
+        self.write_marker(slot, &t.tid, t.checkpoint).await?;
+        self.slots[slot].handle.flush(self.timeout).await?;
+        let timeout = self.timeout;
+        self.slots[slot]
+            .handle
+            .blocking("commit_transaction", move |p| p.commit_transaction(timeout))
+            .await?;
+        self.slots[slot].busy = false;
+        Ok(())
+    }
+
+    /// Commits the current transaction at once (end of input without checkpoints).
+    pub async fn commit_now(&mut self) -> Result<()> {
+        self.pre_commit(u64::MAX).await?;
+        self.commit_up_to(u64::MAX).await
+    }
+
+    /// Aborts what is open (a restore writes pending transactions again) and drops producers.
+    pub async fn close(self) {
+        for slot in self.slots {
+            if slot.busy {
+                let _ = slot
+                    .handle
+                    .blocking("abort_transaction", |p| {
+                        p.abort_transaction(Duration::from_secs(10))
+                    })
+                    .await;
+            }
+            slot.handle.shutdown().await;
+        }
+    }
+}
+
+async fn ensure_marker_topic(props: &KafkaProperties, topic: &str) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = props
+        .client_config(&[])
+        .create()
+        .map_err(|e| props.build_error("admin client", e))?;
+    let t = NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
+    let r = admin
+        .create_topics(&[t], &AdminOptions::new())
+        .await
+        .map_err(|e| Error::connector(format!("kafka sink: creating marker topic {topic}"), e))?;
+    match r.first() {
+        Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | Some(Ok(_)) | None => Ok(()),
+        Some(Err((_, code))) => Err(Error::connector(
+            format!("kafka sink: creating marker topic {topic}"),
+            code.to_string(),
+        )),
+    }
+}
+
+/// Latest committed checkpoint per transactional id, from the marker topic.
+async fn read_markers(props: &KafkaProperties, topic: &str) -> Result<BTreeMap<String, u64>> {
+    let cfg = props.client_config(&[
+        ("isolation.level", "read_committed"),
+        ("enable.partition.eof", "true"),
+        ("enable.auto.commit", "false"),
+        ("group.id", "rivus-marker-reader"),
+    ]);
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(
+        move || -> std::result::Result<BTreeMap<String, u64>, KafkaError> {
+            let c: BaseConsumer = cfg.create()?;
+            let (low, high) = c.fetch_watermarks(&topic, 0, Duration::from_secs(30))?;
+            let mut out = BTreeMap::new();
+            if high <= low {
+                return Ok(out);
+            }
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&topic, 0, Offset::Beginning)?;
+            c.assign(&tpl)?;
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while std::time::Instant::now() < deadline {
+                match c.poll(Duration::from_millis(500)) {
+                    Some(Ok(m)) => {
+                        let key = m.key().map(|k| String::from_utf8_lossy(k).into_owned());
+                        let cp = m
+                            .payload()
+                            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok());
+                        if let (Some(k), Some(cp)) = (key, cp) {
+                            let e = out.entry(k).or_insert(cp);
+                            *e = (*e).max(cp);
+                        }
+                    }
+                    Some(Err(KafkaError::PartitionEOF(_))) => return Ok(out),
+                    Some(Err(e)) => return Err(e),
+                    None => {}
+                }
+            }
+            Err(KafkaError::MessageConsumption(
+                RDKafkaErrorCode::RequestTimedOut,
+            ))
+        },
+    )
+    .await
+    .map_err(|e| Error::connector("kafka sink: reading transaction markers", e.to_string()))?
+    .map_err(|e| Error::connector("kafka sink: reading transaction markers", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_records_round_trip_and_tids_name_their_subtask() {
+        let r = OutRecord {
+            topic: None,
+            key: Some(vec![0, 255, 16]),
+            value: Some(b"hello".to_vec()),
+            headers: vec![("h".into(), vec![1, 2])],
+            partition: Some(3),
+            timestamp: Some(42),
+        };
+        let back = StoredRecord::new("t", &r).to_out().unwrap();
+        assert_eq!(
+            back,
+            OutRecord {
+                topic: Some("t".into()),
+                ..r
+            }
+        );
+        assert!(unhex("abc").is_err());
+        assert_eq!(subtask_of("job-sink-2-0"), Some(2));
+        assert_eq!(subtask_of("my-prefix-with-dashes-11-4"), Some(11));
+        assert_eq!(
+            marker_topic_for("job 1-sink/x"),
+            "rivus-txn-markers.job_1-sink_x"
+        );
+    }
+}
