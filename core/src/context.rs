@@ -65,6 +65,10 @@ impl RuntimeContext {
         self.restored_from
     }
 
+    pub(crate) fn set_restored_from(&mut self, id: Option<u64>) {
+        self.restored_from = id;
+    }
+
     /// `task[subtask]`, for logs and error messages.
     pub fn display_name(&self) -> String {
         format!("{}[{}]", self.task_name, self.subtask_index)

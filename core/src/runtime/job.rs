@@ -2,6 +2,7 @@
 //! coordinator, surface the first failure (cancelling the rest), and stop gracefully on request
 //! or on SIGINT/SIGTERM.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -101,6 +102,10 @@ pub struct JobSummary {
     pub last_checkpoint: Option<u64>,
     /// Wall-clock time of the run.
     pub duration: Duration,
+    /// Records the sources emitted during this run.
+    pub records_read: u64,
+    /// Records handed to the sinks during this run.
+    pub records_written: u64,
 }
 
 impl Job {
@@ -146,6 +151,7 @@ impl Job {
             None => None,
         };
         let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
+        let pipeline_counters = Arc::clone(&pipeline.counters);
         if let Some(id) = restored_from {
             tracing::info!(job = %pipeline.name, checkpoint = id, "restoring from checkpoint");
         }
@@ -234,6 +240,8 @@ impl Job {
             checkpoints_aborted: stats.aborted,
             last_checkpoint: stats.last_completed,
             duration: started.elapsed(),
+            records_read: pipeline_counters.read.load(Ordering::Relaxed),
+            records_written: pipeline_counters.written.load(Ordering::Relaxed),
         })
     }
 }

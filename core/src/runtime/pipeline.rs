@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,9 +43,17 @@ pub struct Pipeline {
     pub(crate) buffer_timeout: Duration,
     pub(crate) tasks: Vec<TaskSpec>,
     pub(crate) operators: Vec<(String, usize)>,
+    pub(crate) counters: Arc<Counters>,
     names: HashSet<String>,
     errors: Vec<Error>,
     exchanges: usize,
+}
+
+/// Job-wide record counts, reported in the [`JobSummary`](super::JobSummary).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub read: AtomicU64,
+    pub written: AtomicU64,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -71,6 +80,7 @@ impl Pipeline {
             buffer_timeout: Duration::from_millis(100),
             tasks: Vec::new(),
             operators: Vec::new(),
+            counters: Arc::default(),
             names: HashSet::new(),
             errors: Vec::new(),
             exchanges: 0,
@@ -158,6 +168,7 @@ impl Pipeline {
             .map(|i| self.runtime_context(name, i, parallelism))
             .collect();
         let name = name.to_owned();
+        let counters = Arc::clone(&self.counters);
         let stage: PendingStage<S::Out> = Box::new(move |mut outputs| {
             sources
                 .into_iter()
@@ -165,11 +176,14 @@ impl Pipeline {
                 .enumerate()
                 .map(|(i, (src, rctx))| {
                     let out = outputs(i);
+                    let counters = Arc::clone(&counters);
                     TaskSpec {
                         name: task_name(&name, &*out),
                         subtask: i,
                         is_source: true,
-                        start: Box::new(move |env| Box::pin(run_source(src, out, rctx, env))),
+                        start: Box::new(move |env| {
+                            Box::pin(run_source(src, out, rctx, env, counters))
+                        }),
                     }
                 })
                 .collect()
@@ -368,6 +382,7 @@ impl<T: Send + 'static> Stream<T> {
             .map(|s| s.delivery_guarantee())
             .unwrap_or(DeliveryGuarantee::ExactlyOnce);
         let batch_size = pipeline.batch_size;
+        let counters = Arc::clone(&pipeline.counters);
         let mut sinks: Vec<Option<(S, RuntimeContext)>> = sinks
             .into_iter()
             .enumerate()
@@ -375,7 +390,12 @@ impl<T: Send + 'static> Stream<T> {
             .collect();
         let tasks = (stream.stage)(Box::new(move |i| {
             let (sink, rctx) = sinks[i].take().expect("one sink per subtask");
-            Box::new(SinkOutput::new(sink, rctx, batch_size))
+            Box::new(SinkOutput::new(
+                sink,
+                rctx,
+                batch_size,
+                Arc::clone(&counters),
+            ))
         }));
         pipeline.tasks.extend(tasks);
         if let Some(e) = pipeline.errors.drain(..).next() {

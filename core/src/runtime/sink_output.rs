@@ -2,6 +2,10 @@
 //! [`SinkFunction::invoke_batch`], snapshots the sink at barriers and passes notifications on.
 
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::pipeline::Counters;
 
 use async_trait::async_trait;
 
@@ -21,11 +25,12 @@ pub(crate) struct SinkOutput<In, S> {
     watermark: Option<i64>,
     opened: bool,
     records_in: metrics::Counter,
+    counters: Arc<Counters>,
     _in: PhantomData<fn(In)>,
 }
 
 impl<In: Send + 'static, S: SinkFunction<In>> SinkOutput<In, S> {
-    pub fn new(sink: S, rctx: RuntimeContext, batch_size: usize) -> Self {
+    pub fn new(sink: S, rctx: RuntimeContext, batch_size: usize, counters: Arc<Counters>) -> Self {
         let records_in = rctx.metrics().counter("rivus_records_in_total");
         SinkOutput {
             sink,
@@ -35,6 +40,7 @@ impl<In: Send + 'static, S: SinkFunction<In>> SinkOutput<In, S> {
             watermark: None,
             opened: false,
             records_in,
+            counters,
             _in: PhantomData,
         }
     }
@@ -91,6 +97,8 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
     }
 
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()> {
+        self.rctx
+            .set_restored_from(restore.map(|c| c.checkpoint_id));
         let restored = restored_states(
             self.rctx.task_name(),
             self.rctx.subtask_index(),
@@ -108,6 +116,9 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
         }
         let batch = self.buf.take(self.batch_size);
         self.records_in.increment(batch.len() as u64);
+        self.counters
+            .written
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut ctx = SinkContext::for_batch(batch.timestamps, self.watermark);
         self.sink.invoke_batch(batch.values, &mut ctx).await
     }

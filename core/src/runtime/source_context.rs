@@ -72,6 +72,7 @@ pub struct SourceContext<T: Send + 'static, S> {
     events: VecDeque<CheckpointEvent<S>>,
     stopping: bool,
     shutdown: bool,
+    emitted: u64,
 }
 
 impl<T: Send + 'static, S> std::fmt::Debug for SourceContext<T, S> {
@@ -106,6 +107,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             events: VecDeque::new(),
             stopping: false,
             shutdown: false,
+            emitted: 0,
         }
     }
 
@@ -113,6 +115,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     /// serves pending checkpoint triggers; on the common path it is ready at once.
     #[inline]
     pub fn collect(&mut self, value: T) -> Collect<'_> {
+        self.emitted += 1;
         let full = self.out.push(value, None);
         self.after_push(full)
     }
@@ -120,6 +123,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     /// Emits a record with its event timestamp (ms).
     #[inline]
     pub fn collect_with_timestamp(&mut self, value: T, timestamp: i64) -> Collect<'_> {
+        self.emitted += 1;
         let full = self.out.push(value, Some(timestamp));
         self.after_push(full)
     }
@@ -264,6 +268,11 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             }
         }
         Ok(())
+    }
+
+    /// Records emitted so far.
+    pub(crate) fn emitted(&self) -> u64 {
+        self.emitted
     }
 
     pub(crate) fn output(&mut self) -> &mut dyn Output<T> {

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::control::{Command, Mailbox, Report};
 use super::input_gate::{InputEvent, InputGate};
 use super::output::{Notification, Output};
+use super::pipeline::Counters;
 use super::sink_output::restored_states;
 use super::source_context::SourceContext;
 use crate::checkpoint::CompletedCheckpoint;
@@ -54,9 +55,11 @@ fn first_error(results: impl IntoIterator<Item = Result<()>>, who: &str) -> Resu
 pub(crate) async fn run_source<S: SourceFunction>(
     mut source: S,
     out: Box<dyn Output<S::Out>>,
-    rctx: RuntimeContext,
+    mut rctx: RuntimeContext,
     env: TaskEnv,
+    counters: Arc<Counters>,
 ) -> Result<()> {
+    rctx.set_restored_from(env.restore.as_ref().map(|c| c.checkpoint_id));
     let who = rctx.display_name();
     let restored = restored_states::<S::State>(
         rctx.task_name(),
@@ -91,6 +94,9 @@ pub(crate) async fn run_source<S: SourceFunction>(
         r = body => r,
         _ = cancel.cancelled() => Err(Error::Cancelled),
     };
+    counters
+        .read
+        .fetch_add(ctx.emitted(), std::sync::atomic::Ordering::Relaxed);
     let closed = [source.close().await, ctx.output().close().await];
     first_error(std::iter::once(result).chain(closed), &who)
 }
@@ -98,9 +104,10 @@ pub(crate) async fn run_source<S: SourceFunction>(
 pub(crate) async fn run_exchange<T: Send + 'static>(
     mut gate: InputGate<T>,
     mut out: Box<dyn Output<T>>,
-    rctx: RuntimeContext,
+    mut rctx: RuntimeContext,
     env: TaskEnv,
 ) -> Result<()> {
+    rctx.set_restored_from(env.restore.as_ref().map(|c| c.checkpoint_id));
     let who = rctx.display_name();
     let TaskEnv {
         task,

@@ -183,7 +183,9 @@ impl<C: SinkExternal> SinkSuite<C> {
         self.ctx.prepare().await.map_err(|e| failure(case, e))?;
         let backend = MemoryStateBackend::new();
         let total = 4 * self.per_split;
-        for kill in [total / 5, total / 2, total * 4 / 5] {
+        // Each run restores from the previous one's last checkpoint; killing every run after a
+        // fifth of the input leaves each one enough records to reach its kill point.
+        for kill in [total / 6, total / 5, total / 4] {
             let lifecycle = LifecycleLog::default();
             if self
                 .run(&backend, 2, Some(kill), ErrorPolicy::Fail, &lifecycle)
@@ -209,7 +211,7 @@ impl<C: SinkExternal> SinkSuite<C> {
         self.ctx.prepare().await.map_err(|e| failure(case, e))?;
         let backend = MemoryStateBackend::new();
         let total = 4 * self.per_split;
-        for (p, kill) in [(2, total / 3), (3, total * 2 / 3)] {
+        for (p, kill) in [(2, total / 4), (3, total / 4)] {
             let lifecycle = LifecycleLog::default();
             if self
                 .run(&backend, p, Some(kill), ErrorPolicy::Fail, &lifecycle)

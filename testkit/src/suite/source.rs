@@ -212,6 +212,37 @@ impl<C: SourceExternal> SourceSuite<C> {
             .delivery_guarantee()
     }
 
+    /// Without failures, the job's record counts equal what was written: sources emitted each
+    /// record once (at least once for at-least-once sources) and the sink received them all.
+    fn judge_counts(
+        &self,
+        case: &str,
+        expected: usize,
+        out: &RunOutcome,
+    ) -> Result<(), SuiteFailure> {
+        let Ok(s) = &out.result else { return Ok(()) };
+        let exact = self.guarantee() == DeliveryGuarantee::ExactlyOnce;
+        if (exact && s.records_read != expected as u64) || s.records_read < expected as u64 {
+            return Err(failure(
+                case,
+                format!(
+                    "counts: the source emitted {} records, {expected} were written to it",
+                    s.records_read
+                ),
+            ));
+        }
+        if s.records_written != s.records_read {
+            return Err(failure(
+                case,
+                format!(
+                    "counts: {} records emitted but {} reached the sink",
+                    s.records_read, s.records_written
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn judge(&self, case: &str, expected: &[String], out: &RunOutcome) -> Result<(), SuiteFailure> {
         if let Err(e) = &out.result {
             return Err(failure(case, format!("the job failed: {e}")));
@@ -240,7 +271,8 @@ impl<C: SourceExternal> SourceSuite<C> {
                 None,
             )
             .await;
-        self.judge(case, &expected, &out)
+        self.judge(case, &expected, &out)?;
+        self.judge_counts(case, expected.len(), &out)
     }
 
     /// Four splits read by four subtasks: every record arrives, order kept within each split.
@@ -259,7 +291,8 @@ impl<C: SourceExternal> SourceSuite<C> {
                 None,
             )
             .await;
-        self.judge(case, &expected, &out)
+        self.judge(case, &expected, &out)?;
+        self.judge_counts(case, expected.len(), &out)
     }
 
     /// Stop with a final checkpoint, write more, restore: only the new records arrive
