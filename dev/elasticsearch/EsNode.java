@@ -36,6 +36,8 @@ public class EsNode {
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
             .put("action.auto_create_index", true)
             .put("http.max_content_length", "200mb")
+            // A tiny write queue, so that bulk rejections (429) really happen in tests.
+            .put("thread_pool.write.queue_size", 2)
             .build();
         Environment env = InternalSettingsPreparer.prepareEnvironment(
             settings, Collections.emptyMap(), null, () -> "rivus-es");

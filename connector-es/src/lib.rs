@@ -1,0 +1,21 @@
+//! # rivus-connector-es
+//!
+//! An Elasticsearch (and OpenSearch) sink for rivus, built the way Flink's ElasticsearchSink
+//! is: the user's emitter turns each record into requests on a [`RequestIndexer`]; the requests
+//! go to core's [`BulkProcessor`](rivus_core::bulk::BulkProcessor), which sends `_bulk` requests
+//! on a count, size or time trigger with bounded concurrency and retries; item-level results are
+//! read (429s are retried, other failures go to the failure policy); and every checkpoint waits
+//! until nothing is pending (flush-on-checkpoint), which gives at-least-once.
+//!
+//! Layers, Vector-style: [`config`] (hosts, auth, TLS, timeouts → a client), [`request`]
+//! (building bulk lines), [`sender`] (sending one bulk and reading its items), [`sink`] (the
+//! `SinkFunction`).
+
+pub mod config;
+pub mod request;
+pub mod sender;
+pub mod sink;
+
+pub use config::{EsAuth, EsConfig};
+pub use request::{BulkItem, DocRequest, RequestIndexer};
+pub use sink::{EsSink, EsSinkBuilder};

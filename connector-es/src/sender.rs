@@ -1,0 +1,138 @@
+//! Sending one bulk: `POST _bulk`, then reading every item's result. Items rejected with 429
+//! (`es_rejected_execution_exception`, often inside an HTTP 200 response) are handed back for
+//! retry; other item failures go to the failure policy; a failed request is retried whole.
+
+use bytes::Bytes;
+use elasticsearch::{BulkParts, Elasticsearch};
+use rivus_core::bulk::{BulkSender, SendOutcome};
+use rivus_core::error_policy::ErrorHandler;
+use rivus_core::{async_trait, Error};
+use serde_json::Value;
+
+use crate::request::BulkItem;
+
+/// Sends bulks for one sink subtask.
+pub struct EsBulkSender {
+    pub(crate) client: Elasticsearch,
+    pub(crate) handler: ErrorHandler,
+    pub(crate) docs: metrics::Counter,
+    pub(crate) bytes: metrics::Counter,
+    pub(crate) labels: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for EsBulkSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsBulkSender").finish_non_exhaustive()
+    }
+}
+
+impl EsBulkSender {
+    fn count_failure(&self, reason: &str) {
+        let mut labels: Vec<metrics::Label> = self
+            .labels
+            .iter()
+            .map(|(k, v)| metrics::Label::new(k.clone(), v.clone()))
+            .collect();
+        labels.push(metrics::Label::new("reason", reason.to_owned()));
+        metrics::counter!("rivus_es_item_failures_total", labels).increment(1);
+    }
+}
+
+#[async_trait]
+impl BulkSender<BulkItem> for EsBulkSender {
+    async fn send(&self, items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
+        let body: Vec<Bytes> = items.iter().map(|i| i.lines.clone()).collect();
+        let size: usize = items.iter().map(BulkItem::size).sum();
+        let response = match self.client.bulk(BulkParts::None).body(body).send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return SendOutcome::Retry {
+                    items,
+                    reason: format!("bulk request failed: {e}"),
+                };
+            }
+        };
+        let status = response.status_code();
+        if status.as_u16() == 429 || status.is_server_error() {
+            return SendOutcome::Retry {
+                items,
+                reason: format!("bulk request answered {status}"),
+            };
+        }
+        if !status.is_success() {
+            let text = response.text().await.unwrap_or_default();
+            let text: String = text.chars().take(500).collect();
+            return SendOutcome::Failed(Error::connector(
+                "elasticsearch bulk",
+                format!("HTTP {status}: {text}"),
+            ));
+        }
+        let v: Value = match response.json().await {
+            Ok(v) => v,
+            Err(e) => {
+                return SendOutcome::Retry {
+                    items,
+                    reason: format!("unreadable bulk response: {e}"),
+                }
+            }
+        };
+        self.bytes.increment(size as u64);
+        if v["errors"] == Value::Bool(false) {
+            self.docs.increment(items.len() as u64);
+            return SendOutcome::Done;
+        }
+        let results = v["items"].as_array().cloned().unwrap_or_default();
+        if results.len() != items.len() {
+            return SendOutcome::Failed(Error::connector(
+                "elasticsearch bulk",
+                format!(
+                    "{} items sent, {} results received",
+                    items.len(),
+                    results.len()
+                ),
+            ));
+        }
+        let mut retry = Vec::new();
+        let mut ok = 0u64;
+        for (item, result) in items.into_iter().zip(results) {
+            let r = result
+                .as_object()
+                .and_then(|o| o.values().next())
+                .cloned()
+                .unwrap_or(Value::Null);
+            let code = r["status"].as_u64().unwrap_or(0);
+            let Some(err) = r.get("error") else {
+                ok += 1; // includes deletes of missing documents (404 without an error)
+                continue;
+            };
+            if code == 429 {
+                retry.push(item);
+                continue;
+            }
+            let kind = err["type"].as_str().unwrap_or("unknown").to_owned();
+            let reason = format!("{code} {kind}: {}", err["reason"].as_str().unwrap_or(""));
+            self.count_failure(&kind);
+            if let Err(e) = self
+                .handler
+                .handle(&item.position, &reason, &item.lines)
+                .await
+            {
+                return SendOutcome::Failed(e);
+            }
+        }
+        self.docs.increment(ok);
+        if retry.is_empty() {
+            SendOutcome::Done
+        } else {
+            let reason = format!(
+                "{} items rejected with 429 (es_rejected_execution_exception)",
+                retry.len()
+            );
+            self.count_failure("es_rejected_execution_exception");
+            SendOutcome::Retry {
+                items: retry,
+                reason,
+            }
+        }
+    }
+}

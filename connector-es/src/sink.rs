@@ -1,0 +1,245 @@
+//! [`EsSink`]: the emitter adds requests per record; the bulk processor sends them; every
+//! checkpoint waits until nothing is pending.
+
+use std::sync::Arc;
+
+use rivus_core::backoff::BackoffPolicy;
+use rivus_core::bulk::{BulkConfig, BulkProcessor, NoopListener};
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+
+use crate::config::EsConfig;
+use crate::request::{BulkItem, RequestIndexer};
+use crate::sender::EsBulkSender;
+
+type Emitter<T> = dyn Fn(&T, &mut RequestIndexer) -> Result<(), SchemaError> + Send + Sync;
+
+struct Settings<T> {
+    config: EsConfig,
+    bulk: BulkConfig,
+    policy: ErrorPolicy,
+    flush_on_checkpoint: bool,
+    emitter: Arc<Emitter<T>>,
+}
+
+/// Builds an [`EsSink`].
+#[derive(Debug)]
+pub struct EsSinkBuilder {
+    config: EsConfig,
+    bulk: BulkConfig,
+    policy: ErrorPolicy,
+    flush_on_checkpoint: bool,
+}
+
+impl EsSinkBuilder {
+    /// Connection settings (auth, TLS, timeout).
+    pub fn config(mut self, config: EsConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Send after this many requests (`bulk.flush.max.actions`, default 1000).
+    pub fn max_actions(mut self, n: usize) -> Self {
+        self.bulk.max_actions = n;
+        self
+    }
+
+    /// Send after this many bytes (`bulk.flush.max.size`, default 5 MiB).
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.bulk.max_bytes = n;
+        self
+    }
+
+    /// Send at least this often (`bulk.flush.interval`, default 1 s; `None`: no timer).
+    pub fn flush_interval(mut self, d: Option<std::time::Duration>) -> Self {
+        self.bulk.flush_interval = d;
+        self
+    }
+
+    /// Bulks in flight at once (default 2).
+    pub fn concurrent_requests(mut self, n: usize) -> Self {
+        self.bulk.concurrent_requests = n;
+        self
+    }
+
+    /// Retries of rejected items and failed requests (default exponential, 8 retries).
+    pub fn backoff(mut self, b: BackoffPolicy) -> Self {
+        self.bulk.backoff = b;
+        self
+    }
+
+    /// What happens to items the cluster refuses for good (mapping errors, conflicts) and to
+    /// records the emitter cannot turn into requests: fail (default), skip, dead-letter.
+    pub fn failure_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Wait for every pending request at each checkpoint (default true: at-least-once).
+    pub fn flush_on_checkpoint(mut self, on: bool) -> Self {
+        self.flush_on_checkpoint = on;
+        self
+    }
+
+    /// Checks the settings; the sink calls `emitter` for each record (clone the sink into each
+    /// subtask).
+    pub fn build<T: Send + 'static>(
+        self,
+        emitter: impl Fn(&T, &mut RequestIndexer) -> Result<(), SchemaError> + Send + Sync + 'static,
+    ) -> Result<EsSink<T>> {
+        self.config.validate("sink.elasticsearch")?;
+        self.bulk.validate("sink.elasticsearch.bulk")?;
+        Ok(EsSink {
+            settings: Arc::new(Settings {
+                config: self.config,
+                bulk: self.bulk,
+                policy: self.policy,
+                flush_on_checkpoint: self.flush_on_checkpoint,
+                emitter: Arc::new(emitter),
+            }),
+            processor: None,
+            handler: None,
+            indexer: RequestIndexer::default(),
+        })
+    }
+}
+
+/// An Elasticsearch sink.
+pub struct EsSink<T> {
+    settings: Arc<Settings<T>>,
+    processor: Option<BulkProcessor<BulkItem>>,
+    handler: Option<ErrorHandler>,
+    indexer: RequestIndexer,
+}
+
+impl<T> std::fmt::Debug for EsSink<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsSink")
+            .field("config", &self.settings.config)
+            .field("bulk", &self.settings.bulk)
+            .field("flush_on_checkpoint", &self.settings.flush_on_checkpoint)
+            .finish()
+    }
+}
+
+impl<T> Clone for EsSink<T> {
+    fn clone(&self) -> Self {
+        EsSink {
+            settings: Arc::clone(&self.settings),
+            processor: None,
+            handler: None,
+            indexer: RequestIndexer::default(),
+        }
+    }
+}
+
+impl EsSink<()> {
+    /// Starts a builder for a sink writing to the node at `url`.
+    pub fn builder(url: impl Into<String>) -> EsSinkBuilder {
+        EsSinkBuilder {
+            config: EsConfig::new(url),
+            bulk: BulkConfig {
+                concurrent_requests: 2,
+                ..BulkConfig::default()
+            },
+            policy: ErrorPolicy::Fail,
+            flush_on_checkpoint: true,
+        }
+    }
+}
+
+impl<T: Send + 'static> EsSink<T> {
+    fn processor(&self) -> Result<&BulkProcessor<BulkItem>> {
+        self.processor
+            .as_ref()
+            .ok_or(Error::Closed("elasticsearch sink"))
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for EsSink<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        let s = &self.settings;
+        let client = s.config.client("sink.elasticsearch")?;
+        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name());
+        let m = ctx.metrics();
+        let sender = EsBulkSender {
+            client,
+            handler: handler.clone(),
+            docs: m.counter("rivus_es_docs_total"),
+            bytes: m.counter("rivus_es_bytes_total"),
+            labels: vec![("task".into(), ctx.display_name())],
+        };
+        self.processor = Some(BulkProcessor::with_parts(
+            ctx.display_name(),
+            s.bulk.clone(),
+            Arc::new(sender),
+            Arc::new(NoopListener),
+            Arc::new(BulkItem::size),
+        )?);
+        self.handler = Some(handler);
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        match self.processor.take() {
+            // After a failure the job restarts from its checkpoint: nothing pending must be
+            // kept, and an error here would only hide the first one.
+            Some(p) => {
+                if let Err(e) = p.close().await {
+                    tracing::debug!(error = %e, "elasticsearch sink: closing with requests failed");
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointedFunction for EsSink<T> {
+    type State = ();
+
+    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        if self.settings.flush_on_checkpoint {
+            self.processor()?.flush().await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointListener for EsSink<T> {}
+
+#[async_trait]
+impl<T: Send + 'static> SinkFunction<T> for EsSink<T> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        if self.settings.flush_on_checkpoint {
+            DeliveryGuarantee::AtLeastOnce
+        } else {
+            DeliveryGuarantee::AtMostOnce
+        }
+    }
+
+    async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
+        self.indexer.items.clear();
+        if let Err(e) = (self.settings.emitter)(&value, &mut self.indexer) {
+            let handler = self
+                .handler
+                .as_ref()
+                .ok_or(Error::Closed("elasticsearch sink"))?;
+            return handler.handle(&e.position, &e, &[]).await;
+        }
+        let items = std::mem::take(&mut self.indexer.items);
+        let processor = self.processor()?;
+        for item in items {
+            processor.add(item).await?;
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        self.processor()?.flush().await
+    }
+}

@@ -1,0 +1,328 @@
+//! The Elasticsearch sink against the real node started by `dev/services`.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use elasticsearch::http::transport::Transport;
+use elasticsearch::indices::{IndicesCreateParts, IndicesRefreshParts};
+use elasticsearch::{Elasticsearch, SearchParts};
+use rivus_connector_es::{DocRequest, EsSink};
+use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+use rivus_testkit::services::{require, Service};
+use rivus_testkit::suite::{SinkExternal, SinkSuite};
+use rivus_testkit::SequenceSource;
+use serde_json::{json, Value};
+
+fn unique(prefix: &str) -> String {
+    let n = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{n}")
+}
+
+fn client(url: &str) -> Elasticsearch {
+    Elasticsearch::new(Transport::single_node(url).unwrap())
+}
+
+/// Every document's `v` field in `index`, after a refresh.
+async fn all_values(url: &str, index: &str) -> Vec<Value> {
+    let c = client(url);
+    c.indices()
+        .refresh(IndicesRefreshParts::Index(&[index]))
+        .send()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut body = json!({"size": 5000, "sort": [{"_id": "asc"}], "query": {"match_all": {}}});
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let r: Value = c
+            .search(SearchParts::Index(&[index]))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
+        if hits.is_empty() {
+            return out;
+        }
+        after = hits.last().map(|h| h["sort"].clone());
+        out.extend(hits.into_iter().map(|h| h["_source"]["v"].clone()));
+    }
+}
+
+struct EsCtx {
+    url: String,
+    index: String,
+}
+
+#[async_trait]
+impl SinkExternal for EsCtx {
+    type Record = String;
+    type Sink = EsSink<String>;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.index = unique("suite");
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> EsSink<String> {
+        let index = self.index.clone();
+        EsSink::builder(&self.url)
+            .max_actions(100)
+            .failure_policy(policy)
+            .build(move |v: &String, idx| {
+                // Deterministic ids: a replay after a failure overwrites instead of duplicating.
+                idx.index(&index, Some(v.clone()), json!({"v": v}));
+                Ok(())
+            })
+            .unwrap()
+    }
+
+    fn to_record(test: &str) -> String {
+        test.to_owned()
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        Ok(all_values(&self.url, &self.index)
+            .await
+            .into_iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect())
+    }
+
+    fn preserves_order(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let mut suite = SinkSuite::new(EsCtx {
+        url,
+        index: String::new(),
+    })
+    .records_per_split(250);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+async fn rejected_writes(url: &str) -> u64 {
+    let v: Value = client(url)
+        .transport()
+        .send(
+            elasticsearch::http::Method::Get,
+            "/_nodes/stats/thread_pool",
+            elasticsearch::http::headers::HeaderMap::new(),
+            None::<&()>,
+            None::<&[u8]>,
+            None,
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["nodes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n["thread_pool"]["write"]["rejected"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// The dev node has a write queue of 2: many small concurrent bulks get items rejected with
+/// 429 inside successful responses. Every document must still arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_items_are_retried_and_none_is_lost() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let before = rejected_writes(&url).await;
+    let mut rounds = 0;
+    while rounds < 5 {
+        rounds += 1;
+        let index = unique("reject");
+        // Several shards, so that one bulk fans out into several write tasks.
+        client(&url)
+            .indices()
+            .create(IndicesCreateParts::Index(&index))
+            .body(json!({"settings": {"number_of_shards": 6, "number_of_replicas": 0}}))
+            .send()
+            .await
+            .unwrap();
+        let ix = index.clone();
+        let sink = EsSink::builder(&url)
+            .max_actions(20)
+            .concurrent_requests(8)
+            .backoff(rivus_core::backoff::BackoffPolicy::Exponential {
+                initial: Duration::from_millis(20),
+                max_delay: Duration::from_millis(500),
+                max_retries: 30,
+            })
+            .build(move |n: &u64, idx| {
+                idx.index(&ix, Some(n.to_string()), json!({"v": n}));
+                Ok(())
+            })
+            .unwrap();
+        let n = 4000u64;
+        Pipeline::new("reject")
+            .source("seq", 2, |i| {
+                SequenceSource::new(i, 2, Some(n), Arc::new(AtomicU64::new(0)))
+            })
+            .sink("es", 2, |_| sink.clone())
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+        let mut got: Vec<u64> = all_values(&url, &index)
+            .await
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect();
+        got.sort();
+        assert_eq!(got, (0..n).collect::<Vec<_>>(), "every document arrived");
+        if rejected_writes(&url).await > before {
+            return;
+        }
+    }
+    panic!("the node rejected nothing in {rounds} rounds: the 429 path was not exercised");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    for dead_letter in [false, true] {
+        let index = unique("mapping");
+        client(&url)
+            .indices()
+            .create(IndicesCreateParts::Index(&index))
+            .body(json!({"mappings": {"properties": {"v": {"type": "long"}}}}))
+            .send()
+            .await
+            .unwrap();
+        let dir = std::env::temp_dir().join(unique("dlq"));
+        let dlq_path = dir.join("letters.jsonl");
+        let policy = if dead_letter {
+            ErrorPolicy::DeadLetter(Arc::new(
+                FileDeadLetterQueue::open(&dlq_path).await.unwrap(),
+            ))
+        } else {
+            ErrorPolicy::Skip
+        };
+        let ix = index.clone();
+        let sink = EsSink::builder(&url)
+            .max_actions(50)
+            .failure_policy(policy)
+            .build(move |n: &u64, idx| {
+                // Record 77 carries a string where the mapping wants a number.
+                let v = if *n == 77 {
+                    json!("seventy-seven")
+                } else {
+                    json!(n)
+                };
+                idx.add(DocRequest::Index {
+                    index: ix.clone(),
+                    id: Some(n.to_string()),
+                    routing: None,
+                    doc: json!({"v": v}),
+                });
+                Ok(())
+            })
+            .unwrap();
+        Pipeline::new("mapping")
+            .source("seq", 1, |i| {
+                SequenceSource::new(i, 1, Some(200), Arc::new(AtomicU64::new(0)))
+            })
+            .sink("es", 1, |_| sink.clone())
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+        let mut got: Vec<u64> = all_values(&url, &index)
+            .await
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect();
+        got.sort();
+        let want: Vec<u64> = (0..200).filter(|n| *n != 77).collect();
+        assert_eq!(got, want);
+        if dead_letter {
+            let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
+            assert_eq!(letters.len(), 1);
+            assert_eq!(letters[0].position, format!("{index}/77"));
+            assert!(
+                letters[0].reason.contains("mapper_parsing_exception"),
+                "{}",
+                letters[0].reason
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapping_conflict_fails_the_job_under_the_default_policy() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let index = unique("strict");
+    client(&url)
+        .indices()
+        .create(IndicesCreateParts::Index(&index))
+        .body(json!({"mappings": {"properties": {"v": {"type": "long"}}}}))
+        .send()
+        .await
+        .unwrap();
+    let sink = EsSink::builder(&url)
+        .build(move |_: &u64, idx| {
+            idx.index(&index, None, json!({"v": "not a number"}));
+            Ok(())
+        })
+        .unwrap();
+    let err = Pipeline::new("strict")
+        .source("seq", 1, |i| {
+            SequenceSource::new(i, 1, Some(3), Arc::new(AtomicU64::new(0)))
+        })
+        .sink("es", 1, |_| sink.clone())
+        .unwrap()
+        .run()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("mapper_parsing_exception"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_configuration_is_refused_with_the_field_path() {
+    let ok = |_: &u64, _: &mut rivus_connector_es::RequestIndexer| Ok::<(), SchemaError>(());
+    let err = EsSink::builder("not a url").build(ok).unwrap_err();
+    assert!(err.to_string().contains("sink.elasticsearch.url"), "{err}");
+    let err = EsSink::builder("http://127.0.0.1:9200")
+        .max_actions(0)
+        .max_bytes(0)
+        .build(ok)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("sink.elasticsearch.bulk.max_actions"),
+        "{err}"
+    );
+}
