@@ -9,3 +9,7 @@ pub use rivus_core as core;
 /// The Kafka connector (feature `kafka`).
 #[cfg(feature = "kafka")]
 pub use rivus_connector_kafka as kafka;
+
+/// The Elasticsearch connector (feature `elasticsearch`).
+#[cfg(feature = "elasticsearch")]
+pub use rivus_connector_es as elasticsearch;
