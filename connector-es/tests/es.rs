@@ -2,7 +2,7 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use elasticsearch::http::transport::Transport;
 use elasticsearch::indices::{IndicesCreateParts, IndicesRefreshParts};
@@ -16,13 +16,7 @@ use rivus_testkit::suite::{SinkExternal, SinkSuite};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
-fn unique(prefix: &str) -> String {
-    let n = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{n}")
-}
+use rivus_testkit::services::unique_name as unique;
 
 fn client(url: &str) -> Elasticsearch {
     Elasticsearch::new(Transport::single_node(url).unwrap())

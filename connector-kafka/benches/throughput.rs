@@ -5,9 +5,9 @@
 //!
 //! `cargo bench -p rivus-connector-kafka --bench throughput` (`RIVUS_BENCH_RECORDS` to change N).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -19,7 +19,7 @@ use rivus_connector_kafka::{
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
-use rivus_testkit::SequenceSource;
+use rivus_testkit::{CountingSink, SequenceSource};
 
 const PARTITIONS: i32 = 2;
 const PRODUCER_SETTINGS: [(&str, &str); 3] = [
@@ -28,15 +28,7 @@ const PRODUCER_SETTINGS: [(&str, &str); 3] = [
     ("queue.buffering.max.messages", "200000"),
 ];
 
-fn unique(p: &str) -> String {
-    format!(
-        "{p}-{}",
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
+use rivus_testkit::services::unique_name as unique;
 
 async fn create_topic(bootstrap: &str, topic: &str) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -141,33 +133,6 @@ impl KafkaDeserializer<usize> for Len {
     }
 }
 
-struct Null(Arc<AtomicU64>);
-#[async_trait]
-impl RichFunction for Null {}
-#[async_trait]
-impl CheckpointedFunction for Null {
-    type State = ();
-    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
-        Ok(())
-    }
-}
-#[async_trait]
-impl CheckpointListener for Null {}
-#[async_trait]
-impl SinkFunction<usize> for Null {
-    fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        DeliveryGuarantee::ExactlyOnce
-    }
-    async fn invoke(&mut self, _: usize, _: &SinkContext) -> Result<()> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    async fn invoke_batch(&mut self, v: Vec<usize>, _: &mut SinkContext) -> Result<()> {
-        self.0.fetch_add(v.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
 async fn rivus_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
     let source = KafkaSource::builder(bootstrap)
         .topics([topic])
@@ -175,14 +140,14 @@ async fn rivus_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
         .stop(StopOffsets::LatestAtStart)
         .build(Len)
         .unwrap();
-    let count = Arc::new(AtomicU64::new(0));
+    let count = CountingSink::new();
     let job = Pipeline::new("bench-source")
         .source("kafka", 1, |_| source.clone())
-        .sink("null", 1, |_| Null(Arc::clone(&count)))
+        .sink("null", 1, |_| count.clone())
         .unwrap();
     let t = Instant::now();
     job.run().await.unwrap();
-    assert_eq!(count.load(Ordering::Relaxed), n, "every record read");
+    assert_eq!(count.count(), n, "every record read");
     n as f64 / t.elapsed().as_secs_f64()
 }
 

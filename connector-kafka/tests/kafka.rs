@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -11,7 +11,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
-    KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, ValueDeserializer,
+    KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets, ValueDeserializer,
 };
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -20,13 +20,7 @@ use rivus_testkit::services::{require, Service};
 use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
 use rivus_testkit::{CollectingSink, SequenceSource};
 
-fn unique(prefix: &str) -> String {
-    let n = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{n}")
-}
+use rivus_testkit::services::unique_name as unique;
 
 async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -191,6 +185,7 @@ async fn source_passes_the_conformance_suite() {
 struct SinkCtx {
     bootstrap: String,
     topic: String,
+    delivery: SinkDelivery,
 }
 
 #[async_trait]
@@ -207,6 +202,8 @@ impl SinkExternal for SinkCtx {
     fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSink<String> {
         KafkaSink::builder(&self.bootstrap)
             .topic(&self.topic)
+            .delivery(self.delivery)
+            .transactional_id_prefix(self.topic.clone())
             .error_policy(policy)
             .property("linger.ms", "5")
             .build(|v: &String| {
@@ -242,6 +239,7 @@ async fn sink_passes_the_conformance_suite() {
     let mut suite = SinkSuite::new(SinkCtx {
         bootstrap,
         topic: String::new(),
+        delivery: SinkDelivery::AtLeastOnce,
     })
     .records_per_split(200);
     if let Err(f) = suite.run_all().await {
@@ -409,61 +407,15 @@ fn bad_configuration_is_refused_with_the_field_path() {
 
 // ---- exactly-once ----
 
-struct TxnSinkCtx {
-    bootstrap: String,
-    topic: String,
-}
-
-#[async_trait]
-impl SinkExternal for TxnSinkCtx {
-    type Record = String;
-    type Sink = KafkaSink<String>;
-
-    async fn prepare(&mut self) -> Result<()> {
-        self.topic = unique("eo-sink");
-        create_topic(&self.bootstrap, &self.topic, 3).await;
-        Ok(())
-    }
-
-    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSink<String> {
-        KafkaSink::builder(&self.bootstrap)
-            .topic(&self.topic)
-            .delivery(rivus_connector_kafka::SinkDelivery::ExactlyOnce)
-            .transactional_id_prefix(self.topic.clone())
-            .error_policy(policy)
-            .property("linger.ms", "5")
-            .build(|v: &String| {
-                let split = v.split('-').next().unwrap_or("").to_owned();
-                Ok(OutRecord {
-                    key: Some(split.into_bytes()),
-                    value: Some(v.clone().into_bytes()),
-                    ..Default::default()
-                })
-            })
-            .unwrap()
-    }
-
-    fn to_record(test: &str) -> String {
-        test.to_owned()
-    }
-
-    async fn read_back(&self) -> Result<Vec<String>> {
-        let (b, t) = (self.bootstrap.clone(), self.topic.clone());
-        let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
-            .await
-            .unwrap();
-        Ok(got.into_iter().map(|(_, v)| v).collect())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_sink_passes_the_conformance_suite_exactly_once() {
     let Some(bootstrap) = require(Service::Kafka) else {
         return;
     };
-    let mut suite = SinkSuite::new(TxnSinkCtx {
+    let mut suite = SinkSuite::new(SinkCtx {
         bootstrap,
         topic: String::new(),
+        delivery: SinkDelivery::ExactlyOnce,
     })
     .records_per_split(150);
     if let Err(f) = suite.run_all().await {

@@ -5,11 +5,10 @@
 //! the record count).
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use rivus_core::prelude::*;
+use rivus_testkit::CountingSink;
 
 #[derive(Clone, Copy)]
 struct Record([u8; 100]);
@@ -41,50 +40,13 @@ impl SourceFunction for Gen {
     }
 }
 
-struct Null(Arc<AtomicU64>);
-
-#[async_trait]
-impl RichFunction for Null {}
-
-#[async_trait]
-impl CheckpointedFunction for Null {
-    type State = ();
-    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl CheckpointListener for Null {}
-
-#[async_trait]
-impl SinkFunction<Record> for Null {
-    fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        DeliveryGuarantee::ExactlyOnce
-    }
-    async fn invoke(&mut self, v: Record, _: &SinkContext) -> Result<()> {
-        black_box(v);
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    async fn invoke_batch(&mut self, values: Vec<Record>, _: &mut SinkContext) -> Result<()> {
-        let mut x = 0u8;
-        for v in &values {
-            x ^= v.0[0];
-        }
-        black_box(x);
-        self.0.fetch_add(values.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
 fn map(mut r: Record) -> Record {
     r.0[99] = r.0[0].wrapping_add(1);
     r
 }
 
 async fn run(n: u64, boundary: bool) -> (f64, u64) {
-    let count = Arc::new(AtomicU64::new(0));
+    let count = CountingSink::new();
     let stream = Pipeline::new("bench")
         .source("gen", 1, |_| Gen { n })
         .map(map);
@@ -93,13 +55,11 @@ async fn run(n: u64, boundary: bool) -> (f64, u64) {
     } else {
         stream
     };
-    let job = stream
-        .sink("null", 1, |_| Null(Arc::clone(&count)))
-        .unwrap();
+    let job = stream.sink("null", 1, |_| count.clone()).unwrap();
     let t = Instant::now();
     job.run().await.unwrap();
     let secs = t.elapsed().as_secs_f64();
-    (n as f64 / secs, count.load(Ordering::Relaxed))
+    (n as f64 / secs, count.count())
 }
 
 fn raw_loop(n: u64) -> f64 {

@@ -10,6 +10,7 @@
 //! - [`services`]: where the real servers started by `dev/services` are, and a check that
 //!   fails under `CI=true` when one is missing (it never passes silently).
 
+mod counting;
 mod memory_log;
 mod sequence;
 pub mod services;
@@ -18,6 +19,7 @@ mod source;
 pub mod suite;
 mod transactional;
 
+pub use counting::CountingSink;
 pub use memory_log::{LogPositions, LogSource, MemoryLog};
 pub use sequence::SequenceSource;
 pub use sinks::{CollectingSink, SinkControl};

@@ -65,6 +65,16 @@ fn host_port(url: &str) -> String {
     hp.to_owned()
 }
 
+/// A name no earlier test run used: `prefix-<nanoseconds since the epoch>` (for topics,
+/// indexes, queues and tables on shared servers).
+pub fn unique_name(prefix: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{n}")
+}
+
 /// True when running under CI (`CI=true` or `CI=1`).
 pub fn in_ci() -> bool {
     matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1"))

@@ -1,18 +1,12 @@
 //! One round trip per service, with the client crate its connector uses. Under `CI=true` a
 //! missing service fails the test; elsewhere it is skipped with a visible message.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::StreamExt;
 use rivus_testkit::services::{require, Service};
 
-fn unique(prefix: &str) -> String {
-    let n = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{n}")
-}
+use rivus_testkit::services::unique_name as unique;
 
 #[tokio::test]
 async fn kafka_transactions_commit_and_abort() {

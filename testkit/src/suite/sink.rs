@@ -180,44 +180,40 @@ impl<C: SinkExternal> SinkSuite<C> {
     /// to the end: nothing lost; for exactly-once, nothing duplicated.
     pub async fn kill_and_restart(&mut self) -> Result<(), SuiteFailure> {
         let case = "sink::kill_and_restart";
-        self.ctx.prepare().await.map_err(|e| failure(case, e))?;
-        let backend = MemoryStateBackend::new();
         let total = 4 * self.per_split;
         // Each run restores from the previous one's last checkpoint; killing every run after a
         // fifth of the input leaves each one enough records to reach its kill point.
-        for kill in [total / 6, total / 5, total / 4] {
-            let lifecycle = LifecycleLog::default();
-            if self
-                .run(&backend, 2, Some(kill), ErrorPolicy::Fail, &lifecycle)
-                .await
-                .is_ok()
-            {
-                return Err(failure(case, "the injected failure did not fail the job"));
-            }
-            lifecycle
-                .check()
-                .map_err(|e| failure(case, format!("lifecycle after a failure: {e}")))?;
-        }
-        let lifecycle = LifecycleLog::default();
-        self.run(&backend, 2, None, ErrorPolicy::Fail, &lifecycle)
+        self.killed_then_finished(case, &[(2, total / 6), (2, total / 5), (2, total / 4)], 2)
             .await
-            .map_err(|e| failure(case, format!("the final run failed: {e}")))?;
-        self.judge(case, &lifecycle).await
     }
 
     /// Killed with 2 subtasks, restored into 3 (killed again), then into 1.
     pub async fn rescale(&mut self) -> Result<(), SuiteFailure> {
-        let case = "sink::rescale";
+        let total = 4 * self.per_split;
+        self.killed_then_finished("sink::rescale", &[(2, total / 4), (3, total / 4)], 1)
+            .await
+    }
+
+    /// Runs killed after `kill` records with `parallelism` subtasks, each restoring from the
+    /// last, then a run to the end with `final_parallelism`; judges what arrived.
+    async fn killed_then_finished(
+        &mut self,
+        case: &str,
+        killed: &[(usize, usize)],
+        final_parallelism: usize,
+    ) -> Result<(), SuiteFailure> {
         self.ctx.prepare().await.map_err(|e| failure(case, e))?;
         let backend = MemoryStateBackend::new();
-        let total = 4 * self.per_split;
-        for (p, kill) in [(2, total / 4), (3, total / 4)] {
+        for &(parallelism, kill) in killed {
             let lifecycle = LifecycleLog::default();
-            if self
-                .run(&backend, p, Some(kill), ErrorPolicy::Fail, &lifecycle)
-                .await
-                .is_ok()
-            {
+            let run = self.run(
+                &backend,
+                parallelism,
+                Some(kill),
+                ErrorPolicy::Fail,
+                &lifecycle,
+            );
+            if run.await.is_ok() {
                 return Err(failure(case, "the injected failure did not fail the job"));
             }
             lifecycle
@@ -225,9 +221,20 @@ impl<C: SinkExternal> SinkSuite<C> {
                 .map_err(|e| failure(case, format!("lifecycle after a failure: {e}")))?;
         }
         let lifecycle = LifecycleLog::default();
-        self.run(&backend, 1, None, ErrorPolicy::Fail, &lifecycle)
-            .await
-            .map_err(|e| failure(case, format!("restoring into 1 subtask: {e}")))?;
+        self.run(
+            &backend,
+            final_parallelism,
+            None,
+            ErrorPolicy::Fail,
+            &lifecycle,
+        )
+        .await
+        .map_err(|e| {
+            failure(
+                case,
+                format!("the final run ({final_parallelism} subtasks) failed: {e}"),
+            )
+        })?;
         self.judge(case, &lifecycle).await
     }
 
