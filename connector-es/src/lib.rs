@@ -7,6 +7,9 @@
 //! read (429s are retried, other failures go to the failure policy); and every checkpoint waits
 //! until nothing is pending (flush-on-checkpoint), which gives at-least-once.
 //!
+//! [`EsSource`] reads an index as a bounded stream: point-in-time + `search_after`, sliced
+//! across subtasks, with the last sort values in checkpointed state (exactly-once).
+//!
 //! Layers, Vector-style: [`config`] (hosts, auth, TLS, timeouts → a client), [`request`]
 //! (building bulk lines), [`sender`] (sending one bulk and reading its items), [`sink`] (the
 //! `SinkFunction`).
@@ -15,7 +18,9 @@ pub mod config;
 pub mod request;
 pub mod sender;
 pub mod sink;
+pub mod source;
 
 pub use config::{EsAuth, EsConfig};
 pub use request::{BulkItem, DocRequest, RequestIndexer};
 pub use sink::{EsSink, EsSinkBuilder};
+pub use source::{EsSource, EsSourceBuilder, EsSourceState};

@@ -1,0 +1,319 @@
+//! [`EsSource`]: reads an index (optionally filtered by a query) as a bounded stream with
+//! point-in-time + `search_after`, sliced across the parallel subtasks. The last sort values
+//! read are checkpointed, so a restarted job continues after the last checkpointed document.
+
+use std::sync::Arc;
+
+use elasticsearch::{OpenPointInTimeParts, SearchParts};
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+use serde_json::{json, Value};
+
+use crate::config::EsConfig;
+
+type HitDecoder<T> = dyn Fn(&Value) -> Result<T, SchemaError> + Send + Sync;
+
+struct Settings<T> {
+    config: EsConfig,
+    index: String,
+    query: Value,
+    sort: Vec<Value>,
+    page_size: usize,
+    keep_alive: String,
+    policy: ErrorPolicy,
+    decode: Arc<HitDecoder<T>>,
+}
+
+/// Where one subtask is in its slice.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EsSourceState {
+    /// Sort values of the last document emitted (`None`: not started).
+    pub search_after: Option<Vec<Value>>,
+    /// The slice was read to its end.
+    pub done: bool,
+}
+
+/// Builds an [`EsSource`].
+#[derive(Debug)]
+pub struct EsSourceBuilder {
+    config: EsConfig,
+    index: Option<String>,
+    query: Value,
+    sort: Vec<Value>,
+    page_size: usize,
+    keep_alive: String,
+    policy: ErrorPolicy,
+}
+
+impl EsSourceBuilder {
+    /// Connection settings.
+    pub fn config(mut self, config: EsConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The index (or pattern / alias) to read.
+    pub fn index(mut self, index: impl Into<String>) -> Self {
+        self.index = Some(index.into());
+        self
+    }
+
+    /// A query in the search DSL (default `match_all`).
+    pub fn query(mut self, query: Value) -> Self {
+        self.query = query;
+        self
+    }
+
+    /// The sort that orders the documents; it must be total and stable across restarts
+    /// (default `[{"_id": "asc"}]`; on Elasticsearch 8+ sorting on `_id` is disabled — give a
+    /// unique keyword field instead).
+    pub fn sort(mut self, sort: Vec<Value>) -> Self {
+        self.sort = sort;
+        self
+    }
+
+    /// Documents per search request (default 1000).
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = n;
+        self
+    }
+
+    /// What to do with hits the decoder rejects (default: fail).
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Checks the settings; `decode` turns a hit (with `_id`, `_source`, `sort`) into a record.
+    pub fn build<T: Send + 'static>(
+        self,
+        decode: impl Fn(&Value) -> Result<T, SchemaError> + Send + Sync + 'static,
+    ) -> Result<EsSource<T>> {
+        self.config.validate("source.elasticsearch")?;
+        let index = self
+            .index
+            .filter(|i| !i.trim().is_empty())
+            .ok_or_else(|| Error::config("source.elasticsearch.index", "required"))?;
+        if self.page_size == 0 || self.page_size > 10_000 {
+            return Err(Error::config(
+                "source.elasticsearch.page_size",
+                "between 1 and 10000",
+            ));
+        }
+        if self.sort.is_empty() {
+            return Err(Error::config(
+                "source.elasticsearch.sort",
+                "at least one sort field",
+            ));
+        }
+        Ok(EsSource {
+            settings: Arc::new(Settings {
+                config: self.config,
+                index,
+                query: self.query,
+                sort: self.sort,
+                page_size: self.page_size,
+                keep_alive: self.keep_alive,
+                policy: self.policy,
+                decode: Arc::new(decode),
+            }),
+            client: None,
+            handler: None,
+            slice: (0, 1),
+        })
+    }
+}
+
+/// A bounded Elasticsearch source. Clone it into each subtask.
+pub struct EsSource<T> {
+    settings: Arc<Settings<T>>,
+    client: Option<elasticsearch::Elasticsearch>,
+    handler: Option<ErrorHandler>,
+    slice: (usize, usize),
+}
+
+impl<T> std::fmt::Debug for EsSource<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsSource")
+            .field("config", &self.settings.config)
+            .field("index", &self.settings.index)
+            .field("slice", &self.slice)
+            .finish()
+    }
+}
+
+impl<T> Clone for EsSource<T> {
+    fn clone(&self) -> Self {
+        EsSource {
+            settings: Arc::clone(&self.settings),
+            client: None,
+            handler: None,
+            slice: self.slice,
+        }
+    }
+}
+
+impl EsSource<()> {
+    /// Starts a builder reading from the node at `url`.
+    pub fn builder(url: impl Into<String>) -> EsSourceBuilder {
+        EsSourceBuilder {
+            config: EsConfig::new(url),
+            index: None,
+            query: json!({"match_all": {}}),
+            sort: vec![json!({"_id": "asc"})],
+            page_size: 1000,
+            keep_alive: "5m".into(),
+            policy: ErrorPolicy::Fail,
+        }
+    }
+
+    /// The `_source` of a hit, as JSON.
+    pub fn source_of(hit: &Value) -> Result<Value, SchemaError> {
+        hit.get("_source").cloned().ok_or_else(|| {
+            SchemaError::new(
+                "elasticsearch",
+                hit["_id"].as_str().unwrap_or("?"),
+                "hit without _source",
+            )
+        })
+    }
+}
+
+fn es_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::connector(format!("elasticsearch source: {what}"), e.to_string())
+}
+
+impl<T: Send + 'static> EsSource<T> {
+    async fn open_pit(&self) -> Result<String> {
+        let c = self
+            .client
+            .as_ref()
+            .ok_or(Error::Closed("elasticsearch source"))?;
+        let r = c
+            .open_point_in_time(OpenPointInTimeParts::Index(&[&self.settings.index]))
+            .keep_alive(&self.settings.keep_alive)
+            .send()
+            .await
+            .map_err(|e| es_err("opening a point in time", e))?;
+        let status = r.status_code();
+        let v: Value = r
+            .json()
+            .await
+            .map_err(|e| es_err("opening a point in time", e))?;
+        v["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| es_err("opening a point in time", format!("HTTP {status}: {v}")))
+    }
+
+    async fn page(&self, pit: &str, after: Option<&Vec<Value>>) -> Result<Value> {
+        let s = &self.settings;
+        let mut body = json!({
+            "size": s.page_size,
+            "query": s.query,
+            "sort": s.sort,
+            "pit": {"id": pit, "keep_alive": s.keep_alive},
+            "track_total_hits": false,
+        });
+        if self.slice.1 > 1 {
+            body["slice"] = json!({"id": self.slice.0, "max": self.slice.1});
+        }
+        if let Some(a) = after {
+            body["search_after"] = json!(a);
+        }
+        let c = self
+            .client
+            .as_ref()
+            .ok_or(Error::Closed("elasticsearch source"))?;
+        let r = c
+            .search(SearchParts::None)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| es_err("search", e))?;
+        let status = r.status_code();
+        let v: Value = r.json().await.map_err(|e| es_err("search", e))?;
+        if !status.is_success() {
+            return Err(es_err("search", format!("HTTP {status}: {}", v["error"])));
+        }
+        Ok(v)
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for EsSource<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.slice = (ctx.subtask_index(), ctx.parallelism());
+        self.client = Some(self.settings.config.client("source.elasticsearch")?);
+        self.handler = Some(ErrorHandler::new(
+            self.settings.policy.clone(),
+            ctx.display_name(),
+        ));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> SourceFunction for EsSource<T> {
+    type Out = T;
+    type State = EsSourceState;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<T, EsSourceState>) -> Result<()> {
+        if ctx.state().done {
+            return Ok(());
+        }
+        let handler = self
+            .handler
+            .clone()
+            .ok_or(Error::Closed("elasticsearch source"))?;
+        let mut pit = match ctx.wait_for(self.open_pit()).await? {
+            Some(p) => p?,
+            None => return Ok(()),
+        };
+        loop {
+            let after = ctx.state().search_after.clone();
+            let page = match ctx.wait_for(self.page(&pit, after.as_ref())).await? {
+                Some(p) => p?,
+                None => break,
+            };
+            if let Some(id) = page["pit_id"].as_str() {
+                pit = id.to_owned();
+            }
+            let hits = page["hits"]["hits"].as_array().cloned().unwrap_or_default();
+            if hits.is_empty() {
+                ctx.state_mut().done = true;
+                break;
+            }
+            for hit in &hits {
+                let sort = hit["sort"]
+                    .as_array()
+                    .cloned()
+                    .ok_or_else(|| es_err("search", "hit without sort values"))?;
+                ctx.state_mut().search_after = Some(sort);
+                match (self.settings.decode)(hit) {
+                    Ok(v) => ctx.collect(v).await?,
+                    Err(e) => {
+                        let raw = serde_json::to_vec(hit).unwrap_or_default();
+                        handler.handle(&e.position, &e, &raw).await?;
+                    }
+                }
+            }
+            if ctx.is_stopping() {
+                break;
+            }
+        }
+        if let Some(c) = &self.client {
+            let _ = c
+                .close_point_in_time()
+                .body(json!({"id": pit}))
+                .send()
+                .await;
+        }
+        Ok(())
+    }
+}
