@@ -13,3 +13,7 @@ pub use rivus_connector_kafka as kafka;
 /// The Elasticsearch connector (feature `elasticsearch`).
 #[cfg(feature = "elasticsearch")]
 pub use rivus_connector_es as elasticsearch;
+
+/// The RabbitMQ connector (feature `rabbitmq`).
+#[cfg(feature = "rabbitmq")]
+pub use rivus_connector_rabbitmq as rabbitmq;

@@ -1,0 +1,365 @@
+//! [`RabbitSink`]: publisher confirms with a bounded window of unconfirmed messages; all
+//! confirms awaited at each checkpoint; nacks retried with backoff; unroutable and finally
+//! refused messages go to the error policy.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection};
+use lapin::{Confirmation, PublisherConfirm};
+use rivus_core::backoff::BackoffPolicy;
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+
+use crate::config::AmqpConfig;
+
+/// A message to publish.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutMessage {
+    /// Exchange (`None`: the sink's; `""` is the default exchange).
+    pub exchange: Option<String>,
+    /// Routing key (`None`: the sink's).
+    pub routing_key: Option<String>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Correlation id (lets a rivus RabbitMQ source deduplicate).
+    pub correlation_id: Option<String>,
+    /// Content type.
+    pub content_type: Option<String>,
+    /// String headers.
+    pub headers: Vec<(String, String)>,
+}
+
+type Encoder<T> = dyn Fn(&T) -> Result<OutMessage, SchemaError> + Send + Sync;
+
+struct Settings<T> {
+    config: AmqpConfig,
+    exchange: String,
+    routing_key: String,
+    window: usize,
+    persistent: bool,
+    mandatory: bool,
+    backoff: BackoffPolicy,
+    policy: ErrorPolicy,
+    encode: Arc<Encoder<T>>,
+}
+
+/// Builds a [`RabbitSink`].
+#[derive(Debug)]
+pub struct RabbitSinkBuilder {
+    config: AmqpConfig,
+    exchange: String,
+    routing_key: String,
+    window: usize,
+    persistent: bool,
+    mandatory: bool,
+    backoff: BackoffPolicy,
+    policy: ErrorPolicy,
+}
+
+impl RabbitSinkBuilder {
+    /// Default exchange of messages (default `""`, the default exchange).
+    pub fn exchange(mut self, e: impl Into<String>) -> Self {
+        self.exchange = e.into();
+        self
+    }
+
+    /// Default routing key (with the default exchange: the queue name).
+    pub fn routing_key(mut self, k: impl Into<String>) -> Self {
+        self.routing_key = k.into();
+        self
+    }
+
+    /// Unconfirmed messages in flight at most (default 1000).
+    pub fn confirm_window(mut self, n: usize) -> Self {
+        self.window = n;
+        self
+    }
+
+    /// Persistent delivery mode (default true).
+    pub fn persistent(mut self, on: bool) -> Self {
+        self.persistent = on;
+        self
+    }
+
+    /// Publish as mandatory: unroutable messages come back and go to the error policy
+    /// (default true).
+    pub fn mandatory(mut self, on: bool) -> Self {
+        self.mandatory = on;
+        self
+    }
+
+    /// Retries of nacked messages (default exponential, 8 retries).
+    pub fn backoff(mut self, b: BackoffPolicy) -> Self {
+        self.backoff = b;
+        self
+    }
+
+    /// What happens to messages that cannot be encoded, are unroutable, or stay nacked.
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Checks the settings.
+    pub fn build<T: Send + 'static>(
+        self,
+        encode: impl Fn(&T) -> Result<OutMessage, SchemaError> + Send + Sync + 'static,
+    ) -> Result<RabbitSink<T>> {
+        self.config.validate("sink.rabbitmq")?;
+        if self.window == 0 {
+            return Err(Error::config(
+                "sink.rabbitmq.confirm_window",
+                "must be at least 1",
+            ));
+        }
+        Ok(RabbitSink {
+            settings: Arc::new(Settings {
+                config: self.config,
+                exchange: self.exchange,
+                routing_key: self.routing_key,
+                window: self.window,
+                persistent: self.persistent,
+                mandatory: self.mandatory,
+                backoff: self.backoff,
+                policy: self.policy,
+                encode: Arc::new(encode),
+            }),
+            conn: None,
+            in_flight: VecDeque::new(),
+            handler: None,
+        })
+    }
+}
+
+struct InFlight {
+    confirm: PublisherConfirm,
+    msg: OutMessage,
+    attempt: u32,
+}
+
+/// A RabbitMQ sink. Clone it into each subtask.
+pub struct RabbitSink<T> {
+    settings: Arc<Settings<T>>,
+    conn: Option<(Connection, Channel)>,
+    in_flight: VecDeque<InFlight>,
+    handler: Option<ErrorHandler>,
+}
+
+impl<T> std::fmt::Debug for RabbitSink<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RabbitSink")
+            .field("config", &self.settings.config)
+            .field("exchange", &self.settings.exchange)
+            .field("routing_key", &self.settings.routing_key)
+            .field("window", &self.settings.window)
+            .finish()
+    }
+}
+
+impl<T> Clone for RabbitSink<T> {
+    fn clone(&self) -> Self {
+        RabbitSink {
+            settings: Arc::clone(&self.settings),
+            conn: None,
+            in_flight: VecDeque::new(),
+            handler: None,
+        }
+    }
+}
+
+impl RabbitSink<()> {
+    /// Starts a builder for a sink publishing to the broker at `uri`.
+    pub fn builder(uri: impl Into<String>) -> RabbitSinkBuilder {
+        RabbitSinkBuilder {
+            config: AmqpConfig::new(uri),
+            exchange: String::new(),
+            routing_key: String::new(),
+            window: 1000,
+            persistent: true,
+            mandatory: true,
+            backoff: BackoffPolicy::default(),
+            policy: ErrorPolicy::Fail,
+        }
+    }
+}
+
+fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::connector(
+        format!("rabbitmq sink: {what}"),
+        crate::config::redact(&e.to_string()),
+    )
+}
+
+impl<T: Send + 'static> RabbitSink<T> {
+    fn channel(&self) -> Result<&Channel> {
+        self.conn
+            .as_ref()
+            .map(|(_, c)| c)
+            .ok_or(Error::Closed("rabbitmq sink"))
+    }
+
+    async fn publish(&self, msg: &OutMessage) -> Result<PublisherConfirm> {
+        let s = &self.settings;
+        let mut props = BasicProperties::default();
+        if s.persistent {
+            props = props.with_delivery_mode(2);
+        }
+        if let Some(c) = &msg.correlation_id {
+            props = props.with_correlation_id(ShortString::from(c.as_str()));
+        }
+        if let Some(c) = &msg.content_type {
+            props = props.with_content_type(ShortString::from(c.as_str()));
+        }
+        if !msg.headers.is_empty() {
+            let mut t = FieldTable::default();
+            for (k, v) in &msg.headers {
+                t.insert(
+                    ShortString::from(k.as_str()),
+                    AMQPValue::LongString(v.as_str().into()),
+                );
+            }
+            props = props.with_headers(t);
+        }
+        let exchange = msg.exchange.as_deref().unwrap_or(&s.exchange);
+        let key = msg.routing_key.as_deref().unwrap_or(&s.routing_key);
+        self.channel()?
+            .basic_publish(
+                exchange.into(),
+                key.into(),
+                BasicPublishOptions {
+                    mandatory: s.mandatory,
+                    ..Default::default()
+                },
+                &msg.body,
+                props,
+            )
+            .await
+            .map_err(|e| amqp("publishing", e))
+    }
+
+    /// Waits for the oldest unconfirmed message; retries it on nack.
+    async fn settle_oldest(&mut self) -> Result<()> {
+        let Some(f) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let handler = self.handler.clone().ok_or(Error::Closed("rabbitmq sink"))?;
+        let position = format!(
+            "{}/{}",
+            f.msg.exchange.as_deref().unwrap_or(&self.settings.exchange),
+            f.msg
+                .routing_key
+                .as_deref()
+                .unwrap_or(&self.settings.routing_key)
+        );
+        match f.confirm.await.map_err(|e| amqp("awaiting a confirm", e))? {
+            Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
+            Confirmation::Ack(Some(_)) => {
+                handler
+                    .handle(position, "unroutable (returned by the broker)", &f.msg.body)
+                    .await
+            }
+            Confirmation::Nack(_) => {
+                let attempt = f.attempt + 1;
+                match self.settings.backoff.delay(attempt) {
+                    Some(wait) => {
+                        tokio::time::sleep(wait).await;
+                        let confirm = self.publish(&f.msg).await?;
+                        self.in_flight.push_back(InFlight {
+                            confirm,
+                            msg: f.msg,
+                            attempt,
+                        });
+                        Ok(())
+                    }
+                    None => {
+                        handler
+                            .handle(position, format!("nacked {attempt} times"), &f.msg.body)
+                            .await
+                    }
+                }
+            }
+        }
+    }
+
+    async fn settle_all(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.settle_oldest().await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for RabbitSink<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        let conn = self.settings.config.connect().await?;
+        let ch = conn
+            .create_channel()
+            .await
+            .map_err(|e| amqp("opening a channel", e))?;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| amqp("enabling publisher confirms", e))?;
+        self.conn = Some((conn, ch));
+        self.handler = Some(ErrorHandler::new(
+            self.settings.policy.clone(),
+            ctx.display_name(),
+        ));
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.in_flight.clear();
+        if let Some((conn, _)) = self.conn.take() {
+            let _ = conn.close(200, "rivus sink closed".into()).await;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointedFunction for RabbitSink<T> {
+    type State = ();
+
+    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        self.settle_all().await
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointListener for RabbitSink<T> {}
+
+#[async_trait]
+impl<T: Send + 'static> SinkFunction<T> for RabbitSink<T> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::AtLeastOnce
+    }
+
+    async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
+        let msg = match (self.settings.encode)(&value) {
+            Ok(m) => m,
+            Err(e) => {
+                let handler = self.handler.clone().ok_or(Error::Closed("rabbitmq sink"))?;
+                return handler.handle(&e.position, &e, &[]).await;
+            }
+        };
+        while self.in_flight.len() >= self.settings.window {
+            self.settle_oldest().await?;
+        }
+        let confirm = self.publish(&msg).await?;
+        self.in_flight.push_back(InFlight {
+            confirm,
+            msg,
+            attempt: 0,
+        });
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        self.settle_all().await
+    }
+}

@@ -1,0 +1,443 @@
+//! [`RabbitSource`]: consumes queues; acks on checkpoint completion; drops redeliveries whose
+//! correlation id the restored state has seen.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection};
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+
+use crate::config::AmqpConfig;
+
+/// One delivered message, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct RabbitMessage<'a> {
+    /// The queue it came from.
+    pub queue: &'a str,
+    /// The body.
+    pub body: &'a [u8],
+    /// The correlation id property, if set.
+    pub correlation_id: Option<&'a str>,
+    /// The message id property, if set.
+    pub message_id: Option<&'a str>,
+    /// The routing key it was published with.
+    pub routing_key: &'a str,
+    /// True when the broker delivered it before (to this or another consumer).
+    pub redelivered: bool,
+    /// The delivery tag on this subtask's channel.
+    pub delivery_tag: u64,
+}
+
+type Decoder<T> = dyn Fn(&RabbitMessage<'_>) -> Result<T, SchemaError> + Send + Sync;
+
+/// Checkpointed state: the correlation ids emitted in the current and the previous checkpoint
+/// window (those whose acknowledgement might have been lost in a crash).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RabbitSourceState {
+    /// Ids emitted since the last checkpoint.
+    pub current: Vec<String>,
+    /// Ids emitted in the window before.
+    pub previous: Vec<String>,
+}
+
+struct Settings<T> {
+    config: AmqpConfig,
+    queues: Vec<String>,
+    declare: Option<QueueDeclareOptions>,
+    prefetch: u16,
+    correlation_ids: bool,
+    auto_ack: bool,
+    policy: ErrorPolicy,
+    decode: Arc<Decoder<T>>,
+}
+
+/// Builds a [`RabbitSource`].
+#[derive(Debug)]
+pub struct RabbitSourceBuilder {
+    config: AmqpConfig,
+    queues: Vec<String>,
+    declare: Option<QueueDeclareOptions>,
+    prefetch: u16,
+    correlation_ids: bool,
+    auto_ack: bool,
+    policy: ErrorPolicy,
+}
+
+impl RabbitSourceBuilder {
+    /// The queues to consume; queue `k` (in the given order) goes to subtask `k % parallelism`.
+    pub fn queues<I: IntoIterator<Item = S>, S: Into<String>>(mut self, q: I) -> Self {
+        self.queues = q.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Declares the queues with these options (default: use existing queues).
+    pub fn declare(mut self, options: QueueDeclareOptions) -> Self {
+        self.declare = Some(options);
+        self
+    }
+
+    /// Unacknowledged deliveries in flight per subtask (QoS prefetch, default 500). Bounds
+    /// memory; must exceed what one checkpoint interval reads, or reading pauses until the
+    /// checkpoint acknowledges.
+    pub fn prefetch(mut self, n: u16) -> Self {
+        self.prefetch = n;
+        self
+    }
+
+    /// Drop redeliveries whose correlation id (or message id) was emitted before the restored
+    /// checkpoint: exactly-once, if producers set unique ids (default false: at-least-once).
+    pub fn use_correlation_ids(mut self, on: bool) -> Self {
+        self.correlation_ids = on;
+        self
+    }
+
+    /// Let the broker consider messages delivered on sending them: for jobs without
+    /// checkpoints; at-most-once.
+    pub fn auto_ack(mut self, on: bool) -> Self {
+        self.auto_ack = on;
+        self
+    }
+
+    /// What to do with messages the decoder rejects (they are acknowledged afterwards, never
+    /// redelivered forever). Default: fail.
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Checks the settings.
+    pub fn build<T: Send + 'static>(
+        self,
+        decode: impl Fn(&RabbitMessage<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
+    ) -> Result<RabbitSource<T>> {
+        self.config.validate("source.rabbitmq")?;
+        if self.queues.is_empty() || self.queues.iter().any(|q| q.trim().is_empty()) {
+            return Err(Error::config(
+                "source.rabbitmq.queues",
+                "at least one non-empty queue name",
+            ));
+        }
+        if self.prefetch == 0 {
+            return Err(Error::config(
+                "source.rabbitmq.prefetch",
+                "must be at least 1 (0 means unbounded)",
+            ));
+        }
+        if self.auto_ack && self.correlation_ids {
+            return Err(Error::config(
+                "source.rabbitmq.auto_ack",
+                "auto-ack cannot be combined with correlation ids",
+            ));
+        }
+        Ok(RabbitSource {
+            settings: Arc::new(Settings {
+                config: self.config,
+                queues: self.queues,
+                declare: self.declare,
+                prefetch: self.prefetch,
+                correlation_ids: self.correlation_ids,
+                auto_ack: self.auto_ack,
+                policy: self.policy,
+                decode: Arc::new(decode),
+            }),
+            conn: None,
+            seen: HashSet::new(),
+            subtask: 0,
+            parallelism: 1,
+            channels: Vec::new(),
+            pending: BTreeMap::new(),
+            last_tags: Vec::new(),
+        })
+    }
+}
+
+/// A RabbitMQ source. Clone it into each subtask.
+pub struct RabbitSource<T> {
+    settings: Arc<Settings<T>>,
+    conn: Option<Connection>,
+    /// One channel per owned queue: delivery tags then arrive in order on each channel, so a
+    /// multiple-ack never covers a delivery emitted after the barrier.
+    channels: Vec<(String, Channel)>,
+    seen: HashSet<String>,
+    subtask: usize,
+    parallelism: usize,
+    /// Checkpoint id → per channel, the highest delivery tag emitted before its barrier.
+    pending: BTreeMap<u64, Vec<Option<u64>>>,
+    /// Per channel, the highest delivery tag since the last checkpoint barrier.
+    last_tags: Vec<Option<u64>>,
+}
+
+impl<T> std::fmt::Debug for RabbitSource<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RabbitSource")
+            .field("config", &self.settings.config)
+            .field("queues", &self.settings.queues)
+            .field("subtask", &self.subtask)
+            .finish()
+    }
+}
+
+impl<T> Clone for RabbitSource<T> {
+    fn clone(&self) -> Self {
+        RabbitSource {
+            settings: Arc::clone(&self.settings),
+            conn: None,
+            seen: HashSet::new(),
+            subtask: self.subtask,
+            parallelism: self.parallelism,
+            channels: Vec::new(),
+            pending: BTreeMap::new(),
+            last_tags: Vec::new(),
+        }
+    }
+}
+
+impl RabbitSource<()> {
+    /// Starts a builder for a source consuming from the broker at `uri`.
+    pub fn builder(uri: impl Into<String>) -> RabbitSourceBuilder {
+        RabbitSourceBuilder {
+            config: AmqpConfig::new(uri),
+            queues: Vec::new(),
+            declare: None,
+            prefetch: 500,
+            correlation_ids: false,
+            auto_ack: false,
+            policy: ErrorPolicy::Fail,
+        }
+    }
+}
+
+fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::connector(
+        format!("rabbitmq source: {what}"),
+        crate::config::redact(&e.to_string()),
+    )
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for RabbitSource<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.subtask = ctx.subtask_index();
+        self.parallelism = ctx.parallelism();
+        let conn = self.settings.config.connect().await?;
+        let owned: Vec<String> = self
+            .settings
+            .queues
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k % self.parallelism == self.subtask)
+            .map(|(_, q)| q.clone())
+            .collect();
+        for q in owned {
+            let ch = conn
+                .create_channel()
+                .await
+                .map_err(|e| amqp("opening a channel", e))?;
+            if !self.settings.auto_ack {
+                ch.basic_qos(self.settings.prefetch, BasicQosOptions::default())
+                    .await
+                    .map_err(|e| amqp("setting prefetch", e))?;
+            }
+            self.channels.push((q, ch));
+        }
+        self.last_tags = vec![None; self.channels.len()];
+        self.conn = Some(conn);
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.channels.clear();
+        if let Some(conn) = self.conn.take() {
+            // Unacknowledged deliveries return to their queues when the connection closes.
+            let _ = conn.close(200, "rivus source closed".into()).await;
+        }
+        Ok(())
+    }
+}
+
+impl<T: Send + 'static> RabbitSource<T> {
+    /// Files the deliveries since the last barrier under each triggered checkpoint and acks
+    /// (one multiple-ack) everything of checkpoints up to a completed one. Returns how many
+    /// checkpoints were triggered.
+    async fn on_events(
+        &mut self,
+        events: Vec<CheckpointEvent<RabbitSourceState>>,
+    ) -> Result<usize> {
+        let mut triggered = 0;
+        for ev in events {
+            match ev {
+                CheckpointEvent::Triggered(id) => {
+                    triggered += 1;
+                    let tags: Vec<Option<u64>> =
+                        self.last_tags.iter_mut().map(Option::take).collect();
+                    if tags.iter().any(Option::is_some) {
+                        self.pending.insert(id, tags);
+                    }
+                }
+                CheckpointEvent::Completed { id, .. } => {
+                    let upto: Vec<u64> = self.pending.range(..=id).map(|(c, _)| *c).collect();
+                    for (i, (_, ch)) in self.channels.iter().enumerate() {
+                        let tag = upto
+                            .iter()
+                            .filter_map(|c| self.pending.get(c)?.get(i).copied().flatten())
+                            .max();
+                        if let Some(tag) = tag {
+                            ch.basic_ack(tag, BasicAckOptions { multiple: true })
+                                .await
+                                .map_err(|e| amqp("acknowledging", e))?;
+                        }
+                    }
+                    for c in upto {
+                        self.pending.remove(&c);
+                    }
+                }
+                CheckpointEvent::Aborted(_) => {}
+            }
+        }
+        Ok(triggered)
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
+    type Out = T;
+    type State = RabbitSourceState;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        if self.settings.auto_ack {
+            DeliveryGuarantee::AtMostOnce
+        } else if self.settings.correlation_ids {
+            DeliveryGuarantee::ExactlyOnce
+        } else {
+            DeliveryGuarantee::AtLeastOnce
+        }
+    }
+
+    /// Every subtask gets the ids of every previous subtask (a redelivery may reach any
+    /// consumer of the queue), so deduplication works at any parallelism.
+    fn restore_state(
+        &mut self,
+        restored: Restored<RabbitSourceState>,
+    ) -> Result<RabbitSourceState> {
+        self.seen = restored
+            .union()
+            .flat_map(|s| s.current.into_iter().chain(s.previous))
+            .collect();
+        Ok(RabbitSourceState::default())
+    }
+
+    async fn on_checkpoint_events(
+        &mut self,
+        events: Vec<CheckpointEvent<RabbitSourceState>>,
+    ) -> Result<()> {
+        self.on_events(events).await.map(|_| ())
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<T, RabbitSourceState>) -> Result<()> {
+        let s = Arc::clone(&self.settings);
+        let handler = ErrorHandler::new(
+            s.policy.clone(),
+            format!("rabbitmq-source[{}]", self.subtask),
+        );
+        if self.channels.is_empty() {
+            ctx.wait_for(std::future::pending::<()>()).await?;
+            return Ok(());
+        }
+        let mut consumers = Vec::new();
+        for (i, (q, ch)) in self.channels.iter().enumerate() {
+            if let Some(opts) = s.declare {
+                ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+                    .await
+                    .map_err(|e| amqp(&format!("declaring queue {q}"), e))?;
+            }
+            let tag = format!("rivus-{}-{q}", self.subtask);
+            let c = ch
+                .basic_consume(
+                    q.as_str().into(),
+                    tag.as_str().into(),
+                    BasicConsumeOptions {
+                        no_ack: s.auto_ack,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| amqp(&format!("consuming {q}"), e))?;
+            let q = q.clone();
+            consumers.push(c.map(move |d| (i, q.clone(), d)));
+        }
+        let mut deliveries = futures::stream::select_all(consumers);
+        let dropped = metrics::counter!("rivus_rabbitmq_duplicates_dropped_total");
+        loop {
+            // Wake at least every 100 ms, so completed checkpoints are acknowledged even when
+            // no delivery comes (the broker may be waiting for those acks: prefetch).
+            let waited = ctx
+                .wait_for(tokio::time::timeout(
+                    Duration::from_millis(100),
+                    deliveries.next(),
+                ))
+                .await?;
+            // Checkpoints taken before this point (inside the last `collect` or during the
+            // wait) cover exactly what was emitted so far: file them before the new delivery.
+            for _ in 0..self.on_events(ctx.take_events()).await? {
+                let st = ctx.state_mut();
+                st.previous = std::mem::take(&mut st.current);
+            }
+            let next = match waited {
+                None => return Ok(()),
+                Some(Err(_elapsed)) => continue,
+                Some(Ok(None)) => {
+                    return Err(amqp(
+                        "consuming",
+                        "the broker cancelled the consumer or closed the channel",
+                    ))
+                }
+                Some(Ok(Some((_, _, Err(e))))) => return Err(amqp("consuming", e)),
+                Some(Ok(Some((i, queue, Ok(d))))) => (i, queue, d),
+            };
+            let (i, queue, d) = next;
+            if !s.auto_ack {
+                self.last_tags[i] = Some(d.delivery_tag);
+            }
+            let msg = RabbitMessage {
+                queue: &queue,
+                body: &d.data,
+                correlation_id: d.properties.correlation_id().as_ref().map(|s| s.as_str()),
+                message_id: d.properties.message_id().as_ref().map(|s| s.as_str()),
+                routing_key: d.routing_key.as_str(),
+                redelivered: d.redelivered,
+                delivery_tag: d.delivery_tag,
+            };
+            let id = if s.correlation_ids {
+                msg.correlation_id.or(msg.message_id).map(str::to_owned)
+            } else {
+                None
+            };
+            if let Some(id) = &id {
+                if d.redelivered && self.seen.contains(id) {
+                    dropped.increment(1);
+                    continue;
+                }
+            }
+            match (s.decode)(&msg) {
+                Ok(v) => {
+                    if let Some(id) = id {
+                        ctx.state_mut().current.push(id);
+                    }
+                    ctx.collect(v).await?;
+                }
+                Err(e) => {
+                    handler
+                        .handle(format!("{queue}#{}", d.delivery_tag), &e, &d.data)
+                        .await?
+                }
+            }
+        }
+    }
+}
