@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
@@ -375,14 +374,9 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
         let mut deliveries = futures::stream::select_all(consumers);
         let dropped = metrics::counter!("rivus_rabbitmq_duplicates_dropped_total");
         loop {
-            // Wake at least every 100 ms, so completed checkpoints are acknowledged even when
-            // no delivery comes (the broker may be waiting for those acks: prefetch).
-            let waited = ctx
-                .wait_for(tokio::time::timeout(
-                    Duration::from_millis(100),
-                    deliveries.next(),
-                ))
-                .await?;
+            // Return for checkpoint events too: the broker sends nothing more until the
+            // completed checkpoints are acknowledged (prefetch).
+            let waited = ctx.wait_for_or_event(deliveries.next()).await?;
             // Checkpoints taken before this point (inside the last `collect` or during the
             // wait) cover exactly what was emitted so far: file them before the new delivery.
             for _ in 0..self.on_events(ctx.take_events()).await? {
@@ -390,16 +384,16 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
                 st.previous = std::mem::take(&mut st.current);
             }
             let next = match waited {
-                None => return Ok(()),
-                Some(Err(_elapsed)) => continue,
-                Some(Ok(None)) => {
+                Waited::Stopped => return Ok(()),
+                Waited::Event => continue,
+                Waited::Ready(None) => {
                     return Err(amqp(
                         "consuming",
                         "the broker cancelled the consumer or closed the channel",
                     ))
                 }
-                Some(Ok(Some((_, _, Err(e))))) => return Err(amqp("consuming", e)),
-                Some(Ok(Some((i, queue, Ok(d))))) => (i, queue, d),
+                Waited::Ready(Some((_, _, Err(e)))) => return Err(amqp("consuming", e)),
+                Waited::Ready(Some((i, queue, Ok(d)))) => (i, queue, d),
             };
             let (i, queue, d) = next;
             if !s.auto_ack {

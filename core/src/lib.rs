@@ -39,7 +39,9 @@ pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
 };
 pub use guarantee::DeliveryGuarantee;
-pub use runtime::{CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, SourceContext, Stream};
+pub use runtime::{
+    CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, SourceContext, Stream, Waited,
+};
 pub use state::Restored;
 
 /// The names a connector or pipeline author usually needs.
@@ -49,6 +51,6 @@ pub mod prelude {
     pub use crate::{
         CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
         JobHandle, JobSummary, Pipeline, Restored, Result, RichFunction, RuntimeContext,
-        SinkContext, SinkFunction, SourceContext, SourceFunction,
+        SinkContext, SinkFunction, SourceContext, SourceFunction, Waited,
     };
 }

@@ -17,4 +17,4 @@ mod task;
 
 pub use job::{Job, JobHandle, JobSummary};
 pub use pipeline::{Pipeline, Stream};
-pub use source_context::{CheckpointEvent, Collect, SourceContext};
+pub use source_context::{CheckpointEvent, Collect, SourceContext, Waited};

@@ -55,6 +55,17 @@ impl Future for Collect<'_> {
     }
 }
 
+/// What [`SourceContext::wait_for_or_event`] returned.
+#[derive(Debug)]
+pub enum Waited<T> {
+    /// The awaited future completed.
+    Ready(T),
+    /// A checkpoint event is ready; the future was dropped.
+    Event,
+    /// A stop was requested: return from `run`.
+    Stopped,
+}
+
 /// Events kept for a source that does not read them; older ones are dropped (a later
 /// `Completed` subsumes earlier ones anyway).
 const MAX_EVENTS: usize = 64;
@@ -166,6 +177,27 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     /// requests. Buffered records are flushed first, so nothing lingers while the source is idle.
     /// Returns `Ok(None)` when a stop was requested: `run` should return.
     pub async fn wait_for<F: Future>(&mut self, fut: F) -> Result<Option<F::Output>> {
+        match self.wait(fut, false).await? {
+            Waited::Ready(v) => Ok(Some(v)),
+            Waited::Stopped => Ok(None),
+            Waited::Event => unreachable!("wait(.., false) never returns Event"),
+        }
+    }
+
+    /// Like [`wait_for`](SourceContext::wait_for), but also returns (dropping `fut`, which
+    /// must be cancel-safe) as soon as a checkpoint event is ready for
+    /// [`take_events`](SourceContext::take_events). For sources whose broker waits for them:
+    /// a consumer that acknowledges on checkpoint completion gets no more deliveries until it
+    /// has acknowledged (prefetch), so it must not sleep through the completion.
+    pub async fn wait_for_or_event<F: Future>(&mut self, fut: F) -> Result<Waited<F::Output>> {
+        self.wait(fut, true).await
+    }
+
+    async fn wait<F: Future>(
+        &mut self,
+        fut: F,
+        return_on_event: bool,
+    ) -> Result<Waited<F::Output>> {
         if self.out.buffered() > 0 {
             self.out.flush().await?;
         }
@@ -173,7 +205,10 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         tokio::pin!(fut);
         loop {
             if self.stopping {
-                return Ok(None);
+                return Ok(Waited::Stopped);
+            }
+            if return_on_event && !self.events.is_empty() {
+                return Ok(Waited::Event);
             }
             tokio::select! {
                 biased;
@@ -181,7 +216,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
                     Some(cmd) => self.handle(cmd).await?,
                     None => return Err(Error::Cancelled),
                 },
-                v = &mut fut => return Ok(Some(v)),
+                v = &mut fut => return Ok(Waited::Ready(v)),
             }
         }
     }
