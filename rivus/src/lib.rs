@@ -17,3 +17,7 @@ pub use rivus_connector_es as elasticsearch;
 /// The RabbitMQ connector (feature `rabbitmq`).
 #[cfg(feature = "rabbitmq")]
 pub use rivus_connector_rabbitmq as rabbitmq;
+
+/// The Redis connector (feature `redis`).
+#[cfg(feature = "redis")]
+pub use rivus_connector_redis as redis;

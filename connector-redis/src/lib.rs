@@ -1,0 +1,65 @@
+//! # rivus-connector-redis
+//!
+//! Redis for rivus, on the [redis](https://docs.rs/redis) crate:
+//!
+//! - [`RedisSink`]: a mapper turns each record into [`RedisCommand`]s (SET with TTL, HSET,
+//!   HINCRBY, LPUSH, SADD, ZADD, PFADD, INCRBY, PUBLISH, XADD with MAXLEN, EXPIRE, ...); core's
+//!   `BulkProcessor` sends them as pipelines (count, bytes, interval), per-command errors go to
+//!   the error policy, and every checkpoint waits until nothing is pending — at-least-once
+//!   (effectively exactly-once for idempotent commands: SET, HSET, SADD, ZADD, PFADD, DEL...).
+//! - [`StreamsSource`]: Redis Streams with a consumer group; stream `k` is read by subtask
+//!   `k % parallelism` as consumer `<prefix>-<subtask>`; the last emitted entry id per stream is
+//!   checkpointed and entries are XACKed when the checkpoint completes; on restart the
+//!   consumer's pending entries come first, and those at or before the checkpointed id are
+//!   acknowledged without being emitted again — exactly-once.
+
+mod command;
+mod sink;
+mod streams;
+
+pub use command::RedisCommand;
+pub use sink::{RedisSink, RedisSinkBuilder};
+pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};
+
+/// `redis://user:<redacted>@host` — the URL with its password hidden.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:<redacted>{}", &url[..s + 3], &url[at..]),
+                None => format!("{}<redacted>{}", &url[..s + 3], &url[at..]),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+pub(crate) fn open_client(url: &str, path: &str) -> rivus_core::Result<redis::Client> {
+    if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
+    {
+        return Err(rivus_core::Error::config(
+            format!("{path}.url"),
+            format!(
+                "`{}` must start with redis://, rediss:// or unix://",
+                redact(url)
+            ),
+        ));
+    }
+    redis::Client::open(url)
+        .map_err(|e| rivus_core::Error::config(format!("{path}.url"), redact(&e.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            super::redact("redis://alice:pw@h:6379/0"),
+            "redis://alice:<redacted>@h:6379/0"
+        );
+        assert_eq!(super::redact("redis://:pw@h"), "redis://:<redacted>@h");
+        let err = super::open_client("http://x", "sink.redis").unwrap_err();
+        assert!(err.to_string().contains("sink.redis.url"));
+    }
+}

@@ -1,0 +1,261 @@
+//! [`RedisSink`]: records → commands → pipelines through core's BulkProcessor.
+
+use std::sync::Arc;
+
+use redis::aio::ConnectionManager;
+use rivus_core::bulk::{BulkConfig, BulkProcessor, BulkSender, NoopListener, SendOutcome};
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+
+use crate::command::RedisCommand;
+use crate::redact;
+
+type Mapper<T> = dyn Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync;
+
+/// Sends one pipeline; per-command errors go to the error policy.
+struct PipelineSender {
+    con: ConnectionManager,
+    handler: ErrorHandler,
+    commands: metrics::Counter,
+}
+
+#[async_trait]
+impl BulkSender<RedisCommand> for PipelineSender {
+    async fn send(&self, items: Vec<RedisCommand>) -> SendOutcome<RedisCommand> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        let replies: Vec<usize> = items.iter().map(|c| c.add_to(&mut pipe)).collect();
+        let mut con = self.con.clone();
+        let results: Vec<redis::RedisResult<redis::Value>> = match pipe.query_async(&mut con).await
+        {
+            Ok(r) => r,
+            Err(e)
+                if e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_timeout()
+                    || e.is_connection_refusal() =>
+            {
+                return SendOutcome::Retry {
+                    items,
+                    reason: redact(&e.to_string()),
+                };
+            }
+            Err(e) => {
+                return SendOutcome::Failed(Error::connector(
+                    "redis pipeline",
+                    redact(&e.to_string()),
+                ))
+            }
+        };
+        let mut at = 0;
+        for (cmd, n) in items.iter().zip(replies) {
+            let failed = results[at..(at + n).min(results.len())]
+                .iter()
+                .find_map(|r| r.as_ref().err());
+            at += n;
+            if let Some(e) = failed {
+                let position = format!("redis key {}", cmd.key());
+                if let Err(err) = self.handler.handle(position, e, &[]).await {
+                    return SendOutcome::Failed(err);
+                }
+            }
+        }
+        self.commands.increment(items.len() as u64);
+        SendOutcome::Done
+    }
+}
+
+struct Settings<T> {
+    url: String,
+    bulk: BulkConfig,
+    policy: ErrorPolicy,
+    mapper: Arc<Mapper<T>>,
+}
+
+/// Builds a [`RedisSink`].
+#[derive(Debug)]
+pub struct RedisSinkBuilder {
+    url: String,
+    bulk: BulkConfig,
+    policy: ErrorPolicy,
+}
+
+impl RedisSinkBuilder {
+    /// Commands per pipeline (default 1000).
+    pub fn max_commands(mut self, n: usize) -> Self {
+        self.bulk.max_actions = n;
+        self
+    }
+
+    /// Pipeline size in bytes (default 1 MiB).
+    pub fn max_bytes(mut self, n: usize) -> Self {
+        self.bulk.max_bytes = n;
+        self
+    }
+
+    /// Send at least this often (default 100 ms).
+    pub fn flush_interval(mut self, d: Option<std::time::Duration>) -> Self {
+        self.bulk.flush_interval = d;
+        self
+    }
+
+    /// Pipelines in flight (default 2).
+    pub fn concurrent_pipelines(mut self, n: usize) -> Self {
+        self.bulk.concurrent_requests = n;
+        self
+    }
+
+    /// Commands the server refuses (WRONGTYPE...) and records the mapper rejects: fail
+    /// (default), skip, dead-letter.
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Checks the settings; `mapper` turns each record into commands (a missing or mistyped
+    /// field is a `SchemaError` naming the record and the field).
+    pub fn build<T: Send + 'static>(
+        self,
+        mapper: impl Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync + 'static,
+    ) -> Result<RedisSink<T>> {
+        crate::open_client(&self.url, "sink.redis")?;
+        self.bulk.validate("sink.redis.bulk")?;
+        Ok(RedisSink {
+            settings: Arc::new(Settings {
+                url: self.url,
+                bulk: self.bulk,
+                policy: self.policy,
+                mapper: Arc::new(mapper),
+            }),
+            processor: None,
+            handler: None,
+        })
+    }
+}
+
+/// A Redis sink. Clone it into each subtask.
+pub struct RedisSink<T> {
+    settings: Arc<Settings<T>>,
+    processor: Option<BulkProcessor<RedisCommand>>,
+    handler: Option<ErrorHandler>,
+}
+
+impl<T> std::fmt::Debug for RedisSink<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSink")
+            .field("url", &redact(&self.settings.url))
+            .field("bulk", &self.settings.bulk)
+            .finish()
+    }
+}
+
+impl<T> Clone for RedisSink<T> {
+    fn clone(&self) -> Self {
+        RedisSink {
+            settings: Arc::clone(&self.settings),
+            processor: None,
+            handler: None,
+        }
+    }
+}
+
+impl RedisSink<()> {
+    /// Starts a builder for a sink writing to `url` (`redis://[user:password@]host:port/db`).
+    pub fn builder(url: impl Into<String>) -> RedisSinkBuilder {
+        RedisSinkBuilder {
+            url: url.into(),
+            bulk: BulkConfig {
+                max_actions: 1000,
+                max_bytes: 1 << 20,
+                flush_interval: Some(std::time::Duration::from_millis(100)),
+                concurrent_requests: 2,
+                ..BulkConfig::default()
+            },
+            policy: ErrorPolicy::Fail,
+        }
+    }
+}
+
+impl<T: Send + 'static> RedisSink<T> {
+    fn processor(&self) -> Result<&BulkProcessor<RedisCommand>> {
+        self.processor.as_ref().ok_or(Error::Closed("redis sink"))
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for RedisSink<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        let s = &self.settings;
+        let client = crate::open_client(&s.url, "sink.redis")?;
+        let con = client.get_connection_manager().await.map_err(|e| {
+            Error::connector(
+                format!("redis sink: connecting to {}", redact(&s.url)),
+                redact(&e.to_string()),
+            )
+        })?;
+        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name());
+        let sender = PipelineSender {
+            con,
+            handler: handler.clone(),
+            commands: ctx.metrics().counter("rivus_redis_commands_total"),
+        };
+        self.processor = Some(BulkProcessor::with_parts(
+            ctx.display_name(),
+            s.bulk.clone(),
+            Arc::new(sender),
+            Arc::new(NoopListener),
+            Arc::new(RedisCommand::size),
+        )?);
+        self.handler = Some(handler);
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        if let Some(p) = self.processor.take() {
+            if let Err(e) = p.close().await {
+                tracing::debug!(error = %e, "redis sink: closing with commands failed");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointedFunction for RedisSink<T> {
+    type State = ();
+
+    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        self.processor()?.flush().await
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> CheckpointListener for RedisSink<T> {}
+
+#[async_trait]
+impl<T: Send + 'static> SinkFunction<T> for RedisSink<T> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::AtLeastOnce
+    }
+
+    async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
+        match (self.settings.mapper)(&value) {
+            Ok(cmds) => {
+                let p = self.processor()?;
+                for c in cmds {
+                    p.add(c).await?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let handler = self.handler.as_ref().ok_or(Error::Closed("redis sink"))?;
+                handler.handle(&e.position, &e, &[]).await
+            }
+        }
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        self.processor()?.flush().await
+    }
+}

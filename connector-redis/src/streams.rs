@@ -1,0 +1,428 @@
+//! [`StreamsSource`]: Redis Streams through a consumer group, with the last emitted id per
+//! stream checkpointed and XACK on checkpoint completion.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use redis::aio::MultiplexedConnection;
+use redis::streams::{StreamReadOptions, StreamReadReply};
+use redis::AsyncCommands;
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+
+use crate::redact;
+
+/// One stream entry, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamEntry<'a> {
+    /// The stream's key.
+    pub stream: &'a str,
+    /// The entry id (`<ms>-<seq>`).
+    pub id: &'a str,
+    /// The entry's fields.
+    pub fields: &'a [(String, Vec<u8>)],
+}
+
+impl StreamEntry<'_> {
+    /// The value of field `name`.
+    pub fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+type Decoder<T> = dyn Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sync;
+
+/// Checkpointed state: the last entry id emitted per stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamsState {
+    /// Stream key → last emitted entry id.
+    pub last: BTreeMap<String, String>,
+}
+
+fn parse_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+struct Settings<T> {
+    url: String,
+    streams: Vec<String>,
+    group: String,
+    consumer_prefix: String,
+    count: usize,
+    block_ms: usize,
+    policy: ErrorPolicy,
+    decode: Arc<Decoder<T>>,
+}
+
+/// Builds a [`StreamsSource`].
+#[derive(Debug)]
+pub struct StreamsSourceBuilder {
+    url: String,
+    streams: Vec<String>,
+    group: Option<String>,
+    consumer_prefix: String,
+    count: usize,
+    block_ms: usize,
+    policy: ErrorPolicy,
+}
+
+impl StreamsSourceBuilder {
+    /// The streams to read; stream `k` goes to subtask `k % parallelism`.
+    pub fn streams<I: IntoIterator<Item = S>, S: Into<String>>(mut self, s: I) -> Self {
+        self.streams = s.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The consumer group (created at the start of each stream if missing).
+    pub fn group(mut self, g: impl Into<String>) -> Self {
+        self.group = Some(g.into());
+        self
+    }
+
+    /// Consumer names are `<prefix>-<subtask>` (default `rivus`): keep it stable across restarts.
+    pub fn consumer_prefix(mut self, p: impl Into<String>) -> Self {
+        self.consumer_prefix = p.into();
+        self
+    }
+
+    /// Entries per read (default 500).
+    pub fn count(mut self, n: usize) -> Self {
+        self.count = n;
+        self
+    }
+
+    /// Entries the decoder rejects (acknowledged afterwards): fail (default), skip, dead-letter.
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Checks the settings.
+    pub fn build<T: Send + 'static>(
+        self,
+        decode: impl Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
+    ) -> Result<StreamsSource<T>> {
+        crate::open_client(&self.url, "source.redis")?;
+        if self.streams.is_empty() {
+            return Err(Error::config("source.redis.streams", "at least one stream"));
+        }
+        let group = self
+            .group
+            .ok_or_else(|| Error::config("source.redis.group", "required"))?;
+        if self.count == 0 {
+            return Err(Error::config("source.redis.count", "must be at least 1"));
+        }
+        Ok(StreamsSource {
+            settings: Arc::new(Settings {
+                url: self.url,
+                streams: self.streams,
+                group,
+                consumer_prefix: self.consumer_prefix,
+                count: self.count,
+                block_ms: self.block_ms,
+                policy: self.policy,
+                decode: Arc::new(decode),
+            }),
+            con: None,
+            restored: BTreeMap::new(),
+            subtask: 0,
+            parallelism: 1,
+            since_trigger: Vec::new(),
+            pending: BTreeMap::new(),
+        })
+    }
+}
+
+/// A Redis Streams source. Clone it into each subtask.
+pub struct StreamsSource<T> {
+    settings: Arc<Settings<T>>,
+    con: Option<MultiplexedConnection>,
+    restored: BTreeMap<String, String>,
+    subtask: usize,
+    parallelism: usize,
+    since_trigger: Vec<(String, String)>,
+    pending: BTreeMap<u64, Vec<(String, String)>>,
+}
+
+impl<T> std::fmt::Debug for StreamsSource<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamsSource")
+            .field("url", &redact(&self.settings.url))
+            .field("streams", &self.settings.streams)
+            .field("group", &self.settings.group)
+            .finish()
+    }
+}
+
+impl<T> Clone for StreamsSource<T> {
+    fn clone(&self) -> Self {
+        StreamsSource {
+            settings: Arc::clone(&self.settings),
+            con: None,
+            restored: BTreeMap::new(),
+            subtask: self.subtask,
+            parallelism: self.parallelism,
+            since_trigger: Vec::new(),
+            pending: BTreeMap::new(),
+        }
+    }
+}
+
+impl StreamsSource<()> {
+    /// Starts a builder for a source reading from `url`.
+    pub fn builder(url: impl Into<String>) -> StreamsSourceBuilder {
+        StreamsSourceBuilder {
+            url: url.into(),
+            streams: Vec::new(),
+            group: None,
+            consumer_prefix: "rivus".into(),
+            count: 500,
+            block_ms: 100,
+            policy: ErrorPolicy::Fail,
+        }
+    }
+}
+
+fn rerr(what: &str, e: redis::RedisError) -> Error {
+    Error::connector(format!("redis source: {what}"), redact(&e.to_string()))
+}
+
+impl<T: Send + 'static> StreamsSource<T> {
+    fn consumer(&self) -> String {
+        format!("{}-{}", self.settings.consumer_prefix, self.subtask)
+    }
+
+    fn owned(&self) -> Vec<String> {
+        self.settings
+            .streams
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k % self.parallelism == self.subtask)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    async fn ack(&mut self, entries: Vec<(String, String)>) -> Result<()> {
+        let mut by_stream: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (s, id) in entries {
+            by_stream.entry(s).or_default().push(id);
+        }
+        let con = self.con.as_mut().ok_or(Error::Closed("redis source"))?;
+        for (s, ids) in by_stream {
+            let _: i64 = con
+                .xack(&s, &self.settings.group, &ids)
+                .await
+                .map_err(|e| rerr("XACK", e))?;
+        }
+        Ok(())
+    }
+
+    async fn on_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) -> Result<()> {
+        for ev in events {
+            match ev {
+                CheckpointEvent::Triggered(id) => {
+                    let done = std::mem::take(&mut self.since_trigger);
+                    if !done.is_empty() {
+                        self.pending.insert(id, done);
+                    }
+                }
+                CheckpointEvent::Completed { id, .. } => {
+                    let upto: Vec<u64> = self.pending.range(..=id).map(|(c, _)| *c).collect();
+                    let mut entries = Vec::new();
+                    for c in upto {
+                        entries.extend(self.pending.remove(&c).unwrap_or_default());
+                    }
+                    self.ack(entries).await?;
+                }
+                CheckpointEvent::Aborted(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads entries: per stream, an id to read this consumer's pending entries after, or `>`
+    /// for new ones.
+    async fn read(
+        &mut self,
+        streams: &[String],
+        ids: &[String],
+        block: bool,
+    ) -> Result<StreamReadReply> {
+        let mut opts = StreamReadOptions::default()
+            .group(&self.settings.group, self.consumer())
+            .count(self.settings.count);
+        if block {
+            opts = opts.block(self.settings.block_ms);
+        }
+        let con = self.con.as_mut().ok_or(Error::Closed("redis source"))?;
+        let reply: Option<StreamReadReply> = con
+            .xread_options(streams, ids, &opts)
+            .await
+            .map_err(|e| rerr("XREADGROUP", e))?;
+        Ok(reply.unwrap_or_default())
+    }
+}
+
+fn fields_of(map: &std::collections::HashMap<String, redis::Value>) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = map
+        .iter()
+        .map(|(k, val)| {
+            (
+                k.clone(),
+                redis::from_redis_value_ref::<Vec<u8>>(val).unwrap_or_default(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[async_trait]
+impl<T: Send + 'static> RichFunction for StreamsSource<T> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.subtask = ctx.subtask_index();
+        self.parallelism = ctx.parallelism();
+        let client = crate::open_client(&self.settings.url, "source.redis")?;
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| {
+                Error::connector(
+                    format!("redis source: connecting to {}", redact(&self.settings.url)),
+                    redact(&e.to_string()),
+                )
+            })?;
+        for s in self.owned() {
+            let r: redis::RedisResult<()> = con
+                .xgroup_create_mkstream(&s, &self.settings.group, "0")
+                .await;
+            if let Err(e) = r {
+                if e.code() != Some("BUSYGROUP") {
+                    return Err(rerr(
+                        &format!("creating group {} on {s}", self.settings.group),
+                        e,
+                    ));
+                }
+            }
+        }
+        self.con = Some(con);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
+    type Out = T;
+    type State = StreamsState;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    fn restore_state(&mut self, restored: Restored<StreamsState>) -> Result<StreamsState> {
+        let mut last: BTreeMap<String, String> = BTreeMap::new();
+        for s in restored.union() {
+            for (k, id) in s.last {
+                let keep = last.get(&k).is_none_or(|cur| parse_id(&id) > parse_id(cur));
+                if keep {
+                    last.insert(k, id);
+                }
+            }
+        }
+        self.restored = last.clone();
+        Ok(StreamsState { last })
+    }
+
+    async fn on_checkpoint_events(
+        &mut self,
+        events: Vec<CheckpointEvent<StreamsState>>,
+    ) -> Result<()> {
+        self.on_events(events).await
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<T, StreamsState>) -> Result<()> {
+        let owned = self.owned();
+        ctx.state_mut().last.retain(|k, _| owned.contains(k));
+        if owned.is_empty() {
+            ctx.wait_for(std::future::pending::<()>()).await?;
+            return Ok(());
+        }
+        let handler = ErrorHandler::new(
+            self.settings.policy.clone(),
+            format!("redis-streams[{}]", self.subtask),
+        );
+        let decode = Arc::clone(&self.settings.decode);
+        // First this consumer's pending entries (delivered before a crash, never acknowledged),
+        // read after a cursor per stream; then new entries.
+        let mut recovering = true;
+        let mut cursors: Vec<String> = owned.iter().map(|_| "0".to_owned()).collect();
+        let new_entries: Vec<String> = owned.iter().map(|_| ">".to_owned()).collect();
+        loop {
+            let ids = if recovering {
+                cursors.clone()
+            } else {
+                new_entries.clone()
+            };
+            let waited = ctx
+                .wait_for_or_event(self.read(&owned, &ids, !recovering))
+                .await?;
+            self.on_events(ctx.take_events()).await?;
+            let reply = match waited {
+                Waited::Stopped => return Ok(()),
+                Waited::Event => continue,
+                Waited::Ready(r) => r?,
+            };
+            let n: usize = reply.keys.iter().map(|k| k.ids.len()).sum();
+            if recovering && n == 0 {
+                recovering = false;
+                continue;
+            }
+            let mut already: Vec<(String, String)> = Vec::new();
+            for key in &reply.keys {
+                if recovering {
+                    if let (Some(pos), Some(last)) =
+                        (owned.iter().position(|s| *s == key.key), key.ids.last())
+                    {
+                        cursors[pos] = last.id.clone();
+                    }
+                }
+                for e in &key.ids {
+                    // Emitted before the restored checkpoint, only its XACK was lost.
+                    if recovering
+                        && self
+                            .restored
+                            .get(&key.key)
+                            .is_some_and(|last| parse_id(&e.id) <= parse_id(last))
+                    {
+                        already.push((key.key.clone(), e.id.clone()));
+                        continue;
+                    }
+                    let fields = fields_of(&e.map);
+                    let entry = StreamEntry {
+                        stream: &key.key,
+                        id: &e.id,
+                        fields: &fields,
+                    };
+                    ctx.state_mut().last.insert(key.key.clone(), e.id.clone());
+                    self.since_trigger.push((key.key.clone(), e.id.clone()));
+                    match decode(&entry) {
+                        Ok(v) => ctx.collect(v).await?,
+                        Err(err) => {
+                            handler
+                                .handle(format!("{}#{}", key.key, e.id), &err, &[])
+                                .await?
+                        }
+                    }
+                }
+            }
+            if !already.is_empty() {
+                self.ack(already).await?;
+            }
+        }
+    }
+}

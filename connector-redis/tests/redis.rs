@@ -1,0 +1,233 @@
+//! The Redis sink and Streams source against the real server started by `dev/services`.
+
+use redis::AsyncCommands;
+use rivus_connector_redis::{RedisCommand, RedisSink, StreamsSource};
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::prelude::*;
+use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
+use rivus_testkit::services::{require, unique_name, Service};
+use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
+
+async fn con(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+struct StreamsCtx {
+    url: String,
+    streams: Vec<String>,
+    group: String,
+}
+
+#[async_trait]
+impl SourceExternal for StreamsCtx {
+    type Source = StreamsSource<String>;
+
+    async fn prepare(&mut self, splits: usize) -> Result<()> {
+        self.streams = (0..splits).map(|_| unique_name("stream")).collect();
+        self.group = unique_name("group");
+        Ok(())
+    }
+
+    async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
+        let mut c = con(&self.url).await;
+        let mut pipe = redis::pipe();
+        for r in records {
+            pipe.xadd(&self.streams[split], "*", &[("v", r.as_bytes())])
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut c).await.unwrap();
+        Ok(())
+    }
+
+    async fn write_bad(&mut self, split: usize) -> Result<bool> {
+        let mut c = con(&self.url).await;
+        let _: String = c
+            .xadd(&self.streams[split], "*", &[("v", &[0xffu8, 0xfe][..])])
+            .await
+            .unwrap();
+        Ok(true)
+    }
+
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> StreamsSource<String> {
+        StreamsSource::builder(&self.url)
+            .streams(self.streams.clone())
+            .group(&self.group)
+            .error_policy(policy)
+            .build(|e| {
+                let pos = format!("{}#{}", e.stream, e.id);
+                let v = e
+                    .field("v")
+                    .ok_or_else(|| SchemaError::new("redis", &pos, "no field `v`"))?;
+                StringSchema.deserialize(v, &pos)
+            })
+            .unwrap()
+    }
+
+    fn to_test_record(record: &String) -> String {
+        record.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_source_passes_the_conformance_suite_exactly_once() {
+    let Some(url) = require(Service::Redis) else {
+        return;
+    };
+    let mut suite = SourceSuite::new(StreamsCtx {
+        url,
+        streams: vec![],
+        group: String::new(),
+    })
+    .records_per_split(200);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+struct ListCtx {
+    url: String,
+    key: String,
+}
+
+#[async_trait]
+impl SinkExternal for ListCtx {
+    type Record = String;
+    type Sink = RedisSink<String>;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.key = unique_name("list");
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> RedisSink<String> {
+        let key = self.key.clone();
+        RedisSink::builder(&self.url)
+            .max_commands(100)
+            .error_policy(policy)
+            .build(move |v: &String| {
+                Ok(vec![RedisCommand::RPush {
+                    key: key.clone(),
+                    value: v.clone().into_bytes(),
+                }])
+            })
+            .unwrap()
+    }
+
+    fn to_record(test: &str) -> String {
+        test.to_owned()
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        let mut c = con(&self.url).await;
+        let v: Vec<String> = c.lrange(&self.key, 0, -1).await.unwrap();
+        Ok(v)
+    }
+
+    fn preserves_order(&self) -> bool {
+        false // several subtasks push into one list
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite() {
+    let Some(url) = require(Service::Redis) else {
+        return;
+    };
+    let mut suite = SinkSuite::new(ListCtx {
+        url,
+        key: String::new(),
+    })
+    .records_per_split(200);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+/// A command the server refuses (WRONGTYPE) goes to the error policy; the rest of its
+/// pipeline is kept. A record the mapper cannot map names the record and the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_commands_and_unmappable_records_go_to_the_error_policy() {
+    let Some(url) = require(Service::Redis) else {
+        return;
+    };
+    let (string_key, hash) = (unique_name("str"), unique_name("hash"));
+    let mut c = con(&url).await;
+    let _: () = c.set(&string_key, "not a hash").await.unwrap();
+    let (sk, h) = (string_key.clone(), hash.clone());
+    let sink = RedisSink::builder(&url)
+        .error_policy(ErrorPolicy::Skip)
+        .build(move |n: &u64| {
+            if *n == 5 {
+                return Err(SchemaError::new(
+                    "mapper",
+                    format!("record {n}"),
+                    "field `user` is missing",
+                ));
+            }
+            // Record 7 writes a hash field into a string key: WRONGTYPE.
+            let key = if *n == 7 { sk.clone() } else { h.clone() };
+            Ok(vec![RedisCommand::HSet {
+                key,
+                field: n.to_string(),
+                value: b"x".to_vec(),
+                ttl_secs: Some(600),
+            }])
+        })
+        .unwrap();
+    Pipeline::new("wrongtype")
+        .source("seq", 1, |i| {
+            rivus_testkit::SequenceSource::new(i, 1, Some(20), Default::default())
+        })
+        .sink("redis", 1, |_| sink.clone())
+        .unwrap()
+        .run()
+        .await
+        .unwrap();
+    let fields: Vec<String> = c.hkeys(&hash).await.unwrap();
+    let mut got: Vec<u64> = fields.iter().map(|f| f.parse().unwrap()).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        (0..20).filter(|n| *n != 5 && *n != 7).collect::<Vec<_>>()
+    );
+    let ttl: i64 = c.ttl(&hash).await.unwrap();
+    assert!(ttl > 0 && ttl <= 600, "HSET with a TTL sets it ({ttl})");
+
+    let strict = RedisSink::builder(&url)
+        .build(move |_: &u64| {
+            Ok(vec![RedisCommand::HSet {
+                key: string_key.clone(),
+                field: "f".into(),
+                value: vec![],
+                ttl_secs: None,
+            }])
+        })
+        .unwrap();
+    let err = Pipeline::new("strict")
+        .source("seq", 1, |i| {
+            rivus_testkit::SequenceSource::new(i, 1, Some(1), Default::default())
+        })
+        .sink("redis", 1, |_| strict.clone())
+        .unwrap()
+        .run()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+}
+
+#[test]
+fn bad_configuration_is_refused_with_the_field_path() {
+    let err = RedisSink::builder("http://x")
+        .build(|_: &u8| Ok(vec![]))
+        .unwrap_err();
+    assert!(err.to_string().contains("sink.redis.url"), "{err}");
+    let err = StreamsSource::builder("redis://127.0.0.1/")
+        .streams(["s"])
+        .build(|_| Ok(()))
+        .unwrap_err();
+    assert!(err.to_string().contains("source.redis.group"), "{err}");
+}
