@@ -368,14 +368,14 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
             } else {
                 new_entries.clone()
             };
-            let waited = ctx
-                .wait_for_or_event(self.read(&owned, &ids, !recovering))
-                .await?;
+            // Not `wait_for_or_event`: a dropped XREADGROUP may already have moved entries into
+            // this consumer's pending list, and skipping them would leave a gap before later
+            // ids. The read blocks at most `block_ms`, so events wait no longer than that.
+            let waited = ctx.wait_for(self.read(&owned, &ids, !recovering)).await?;
             self.on_events(ctx.take_events()).await?;
             let reply = match waited {
-                Waited::Stopped => return Ok(()),
-                Waited::Event => continue,
-                Waited::Ready(r) => r?,
+                None => return Ok(()),
+                Some(r) => r?,
             };
             let n: usize = reply.keys.iter().map(|k| k.ids.len()).sum();
             if recovering && n == 0 {

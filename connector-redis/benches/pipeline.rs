@@ -1,0 +1,111 @@
+//! Redis sink throughput next to raw redis-rs pipelines of the same size (same run) and
+//! `redis-benchmark -P` as the ceiling. Needs `dev/services up redis`.
+//! `cargo bench -p rivus-connector-redis --bench pipeline`.
+
+use std::process::Command;
+use std::time::Instant;
+
+use rivus_connector_redis::{RedisCommand, RedisSink};
+use rivus_core::prelude::*;
+use rivus_testkit::services::unique_name;
+use rivus_testkit::SequenceSource;
+
+const PIPELINE: usize = 1000;
+
+async fn raw(url: &str, n: u64) -> f64 {
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let prefix = unique_name("raw");
+    let t = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let mut pipe = redis::pipe();
+        for k in i..(i + PIPELINE as u64).min(n) {
+            pipe.cmd("SET")
+                .arg(format!("{prefix}:{k}"))
+                .arg(b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut con).await.unwrap();
+        i += PIPELINE as u64;
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+async fn rivus(url: &str, n: u64) -> f64 {
+    let prefix = unique_name("rivus");
+    let sink = RedisSink::builder(url)
+        .max_commands(PIPELINE)
+        .concurrent_pipelines(1)
+        .build(move |k: &u64| {
+            Ok(vec![RedisCommand::Set {
+                key: format!("{prefix}:{k}"),
+                value: b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx".to_vec(),
+                ttl_secs: None,
+            }])
+        })
+        .unwrap();
+    let job = Pipeline::new("bench-redis")
+        .source("seq", 1, |i| {
+            SequenceSource::new(i, 1, Some(n), Default::default())
+        })
+        .sink("redis", 1, |_| sink.clone())
+        .unwrap();
+    let t = Instant::now();
+    job.run().await.unwrap();
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn ceiling(n: u64) -> Option<f64> {
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            "6379",
+            "-t",
+            "set",
+            "-P",
+            &PIPELINE.to_string(),
+            "-n",
+            &n.to_string(),
+            "-d",
+            "32",
+            "-q",
+            "-c",
+            "1",
+        ])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "SET: 1234567.89 requests per second, ..." (the line may carry \r progress before it)
+    let line = text.rsplit('\r').next()?.trim().to_owned();
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn main() {
+    let url = std::env::var("RIVUS_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
+    let n: u64 = std::env::var("RIVUS_BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    println!("{n} SETs of 32 bytes, pipelines of {PIPELINE}, one pipeline in flight");
+    for round in 0..2 {
+        let r = rt.block_on(raw(&url, n));
+        let s = rt.block_on(rivus(&url, n));
+        let c = ceiling(n);
+        println!(
+            "round {round}: raw {r:.0} cmd/s, rivus {s:.0} cmd/s, ratio {:.2}; redis-benchmark -P {PIPELINE} (1 client): {}",
+            s / r,
+            c.map_or("n/a".into(), |c| format!("{c:.0} cmd/s"))
+        );
+    }
+}
