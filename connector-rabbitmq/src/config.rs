@@ -16,19 +16,7 @@ pub struct AmqpConfig {
     pub connect_timeout: Duration,
 }
 
-/// The URI with its password replaced by `<redacted>`.
-pub fn redact(uri: &str) -> String {
-    match (uri.find("://"), uri.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &uri[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:<redacted>{}", &uri[..s + 3], &uri[at..]),
-                None => uri.to_owned(),
-            }
-        }
-        _ => uri.to_owned(),
-    }
-}
+pub use rivus_core::secrets::redact_url as redact;
 
 impl fmt::Debug for AmqpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,42 +1,21 @@
 //! RabbitMQ → files exactly-once in a separate process, killed with SIGKILL several times
 //! mid-stream: with correlation ids, every message arrives once — none lost, none duplicated.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
+use rivus_testkit::process::{example_binary, lines_in};
 use rivus_testkit::services::{require, unique_name, Service};
-
-/// The example binary, built by `cargo test` next to the test binaries.
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("rabbit_to_file")
-}
-
-fn lines(dir: &std::path::Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return vec![];
-    };
-    entries
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_with_correlation_ids_is_exactly_once() {
     let Some(url) = require(Service::RabbitMq) else {
         return;
     };
-    let example = example();
+    let example = example_binary("rivus-connector-rabbitmq", "rabbit_to_file");
     let queue = unique_name("kill");
     let n = 60_000;
     let conn = Connection::connect(&url, ConnectionProperties::default())
@@ -103,7 +82,7 @@ async fn kill_dash_nine_with_correlation_ids_is_exactly_once() {
             kills += 1;
         }
         child.wait().unwrap();
-        let written = lines(&out).len();
+        let written = lines_in(&out).len();
         mid_stream += (written > 0 && written < n) as usize;
     }
     assert_eq!(kills, 3, "the job ran until killed each time");
@@ -114,13 +93,13 @@ async fn kill_dash_nine_with_correlation_ids_is_exactly_once() {
     // The last run reads to the end, then stops gracefully (SIGTERM: final checkpoint).
     let mut child = spawn();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while lines(&out).len() < n && Instant::now() < deadline {
+    while lines_in(&out).len() < n && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let pid = child.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(child.wait().unwrap().success(), "graceful stop");
-    let mut got = lines(&out);
+    let mut got = lines_in(&out);
     got.sort();
     let total = got.len();
     got.dedup();

@@ -21,19 +21,7 @@ pub use command::RedisCommand;
 pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};
 
-/// `redis://user:<redacted>@host` — the URL with its password hidden.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:<redacted>{}", &url[..s + 3], &url[at..]),
-                None => format!("{}<redacted>{}", &url[..s + 3], &url[at..]),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use rivus_core::secrets::redact_url as redact;
 
 pub(crate) fn open_client(url: &str, path: &str) -> rivus_core::Result<redis::Client> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))

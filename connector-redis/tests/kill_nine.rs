@@ -1,56 +1,18 @@
 //! Redis stream → files exactly-once in a separate process, killed with SIGKILL several times
 //! mid-stream: pending entries are recovered, none lost, none duplicated.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rivus_testkit::process::{example_binary, lines_in};
 use rivus_testkit::services::{require, unique_name, Service};
-
-/// The example binary: `cargo test` builds it next to the test binaries; a run filtered to
-/// this test does not, so build it then.
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("stream_to_file");
-    if !path.exists() {
-        let ok = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "rivus-connector-redis",
-                "--example",
-                "stream_to_file",
-            ])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "building the stream_to_file example");
-    }
-    path
-}
-
-fn lines(dir: &std::path::Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return vec![];
-    };
-    entries
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_stream_to_files_exactly_once() {
     let Some(url) = require(Service::Redis) else {
         return;
     };
-    let example = example();
+    let example = example_binary("rivus-connector-redis", "stream_to_file");
     let (stream, group) = (unique_name("kill"), unique_name("group"));
     let n = 200_000u32;
     let mut con = redis::Client::open(url.as_str())
@@ -97,7 +59,7 @@ async fn kill_dash_nine_stream_to_files_exactly_once() {
         );
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        let written = lines(&out).len();
+        let written = lines_in(&out).len();
         mid_stream += (written > 0 && written < n as usize) as usize;
     }
     assert!(
@@ -106,7 +68,7 @@ async fn kill_dash_nine_stream_to_files_exactly_once() {
     );
     let mut child = spawn();
     let deadline = Instant::now() + Duration::from_secs(180);
-    while lines(&out).len() < n as usize && Instant::now() < deadline {
+    while lines_in(&out).len() < n as usize && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Command::new("kill")
@@ -114,7 +76,7 @@ async fn kill_dash_nine_stream_to_files_exactly_once() {
         .status()
         .unwrap();
     assert!(child.wait().unwrap().success(), "graceful stop");
-    let mut got = lines(&out);
+    let mut got = lines_in(&out);
     got.sort();
     let total = got.len();
     got.dedup();

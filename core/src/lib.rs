@@ -30,6 +30,7 @@ pub mod handover;
 pub mod offsets;
 pub mod runtime;
 pub mod schema;
+pub mod secrets;
 pub mod state;
 
 pub use async_trait::async_trait;
