@@ -12,12 +12,15 @@
 //!   checkpointed and entries are XACKed when the checkpoint completes; on restart the
 //!   consumer's pending entries come first, and those at or before the checkpointed id are
 //!   acknowledged without being emitted again — exactly-once.
+//! - [`PubSubSource`]: channels and patterns; pub/sub keeps nothing, so it is at-most-once.
 
 mod command;
+mod pubsub;
 mod sink;
 mod streams;
 
 pub use command::RedisCommand;
+pub use pubsub::PubSubSource;
 pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};
 
