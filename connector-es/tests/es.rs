@@ -1,6 +1,5 @@
 //! The Elasticsearch sink against the real node started by `dev/services`.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,15 +10,41 @@ use rivus_connector_es::{DocRequest, EsSink};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
+use rivus_testkit::run_sequence_into;
 use rivus_testkit::services::{require, Service};
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
-use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
 use rivus_testkit::services::unique_name as unique;
 
 fn client(url: &str) -> Elasticsearch {
     Elasticsearch::new(Transport::single_node(url).unwrap())
+}
+
+async fn create_index(url: &str, index: &str, body: Value) {
+    let r = client(url)
+        .indices()
+        .create(IndicesCreateParts::Index(index))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.status_code().is_success(),
+        "creating index {index}: {}",
+        r.status_code()
+    );
+}
+
+/// The numeric `v` fields in `index`, sorted.
+async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
+    let mut got: Vec<u64> = all_values(url, index)
+        .await
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    got.sort();
+    got
 }
 
 /// Every document's `v` field in `index`, after a refresh.
@@ -152,13 +177,12 @@ async fn rejected_items_are_retried_and_none_is_lost() {
         rounds += 1;
         let index = unique("reject");
         // Several shards, so that one bulk fans out into several write tasks.
-        client(&url)
-            .indices()
-            .create(IndicesCreateParts::Index(&index))
-            .body(json!({"settings": {"number_of_shards": 6, "number_of_replicas": 0}}))
-            .send()
-            .await
-            .unwrap();
+        create_index(
+            &url,
+            &index,
+            json!({"settings": {"number_of_shards": 6, "number_of_replicas": 0}}),
+        )
+        .await;
         let ix = index.clone();
         let sink = EsSink::builder(&url)
             .max_actions(20)
@@ -174,21 +198,10 @@ async fn rejected_items_are_retried_and_none_is_lost() {
             })
             .unwrap();
         let n = 4000u64;
-        Pipeline::new("reject")
-            .source("seq", 2, |i| {
-                SequenceSource::new(i, 2, Some(n), Arc::new(AtomicU64::new(0)))
-            })
-            .sink("es", 2, |_| sink.clone())
-            .unwrap()
-            .run()
+        run_sequence_into("reject", n, 2, |_| sink.clone())
             .await
             .unwrap();
-        let mut got: Vec<u64> = all_values(&url, &index)
-            .await
-            .iter()
-            .filter_map(Value::as_u64)
-            .collect();
-        got.sort();
+        let got = sorted_numbers(&url, &index).await;
         assert_eq!(got, (0..n).collect::<Vec<_>>(), "every document arrived");
         if rejected_writes(&url).await > before {
             return;
@@ -204,13 +217,12 @@ async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() 
     };
     for dead_letter in [false, true] {
         let index = unique("mapping");
-        client(&url)
-            .indices()
-            .create(IndicesCreateParts::Index(&index))
-            .body(json!({"mappings": {"properties": {"v": {"type": "long"}}}}))
-            .send()
-            .await
-            .unwrap();
+        create_index(
+            &url,
+            &index,
+            json!({"mappings": {"properties": {"v": {"type": "long"}}}}),
+        )
+        .await;
         let dir = std::env::temp_dir().join(unique("dlq"));
         let dlq_path = dir.join("letters.jsonl");
         let policy = if dead_letter {
@@ -240,21 +252,10 @@ async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() 
                 Ok(())
             })
             .unwrap();
-        Pipeline::new("mapping")
-            .source("seq", 1, |i| {
-                SequenceSource::new(i, 1, Some(200), Arc::new(AtomicU64::new(0)))
-            })
-            .sink("es", 1, |_| sink.clone())
-            .unwrap()
-            .run()
+        run_sequence_into("mapping", 200, 1, |_| sink.clone())
             .await
             .unwrap();
-        let mut got: Vec<u64> = all_values(&url, &index)
-            .await
-            .iter()
-            .filter_map(Value::as_u64)
-            .collect();
-        got.sort();
+        let got = sorted_numbers(&url, &index).await;
         let want: Vec<u64> = (0..200).filter(|n| *n != 77).collect();
         assert_eq!(got, want);
         if dead_letter {
@@ -276,26 +277,19 @@ async fn a_mapping_conflict_fails_the_job_under_the_default_policy() {
         return;
     };
     let index = unique("strict");
-    client(&url)
-        .indices()
-        .create(IndicesCreateParts::Index(&index))
-        .body(json!({"mappings": {"properties": {"v": {"type": "long"}}}}))
-        .send()
-        .await
-        .unwrap();
+    create_index(
+        &url,
+        &index,
+        json!({"mappings": {"properties": {"v": {"type": "long"}}}}),
+    )
+    .await;
     let sink = EsSink::builder(&url)
         .build(move |_: &u64, idx| {
             idx.index(&index, None, json!({"v": "not a number"}));
             Ok(())
         })
         .unwrap();
-    let err = Pipeline::new("strict")
-        .source("seq", 1, |i| {
-            SequenceSource::new(i, 1, Some(3), Arc::new(AtomicU64::new(0)))
-        })
-        .sink("es", 1, |_| sink.clone())
-        .unwrap()
-        .run()
+    let err = run_sequence_into("strict", 3, 1, |_| sink.clone())
         .await
         .unwrap_err();
     assert!(
@@ -325,13 +319,13 @@ fn bad_configuration_is_refused_with_the_field_path() {
 
 /// Creates `index` holding documents `{"n": i, "even": i % 2 == 0}` with ids `d000000`...
 async fn load(url: &str, index: &str, n: u64) {
+    create_index(
+        url,
+        index,
+        json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}}),
+    )
+    .await;
     let c = client(url);
-    c.indices()
-        .create(IndicesCreateParts::Index(index))
-        .body(json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}}))
-        .send()
-        .await
-        .unwrap();
     // Loaded through the sink, which resends what the dev node's tiny write queue rejects.
     let ix = index.to_owned();
     let sink = EsSink::builder(url)
@@ -344,13 +338,7 @@ async fn load(url: &str, index: &str, n: u64) {
             Ok(())
         })
         .unwrap();
-    Pipeline::new("load")
-        .source("seq", 1, |i| {
-            SequenceSource::new(i, 1, Some(n), Arc::new(AtomicU64::new(0)))
-        })
-        .sink("es", 1, |_| sink.clone())
-        .unwrap()
-        .run()
+    run_sequence_into("load", n, 1, |_| sink.clone())
         .await
         .unwrap();
     c.indices()

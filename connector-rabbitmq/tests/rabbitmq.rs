@@ -215,13 +215,7 @@ async fn unroutable_messages_go_to_the_error_policy() {
             })
         })
         .unwrap();
-    let err = Pipeline::new("unroutable")
-        .source("seq", 1, |i| {
-            rivus_testkit::SequenceSource::new(i, 1, Some(3), Default::default())
-        })
-        .sink("rabbit", 1, |_| sink.clone())
-        .unwrap()
-        .run()
+    let err = rivus_testkit::run_sequence_into("unroutable", 3, 1, |_| sink.clone())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("unroutable"), "{err}");

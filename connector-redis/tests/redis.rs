@@ -178,13 +178,7 @@ async fn refused_commands_and_unmappable_records_go_to_the_error_policy() {
             }])
         })
         .unwrap();
-    Pipeline::new("wrongtype")
-        .source("seq", 1, |i| {
-            rivus_testkit::SequenceSource::new(i, 1, Some(20), Default::default())
-        })
-        .sink("redis", 1, |_| sink.clone())
-        .unwrap()
-        .run()
+    rivus_testkit::run_sequence_into("wrongtype", 20, 1, |_| sink.clone())
         .await
         .unwrap();
     let fields: Vec<String> = c.hkeys(&hash).await.unwrap();
@@ -207,13 +201,7 @@ async fn refused_commands_and_unmappable_records_go_to_the_error_policy() {
             }])
         })
         .unwrap();
-    let err = Pipeline::new("strict")
-        .source("seq", 1, |i| {
-            rivus_testkit::SequenceSource::new(i, 1, Some(1), Default::default())
-        })
-        .sink("redis", 1, |_| strict.clone())
-        .unwrap()
-        .run()
+    let err = rivus_testkit::run_sequence_into("strict", 1, 1, |_| strict.clone())
         .await
         .unwrap_err();
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");

@@ -67,3 +67,25 @@ impl SourceFunction for SequenceSource {
         Ok(())
     }
 }
+
+/// Runs a job that writes `0..n` (from `parallelism` [`SequenceSource`] subtasks) into the sink
+/// made by `sink(subtask)` (with the same parallelism, so it is chained) — the usual way a sink
+/// test feeds its sink.
+pub async fn run_sequence_into<S, F>(
+    job: &str,
+    n: u64,
+    parallelism: usize,
+    sink: F,
+) -> Result<JobSummary>
+where
+    S: SinkFunction<u64> + 'static,
+    F: Fn(usize) -> S,
+{
+    Pipeline::new(job)
+        .source("seq", parallelism, |i| {
+            SequenceSource::new(i, parallelism, Some(n), Arc::default())
+        })
+        .sink("sink", parallelism, sink)?
+        .run()
+        .await
+}

@@ -257,35 +257,28 @@ impl<C: SourceExternal> SourceSuite<C> {
 
     /// One split, parallelism 1: every record arrives, in order.
     pub async fn single_split(&mut self) -> Result<(), SuiteFailure> {
-        let case = "source::single_split";
-        self.ctx.prepare(1).await.map_err(|e| failure(case, e))?;
-        let expected = self.write_round(case, 1, 0).await?;
-        let store = TxnStore::new();
-        let out = self
-            .run(
-                &MemoryStateBackend::new(),
-                &store,
-                1,
-                ErrorPolicy::Fail,
-                expected.len(),
-                None,
-            )
-            .await;
-        self.judge(case, &expected, &out)?;
-        self.judge_counts(case, expected.len(), &out)
+        self.read_splits("source::single_split", 1).await
     }
 
     /// Four splits read by four subtasks: every record arrives, order kept within each split.
     pub async fn parallel_splits(&mut self) -> Result<(), SuiteFailure> {
-        let case = "source::parallel_splits";
-        self.ctx.prepare(4).await.map_err(|e| failure(case, e))?;
-        let expected = self.write_round(case, 4, 0).await?;
+        self.read_splits("source::parallel_splits", 4).await
+    }
+
+    /// `splits` splits read by as many subtasks from a fresh start: records and counts judged.
+    async fn read_splits(&mut self, case: &str, splits: usize) -> Result<(), SuiteFailure> {
+        self.ctx
+            .prepare(splits)
+            .await
+            .map_err(|e| failure(case, e))?;
+        let expected = self.write_round(case, splits, 0).await?;
         let store = TxnStore::new();
+        let backend = MemoryStateBackend::new();
         let out = self
             .run(
-                &MemoryStateBackend::new(),
+                &backend,
                 &store,
-                4,
+                splits,
                 ErrorPolicy::Fail,
                 expected.len(),
                 None,
