@@ -3,6 +3,38 @@
 
 use std::sync::Arc;
 
+/// Watches the id of the newest completed checkpoint of a job.
+#[derive(Debug, Clone)]
+pub struct CompletedCheckpoints {
+    rx: tokio::sync::watch::Receiver<Option<u64>>,
+}
+
+impl CompletedCheckpoints {
+    /// A watch fed by `tx` (the job's coordinator holds the sender).
+    pub(crate) fn new(rx: tokio::sync::watch::Receiver<Option<u64>>) -> Self {
+        CompletedCheckpoints { rx }
+    }
+
+    /// A watch that never reports a checkpoint (functions run outside a job).
+    pub fn none() -> Self {
+        CompletedCheckpoints {
+            rx: tokio::sync::watch::channel(None).1,
+        }
+    }
+
+    /// The newest completed checkpoint so far.
+    pub fn latest(&self) -> Option<u64> {
+        *self.rx.borrow()
+    }
+
+    /// Waits until a checkpoint newer than the last one seen completes and returns its id;
+    /// `None` once the job has ended.
+    pub async fn changed(&mut self) -> Option<u64> {
+        self.rx.changed().await.ok()?;
+        *self.rx.borrow_and_update()
+    }
+}
+
 /// The identity of one parallel instance, given to [`open`](crate::RichFunction::open).
 #[derive(Debug, Clone)]
 pub struct RuntimeContext {
@@ -12,6 +44,7 @@ pub struct RuntimeContext {
     parallelism: usize,
     restored_from: Option<u64>,
     metrics: MetricsGroup,
+    completed: CompletedCheckpoints,
 }
 
 impl RuntimeContext {
@@ -37,7 +70,22 @@ impl RuntimeContext {
             parallelism,
             restored_from,
             metrics,
+            completed: CompletedCheckpoints::none(),
         }
+    }
+
+    pub(crate) fn set_completed_checkpoints(&mut self, c: CompletedCheckpoints) {
+        self.completed = c;
+    }
+
+    /// The newest completed checkpoint, observable from any task the function spawns.
+    ///
+    /// [`CheckpointListener::notify_checkpoint_complete`](crate::CheckpointListener) is
+    /// delivered through the function's own task, between records; a function whose writes can
+    /// wait on its own pending commit (a database row lock held by a prepared transaction) uses
+    /// this to commit from a separate task instead.
+    pub fn completed_checkpoints(&self) -> CompletedCheckpoints {
+        self.completed.clone()
     }
 
     /// The job's name.

@@ -34,7 +34,7 @@ pub mod secrets;
 pub mod state;
 
 pub use async_trait::async_trait;
-pub use context::{RuntimeContext, SinkContext};
+pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};
 pub use error::{Error, Result};
 pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,

@@ -41,6 +41,8 @@ pub(crate) struct Coordinator {
     pub cancel: CancellationToken,
     pub next_id: u64,
     pub buffer_timeout: Duration,
+    /// Published on every completed checkpoint (see `RuntimeContext::completed_checkpoints`).
+    pub completed: std::sync::Arc<watch::Sender<Option<u64>>>,
 }
 
 const FINAL_ATTEMPTS: u32 = 3;
@@ -110,6 +112,7 @@ impl Coordinator {
                 metrics::gauge!("rivus_checkpoint_size_bytes", "job" => job).set(bytes as f64);
                 stats.completed += 1;
                 stats.last_completed = Some(p.id);
+                self.completed.send_replace(Some(p.id));
                 self.broadcast(Command::Complete(p.id));
                 true
             }

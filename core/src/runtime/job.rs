@@ -193,6 +193,7 @@ impl Job {
             cancel: cancel.clone(),
             next_id: restored_from.map_or(1, |id| id + 1),
             buffer_timeout: pipeline.buffer_timeout,
+            completed: Arc::clone(&pipeline.completed),
         };
         let coord = tokio::spawn(coordinator.run());
 

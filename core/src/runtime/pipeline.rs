@@ -18,7 +18,7 @@ use super::output::{hash_key, ChannelOutput, Output, Partitioner};
 use super::sink_output::SinkOutput;
 use super::task::{run_exchange, run_source, TaskSpec};
 use crate::checkpoint::CheckpointConfig;
-use crate::context::RuntimeContext;
+use crate::context::{CompletedCheckpoints, RuntimeContext};
 use crate::error::{Error, Result};
 use crate::function::{SinkFunction, SourceFunction};
 use crate::guarantee::DeliveryGuarantee;
@@ -44,6 +44,7 @@ pub struct Pipeline {
     pub(crate) tasks: Vec<TaskSpec>,
     pub(crate) operators: Vec<(String, usize)>,
     pub(crate) counters: Arc<Counters>,
+    pub(crate) completed: Arc<tokio::sync::watch::Sender<Option<u64>>>,
     names: HashSet<String>,
     errors: Vec<Error>,
     exchanges: usize,
@@ -81,6 +82,7 @@ impl Pipeline {
             tasks: Vec::new(),
             operators: Vec::new(),
             counters: Arc::default(),
+            completed: Arc::new(tokio::sync::watch::channel(None).0),
             names: HashSet::new(),
             errors: Vec::new(),
             exchanges: 0,
@@ -148,7 +150,9 @@ impl Pipeline {
     }
 
     fn runtime_context(&self, name: &str, subtask: usize, parallelism: usize) -> RuntimeContext {
-        RuntimeContext::new(self.name.as_str(), name, subtask, parallelism, None)
+        let mut ctx = RuntimeContext::new(self.name.as_str(), name, subtask, parallelism, None);
+        ctx.set_completed_checkpoints(CompletedCheckpoints::new(self.completed.subscribe()));
+        ctx
     }
 
     /// Adds a source named `name` with `parallelism` subtasks; `factory(i)` creates subtask

@@ -1,0 +1,302 @@
+//! One connection pool over the three sqlx drivers, with what the sink and source need of it:
+//! raw statements, statements with bound [`SqlValue`]s, single-column text queries, and the
+//! classification of errors into retryable, bad data and fatal.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::{Executor, MySql, Postgres, Sqlite};
+
+use rivus_core::{Error, Result};
+
+use crate::dialect::Dialect;
+use crate::value::SqlValue;
+
+/// A pool of connections to one database.
+#[derive(Clone, Debug)]
+pub(crate) enum Pool {
+    Pg(PgPool),
+    My(MySqlPool),
+    Lite(SqlitePool),
+}
+
+/// One connection taken from a [`Pool`].
+pub(crate) enum Conn {
+    Pg(PoolConnection<Postgres>),
+    My(PoolConnection<MySql>),
+    Lite(PoolConnection<Sqlite>),
+}
+
+/// What to do about a failed statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The connection or the server is (maybe briefly) unavailable: retry with backoff.
+    Retry,
+    /// The data was refused (constraint, type, range): isolate the bad rows.
+    Data,
+    /// Anything else (syntax, missing table, permissions): stop.
+    Fatal,
+}
+
+macro_rules! bind_values {
+    ($q:expr, $values:expr) => {{
+        let mut q = $q;
+        for v in $values {
+            q = match v {
+                SqlValue::Int(x) => q.bind(*x),
+                SqlValue::Float(x) => q.bind(*x),
+                SqlValue::Bool(x) => q.bind(*x),
+                SqlValue::Text(x) => q.bind(x.as_deref()),
+                SqlValue::Bytes(x) => q.bind(x.as_deref()),
+            };
+        }
+        q
+    }};
+}
+
+impl Pool {
+    /// Connects to `url` (verifying it now); `path` names the setting in errors.
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        timeout: Duration,
+        path: &str,
+    ) -> Result<Pool> {
+        let failed = |e: sqlx::Error| {
+            Error::connector(
+                format!("{path}: connecting to {}", crate::redact(url)),
+                crate::redact(&e.to_string()),
+            )
+        };
+        Ok(match Dialect::of_url(url, path)? {
+            Dialect::Postgres => Pool::Pg(
+                PgPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout)
+                    .connect(url)
+                    .await
+                    .map_err(failed)?,
+            ),
+            Dialect::MySql => {
+                let url = url.replacen("mariadb://", "mysql://", 1);
+                Pool::My(
+                    MySqlPoolOptions::new()
+                        .max_connections(max_connections)
+                        .acquire_timeout(timeout)
+                        .connect(&url)
+                        .await
+                        .map_err(failed)?,
+                )
+            }
+            Dialect::Sqlite => {
+                let options = SqliteConnectOptions::from_str(url)
+                    .map_err(|e| Error::config(path, crate::redact(&e.to_string())))?
+                    .create_if_missing(true)
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .busy_timeout(timeout);
+                Pool::Lite(
+                    SqlitePoolOptions::new()
+                        .max_connections(max_connections)
+                        .acquire_timeout(timeout)
+                        .connect_with(options)
+                        .await
+                        .map_err(failed)?,
+                )
+            }
+        })
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Pool::Pg(_) => Dialect::Postgres,
+            Pool::My(_) => Dialect::MySql,
+            Pool::Lite(_) => Dialect::Sqlite,
+        }
+    }
+
+    pub async fn acquire(&self) -> Result<Conn, sqlx::Error> {
+        Ok(match self {
+            Pool::Pg(p) => Conn::Pg(p.acquire().await?),
+            Pool::My(p) => Conn::My(p.acquire().await?),
+            Pool::Lite(p) => Conn::Lite(p.acquire().await?),
+        })
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Pool::Pg(p) => p.close().await,
+            Pool::My(p) => p.close().await,
+            Pool::Lite(p) => p.close().await,
+        }
+    }
+}
+
+impl Conn {
+    /// Runs `sql` (one or more statements, no parameters).
+    pub async fn raw(&mut self, sql: &str) -> Result<(), sqlx::Error> {
+        match self {
+            Conn::Pg(c) => c.execute(sqlx::raw_sql(sql)).await.map(drop),
+            Conn::My(c) => c.execute(sqlx::raw_sql(sql)).await.map(drop),
+            Conn::Lite(c) => c.execute(sqlx::raw_sql(sql)).await.map(drop),
+        }
+    }
+
+    /// Runs `sql` with `values` bound in order; returns the rows affected.
+    pub async fn execute(&mut self, sql: &str, values: &[SqlValue]) -> Result<u64, sqlx::Error> {
+        Ok(match self {
+            Conn::Pg(c) => bind_values!(sqlx::query(sql), values)
+                .execute(&mut **c)
+                .await?
+                .rows_affected(),
+            Conn::My(c) => bind_values!(sqlx::query(sql), values)
+                .execute(&mut **c)
+                .await?
+                .rows_affected(),
+            Conn::Lite(c) => bind_values!(sqlx::query(sql), values)
+                .execute(&mut **c)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    /// Runs a query returning one text column, with `values` bound in order.
+    pub async fn fetch_text(
+        &mut self,
+        sql: &str,
+        values: &[SqlValue],
+    ) -> Result<Vec<String>, sqlx::Error> {
+        match self {
+            Conn::Pg(c) => {
+                bind_values!(sqlx::query_scalar::<_, String>(sql), values)
+                    .fetch_all(&mut **c)
+                    .await
+            }
+            Conn::My(c) => {
+                bind_values!(sqlx::query_scalar::<_, String>(sql), values)
+                    .fetch_all(&mut **c)
+                    .await
+            }
+            Conn::Lite(c) => {
+                bind_values!(sqlx::query_scalar::<_, String>(sql), values)
+                    .fetch_all(&mut **c)
+                    .await
+            }
+        }
+    }
+
+    /// The names and type names of the columns `sql` returns.
+    pub async fn describe_columns(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<(String, String)>, sqlx::Error> {
+        use sqlx::{Column, TypeInfo};
+        fn cols<C: Column>(columns: &[C]) -> Vec<(String, String)> {
+            columns
+                .iter()
+                .map(|c| (c.name().to_owned(), c.type_info().name().to_owned()))
+                .collect()
+        }
+        Ok(match self {
+            Conn::Pg(c) => cols((&mut **c).describe(sql).await?.columns()),
+            Conn::My(c) => cols((&mut **c).describe(sql).await?.columns()),
+            Conn::Lite(c) => cols((&mut **c).describe(sql).await?.columns()),
+        })
+    }
+
+    /// The PostgreSQL connection, for COPY and arrays.
+    pub fn pg(&mut self) -> Option<&mut sqlx::PgConnection> {
+        match self {
+            Conn::Pg(c) => Some(&mut **c),
+            _ => None,
+        }
+    }
+
+    /// Closes the connection instead of returning it to the pool (its session state is
+    /// unknown, e.g. a transaction may be open).
+    pub fn discard(self) {
+        match self {
+            Conn::Pg(c) => drop(c.detach()),
+            Conn::My(c) => drop(c.detach()),
+            Conn::Lite(c) => drop(c.detach()),
+        }
+    }
+}
+
+/// Classifies `e` from a statement run against `dialect`.
+pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Fault {
+    let db = match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => return Fault::Retry,
+        sqlx::Error::Encode(_) => return Fault::Data,
+        sqlx::Error::Database(db) => db,
+        _ => return Fault::Fatal,
+    };
+    match dialect {
+        Dialect::Postgres => {
+            let code = db.code().unwrap_or_default();
+            if code.starts_with("08")
+                || code.starts_with("57P")
+                || code == "40001"
+                || code == "40P01"
+                || code == "53300"
+            {
+                Fault::Retry
+            } else if code.starts_with("22") || code.starts_with("23") {
+                Fault::Data
+            } else {
+                Fault::Fatal
+            }
+        }
+        Dialect::MySql => {
+            let number = db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .map(|e| e.number())
+                .unwrap_or(0);
+            match number {
+                1040 | 1053 | 1205 | 1213 | 1927 | 2006 | 2013 => Fault::Retry,
+                1048 | 1062 | 1264 | 1265 | 1292 | 1366 | 1406 | 1451 | 1452 | 3140 | 3819
+                | 4025 => Fault::Data,
+                _ => Fault::Fatal,
+            }
+        }
+        Dialect::Sqlite => {
+            let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or(0);
+            match code & 0xff {
+                5 | 6 => Fault::Retry,
+                19 | 20 | 25 => Fault::Data,
+                _ => Fault::Fatal,
+            }
+        }
+    }
+}
+
+/// `e` with the server's detail, column and constraint where it gives them.
+pub(crate) fn describe(e: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = e else {
+        return crate::redact(&e.to_string());
+    };
+    let mut text = db.message().to_owned();
+    if let Some(code) = db.code() {
+        text = format!("{text} [{code}]");
+    }
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        if let Some(column) = pg.column() {
+            text.push_str(&format!("; column `{column}`"));
+        }
+        if let Some(detail) = pg.detail() {
+            text.push_str(&format!("; {detail}"));
+        }
+    }
+    if let Some(c) = db.constraint() {
+        text.push_str(&format!("; constraint `{c}`"));
+    }
+    text
+}

@@ -1,0 +1,378 @@
+//! The [`BulkSender`] of the SQL sink: writes one batch of row changes with as few
+//! statements as the dialect allows, isolates the rows the database refuses and hands them to
+//! the error policy, and keeps the rest.
+//!
+//! Without transactions spanning checkpoints (at-least-once) a batch is one database
+//! transaction; with them (exactly-once) the batch goes into the checkpoint's open transaction
+//! behind a savepoint.
+
+use std::sync::Arc;
+
+use rivus_core::bulk::{BulkSender, SendOutcome};
+use rivus_core::error_policy::ErrorHandler;
+use rivus_core::prelude::*;
+
+use crate::db::{classify, describe, Conn, Fault, Pool};
+use crate::dialect::Dialect;
+use crate::statement::{PgMethod, Plan, WriteMode};
+use crate::value::SqlValue;
+
+/// One row to write or delete, its values in the plan's column order.
+#[derive(Debug, Clone)]
+pub(crate) struct Change {
+    pub delete: bool,
+    pub values: Vec<SqlValue>,
+}
+
+impl Change {
+    pub fn size(&self) -> usize {
+        self.values.iter().map(SqlValue::size).sum()
+    }
+}
+
+pub(crate) enum WriteError {
+    Sql(sqlx::Error),
+    Policy(Error),
+}
+
+impl From<sqlx::Error> for WriteError {
+    fn from(e: sqlx::Error) -> Self {
+        WriteError::Sql(e)
+    }
+}
+
+pub(crate) struct Writer {
+    pub pool: Pool,
+    pub plan: Arc<Plan>,
+    pub handler: ErrorHandler,
+    /// The open transaction of the current checkpoint (exactly-once mode only).
+    pub txn: Option<tokio::sync::Mutex<Option<Conn>>>,
+    pub rows: metrics::Counter,
+    pub refused: metrics::Counter,
+}
+
+impl Writer {
+    /// How the failing record is named in errors and dead letters.
+    fn position(&self, change: &Change) -> String {
+        let plan = &self.plan;
+        let shown: serde_json::Map<String, serde_json::Value> = if plan.keys.is_empty() {
+            plan.columns
+                .iter()
+                .zip(&change.values)
+                .map(|(c, v)| (c.name.clone(), v.to_json()))
+                .collect()
+        } else {
+            plan.keys
+                .iter()
+                .map(|&k| (plan.columns[k].name.clone(), change.values[k].to_json()))
+                .collect()
+        };
+        let record = crate::value::short(&serde_json::Value::Object(shown));
+        format!("table {}, record {record}", plan.table)
+    }
+
+    fn payload(&self, change: &Change) -> Vec<u8> {
+        let row: serde_json::Map<String, serde_json::Value> = self
+            .plan
+            .columns
+            .iter()
+            .zip(&change.values)
+            .map(|(c, v)| (c.name.clone(), v.to_json()))
+            .collect();
+        serde_json::to_vec(&row).unwrap_or_default()
+    }
+
+    fn key_values<'a>(&self, change: &'a Change) -> impl Iterator<Item = &'a SqlValue> + 'a {
+        let keys = self.plan.keys.clone();
+        keys.into_iter().map(move |k| &change.values[k])
+    }
+
+    /// Runs `items` with the fewest statements: consecutive writes together, consecutive
+    /// deletes together.
+    async fn write_fast(&self, conn: &mut Conn, items: &[Change]) -> Result<(), sqlx::Error> {
+        let mut start = 0;
+        while start < items.len() {
+            let delete = items[start].delete;
+            let end = items[start..]
+                .iter()
+                .position(|c| c.delete != delete)
+                .map_or(items.len(), |n| start + n);
+            let run = &items[start..end];
+            if delete {
+                self.delete_rows(conn, run).await?;
+            } else {
+                self.write_rows(conn, run).await?;
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    async fn delete_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
+        for chunk in run.chunks(self.plan.max_delete_rows()) {
+            let sql = self.plan.delete_sql(chunk.len());
+            let binds: Vec<SqlValue> = chunk
+                .iter()
+                .flat_map(|c| self.key_values(c).cloned().collect::<Vec<_>>())
+                .collect();
+            conn.execute(&sql, &binds).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
+        let plan = &self.plan;
+        if plan.dialect == Dialect::Postgres {
+            // One statement may not upsert a key twice on PostgreSQL: the last write wins.
+            let deduped = match plan.mode {
+                WriteMode::Upsert if run.len() > 1 => last_per_key(run, &plan.keys),
+                _ => None,
+            };
+            let run = deduped.as_deref().unwrap_or(run);
+            let pg = conn
+                .pg()
+                .expect("a PostgreSQL pool gives PostgreSQL connections");
+            match plan.method {
+                PgMethod::Copy if plan.mode == WriteMode::Insert => {
+                    return crate::copy::copy_in(pg, plan, run).await;
+                }
+                PgMethod::Unnest | PgMethod::Copy => {
+                    return crate::copy::unnest(pg, plan, run).await;
+                }
+                PgMethod::Values => {}
+            }
+            return self.values_rows(conn, run).await;
+        }
+        self.values_rows(conn, run).await
+    }
+
+    async fn values_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
+        for chunk in run.chunks(self.plan.max_rows) {
+            let sql = self.plan.write_sql(chunk.len());
+            let binds: Vec<SqlValue> = chunk.iter().flat_map(|c| c.values.clone()).collect();
+            conn.execute(&sql, &binds).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes row by row; rows the database refuses go to the error policy. Inside a
+    /// transaction each row has its own savepoint so a refused row does not abort the rest.
+    async fn write_one_by_one(
+        &self,
+        conn: &mut Conn,
+        items: &[Change],
+        in_txn: bool,
+    ) -> Result<(), WriteError> {
+        for change in items {
+            if in_txn {
+                conn.raw("SAVEPOINT rivus_row").await?;
+            }
+            let r = if change.delete {
+                self.delete_rows(conn, std::slice::from_ref(change)).await
+            } else {
+                self.values_rows(conn, std::slice::from_ref(change)).await
+            };
+            match r {
+                Ok(()) => {
+                    if in_txn {
+                        conn.raw("RELEASE SAVEPOINT rivus_row").await?;
+                    }
+                }
+                Err(e) if classify(self.plan.dialect, &e) == Fault::Data => {
+                    if in_txn {
+                        conn.raw("ROLLBACK TO SAVEPOINT rivus_row").await?;
+                    }
+                    self.refused.increment(1);
+                    self.handler
+                        .handle(self.position(change), describe(&e), &self.payload(change))
+                        .await
+                        .map_err(WriteError::Policy)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// At-least-once: the batch is its own transaction.
+    async fn write_autocommit(&self, conn: &mut Conn, items: &[Change]) -> Result<(), WriteError> {
+        let writes_only = items.iter().all(|c| !c.delete);
+        let arrays = self.plan.dialect == Dialect::Postgres && self.plan.method != PgMethod::Values;
+        let single = writes_only && (arrays || items.len() <= self.plan.max_rows);
+        if !single {
+            conn.raw("BEGIN").await?;
+        }
+        match self.write_fast(conn, items).await {
+            Ok(()) => {
+                if !single {
+                    conn.raw("COMMIT").await?;
+                }
+                Ok(())
+            }
+            Err(e) if classify(self.plan.dialect, &e) == Fault::Data => {
+                if !single {
+                    conn.raw("ROLLBACK").await?;
+                }
+                self.write_one_by_one(conn, items, false).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Exactly-once: the batch joins the checkpoint's transaction behind a savepoint.
+    async fn write_in_txn(&self, conn: &mut Conn, items: &[Change]) -> Result<(), WriteError> {
+        conn.raw("SAVEPOINT rivus_batch").await?;
+        match self.write_fast(conn, items).await {
+            Ok(()) => Ok(conn.raw("RELEASE SAVEPOINT rivus_batch").await?),
+            Err(e) if classify(self.plan.dialect, &e) == Fault::Data => {
+                conn.raw("ROLLBACK TO SAVEPOINT rivus_batch").await?;
+                self.write_one_by_one(conn, items, true).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn failed(&self, e: WriteError, what: &str) -> Error {
+        match e {
+            WriteError::Policy(e) => e,
+            WriteError::Sql(e) => Error::connector(
+                format!("jdbc sink: {what} {}", self.plan.table),
+                describe(&e),
+            ),
+        }
+    }
+
+    /// Exactly-once: PREPARE TRANSACTION the open transaction as `gid`. Returns false when
+    /// nothing was written since the last one.
+    pub async fn prepare(&self, gid: &str) -> Result<bool> {
+        let Some(slot) = &self.txn else {
+            return Ok(false);
+        };
+        let Some(mut conn) = slot.lock().await.take() else {
+            return Ok(false);
+        };
+        match conn.raw(&format!("PREPARE TRANSACTION '{gid}'")).await {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                conn.discard();
+                Err(Error::connector(
+                    format!("jdbc sink: preparing transaction `{gid}`"),
+                    describe(&e),
+                ))
+            }
+        }
+    }
+
+    /// Commits the open transaction now (a job without checkpoints, at its end).
+    pub async fn commit_open(&self) -> Result<()> {
+        let Some(slot) = &self.txn else {
+            return Ok(());
+        };
+        let Some(mut conn) = slot.lock().await.take() else {
+            return Ok(());
+        };
+        if let Err(e) = conn.raw("COMMIT").await {
+            conn.discard();
+            return Err(Error::connector("jdbc sink: committing", describe(&e)));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BulkSender<Change> for Writer {
+    async fn send(&self, items: Vec<Change>) -> SendOutcome<Change> {
+        let dialect = self.plan.dialect;
+        let Some(slot) = &self.txn else {
+            let mut conn = match self.pool.acquire().await {
+                Ok(c) => c,
+                Err(e) => {
+                    return SendOutcome::Retry {
+                        items,
+                        reason: describe(&e),
+                    }
+                }
+            };
+            return match self.write_autocommit(&mut conn, &items).await {
+                Ok(()) => {
+                    self.rows.increment(items.len() as u64);
+                    SendOutcome::Done
+                }
+                Err(WriteError::Sql(e)) if classify(dialect, &e) == Fault::Retry => {
+                    conn.discard();
+                    SendOutcome::Retry {
+                        items,
+                        reason: describe(&e),
+                    }
+                }
+                Err(e) => {
+                    conn.discard();
+                    SendOutcome::Failed(self.failed(e, "writing to"))
+                }
+            };
+        };
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            let begun = async {
+                let mut conn = self.pool.acquire().await?;
+                conn.raw("BEGIN").await?;
+                Ok::<_, sqlx::Error>(conn)
+            };
+            match begun.await {
+                Ok(c) => *guard = Some(c),
+                Err(e) => {
+                    return SendOutcome::Retry {
+                        items,
+                        reason: describe(&e),
+                    }
+                }
+            }
+        }
+        let conn = guard.as_mut().expect("set above");
+        match self.write_in_txn(conn, &items).await {
+            Ok(()) => {
+                self.rows.increment(items.len() as u64);
+                SendOutcome::Done
+            }
+            Err(e) => {
+                if let Some(c) = guard.take() {
+                    c.discard();
+                }
+                let mut err = self.failed(e, "writing to");
+                if matches!(err, Error::Connector { .. }) {
+                    err = Error::connector(
+                        format!("jdbc sink: transaction on {}", self.plan.table),
+                        format!(
+                            "{err}; the open transaction is lost, the job must restart from \
+                             its last checkpoint"
+                        ),
+                    );
+                }
+                SendOutcome::Failed(err)
+            }
+        }
+    }
+}
+
+/// The last change of each key, in the order of those last changes; `None` when no key
+/// repeats.
+fn last_per_key(run: &[Change], keys: &[usize]) -> Option<Vec<Change>> {
+    let key_of = |c: &Change| -> String {
+        let k: Vec<serde_json::Value> = keys.iter().map(|&i| c.values[i].to_json()).collect();
+        serde_json::Value::Array(k).to_string()
+    };
+    let mut last = std::collections::HashMap::with_capacity(run.len());
+    for (i, c) in run.iter().enumerate() {
+        last.insert(key_of(c), i);
+    }
+    if last.len() == run.len() {
+        return None;
+    }
+    let kept = run
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| last.get(&key_of(c)) == Some(i))
+        .map(|(_, c)| c.clone())
+        .collect();
+    Some(kept)
+}
