@@ -326,6 +326,16 @@ fn resolve_columns(
             .cloned()
             .collect(),
     };
+    // A key the database generates stays out of inserts that do not name it (no upserts or
+    // deletes by key then).
+    let mut key = key;
+    if s.mode == WriteMode::Insert
+        && key.iter().any(|k| {
+            !columns.iter().any(|c| &c.name == k) && table.column(k).is_some_and(|c| c.generated)
+        })
+    {
+        key.clear();
+    }
     for k in &key {
         if !columns.iter().any(|c| &c.name == k) {
             columns.push(table.column(k).cloned().expect("checked above"));

@@ -343,12 +343,14 @@ impl<T: Send + 'static> JdbcSource<T> {
                             Some((a, b)) => (lower.unwrap_or(a), upper.unwrap_or(b)),
                             // An empty table (MIN is NULL) or a non-integer column.
                             None if text.is_empty() || text[0].is_empty() => return Ok(Vec::new()),
-                            None => return Err(Error::config(
-                                "source.jdbc.track_by",
-                                format!(
+                            None => {
+                                return Err(Error::config(
+                                    "source.jdbc.track_by",
+                                    format!(
                                     "bounded mode splits an integer column; got bounds {text:?}"
                                 ),
-                            )),
+                                ))
+                            }
                         }
                     }
                 };

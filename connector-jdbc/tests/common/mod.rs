@@ -1,0 +1,119 @@
+//! Test helpers: the three databases (PostgreSQL and MariaDB from `dev/services`, SQLite in a
+//! temporary file) and plain sqlx access to set up tables and read them back.
+#![allow(dead_code)]
+
+use rivus_testkit::services::{require, Service};
+use sqlx::{Connection, Executor, Row};
+
+/// One database under test.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub name: &'static str,
+    pub url: String,
+}
+
+/// PostgreSQL, MariaDB and SQLite (a file under a temporary directory kept for the test run).
+pub fn databases() -> Vec<Db> {
+    let mut out = Vec::new();
+    if let Some(url) = require(Service::Postgres) {
+        out.push(Db {
+            name: "postgres",
+            url,
+        });
+    }
+    if let Some(url) = require(Service::MySql) {
+        out.push(Db {
+            name: "mariadb",
+            url,
+        });
+    }
+    out.push(sqlite());
+    out
+}
+
+pub fn postgres() -> Option<Db> {
+    require(Service::Postgres).map(|url| Db {
+        name: "postgres",
+        url,
+    })
+}
+
+pub fn sqlite() -> Db {
+    let dir = tempfile::tempdir().unwrap().keep();
+    Db {
+        name: "sqlite",
+        url: format!("sqlite:{}", dir.join("test.db").display()),
+    }
+}
+
+impl Db {
+    pub fn is(&self, name: &str) -> bool {
+        self.name == name
+    }
+
+    /// Runs statements (separated by `;`).
+    pub async fn exec(&self, sql: &str) {
+        match self.name {
+            "postgres" => {
+                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                c.execute(sqlx::raw_sql(sql)).await.unwrap();
+            }
+            "mariadb" => {
+                let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                c.execute(sqlx::raw_sql(sql)).await.unwrap();
+            }
+            _ => {
+                let opts: sqlx::sqlite::SqliteConnectOptions = self
+                    .url
+                    .parse::<sqlx::sqlite::SqliteConnectOptions>()
+                    .unwrap()
+                    .create_if_missing(true);
+                let mut c = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+                c.execute(sqlx::raw_sql(sql)).await.unwrap();
+            }
+        }
+    }
+
+    /// The first column of every row of `sql`, as text (NULL as `NULL`).
+    pub async fn strings(&self, sql: &str) -> Vec<String> {
+        fn text<R: Row>(r: &R) -> String
+        where
+            for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+            usize: sqlx::ColumnIndex<R>,
+        {
+            r.get::<Option<String>, _>(0)
+                .unwrap_or_else(|| "NULL".into())
+        }
+        match self.name {
+            "postgres" => {
+                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                c.fetch_all(sql).await.unwrap().iter().map(text).collect()
+            }
+            "mariadb" => {
+                let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                c.fetch_all(sql).await.unwrap().iter().map(text).collect()
+            }
+            _ => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                c.fetch_all(sql).await.unwrap().iter().map(text).collect()
+            }
+        }
+    }
+
+    /// `SELECT COUNT(*)` as a number.
+    pub async fn count(&self, table: &str) -> usize {
+        let v = self
+            .strings(&format!("SELECT CAST(COUNT(*) AS CHAR(20)) FROM {table}"))
+            .await;
+        v[0].trim().parse().unwrap()
+    }
+
+    /// The auto-increment primary-key column type.
+    pub fn serial(&self) -> &'static str {
+        match self.name {
+            "postgres" => "BIGSERIAL PRIMARY KEY",
+            "mariadb" => "BIGINT AUTO_INCREMENT PRIMARY KEY",
+            _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! The SQL sink against PostgreSQL and MariaDB from `dev/services`, and SQLite files.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{databases, postgres, sqlite, Db};
+use rivus_connector_jdbc::{JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
+use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_core::prelude::*;
+use rivus_core::Restored;
+use rivus_testkit::services::unique_name;
+use rivus_testkit::suite::{SinkExternal, SinkSuite};
+use rivus_testkit::VecSource;
+use serde_json::{json, Value};
+
+struct TableCtx {
+    db: Db,
+    table: String,
+    exactly_once: bool,
+}
+
+#[async_trait]
+impl SinkExternal for TableCtx {
+    type Record = Value;
+    type Sink = JdbcSink<Value>;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.table = unique_name("suite").replace('-', "_");
+        self.db
+            .exec(&format!(
+                "CREATE TABLE {} (seq {}, v VARCHAR(64) NOT NULL CHECK (v <> 'reject-me'))",
+                self.table,
+                self.db.serial()
+            ))
+            .await;
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSink<Value> {
+        JdbcSink::builder(&self.db.url, &self.table)
+            .columns(["v"])
+            .batch_size(100)
+            .exactly_once(self.exactly_once)
+            .transaction_prefix(&self.table)
+            .error_policy(policy)
+            .build_json()
+            .unwrap()
+    }
+
+    fn to_record(test: &str) -> Value {
+        json!({ "v": test })
+    }
+
+    fn bad_record() -> Option<Value> {
+        Some(json!({ "v": "reject-me" }))
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        Ok(self
+            .db
+            .strings(&format!("SELECT v FROM {} ORDER BY seq", self.table))
+            .await)
+    }
+
+    fn preserves_order(&self) -> bool {
+        // Two batches in flight may commit in either order; one transaction at a time may not.
+        self.exactly_once
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
+    for db in databases() {
+        let mut suite = SinkSuite::new(TableCtx {
+            db: db.clone(),
+            table: String::new(),
+            exactly_once: false,
+        })
+        .records_per_split(200);
+        if let Err(f) = suite.run_all().await {
+            panic!("{}: {f}", db.name);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite_exactly_once_on_postgres() {
+    let Some(db) = postgres() else { return };
+    let mut suite = SinkSuite::new(TableCtx {
+        db,
+        table: String::new(),
+        exactly_once: true,
+    })
+    .records_per_split(200);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+/// `(op, id, qty)`: `w` writes, `d` deletes.
+type Op = (char, i64, i64);
+
+async fn run_ops(db: &Db, table: &str, ops: Vec<Op>, exactly_once: bool) -> JobSummary {
+    let splits = Arc::new(vec![ops]);
+    let sink = JdbcSink::builder(&db.url, table)
+        .mode(WriteMode::Upsert)
+        .batch_size(64)
+        .exactly_once(exactly_once)
+        .transaction_prefix(table)
+        .build(|(op, id, qty): &Op| {
+            let row = json!({"id": id, "name": format!("n{id}"), "qty": qty});
+            let Value::Object(row) = row else {
+                unreachable!()
+            };
+            Ok(if *op == 'd' {
+                RowChange::Delete(row)
+            } else {
+                RowChange::Write(row)
+            })
+        })
+        .unwrap();
+    Pipeline::new(format!("ops-{table}"))
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(30),
+            Arc::new(MemoryStateBackend::new()),
+        ))
+        .batch_size(50)
+        .source("ops", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
+        .sink("table", 1, move |_| sink.clone())
+        .unwrap()
+        .run()
+        .await
+        .unwrap()
+}
+
+fn ops_and_expectation() -> (Vec<Op>, Vec<String>) {
+    let mut ops: Vec<Op> = (1..=300).map(|i| ('w', i, i)).collect();
+    // Rewrites (several of the same key in one batch), then deletes, then a re-insert.
+    for round in 0..3 {
+        ops.extend((1..=100).map(|i| ('w', i, i * 10 + round)));
+    }
+    ops.extend((250..=300).map(|i| ('d', i, 0)));
+    ops.push(('w', 300, 3000));
+    let mut expected: Vec<String> = (1..=249)
+        .map(|i: i64| {
+            let qty = if i <= 100 { i * 10 + 2 } else { i };
+            format!("{i}:{qty}")
+        })
+        .collect();
+    expected.push("300:3000".into());
+    (ops, expected)
+}
+
+async fn table_state(db: &Db, table: &str) -> Vec<String> {
+    db.strings(&format!(
+        "SELECT CAST(id AS CHAR(12)) || ':' || CAST(qty AS CHAR(12)) FROM {table} ORDER BY id"
+    ))
+    .await
+    .into_iter()
+    .map(|s| s.replace(' ', ""))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upserts_and_deletes_leave_the_last_state_on_every_database() {
+    for db in databases() {
+        let table = unique_name("upsert").replace('-', "_");
+        db.exec(&format!(
+            "CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(40), qty BIGINT)"
+        ))
+        .await;
+        if db.is("mariadb") {
+            db.exec("SET GLOBAL sql_mode = CONCAT(@@sql_mode, ',PIPES_AS_CONCAT')")
+                .await;
+        }
+        let (ops, expected) = ops_and_expectation();
+        let summary = run_ops(&db, &table, ops.clone(), false).await;
+        assert_eq!(summary.records_written, ops.len() as u64, "{}", db.name);
+        let got = table_state(&db, &table).await;
+        assert_eq!(got.len(), expected.len(), "{}: row count", db.name);
+        assert!(got == expected, "{}: table differs", db.name);
+    }
+}
+
+/// Consecutive checkpoints upsert the same keys: checkpoint N+1's writes wait on the row
+/// locks of N's prepared transaction until it is committed, which must happen off the sink's
+/// own task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_upserts_of_the_same_keys_across_checkpoints_do_not_deadlock() {
+    let Some(db) = postgres() else { return };
+    let table = unique_name("eo_upsert").replace('-', "_");
+    db.exec(&format!(
+        "CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(40), qty BIGINT)"
+    ))
+    .await;
+    let mut ops: Vec<Op> = Vec::new();
+    for round in 0..200 {
+        ops.extend((1..=10).map(|i| ('w', i, round)));
+    }
+    let run = run_ops(&db, &table, ops, true);
+    let summary = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the job finished (no lock wait on its own prepared transaction)");
+    assert!(summary.checkpoints_completed >= 2, "{summary:?}");
+    let expected: Vec<String> = (1..=10).map(|i| format!("{i}:199")).collect();
+    assert_eq!(table_state(&db, &table).await, expected);
+    let left = db
+        .strings(&format!(
+            "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '{table}:%'"
+        ))
+        .await;
+    assert!(left.is_empty(), "prepared transactions left: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_rows_go_to_the_error_policy_and_the_rest_is_kept() {
+    for db in databases() {
+        let table = unique_name("refused").replace('-', "_");
+        db.exec(&format!(
+            "CREATE TABLE {table} (id INT PRIMARY KEY, qty INT NOT NULL, \
+             code VARCHAR(8) CHECK (length(code) <= 3))"
+        ))
+        .await;
+        let rows: Vec<Value> = (1..=50)
+            .map(|i| match i {
+                30 => json!({"id": i, "qty": null, "code": "ok"}),
+                40 => json!({"id": i, "qty": i, "code": "toolong"}),
+                45 => json!({"id": i, "qty": "abc", "code": "ok"}),
+                _ => json!({"id": i, "qty": i, "code": "ok"}),
+            })
+            .chain([json!({"id": 20, "qty": 1, "code": "dup"})])
+            .chain([json!({"id": 51, "qty": 51, "extra": 1})])
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let dlq_path = dir.path().join("letters.jsonl");
+        let dlq = Arc::new(FileDeadLetterQueue::open(&dlq_path).await.unwrap());
+        let sink = JdbcSink::builder(&db.url, &table)
+            .batch_size(100)
+            .error_policy(ErrorPolicy::DeadLetter(dlq))
+            .build_json()
+            .unwrap();
+        let splits = Arc::new(vec![rows]);
+        Pipeline::new(format!("refused-{table}"))
+            .source("rows", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
+            .sink("table", 1, move |_| sink.clone())
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+        let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
+        let mut by_id: Vec<(String, String)> = letters
+            .iter()
+            .map(|l| (l.position.clone(), l.reason.clone()))
+            .collect();
+        by_id.sort();
+        assert_eq!(letters.len(), 5, "{}: {by_id:?}", db.name);
+        let find = |id: &str| {
+            letters
+                .iter()
+                .find(|l| l.position.contains(&format!("\"id\":{id}")))
+                .unwrap_or_else(|| panic!("{}: no letter for id {id}: {by_id:?}", db.name))
+        };
+        let l = find("30");
+        assert!(
+            l.reason.to_lowercase().contains("qty"),
+            "{}: {}",
+            db.name,
+            l.reason
+        );
+        let l = find("45");
+        assert!(
+            l.reason.contains("column `qty`: expected an integer"),
+            "{}: {}",
+            db.name,
+            l.reason
+        );
+        let l = find("40");
+        assert!(l.position.contains(&table), "{}", l.position);
+        let l = find("20");
+        let payload: Value = serde_json::from_slice(&l.payload).unwrap();
+        assert_eq!(
+            payload["code"], "dup",
+            "{}: the refused record is kept",
+            db.name
+        );
+        let l = find("51");
+        assert!(
+            l.reason.contains("field `extra`"),
+            "{}: {}",
+            db.name,
+            l.reason
+        );
+        assert_eq!(
+            db.count(&table).await,
+            47,
+            "{}: the other rows are written",
+            db.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_methods_write_every_type() {
+    let Some(db) = postgres() else { return };
+    for method in [PgMethod::Values, PgMethod::Unnest, PgMethod::Copy] {
+        let table = unique_name("types").replace('-', "_");
+        db.exec(&format!(
+            "CREATE TABLE {table} (id BIGINT PRIMARY KEY, at TIMESTAMPTZ, amount NUMERIC(10,2), \
+             doc JSONB, flag BOOLEAN, raw BYTEA, note TEXT, f DOUBLE PRECISION, small SMALLINT)"
+        ))
+        .await;
+        let rows: Vec<Value> = (0..3000)
+            .map(|i| {
+                json!({
+                    "id": i,
+                    "at": format!("2024-01-01T00:00:{:02}Z", i % 60),
+                    "amount": format!("{}.25", i),
+                    "doc": {"k": format!("v{i}"), "n": i},
+                    "flag": i % 2 == 0,
+                    "raw": "a,\"b\"\n",
+                    "note": if i % 3 == 0 { Value::Null } else { json!(format!("say \"{i}\", ok")) },
+                    "f": i as f64 / 4.0,
+                    "small": i % 100,
+                })
+            })
+            .collect();
+        let sink = JdbcSink::builder(&db.url, &table)
+            .postgres_method(method)
+            .batch_size(1000)
+            .build_json()
+            .unwrap();
+        let splits = Arc::new(vec![rows]);
+        Pipeline::new(format!("types-{table}"))
+            .source("rows", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
+            .sink("table", 1, move |_| sink.clone())
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(db.count(&table).await, 3000, "{method:?}");
+        let row = db
+            .strings(&format!(
+                "SELECT concat_ws('|', to_char(at AT TIME ZONE 'UTC', 'SS'), amount, doc->>'k', \
+                 flag, encode(raw, 'escape'), coalesce(note, 'NULL'), f, small) \
+                 FROM {table} WHERE id IN (7, 9) ORDER BY id"
+            ))
+            .await;
+        assert_eq!(
+            row,
+            [
+                "07|7.25|v7|f|a,\"b\"\n|say \"7\", ok|1.75|7",
+                "09|9.25|v9|f|a,\"b\"\n|NULL|2.25|9"
+            ],
+            "{method:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_configuration_is_refused_with_the_field_path() {
+    let lite = sqlite();
+    lite.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        .await;
+    let open_err = |mut sink: JdbcSink<Value>| async move {
+        let ctx = RuntimeContext::new("job", "sink", 0, 1, None);
+        let e = sink.open(&ctx).await.unwrap_err().to_string();
+        let _ = sink.close().await;
+        e
+    };
+    let e = open_err(
+        JdbcSink::builder(&lite.url, "missing")
+            .build_json()
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        e.contains("sink.jdbc.table") && e.contains("does not exist"),
+        "{e}"
+    );
+    let sink = JdbcSink::builder(&lite.url, "t")
+        .columns(["id", "nope"])
+        .build_json()
+        .unwrap();
+    let e = open_err(sink).await;
+    assert!(
+        e.contains("sink.jdbc.columns[1]") && e.contains("nope"),
+        "{e}"
+    );
+    let e = JdbcSink::builder(&lite.url, "t")
+        .exactly_once(true)
+        .build_json()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sink.jdbc.exactly_once"), "{e}");
+    let e = JdbcSink::builder(&lite.url, "t")
+        .postgres_method(PgMethod::Copy)
+        .mode(WriteMode::Upsert)
+        .build_json()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sink.jdbc.postgres_method"), "{e}");
+    let e = JdbcSink::builder("jdbc:oracle:thin:@h", "t")
+        .build_json()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sink.jdbc.url"), "{e}");
+    // A password never shows, in errors or Debug output.
+    let secret = "postgres://rivus:supersecret@127.0.0.1:1/rivus";
+    let sink = JdbcSink::builder(secret, "t")
+        .timeout(Duration::from_millis(300))
+        .build_json()
+        .unwrap();
+    assert!(!format!("{sink:?}").contains("supersecret"));
+    let e = open_err(sink).await;
+    assert!(
+        e.contains("connecting") && !e.contains("supersecret"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_transactions_of_an_earlier_run_are_committed_or_rolled_back() {
+    let Some(db) = postgres() else { return };
+    let table = unique_name("recover").replace('-', "_");
+    db.exec(&format!("CREATE TABLE {table} (id INT PRIMARY KEY)"))
+        .await;
+    // A crashed run left checkpoint 5 (stored) and 6 (never stored) prepared, and an old
+    // subtask 3 of a run with more parallelism left checkpoint 5 prepared too.
+    for (id, gid) in [(1, "0:5"), (2, "0:6"), (3, "3:5"), (4, "1:5")] {
+        db.exec(&format!(
+            "BEGIN; INSERT INTO {table} VALUES ({id}); PREPARE TRANSACTION '{table}:{gid}'"
+        ))
+        .await;
+    }
+    let mut sink = JdbcSink::builder(&db.url, &table)
+        .exactly_once(true)
+        .transaction_prefix(&table)
+        .build_json()
+        .unwrap();
+    let state = |gids: &[&str]| {
+        Some(JdbcSinkState {
+            prepared: gids.iter().map(|g| format!("{table}:{g}")).collect(),
+        })
+    };
+    // Subtask 0 of 3 now; the old run had 4 subtasks. Subtask 0 owns old 0 and 3.
+    let restored = Restored::from_checkpoint(
+        "table",
+        0,
+        3,
+        5,
+        vec![state(&["0:5"]), state(&["1:5"]), None, state(&["3:5"])],
+    );
+    sink.initialize_state(restored).await.unwrap();
+    sink.open(&RuntimeContext::new("job", "table", 0, 3, Some(5)))
+        .await
+        .unwrap();
+    sink.close().await.unwrap();
+    let ids = db
+        .strings(&format!("SELECT CAST(id AS TEXT) FROM {table} ORDER BY id"))
+        .await;
+    assert_eq!(ids, ["1", "3"], "0:5 and 3:5 committed, 0:6 rolled back");
+    let left = db
+        .strings(&format!(
+            "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '{table}:%' ORDER BY gid"
+        ))
+        .await;
+    assert_eq!(
+        left,
+        [format!("{table}:1:5")],
+        "subtask 1's is left to subtask 1"
+    );
+    db.exec(&format!("ROLLBACK PREPARED '{table}:1:5'")).await;
+}
