@@ -415,11 +415,18 @@ impl<T: Send + 'static> SourceFunction for JdbcSource<T> {
     }
 
     /// Positions are keyed by split, so any parallelism can take over any split: every
-    /// subtask keeps the union and reads the splits it now owns.
+    /// subtask keeps the positions of the splits it now owns (split `k` → subtask
+    /// `k % parallelism`), whichever old subtask stored them.
     fn restore_state(&mut self, restored: Restored<JdbcSourceState>) -> Result<JdbcSourceState> {
+        let (me, p) = (restored.subtask, restored.parallelism.max(1));
         let mut state = JdbcSourceState::default();
         for s in restored.previous.into_iter().flatten() {
-            state.splits.extend(s.splits);
+            for (id, position) in s.splits {
+                let k: Option<usize> = id.get(1..).and_then(|k| k.parse().ok());
+                if k.is_some_and(|k| k % p == me) {
+                    state.splits.insert(id, position);
+                }
+            }
         }
         Ok(state)
     }

@@ -1,0 +1,267 @@
+//! The SQL source against PostgreSQL and MariaDB from `dev/services`, and SQLite files.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{databases, Db};
+use rivus_connector_jdbc::{JdbcSource, Row};
+use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+use rivus_testkit::services::unique_name;
+use rivus_testkit::suite::{SourceExternal, SourceSuite};
+use rivus_testkit::{TransactionalSink, TxnStore};
+
+fn v_of(row: Row) -> Result<String, SchemaError> {
+    let id = row.get("id").map(|v| v.to_string()).unwrap_or_default();
+    row.get("v")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| SchemaError::new("row", format!("id {id}"), "column `v` is not text"))
+}
+
+struct TablesCtx {
+    db: Db,
+    tables: Vec<String>,
+}
+
+#[async_trait]
+impl SourceExternal for TablesCtx {
+    type Source = JdbcSource<String>;
+
+    async fn prepare(&mut self, splits: usize) -> Result<()> {
+        self.tables = (0..splits)
+            .map(|_| unique_name("src").replace('-', "_"))
+            .collect();
+        for t in &self.tables {
+            self.db
+                .exec(&format!(
+                    "CREATE TABLE {t} (id {}, v VARCHAR(64))",
+                    self.db.serial()
+                ))
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
+        for chunk in records.chunks(500) {
+            let values: Vec<String> = chunk.iter().map(|r| format!("('{r}')")).collect();
+            self.db
+                .exec(&format!(
+                    "INSERT INTO {} (v) VALUES {}",
+                    self.tables[split],
+                    values.join(", ")
+                ))
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn write_bad(&mut self, split: usize) -> Result<bool> {
+        self.db
+            .exec(&format!(
+                "INSERT INTO {} (v) VALUES (NULL)",
+                self.tables[split]
+            ))
+            .await;
+        Ok(true)
+    }
+
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSource<String> {
+        let mut b = JdbcSource::builder(&self.db.url);
+        for t in &self.tables {
+            b = b.query(format!("SELECT id, v FROM {t}"));
+        }
+        b.track_by(["id"])
+            .continuous(Duration::from_millis(50))
+            .fetch_size(100)
+            .error_policy(policy)
+            .build(v_of)
+            .unwrap()
+    }
+
+    fn to_test_record(record: &String) -> String {
+        record.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continuous_source_passes_the_conformance_suite_on_every_database() {
+    for db in databases() {
+        let mut suite = SourceSuite::new(TablesCtx {
+            db: db.clone(),
+            tables: vec![],
+        })
+        .records_per_split(200);
+        if let Err(f) = suite.run_all().await {
+            panic!("{}: {f}", db.name);
+        }
+    }
+}
+
+async fn numbers_table(db: &Db, n: u64) -> String {
+    let table = unique_name("nums").replace('-', "_");
+    if db.is("mariadb") {
+        db.exec("SET GLOBAL max_recursive_iterations = 1000000")
+            .await;
+    }
+    db.exec(&format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v VARCHAR(20)); \
+         INSERT INTO {table} (id, v) WITH RECURSIVE s(n) AS \
+         (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < {n}) SELECT n, 'x' FROM s"
+    ))
+    .await;
+    table
+}
+
+fn id_of(row: Row) -> Result<u64, SchemaError> {
+    row.get("id")
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| SchemaError::new("row", "?", "no id"))
+}
+
+/// Ranges of the id split over 3 subtasks; every row once; positions checkpointed so a failed
+/// run resumes without reading everything again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_source_reads_every_row_once_and_resumes_from_its_checkpoint() {
+    let n = 6000u64;
+    for db in databases() {
+        let table = numbers_table(&db, n).await;
+        let source = JdbcSource::builder(&db.url)
+            .table(&table)
+            .track_by(["id"])
+            .bounded(None, None, 7)
+            .fetch_size(250)
+            .build(id_of)
+            .unwrap();
+        let backend = MemoryStateBackend::new();
+        let store = TxnStore::<u64>::new();
+        let run = |kill: Option<usize>| {
+            let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            Pipeline::new(format!("bounded-{table}"))
+                .checkpointing(CheckpointConfig::new(
+                    Duration::from_millis(5),
+                    Arc::new(backend.clone()),
+                ))
+                // Small batches and channels: the reading takes long enough for checkpoints
+                // to complete before the injected failure.
+                .batch_size(50)
+                .channel_capacity(2)
+                .source("sql", 3, |_| source.clone())
+                .sink("txn", 1, |i| {
+                    let s = TransactionalSink::new(store.clone(), i);
+                    match kill {
+                        Some(k) => s.fail_after(k, Arc::clone(&received)),
+                        None => s,
+                    }
+                })
+                .unwrap()
+                .run()
+        };
+        assert!(
+            run(Some(3000)).await.is_err(),
+            "{}: injected failure",
+            db.name
+        );
+        let summary = run(None).await.unwrap();
+        assert!(summary.restored_from.is_some(), "{}: restored", db.name);
+        assert!(
+            summary.records_read < n,
+            "{}: did not read everything again ({})",
+            db.name,
+            summary.records_read
+        );
+        let mut got = store.committed();
+        got.sort();
+        assert!(
+            got == (1..=n).collect::<Vec<_>>(),
+            "{}: {} rows committed",
+            db.name,
+            got.len()
+        );
+    }
+}
+
+/// Rows tracked by a non-unique timestamp and a tie-breaking id: rows sharing a timestamp
+/// across page boundaries are neither skipped nor repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tracking_columns_page_through_equal_timestamps() {
+    for db in databases() {
+        let table = unique_name("ts").replace('-', "_");
+        let ts_type = if db.is("postgres") {
+            "TIMESTAMPTZ"
+        } else {
+            "DATETIME"
+        };
+        db.exec(&format!(
+            "CREATE TABLE {table} (id INT PRIMARY KEY, at {ts_type}, v VARCHAR(10))"
+        ))
+        .await;
+        let rows: Vec<String> = (1..=95)
+            .map(|i| format!("({i}, '2024-05-01 10:00:{:02}', 'r{i}')", (95 - i) / 10))
+            .collect();
+        db.exec(&format!("INSERT INTO {table} VALUES {}", rows.join(", ")))
+            .await;
+        let source = JdbcSource::builder(&db.url)
+            .table(&table)
+            .track_by(["at", "id"])
+            .continuous(Duration::from_millis(20))
+            .fetch_size(7)
+            .build(v_of)
+            .unwrap();
+        let store = TxnStore::<String>::new();
+        let job = Pipeline::new(format!("ts-{table}"))
+            .checkpointing(CheckpointConfig::new(
+                Duration::from_millis(20),
+                Arc::new(MemoryStateBackend::new()),
+            ))
+            .source("sql", 1, |_| source.clone())
+            .sink("txn", 1, |i| TransactionalSink::new(store.clone(), i))
+            .unwrap();
+        let handle = job.handle();
+        let running = tokio::spawn(job.run());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while store.committed().len() < 95 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        handle.stop();
+        running.await.unwrap().unwrap();
+        let got = store.committed();
+        // Ordered by (at, id): the highest ids carry the earliest timestamps.
+        let mut expected: Vec<(i32, i32)> = (1..=95).map(|i| ((95 - i) / 10, i)).collect();
+        expected.sort();
+        let expected: Vec<String> = expected.iter().map(|(_, i)| format!("r{i}")).collect();
+        assert_eq!(got, expected, "{}", db.name);
+    }
+}
+
+#[test]
+fn source_configuration_is_checked() {
+    let e = JdbcSource::builder("sqlite:x.db")
+        .track_by(["id"])
+        .build_json()
+        .unwrap_err();
+    assert!(e.to_string().contains("source.jdbc.query"), "{e}");
+    let e = JdbcSource::builder("sqlite:x.db")
+        .table("t")
+        .build_json()
+        .unwrap_err();
+    assert!(e.to_string().contains("source.jdbc.track_by"), "{e}");
+    let e = JdbcSource::builder("sqlite:x.db")
+        .table("t")
+        .track_by(["id"])
+        .bounded(Some(10), Some(1), 2)
+        .build_json()
+        .unwrap_err();
+    assert!(e.to_string().contains("source.jdbc.lower"), "{e}");
+    let e = JdbcSource::builder("redis://x")
+        .table("t")
+        .track_by(["id"])
+        .build_json()
+        .unwrap_err();
+    assert!(e.to_string().contains("source.jdbc.url"), "{e}");
+}
