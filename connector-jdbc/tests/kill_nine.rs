@@ -1,0 +1,74 @@
+//! Numbers → PostgreSQL exactly-once in a separate process, killed with SIGKILL several times
+//! mid-stream and restarted: the table holds every number exactly once.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rivus_testkit::process::example_binary;
+use rivus_testkit::services::unique_name;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_dash_nine_numbers_to_postgres_exactly_once() {
+    let Some(db) = common::postgres() else { return };
+    let example = example_binary("rivus-connector-jdbc", "sequence_to_table");
+    let table = unique_name("kill").replace('-', "_");
+    // No key: a duplicate would be a second row, not an error.
+    db.exec(&format!("CREATE TABLE {table} (id BIGINT NOT NULL)"))
+        .await;
+    let n = 1_500_000u64;
+    let state = std::env::temp_dir().join(unique_name("jdbc-kill"));
+    let spawn = || -> Child {
+        Command::new(&example)
+            .args([
+                db.url.as_str(),
+                table.as_str(),
+                &n.to_string(),
+                state.to_str().unwrap(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut mid_stream = 0;
+    for wait_ms in [500u64, 400, 600] {
+        let mut child = spawn();
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job was still running"
+        );
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let written = db.count(&table).await as u64;
+        mid_stream += (written > 0 && written < n) as usize;
+    }
+    assert!(
+        mid_stream >= 2,
+        "killed mid-stream ({mid_stream} of 3 kills)"
+    );
+    let mut child = spawn();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the last run ends by itself");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "the last run succeeded");
+    let summary = db
+        .strings(&format!(
+            "SELECT concat_ws(',', count(*), count(DISTINCT id), min(id), max(id)) FROM {table}"
+        ))
+        .await;
+    assert_eq!(summary, [format!("{n},{n},0,{}", n - 1)]);
+    let left = db
+        .strings(&format!(
+            "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '{table}:%'"
+        ))
+        .await;
+    assert!(left.is_empty(), "prepared transactions left: {left:?}");
+}
