@@ -146,7 +146,11 @@ impl Conn {
     }
 
     /// Runs `sql` with `values` bound in order; returns the rows affected.
-    pub async fn execute(&mut self, sql: &str, values: &[SqlValue]) -> Result<u64, sqlx::Error> {
+    pub async fn execute<'v>(
+        &mut self,
+        sql: &str,
+        values: impl IntoIterator<Item = &'v SqlValue>,
+    ) -> Result<u64, sqlx::Error> {
         Ok(match self {
             Conn::Pg(c) => bind_values!(sqlx::query(sql), values)
                 .execute(&mut **c)

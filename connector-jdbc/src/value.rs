@@ -107,6 +107,15 @@ impl SqlValue {
         })
     }
 
+    /// Like [`convert`](SqlValue::convert), taking the value (text is moved, not copied).
+    pub fn convert_owned(v: Value, class: Class) -> Result<Self, (String, Value)> {
+        match (class, v) {
+            (Class::Text | Class::Any, Value::String(s)) => Ok(SqlValue::Text(Some(s))),
+            (Class::Bytes, Value::String(s)) => Ok(SqlValue::Bytes(Some(s.into_bytes()))),
+            (class, v) => Self::convert(&v, class).map_err(|e| (e, v)),
+        }
+    }
+
     /// Back to JSON (for dead letters and error messages).
     pub fn to_json(&self) -> Value {
         match self {

@@ -83,11 +83,18 @@ async fn postgres_restart_mid_stream_loses_nothing() {
         .unwrap();
     let after = count(&db, &table).await;
     wait_for(after + 5000).await;
-    assert!(!running.is_finished(), "the job kept running through the restart");
+    assert!(
+        !running.is_finished(),
+        "the job kept running through the restart"
+    );
     handle.stop();
     let summary = running.await.unwrap().unwrap();
     let n = summary.records_read;
     assert_eq!(emitted.load(Ordering::Relaxed), n);
     // Ids are the sequence numbers: every emitted record is one row.
-    assert_eq!(count(&db, &table).await as u64, n, "all {n} emitted records are rows");
+    assert_eq!(
+        count(&db, &table).await as u64,
+        n,
+        "all {n} emitted records are rows"
+    );
 }

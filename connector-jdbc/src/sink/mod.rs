@@ -4,7 +4,7 @@
 mod prepared;
 mod writer;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -220,7 +220,6 @@ struct Open {
     processor: BulkProcessor<Change>,
     writer: Arc<Writer>,
     handler: ErrorHandler,
-    index: HashMap<String, usize>,
     prepared: Option<Arc<Prepared>>,
     committer: Option<tokio::task::JoinHandle<()>>,
     completed: CompletedCheckpoints,
@@ -367,11 +366,12 @@ impl<T: Send + 'static> JdbcSink<T> {
         self.open.as_ref().ok_or(Error::Closed("jdbc sink"))
     }
 
-    /// `row` as values in the plan's column order, or what is wrong with it.
+    /// `row` as values in the plan's column order, or what is wrong with it (with the record,
+    /// rebuilt, for the dead letter).
     fn to_change(&self, change: RowChange) -> std::result::Result<Change, (String, Row)> {
         let open = self.open.as_ref().expect("called after open");
         let plan = &open.writer.plan;
-        let (delete, row) = match change {
+        let (delete, mut row) = match change {
             RowChange::Write(r) => (false, r),
             RowChange::Delete(r) => (true, r),
         };
@@ -381,22 +381,38 @@ impl<T: Send + 'static> JdbcSink<T> {
                 row,
             ));
         }
-        if !self.settings.ignore_unknown {
-            if let Some(f) = row.keys().find(|f| !open.index.contains_key(*f)) {
-                return Err((format!("field `{f}` names no column of the table"), row));
-            }
-        }
         let mut values = Vec::with_capacity(plan.columns.len());
+        // Fields are taken out of the row as they are converted: what is left names no column.
+        let restore = |values: Vec<SqlValue>, mut row: Row| {
+            for (c, v) in plan.columns.iter().zip(values) {
+                row.insert(c.name.clone(), v.to_json());
+            }
+            row
+        };
         for (i, c) in plan.columns.iter().enumerate() {
-            let v = match row.get(&c.name) {
-                Some(v) => SqlValue::convert(v, c.class)
-                    .map_err(|e| (format!("column `{}`: {e}", c.name), row.clone()))?,
+            let v = match row.remove(&c.name) {
+                Some(v) => match SqlValue::convert_owned(v, c.class) {
+                    Ok(v) => v,
+                    Err((e, v)) => {
+                        let reason = format!("column `{}`: {e}", c.name);
+                        let mut row = restore(values, row);
+                        row.insert(c.name.clone(), v);
+                        return Err((reason, row));
+                    }
+                },
                 None if delete && plan.keys.contains(&i) => {
-                    return Err((format!("key field `{}` is missing", c.name), row))
+                    let reason = format!("key field `{}` is missing", c.name);
+                    return Err((reason, restore(values, row)));
                 }
                 None => SqlValue::null(c.class),
             };
             values.push(v);
+        }
+        if !self.settings.ignore_unknown {
+            if let Some(f) = row.keys().next() {
+                let reason = format!("field `{f}` names no column of the table");
+                return Err((reason, restore(values, row)));
+            }
         }
         Ok(Change { delete, values })
     }
@@ -447,11 +463,6 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 )
             })?;
         let (columns, keys) = resolve_columns(&s, &table)?;
-        let index = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.name.clone(), i))
-            .collect();
         let prepared = if s.exactly_once {
             let max: Vec<String> = conn
                 .fetch_text("SELECT current_setting('max_prepared_transactions')", &[])
@@ -532,7 +543,6 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             processor,
             writer,
             handler,
-            index,
             prepared,
             committer,
             completed,

@@ -82,9 +82,8 @@ impl Writer {
         serde_json::to_vec(&row).unwrap_or_default()
     }
 
-    fn key_values<'a>(&self, change: &'a Change) -> impl Iterator<Item = &'a SqlValue> + 'a {
-        let keys = self.plan.keys.clone();
-        keys.into_iter().map(move |k| &change.values[k])
+    fn key_values<'a>(&'a self, change: &'a Change) -> impl Iterator<Item = &'a SqlValue> + 'a {
+        self.plan.keys.iter().map(move |&k| &change.values[k])
     }
 
     /// Runs `items` with the fewest statements: consecutive writes together, consecutive
@@ -111,11 +110,8 @@ impl Writer {
     async fn delete_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
         for chunk in run.chunks(self.plan.max_delete_rows()) {
             let sql = self.plan.delete_sql(chunk.len());
-            let binds: Vec<SqlValue> = chunk
-                .iter()
-                .flat_map(|c| self.key_values(c).cloned().collect::<Vec<_>>())
-                .collect();
-            conn.execute(&sql, &binds).await?;
+            let binds = chunk.iter().flat_map(|c| self.key_values(c));
+            conn.execute(&sql, binds).await?;
         }
         Ok(())
     }
@@ -149,8 +145,8 @@ impl Writer {
     async fn values_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
         for chunk in run.chunks(self.plan.max_rows) {
             let sql = self.plan.write_sql(chunk.len());
-            let binds: Vec<SqlValue> = chunk.iter().flat_map(|c| c.values.clone()).collect();
-            conn.execute(&sql, &binds).await?;
+            conn.execute(&sql, chunk.iter().flat_map(|c| &c.values))
+                .await?;
         }
         Ok(())
     }
