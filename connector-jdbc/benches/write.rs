@@ -168,7 +168,9 @@ async fn main() {
         ("sqlite VALUES", sqlite, Method::Values),
     ];
     println!("{n} rows of ~90 B per round, batches of {BATCH}, one batch in flight");
-    for (name, url, method) in &targets {
+    // RIVUS_BENCH_ONLY=sqlite runs the targets whose name contains it.
+    let only = std::env::var("RIVUS_BENCH_ONLY").unwrap_or_default();
+    for (name, url, method) in targets.iter().filter(|t| t.0.contains(&only)) {
         for round in 1..=3 {
             let r = raw(url, n, *method).await;
             let s = rivus(url, n, *method).await;

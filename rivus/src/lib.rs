@@ -1,5 +1,5 @@
 //! The `rivus` facade: re-exports [`rivus_core`] and, behind one feature flag each, the
-//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`) as they land.
+//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`).
 
 pub use rivus_core::*;
 
@@ -21,3 +21,7 @@ pub use rivus_connector_rabbitmq as rabbitmq;
 /// The Redis connector (feature `redis`).
 #[cfg(feature = "redis")]
 pub use rivus_connector_redis as redis;
+
+/// The SQL connector: PostgreSQL, MySQL/MariaDB, SQLite (feature `jdbc`).
+#[cfg(feature = "jdbc")]
+pub use rivus_connector_jdbc as jdbc;

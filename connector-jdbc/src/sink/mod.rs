@@ -97,8 +97,10 @@ impl JdbcSinkBuilder {
     }
 
     /// Batching: rows per batch (`max_actions`, default 1000), bytes, interval (default
-    /// 200 ms), batches in flight (default 2; 1 for SQLite and in exactly-once mode) and the
-    /// backoff for retries after lost connections.
+    /// 200 ms), batches in flight (default 2; always 1 for SQLite, upserts and exactly-once,
+    /// where batches must land in order) and the backoff for retries after lost connections.
+    /// In insert mode with more than one batch in flight, batches may commit out of order:
+    /// send deletes with upsert mode.
     pub fn bulk(mut self, bulk: BulkConfig) -> Self {
         self.s.bulk = bulk;
         self
@@ -188,7 +190,9 @@ impl JdbcSinkBuilder {
         mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSink<T>> {
         let dialect = self.validate()?;
-        if dialect == Dialect::Sqlite || self.s.exactly_once {
+        // SQLite has one writer; a transaction spans a checkpoint; upserts must land in order
+        // (two batches in flight may commit in either order, and an older value would win).
+        if dialect == Dialect::Sqlite || self.s.exactly_once || self.s.mode == WriteMode::Upsert {
             self.s.bulk.concurrent_requests = 1;
         }
         Ok(JdbcSink {
@@ -417,28 +421,35 @@ impl<T: Send + 'static> JdbcSink<T> {
         Ok(Change { delete, values })
     }
 
-    async fn add(&mut self, value: T) -> Result<()> {
-        let position = |row: &Row| {
-            format!(
-                "table {}, record {}",
-                self.settings.table,
-                crate::value::short(&Value::Object(row.clone()))
-            )
-        };
+    /// The record as a change, or `None` when it went to the error policy.
+    async fn convert(&self, value: T) -> Result<Option<Change>> {
+        let open = self.opened()?;
         let change = match (self.mapper)(&value) {
             Ok(c) => c,
             Err(e) => {
-                let open = self.opened()?;
-                return open.handler.handle(&e.position, &e, &[]).await;
+                open.handler.handle(&e.position, &e, &[]).await?;
+                return Ok(None);
             }
         };
         match self.to_change(change) {
-            Ok(c) => self.opened()?.processor.add(c).await,
+            Ok(c) => Ok(Some(c)),
             Err((reason, row)) => {
-                let open = self.opened()?;
+                let position = format!(
+                    "table {}, record {}",
+                    self.settings.table,
+                    crate::value::short(&Value::Object(row.clone()))
+                );
                 let payload = serde_json::to_vec(&row).unwrap_or_default();
-                open.handler.handle(position(&row), reason, &payload).await
+                open.handler.handle(position, reason, &payload).await?;
+                Ok(None)
             }
+        }
+    }
+
+    async fn add(&mut self, value: T) -> Result<()> {
+        match self.convert(value).await? {
+            Some(c) => self.opened()?.processor.add(c).await,
+            None => Ok(()),
         }
     }
 }
@@ -633,10 +644,13 @@ impl<T: Send + 'static> SinkFunction<T> for JdbcSink<T> {
         if let Some(p) = &self.opened()?.prepared {
             p.check()?;
         }
+        let mut changes = Vec::with_capacity(values.len());
         for v in values {
-            self.add(v).await?;
+            if let Some(c) = self.convert(v).await? {
+                changes.push(c);
+            }
         }
-        Ok(())
+        self.opened()?.processor.add_all(changes).await
     }
 
     /// Flushes; with transactions and no checkpoint ever taken (a job without checkpoints),

@@ -492,14 +492,15 @@ impl<T: Send + 'static> SourceFunction for JdbcSource<T> {
                     return Ok(());
                 }
             }
-            match self.settings.mode {
+            let idle = match self.settings.mode {
                 Mode::Bounded { .. } if open_splits == 0 => return Ok(()),
-                Mode::Continuous { poll } if !read_any => {
-                    if ctx.wait_for(tokio::time::sleep(poll)).await?.is_none() {
-                        return Ok(());
-                    }
+                Mode::Continuous { poll } if !read_any => Some(poll),
+                _ => None,
+            };
+            if let Some(poll) = idle {
+                if ctx.wait_for(tokio::time::sleep(poll)).await?.is_none() {
+                    return Ok(());
                 }
-                _ => {}
             }
         }
     }

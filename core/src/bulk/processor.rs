@@ -144,6 +144,31 @@ impl<R: Send + 'static> BulkProcessor<R> {
         Ok(())
     }
 
+    /// Adds requests in order, taking the buffer's lock once per bulk instead of once per
+    /// request; sends bulks as triggers are reached, like [`add`](BulkProcessor::add).
+    pub async fn add_all(&self, requests: impl IntoIterator<Item = R>) -> Result<()> {
+        self.shared.check_failed()?;
+        let mut requests = requests.into_iter().peekable();
+        while requests.peek().is_some() {
+            let full = {
+                let mut b = self.shared.buffer.lock().unwrap();
+                let mut full = false;
+                while !full {
+                    let Some(r) = requests.next() else { break };
+                    b.bytes += (self.shared.size_of)(&r);
+                    b.items.push(r);
+                    full = self.shared.full(&b);
+                }
+                full
+            };
+            if full {
+                self.shared.dispatch().await;
+                self.shared.check_failed()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Sends what is buffered and waits until no bulk is in flight (flush-on-checkpoint).
     /// Returns the first failure, if one happened.
     pub async fn flush(&self) -> Result<()> {
