@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use rivus_connector_jdbc::{JdbcSink, PgMethod, Row, RowChange};
+use rivus_connector_jdbc::{JdbcSink, PgMethod, RowChange};
 use rivus_core::bulk::BulkConfig;
 use rivus_core::prelude::*;
 use rivus_testkit::services::{unique_name, Service};
@@ -134,12 +134,8 @@ async fn rivus(url: &str, n: u64, method: Method) -> f64 {
             concurrent_requests: 1,
             ..BulkConfig::default()
         })
-        .build(|id: &u64| {
-            let mut row = Row::new();
-            row.insert("id".into(), (*id).into());
-            row.insert("v".into(), TEXT.into());
-            Ok(RowChange::Write(row))
-        })
+        .columns(["id", "v"])
+        .build(|id: &u64| Ok(RowChange::WriteValues(vec![(*id).into(), TEXT.into()])))
         .unwrap();
     let job = Pipeline::new("bench-jdbc")
         .source("seq", 1, |i| {

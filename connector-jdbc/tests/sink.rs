@@ -474,3 +474,49 @@ async fn prepared_transactions_of_an_earlier_run_are_committed_or_rolled_back() 
     );
     db.exec(&format!("ROLLBACK PREPARED '{table}:1:5'")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positional_values_follow_the_configured_columns() {
+    let db = sqlite();
+    db.exec("CREATE TABLE p (id INTEGER PRIMARY KEY, name TEXT, qty INTEGER)")
+        .await;
+    let rows = vec![
+        vec![json!(1), json!(5)],
+        vec![json!(2)],
+        vec![json!(3), json!("many")],
+        vec![json!(4), json!("7")],
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let dlq_path = dir.path().join("letters.jsonl");
+    let dlq = Arc::new(FileDeadLetterQueue::open(&dlq_path).await.unwrap());
+    let sink = JdbcSink::builder(&db.url, "p")
+        .columns(["id", "qty"])
+        .error_policy(ErrorPolicy::DeadLetter(dlq))
+        .build(|v: &Vec<Value>| Ok(RowChange::WriteValues(v.clone())))
+        .unwrap();
+    let splits = Arc::new(vec![rows]);
+    Pipeline::new("positional")
+        .source("rows", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
+        .sink("table", 1, move |_| sink.clone())
+        .unwrap()
+        .run()
+        .await
+        .unwrap();
+    let got = db
+        .strings("SELECT CAST(id AS TEXT) || ':' || CAST(qty AS TEXT) FROM p ORDER BY id")
+        .await;
+    assert_eq!(got, ["1:5", "4:7"]);
+    let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
+    let reasons: Vec<&str> = letters.iter().map(|l| l.reason.as_str()).collect();
+    assert_eq!(letters.len(), 2, "{reasons:?}");
+    assert!(
+        reasons[0].contains("1 values for 2 columns (id, qty)"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains("column `qty`: expected an integer"),
+        "{reasons:?}"
+    );
+    let payload: Value = serde_json::from_slice(&letters[1].payload).unwrap();
+    assert_eq!(payload, json!({"id": 3, "qty": "many"}));
+}

@@ -36,6 +36,10 @@ pub enum RowChange {
     Write(Row),
     /// Delete the row with the key found in these fields.
     Delete(Row),
+    /// Like `Write`, with the values in the order of the sink's columns (the configured
+    /// [`columns`](JdbcSinkBuilder::columns), else the table's): no field names to look up,
+    /// the fastest form.
+    WriteValues(Vec<Value>),
 }
 
 type Mapper<T> = dyn Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync;
@@ -378,6 +382,7 @@ impl<T: Send + 'static> JdbcSink<T> {
         let (delete, mut row) = match change {
             RowChange::Write(r) => (false, r),
             RowChange::Delete(r) => (true, r),
+            RowChange::WriteValues(values) => return self.positional(values),
         };
         if delete && plan.keys.is_empty() {
             return Err((
@@ -444,6 +449,50 @@ impl<T: Send + 'static> JdbcSink<T> {
                 Ok(None)
             }
         }
+    }
+
+    fn positional(&self, values: Vec<Value>) -> std::result::Result<Change, (String, Row)> {
+        let plan = &self.open.as_ref().expect("called after open").writer.plan;
+        let as_row = |values: Vec<Value>| -> Row {
+            plan.columns
+                .iter()
+                .map(|c| c.name.clone())
+                .chain((plan.columns.len()..).map(|i| format!("#{i}")))
+                .zip(values)
+                .collect()
+        };
+        if values.len() != plan.columns.len() {
+            let reason = format!(
+                "{} values for {} columns ({})",
+                values.len(),
+                plan.columns.len(),
+                plan.columns
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Err((reason, as_row(values)));
+        }
+        let mut out = Vec::with_capacity(values.len());
+        let mut values = values.into_iter();
+        for c in &plan.columns {
+            let v = values.next().expect("lengths checked");
+            match SqlValue::convert_owned(v, c.class) {
+                Ok(v) => out.push(v),
+                Err((e, v)) => {
+                    let reason = format!("column `{}`: {e}", c.name);
+                    let mut done: Vec<Value> = out.iter().map(SqlValue::to_json).collect();
+                    done.push(v);
+                    done.extend(values);
+                    return Err((reason, as_row(done)));
+                }
+            }
+        }
+        Ok(Change {
+            delete: false,
+            values: out,
+        })
     }
 
     async fn add(&mut self, value: T) -> Result<()> {
