@@ -1,6 +1,6 @@
-//! PostgreSQL stops and starts again mid-stream (alone in this file: no other test runs while
-//! the server is down). The sink retries through the outage on new connections and loses
-//! nothing.
+//! PostgreSQL, then MariaDB, stops and starts again mid-stream (alone in this file: no other
+//! test runs while a server is down). The sink retries through the outage on new connections
+//! and loses nothing.
 
 mod common;
 
@@ -20,8 +20,18 @@ async fn count(db: &common::Db, table: &str) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_restart_mid_stream_loses_nothing() {
-    let Some(db) = common::postgres() else { return };
+async fn database_restart_mid_stream_loses_nothing() {
+    for db in common::databases() {
+        let service = match db.name {
+            "postgres" => "postgres",
+            "mariadb" => "mariadb",
+            _ => continue,
+        };
+        restart_mid_stream(db, service).await;
+    }
+}
+
+async fn restart_mid_stream(db: common::Db, service: &'static str) {
     let table = unique_name("restart").replace('-', "_");
     db.exec(&format!("CREATE TABLE {table} (id BIGINT PRIMARY KEY)"))
         .await;
@@ -46,7 +56,7 @@ async fn postgres_restart_mid_stream_loses_nothing() {
         })
         .unwrap();
     let emitted = Arc::new(AtomicU64::new(0));
-    let job = Pipeline::new("pg-restart")
+    let job = Pipeline::new(format!("restart-{service}"))
         .checkpointing(
             CheckpointConfig::new(
                 Duration::from_millis(500),
@@ -74,11 +84,11 @@ async fn postgres_restart_mid_stream_loses_nothing() {
         }
     };
     wait_for(5000).await;
-    tokio::task::spawn_blocking(|| rivus_testkit::restart::stop("postgres"))
+    tokio::task::spawn_blocking(move || rivus_testkit::restart::stop(service))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    tokio::task::spawn_blocking(|| rivus_testkit::restart::start("postgres"))
+    tokio::task::spawn_blocking(move || rivus_testkit::restart::start(service))
         .await
         .unwrap();
     let after = count(&db, &table).await;
