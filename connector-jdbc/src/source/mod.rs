@@ -97,8 +97,10 @@ impl JdbcSourceBuilder {
         self
     }
 
-    /// Bounded: split the first tracking column (an integer) into `splits` ranges between
-    /// `lower` and `upper` (inclusive; read with MIN/MAX when `None`).
+    /// Bounded: split the first tracking column (an integer, a date or a timestamp) into
+    /// `splits` ranges between `lower` and `upper` (inclusive; Unix seconds for dates and
+    /// times; read with MIN/MAX when `None`). With a column that is not unique, add a unique
+    /// tie-breaker to [`track_by`](Self::track_by) so a restart resumes exactly.
     pub fn bounded(mut self, lower: Option<i64>, upper: Option<i64>, splits: usize) -> Self {
         self.s.mode = Mode::Bounded {
             lower,
@@ -347,7 +349,7 @@ impl<T: Send + 'static> JdbcSource<T> {
                                 return Err(Error::config(
                                     "source.jdbc.track_by",
                                     format!(
-                                    "bounded mode splits an integer column; got bounds {text:?}"
+                                    "bounded mode splits an integer, date or time column; got bounds {text:?}"
                                 ),
                                 ))
                             }

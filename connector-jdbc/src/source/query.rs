@@ -25,6 +25,12 @@ pub(crate) struct PageQuery {
     pub fetch: usize,
 }
 
+/// True when the column type is a date or time (ranges are then Unix seconds).
+pub(crate) fn is_time(type_name: &str) -> bool {
+    let t = type_name.to_ascii_uppercase();
+    t.contains("TIMESTAMP") || t.contains("DATE")
+}
+
 impl PageQuery {
     fn row_json(&self) -> String {
         let q = |c: &str| self.dialect.quote(c);
@@ -61,8 +67,38 @@ impl PageQuery {
         }
     }
 
+    fn first_type(&self) -> &str {
+        self.columns
+            .iter()
+            .find(|c| c.name == self.track[0])
+            .map(|c| c.type_name.as_str())
+            .unwrap_or("")
+    }
+
+    /// True when the range column is a date or time.
+    pub fn time_range(&self) -> bool {
+        is_time(self.first_type())
+    }
+
+    /// A range bound: the column's type for numbers; for dates and times the timestamp of a
+    /// Unix second.
+    fn range_param(&self, n: &mut usize) -> String {
+        if !self.time_range() {
+            return self.param(n, &self.track[0]);
+        }
+        *n += 1;
+        match self.dialect {
+            Dialect::Postgres if self.first_type().eq_ignore_ascii_case("TIMESTAMPTZ") => {
+                format!("to_timestamp(CAST(${n} AS float8))")
+            }
+            Dialect::Postgres => format!("(to_timestamp(CAST(${n} AS float8)) AT TIME ZONE 'UTC')"),
+            Dialect::MySql => "FROM_UNIXTIME(?)".to_owned(),
+            Dialect::Sqlite => "datetime(?, 'unixepoch')".to_owned(),
+        }
+    }
+
     /// The statement and its parameters for the page after `last` within `range` (both on the
-    /// first tracking column).
+    /// first tracking column; for a date or time column the range is in Unix seconds).
     pub fn page(
         &self,
         range: Option<(i64, i64)>,
@@ -77,9 +113,9 @@ impl PageQuery {
             conditions.push(format!(
                 "{} >= {} AND {} < {}",
                 q(first),
-                self.param(&mut n, first),
+                self.range_param(&mut n),
                 q(first),
-                self.param(&mut n, first)
+                self.range_param(&mut n)
             ));
             binds.push(SqlValue::Int(Some(lo)));
             binds.push(SqlValue::Int(Some(hi)));
@@ -118,16 +154,28 @@ impl PageQuery {
         (sql, binds)
     }
 
-    /// The statement for the smallest and largest value of the first tracking column.
+    /// The statement for the smallest and largest value of the first tracking column (Unix
+    /// seconds for a date or time).
     pub fn bounds(&self) -> String {
         let c = format!("q.{}", self.dialect.quote(&self.track[0]));
         let cast = match self.dialect {
             Dialect::Postgres => "::text",
             _ => "",
         };
-        let concat = match self.dialect {
-            Dialect::MySql => format!("CAST(CONCAT(MIN({c}), ',', MAX({c})) AS CHAR)"),
-            _ => format!("MIN({c}){cast} || ',' || MAX({c}){cast}"),
+        let concat = match (self.dialect, self.time_range()) {
+            (Dialect::MySql, false) => format!("CAST(CONCAT(MIN({c}), ',', MAX({c})) AS CHAR)"),
+            (_, false) => format!("MIN({c}){cast} || ',' || MAX({c}){cast}"),
+            (Dialect::Postgres, true) => format!(
+                "floor(extract(epoch FROM MIN({c})))::bigint::text || ',' || \
+                 ceil(extract(epoch FROM MAX({c})))::bigint::text"
+            ),
+            (Dialect::MySql, true) => format!(
+                "CAST(CONCAT(FLOOR(UNIX_TIMESTAMP(MIN({c}))), ',', \
+                 CEIL(UNIX_TIMESTAMP(MAX({c})))) AS CHAR)"
+            ),
+            (Dialect::Sqlite, true) => {
+                format!("strftime('%s', MIN({c})) || ',' || strftime('%s', MAX({c}))")
+            }
         };
         format!("SELECT {concat} FROM ({}) q", self.query)
     }
