@@ -15,6 +15,7 @@
 //!   ranges of a numeric column across subtasks) or continuous (polling for new rows), with
 //!   positions checkpointed — exactly-once.
 
+mod admin;
 mod copy;
 mod db;
 mod dialect;
@@ -24,6 +25,7 @@ mod statement;
 mod table;
 mod value;
 
+pub use admin::{run_script, table_report};
 pub use dialect::Dialect;
 pub use sink::{JdbcSink, JdbcSinkBuilder, JdbcSinkState, Row, RowChange};
 pub use source::{JdbcSource, JdbcSourceBuilder, JdbcSourceState, SplitPosition};

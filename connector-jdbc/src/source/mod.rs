@@ -10,7 +10,7 @@
 //! repeats rows (exactly-once), as long as the tracking columns are unique together and rows
 //! appear in their order (see the README on late commits).
 
-mod query;
+pub(crate) mod query;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -129,6 +129,11 @@ impl Job {
         &self.pipeline.name
     }
 
+    /// Watches the job's newest completed checkpoint (for status displays).
+    pub fn completed_checkpoints(&self) -> crate::context::CompletedCheckpoints {
+        crate::context::CompletedCheckpoints::new(self.pipeline.completed.subscribe())
+    }
+
     /// A handle to stop or cancel the job once it runs.
     pub fn handle(&self) -> JobHandle {
         JobHandle {

@@ -1,0 +1,72 @@
+//! `rivus connectors`: every connector a pipeline file can name, with its options and
+//! delivery guarantee.
+
+/// One entry of the catalog.
+pub struct Entry {
+    pub role: &'static str,
+    pub name: &'static str,
+    pub guarantee: &'static str,
+    pub options: &'static str,
+}
+
+/// The connectors, sources first.
+pub const CATALOG: &[Entry] = &[
+    Entry {
+        role: "source",
+        name: "generator",
+        guarantee: "exactly-once",
+        options: "count (unbounded if absent), rate (records/s per subtask), users (50)",
+    },
+    Entry {
+        role: "source",
+        name: "jdbc",
+        guarantee: "exactly-once",
+        options: "url, table | query, track_by [..], mode continuous|bounded, poll_interval (1s), splits, fetch_size (1000)",
+    },
+    Entry {
+        role: "source",
+        name: "kafka",
+        guarantee: "exactly-once",
+        options: "bootstrap_servers, topics [..], group_id, start committed|earliest|latest, bounded (false), properties {..}",
+    },
+    Entry {
+        role: "sink",
+        name: "stdout",
+        guarantee: "at-least-once",
+        options: "(none)",
+    },
+    Entry {
+        role: "sink",
+        name: "jdbc",
+        guarantee: "at-least-once; exactly-once on PostgreSQL (exactly_once = true)",
+        options: "url, table, mode insert|upsert, key [..], columns [..], exactly_once, batch_size (1000), setup (SQL), ignore_unknown_fields",
+    },
+    Entry {
+        role: "sink",
+        name: "kafka",
+        guarantee: "at-least-once; exactly-once with transactions (exactly_once = true)",
+        options: "bootstrap_servers, topic, key_field, exactly_once, properties {..}",
+    },
+    Entry {
+        role: "sink",
+        name: "elasticsearch",
+        guarantee: "at-least-once (id_field makes replays overwrite)",
+        options: "url, index, id_field, max_actions (1000), username, password",
+    },
+];
+
+/// The catalog as text.
+pub fn render() -> String {
+    let mut out = String::from("connectors (type = ... in [source] or [sink]):\n");
+    for e in CATALOG {
+        out.push_str(&format!(
+            "\n  {:6} {:14} {}\n         options: {}\n",
+            e.role, e.name, e.guarantee, e.options
+        ));
+    }
+    out.push_str(
+        "\ntransforms ([[transform]] type = ...): filter (field, op ==|!=|>|>=|<|<=|contains|exists|missing, value), \
+         rename (fields {old = new}), drop (fields [..]), add (fields {name = value}), parse-json (field), key (field)\n",
+    );
+    out
+}

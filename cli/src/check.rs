@@ -1,0 +1,152 @@
+//! `rivus check`: connects to every endpoint of a pipeline file and reports reachability and
+//! authentication, one line each, without writing or reading records.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::ClientConfig;
+
+use rivus_connector_es::{EsAuth, EsConfig};
+use rivus_core::secrets::redact_url;
+
+use crate::config::{PipelineConfig, SinkConfig, SourceConfig};
+
+/// One endpoint's result.
+pub struct Reach {
+    pub role: &'static str,
+    pub kind: &'static str,
+    pub address: String,
+    pub outcome: Result<String, String>,
+}
+
+async fn kafka(
+    bootstrap: &str,
+    props: &std::collections::BTreeMap<String, String>,
+) -> Result<String, String> {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", bootstrap);
+    for (k, v) in props {
+        cfg.set(k, v);
+    }
+    let consumer: BaseConsumer = cfg.create().map_err(|e| e.to_string())?;
+    let md = tokio::task::spawn_blocking(move || {
+        consumer
+            .fetch_metadata(None, Duration::from_secs(5))
+            .map(|m| (m.brokers().len(), m.topics().len()))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    Ok(format!("{} broker(s), {} topic(s)", md.0, md.1))
+}
+
+async fn elasticsearch(config: EsConfig) -> Result<String, String> {
+    let client = config.client("sink").map_err(|e| e.to_string())?;
+    let r = client
+        .info()
+        .send()
+        .await
+        .map_err(|e| redact_url(&e.to_string()))?;
+    let status = r.status_code();
+    if !status.is_success() {
+        return Err(format!("HTTP {status} (authentication?)"));
+    }
+    let v: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+    Ok(format!(
+        "version {}",
+        v["version"]["number"].as_str().unwrap_or("?")
+    ))
+}
+
+async fn jdbc(url: &str, table: Option<&str>) -> Result<String, String> {
+    match table {
+        Some(t) => rivus_connector_jdbc::table_report(url, t, 1)
+            .await
+            .map(|(n, _)| format!("table `{t}` has {n} rows"))
+            .map_err(|e| e.to_string()),
+        None => rivus_connector_jdbc::run_script(url, "SELECT 1")
+            .await
+            .map(|_| "connected".to_owned())
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Checks the source and the sink of `config`.
+pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
+    let mut out = Vec::new();
+    let source = match &config.source {
+        SourceConfig::Generator { .. } => Reach {
+            role: "source",
+            kind: "generator",
+            address: "built in".into(),
+            outcome: Ok("nothing to reach".into()),
+        },
+        SourceConfig::Jdbc { url, table, .. } => Reach {
+            role: "source",
+            kind: "jdbc",
+            address: redact_url(url),
+            outcome: jdbc(url, table.as_deref()).await,
+        },
+        SourceConfig::Kafka {
+            bootstrap_servers,
+            properties,
+            ..
+        } => Reach {
+            role: "source",
+            kind: "kafka",
+            address: bootstrap_servers.clone(),
+            outcome: kafka(bootstrap_servers, properties).await,
+        },
+    };
+    out.push(source);
+    let sink = match &config.sink {
+        SinkConfig::Stdout => Reach {
+            role: "sink",
+            kind: "stdout",
+            address: "standard output".into(),
+            outcome: Ok("nothing to reach".into()),
+        },
+        SinkConfig::Jdbc {
+            url, table, setup, ..
+        } => Reach {
+            role: "sink",
+            kind: "jdbc",
+            address: redact_url(url),
+            // A table the setup script creates may not exist yet.
+            outcome: jdbc(url, setup.is_none().then_some(table.as_str())).await,
+        },
+        SinkConfig::Kafka {
+            bootstrap_servers,
+            properties,
+            ..
+        } => Reach {
+            role: "sink",
+            kind: "kafka",
+            address: bootstrap_servers.clone(),
+            outcome: kafka(bootstrap_servers, properties).await,
+        },
+        SinkConfig::Elasticsearch {
+            url,
+            username,
+            password,
+            ..
+        } => {
+            let mut es = EsConfig::new(url);
+            es.timeout = Duration::from_secs(5);
+            if let Some(user) = username {
+                es.auth = EsAuth::Basic {
+                    user: user.clone(),
+                    password: password.clone().unwrap_or_default(),
+                };
+            }
+            Reach {
+                role: "sink",
+                kind: "elasticsearch",
+                address: redact_url(url),
+                outcome: elasticsearch(es).await,
+            }
+        }
+    };
+    out.push(sink);
+    out
+}

@@ -1,0 +1,371 @@
+//! The pipeline file: TOML read into typed settings, with `${VAR}` references to the
+//! environment expanded first and every error naming the path of the bad field.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// A whole pipeline file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// The job's name (keys its checkpoints).
+    pub name: String,
+    /// Subtasks per stage (default 1).
+    #[serde(default = "one")]
+    pub parallelism: usize,
+    /// Checkpoints: interval and state directory. Without it, no checkpoints.
+    pub checkpoint: Option<CheckpointSection>,
+    /// What to do with records that cannot be read or written.
+    #[serde(default)]
+    pub errors: ErrorsSection,
+    /// Where records come from.
+    pub source: SourceConfig,
+    /// Built-in transforms, in order.
+    #[serde(default, rename = "transform")]
+    pub transforms: Vec<TransformConfig>,
+    /// Where records go.
+    pub sink: SinkConfig,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// `[checkpoint]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSection {
+    /// How often (`500ms`, `2s`, `1m`).
+    #[serde(deserialize_with = "duration")]
+    pub interval: Duration,
+    /// Directory of the checkpoint files; a restart resumes from the newest.
+    pub dir: String,
+}
+
+/// `[errors]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorsSection {
+    /// `fail` (default), `skip` or `dead-letter`.
+    #[serde(default)]
+    pub policy: PolicyName,
+    /// The dead-letter file (JSON lines), for `dead-letter`.
+    pub dead_letter: Option<String>,
+}
+
+/// The error policies by name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyName {
+    /// Stop at the first bad record.
+    #[default]
+    Fail,
+    /// Count and log it, go on.
+    Skip,
+    /// Write it to the dead-letter file, go on.
+    DeadLetter,
+}
+
+/// `[source]`, by `type`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SourceConfig {
+    /// Built-in generator of order-like records.
+    Generator {
+        /// Records to emit; unbounded when absent.
+        count: Option<u64>,
+        /// Records per second per subtask (unlimited when absent).
+        rate: Option<u64>,
+        /// Distinct users in the records (default 50).
+        #[serde(default = "fifty")]
+        users: u64,
+    },
+    /// A SQL query or table (rivus-connector-jdbc).
+    Jdbc {
+        url: String,
+        table: Option<String>,
+        query: Option<String>,
+        track_by: Vec<String>,
+        /// `continuous` (default) or `bounded`.
+        #[serde(default)]
+        mode: JdbcSourceMode,
+        #[serde(default, deserialize_with = "opt_duration")]
+        poll_interval: Option<Duration>,
+        splits: Option<usize>,
+        fetch_size: Option<usize>,
+    },
+    /// Kafka topics; values decoded as JSON (rivus-connector-kafka).
+    Kafka {
+        bootstrap_servers: String,
+        topics: Vec<String>,
+        group_id: Option<String>,
+        /// `committed` (default), `earliest`, `latest`.
+        #[serde(default)]
+        start: KafkaStart,
+        /// Stop at the offsets that are the latest at start (a backfill that ends).
+        #[serde(default)]
+        bounded: bool,
+        /// Any librdkafka setting.
+        #[serde(default)]
+        properties: BTreeMap<String, String>,
+    },
+}
+
+fn fifty() -> u64 {
+    50
+}
+
+/// Continuous polling or bounded ranges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JdbcSourceMode {
+    #[default]
+    Continuous,
+    Bounded,
+}
+
+/// Where a Kafka source starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KafkaStart {
+    #[default]
+    Committed,
+    Earliest,
+    Latest,
+}
+
+/// `[sink]`, by `type`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum SinkConfig {
+    /// Print each record as a JSON line.
+    Stdout,
+    /// A SQL table (rivus-connector-jdbc).
+    Jdbc {
+        url: String,
+        table: String,
+        /// `insert` (default) or `upsert`.
+        #[serde(default)]
+        mode: JdbcWriteMode,
+        key: Option<Vec<String>>,
+        columns: Option<Vec<String>>,
+        #[serde(default)]
+        exactly_once: bool,
+        batch_size: Option<usize>,
+        /// SQL run once before the job starts (e.g. `CREATE TABLE IF NOT EXISTS ...`).
+        setup: Option<String>,
+        #[serde(default)]
+        ignore_unknown_fields: bool,
+    },
+    /// A Kafka topic; records written as JSON (rivus-connector-kafka).
+    Kafka {
+        bootstrap_servers: String,
+        topic: String,
+        /// The field whose value is the message key.
+        key_field: Option<String>,
+        #[serde(default)]
+        exactly_once: bool,
+        #[serde(default)]
+        properties: BTreeMap<String, String>,
+    },
+    /// An Elasticsearch index (rivus-connector-es).
+    Elasticsearch {
+        url: String,
+        index: String,
+        /// The field whose value is the document id (replays then overwrite).
+        id_field: Option<String>,
+        max_actions: Option<usize>,
+        username: Option<String>,
+        password: Option<String>,
+    },
+}
+
+/// Insert or upsert.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JdbcWriteMode {
+    #[default]
+    Insert,
+    Upsert,
+}
+
+/// `[[transform]]`, by `type`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum TransformConfig {
+    /// Keep records whose field compares true.
+    Filter {
+        field: String,
+        op: CompareOp,
+        /// The value compared with (not needed for `exists` / `missing`).
+        value: Option<toml::Value>,
+    },
+    /// Rename fields: `{ old = "new" }`.
+    Rename { fields: BTreeMap<String, String> },
+    /// Remove fields.
+    Drop { fields: Vec<String> },
+    /// Set fields to constant values.
+    Add {
+        fields: BTreeMap<String, toml::Value>,
+    },
+    /// Parse a text field holding JSON; an object parsed from field `"."` becomes the record.
+    ParseJson { field: String },
+    /// Route records with the same value of `field` to the same sink subtask.
+    Key { field: String },
+}
+
+/// Comparisons of a filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum CompareOp {
+    #[serde(rename = "==")]
+    Eq,
+    #[serde(rename = "!=")]
+    Ne,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = "contains")]
+    Contains,
+    #[serde(rename = "exists")]
+    Exists,
+    #[serde(rename = "missing")]
+    Missing,
+}
+
+fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "`{s}` is not a duration: use a positive number with ms, s, m or h (`500ms`, `2s`)"
+        ))
+    })
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+/// Replaces `${NAME}` with the environment variable `NAME`; a missing one is an error naming
+/// it and the line.
+pub fn expand_env(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("line {}: `${{` without `}}`", line_of(text, rest, start)))?;
+        let name = &after[..end];
+        let value = std::env::var(name).map_err(|_| {
+            format!(
+                "line {}: environment variable {name} is not set",
+                line_of(text, rest, start)
+            )
+        })?;
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn line_of(text: &str, rest: &str, at: usize) -> usize {
+    let offset = text.len() - rest.len() + at;
+    text[..offset].matches('\n').count() + 1
+}
+
+/// Reads and checks `path`. The error names the file, the path of the bad field and what was
+/// expected; it never repeats values (they may be secrets).
+pub fn load(path: &Path) -> Result<PipelineConfig, String> {
+    let raw = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse(&raw).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses the text of a pipeline file.
+pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
+    let text = expand_env(raw)?;
+    let de = toml::Deserializer::parse(&text).map_err(|e| e.message().to_owned())?;
+    let config: PipelineConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = inner.message().to_owned();
+        if path == "." {
+            message
+        } else {
+            format!("{path}: {message}")
+        }
+    })?;
+    if config.parallelism == 0 {
+        return Err("parallelism: must be at least 1".into());
+    }
+    if config.errors.policy == PolicyName::DeadLetter && config.errors.dead_letter.is_none() {
+        return Err("errors.dead_letter: the dead-letter policy needs a file".into());
+    }
+    for (i, t) in config.transforms.iter().enumerate() {
+        if let TransformConfig::Filter { op, value, .. } = t {
+            let needs = !matches!(op, CompareOp::Exists | CompareOp::Missing);
+            if needs && value.is_none() {
+                return Err(format!(
+                    "transform[{i}].value: this comparison needs a value"
+                ));
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// A TOML value as JSON.
+pub fn to_json(v: &toml::Value) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5m"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2"), None);
+        assert_eq!(parse_duration("0s"), None);
+    }
+
+    #[test]
+    fn environment_references_expand() {
+        std::env::set_var("RIVUS_TEST_X", "v");
+        assert_eq!(expand_env("a ${RIVUS_TEST_X} b").unwrap(), "a v b");
+        let e = expand_env("a\nb ${RIVUS_NOT_SET_ANYWHERE}").unwrap_err();
+        assert_eq!(
+            e,
+            "line 2: environment variable RIVUS_NOT_SET_ANYWHERE is not set"
+        );
+    }
+}

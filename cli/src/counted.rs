@@ -1,0 +1,172 @@
+//! The sink every pipeline ends in: counts what it writes, hands error records from the
+//! transforms to the error policy, and delegates everything else to the connector's sink.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+use rivus_core::Restored;
+
+use crate::transform::ERROR_FIELD;
+
+/// Live counts of a run, read by the status line.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub read: AtomicU64,
+    pub written: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// A sink that counts and filters error records before `S`.
+pub struct Counted<S> {
+    pub inner: S,
+    pub counts: Arc<Counts>,
+    pub policy: ErrorPolicy,
+    pub check_errors: bool,
+    pub handler: Option<ErrorHandler>,
+}
+
+/// Hands an error record from the transforms to the error policy.
+async fn divert(counts: &Counts, handler: Option<ErrorHandler>, record: Value) -> Result<()> {
+    counts.errors.fetch_add(1, Ordering::Relaxed);
+    let reason = record[ERROR_FIELD]
+        .as_str()
+        .unwrap_or("transform failed")
+        .to_owned();
+    let original = record.get("record").cloned().unwrap_or(Value::Null);
+    let payload = serde_json::to_vec(&original).unwrap_or_default();
+    let handler = handler.ok_or(Error::Closed("sink"))?;
+    handler
+        .handle(
+            format!("transform, record {}", short(&original)),
+            reason,
+            &payload,
+        )
+        .await
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
+}
+
+fn is_error(v: &Value) -> bool {
+    v.get(ERROR_FIELD).is_some()
+}
+
+#[async_trait]
+impl<S: SinkFunction<Value>> RichFunction for Counted<S> {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.handler = Some(ErrorHandler::new(self.policy.clone(), ctx.display_name()));
+        self.inner.open(ctx).await
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.inner.close().await
+    }
+}
+
+#[async_trait]
+impl<S: SinkFunction<Value>> CheckpointedFunction for Counted<S> {
+    type State = S::State;
+
+    async fn initialize_state(&mut self, restored: Restored<S::State>) -> Result<()> {
+        self.inner.initialize_state(restored).await
+    }
+
+    async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<S::State> {
+        self.inner.snapshot_state(checkpoint_id).await
+    }
+}
+
+#[async_trait]
+impl<S: SinkFunction<Value>> CheckpointListener for Counted<S> {
+    async fn notify_checkpoint_complete(&mut self, id: u64) -> Result<()> {
+        self.inner.notify_checkpoint_complete(id).await
+    }
+
+    async fn notify_checkpoint_aborted(&mut self, id: u64) -> Result<()> {
+        self.inner.notify_checkpoint_aborted(id).await
+    }
+}
+
+#[async_trait]
+impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        self.inner.delivery_guarantee()
+    }
+
+    async fn invoke(&mut self, value: Value, ctx: &SinkContext) -> Result<()> {
+        if self.check_errors && is_error(&value) {
+            return divert(&self.counts, self.handler.clone(), value).await;
+        }
+        self.inner.invoke(value, ctx).await?;
+        self.counts.written.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn invoke_batch(&mut self, values: Vec<Value>, ctx: &mut SinkContext) -> Result<()> {
+        let values = if self.check_errors && values.iter().any(is_error) {
+            let mut kept = Vec::with_capacity(values.len());
+            for v in values {
+                if is_error(&v) {
+                    divert(&self.counts, self.handler.clone(), v).await?;
+                } else {
+                    kept.push(v);
+                }
+            }
+            kept
+        } else {
+            values
+        };
+        let n = values.len() as u64;
+        self.inner.invoke_batch(values, ctx).await?;
+        self.counts.written.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        self.inner.finish().await
+    }
+}
+
+/// Prints each record as a JSON line on stdout.
+#[derive(Debug, Clone, Default)]
+pub struct StdoutSink;
+
+#[async_trait]
+impl RichFunction for StdoutSink {}
+
+#[async_trait]
+impl CheckpointedFunction for StdoutSink {
+    type State = ();
+
+    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        use std::io::Write;
+        std::io::stdout()
+            .flush()
+            .map_err(|e| Error::io("flushing stdout", e))
+    }
+}
+
+#[async_trait]
+impl CheckpointListener for StdoutSink {}
+
+#[async_trait]
+impl SinkFunction<Value> for StdoutSink {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::AtLeastOnce
+    }
+
+    async fn invoke(&mut self, value: Value, _: &SinkContext) -> Result<()> {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{value}").map_err(|e| Error::io("writing to stdout", e))
+    }
+}

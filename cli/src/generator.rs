@@ -1,0 +1,77 @@
+//! The built-in generator: order-like JSON records, numbered, optionally paced and bounded;
+//! its position is checkpointed, so a restarted job continues the sequence (exactly-once).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use rivus_core::prelude::*;
+
+/// Record `n` of the generator.
+pub fn record(n: u64, users: u64) -> Value {
+    const STATUS: [&str; 3] = ["new", "paid", "shipped"];
+    json!({
+        "id": n,
+        "user": format!("user-{}", n % users.max(1)),
+        "amount": ((n.wrapping_mul(7919)) % 100_000) as f64 / 100.0,
+        "status": STATUS[(n % 3) as usize],
+        "ts": 1_700_000_000_000u64 + n * 1000,
+    })
+}
+
+/// The generator's settings.
+#[derive(Debug, Clone)]
+pub struct Generator {
+    pub count: Option<u64>,
+    pub rate: Option<u64>,
+    pub users: u64,
+}
+
+/// The generator as subtask `subtask` of `parallelism`: it emits the numbers `n` with
+/// `n % parallelism == subtask`, below `count`.
+#[derive(Debug, Clone)]
+pub struct GeneratorTask {
+    pub gen: Generator,
+    pub subtask: u64,
+    pub parallelism: u64,
+}
+
+#[async_trait]
+impl RichFunction for GeneratorTask {}
+
+#[async_trait]
+impl SourceFunction for GeneratorTask {
+    type Out = Value;
+    type State = u64;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<Value, u64>) -> Result<()> {
+        let chunk = self.gen.rate.map_or(1024, |r| (r / 50).max(1));
+        let started = tokio::time::Instant::now();
+        let first = *ctx.state();
+        loop {
+            for _ in 0..chunk {
+                let k = *ctx.state();
+                let n = k * self.parallelism + self.subtask;
+                if self.gen.count.is_some_and(|c| n >= c) {
+                    return Ok(());
+                }
+                *ctx.state_mut() = k + 1;
+                ctx.collect(record(n, self.gen.users)).await?;
+            }
+            if ctx.is_stopping() {
+                return Ok(());
+            }
+            if let Some(rate) = self.gen.rate {
+                let done = *ctx.state() - first;
+                let due = started + Duration::from_secs_f64(done as f64 / rate.max(1) as f64);
+                if ctx.wait_for(tokio::time::sleep_until(due)).await?.is_none() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

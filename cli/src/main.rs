@@ -1,0 +1,227 @@
+//! `rivus`: runs declarative pipelines between the rivus connectors.
+//!
+//! ```text
+//! rivus run pipeline.toml        run it (Ctrl-C: drain and checkpoint; twice: stop now)
+//! rivus validate pipeline.toml   check the file without running it
+//! rivus check pipeline.toml      connect to every endpoint
+//! rivus connectors               what a file can name
+//! ```
+
+mod build;
+mod catalog;
+mod check;
+mod config;
+mod counted;
+mod generator;
+mod status;
+mod transform;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use config::{PipelineConfig, SinkConfig};
+
+#[derive(Parser)]
+#[command(name = "rivus", version, about = "Run declarative stream pipelines")]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline file.
+    Run {
+        file: PathBuf,
+        /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9898).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
+    },
+    /// Check a pipeline file without running it.
+    Validate { file: PathBuf },
+    /// Connect to every endpoint of a pipeline file.
+    Check { file: PathBuf },
+    /// List the connectors and transforms a pipeline file can use.
+    Connectors,
+}
+
+fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rivus::status=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn load(file: &PathBuf) -> Result<PipelineConfig, ExitCode> {
+    config::load(file).map_err(|e| {
+        eprintln!("invalid pipeline: {e}");
+        ExitCode::from(2)
+    })
+}
+
+async fn run(file: PathBuf, metrics_addr: Option<std::net::SocketAddr>) -> ExitCode {
+    let config = match load(&file) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Some(addr) = metrics_addr {
+        if let Err(e) = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+        {
+            eprintln!("--metrics-addr {addr}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let built = match build::build(&config, false).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let guarantee = match built.job.delivery_guarantee() {
+        rivus_core::DeliveryGuarantee::ExactlyOnce => "exactly-once",
+        rivus_core::DeliveryGuarantee::AtLeastOnce => "at-least-once",
+        _ => "at-most-once (no checkpoints)",
+    };
+    built.job.handle().stop_on_signals();
+    let reporter = tokio::spawn(status::report(
+        config.name.clone(),
+        std::sync::Arc::clone(&built.counts),
+        built.total,
+        built.job.completed_checkpoints(),
+    ));
+    let result = built.job.run().await;
+    reporter.abort();
+    status::clear();
+    match result {
+        Ok(summary) => {
+            let mut text = status::summary(&config.name, &summary, &built.counts, guarantee);
+            if let SinkConfig::Jdbc { url, table, .. } = &config.sink {
+                match rivus_connector_jdbc::table_report(url, table, 3).await {
+                    Ok((n, rows)) => {
+                        text.push_str(&format!(
+                            "  table `{table}` now holds {n} rows; the first:\n"
+                        ));
+                        for r in rows {
+                            text.push_str(&format!("    {r}\n"));
+                        }
+                    }
+                    Err(e) => {
+                        text.push_str(&format!("  (could not read table `{table}` back: {e})\n"))
+                    }
+                }
+            }
+            out(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{}: the job failed: {e}", config.name);
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.log_format);
+    match cli.command {
+        Command::Run { file, metrics_addr } => run(file, metrics_addr).await,
+        Command::Validate { file } => {
+            let config = match load(&file) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match build::build(&config, true).await {
+                Ok(_) => {
+                    out(&format!(
+                        "{}: ok ({} → {} transform(s) → {})\n",
+                        file.display(),
+                        source_name(&config),
+                        config.transforms.len(),
+                        sink_name(&config)
+                    ));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("invalid pipeline: {}: {e}", file.display());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Check { file } => {
+            let config = match load(&file) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let mut ok = true;
+            for r in check::check(&config).await {
+                match &r.outcome {
+                    Ok(what) => out(&format!(
+                        "{} {} ({}): ok, {what}\n",
+                        r.role, r.kind, r.address
+                    )),
+                    Err(e) => {
+                        ok = false;
+                        out(&format!(
+                            "{} {} ({}): FAILED: {e}\n",
+                            r.role, r.kind, r.address
+                        ));
+                    }
+                }
+            }
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Command::Connectors => {
+            out(&catalog::render());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn source_name(c: &PipelineConfig) -> &'static str {
+    match c.source {
+        config::SourceConfig::Generator { .. } => "generator",
+        config::SourceConfig::Jdbc { .. } => "jdbc",
+        config::SourceConfig::Kafka { .. } => "kafka",
+    }
+}
+
+fn sink_name(c: &PipelineConfig) -> &'static str {
+    match c.sink {
+        SinkConfig::Stdout => "stdout",
+        SinkConfig::Jdbc { .. } => "jdbc",
+        SinkConfig::Kafka { .. } => "kafka",
+        SinkConfig::Elasticsearch { .. } => "elasticsearch",
+    }
+}
