@@ -318,7 +318,7 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
         if path == "." {
             message
         } else {
-            format!("{path}: {message}")
+            format!("{}: {message}", refine(&text, &path, &message))
         }
     })?;
     if config.parallelism == 0 {
@@ -338,6 +338,46 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
         }
     }
     Ok(config)
+}
+
+/// Inside a section chosen by `type`, serde reports the section, not the field: find the
+/// field holding the value an "unknown variant" error names.
+fn refine(text: &str, path: &str, message: &str) -> String {
+    let Some(bad) = message
+        .strip_prefix("unknown variant `")
+        .and_then(|m| m.split('`').next())
+    else {
+        return path.to_owned();
+    };
+    let Ok(root) = text.parse::<toml::Table>() else {
+        return path.to_owned();
+    };
+    let mut node = toml::Value::Table(root);
+    for part in path.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some(next) = node.get(key).cloned() else {
+            return path.to_owned();
+        };
+        node = match index {
+            Some(i) => match next.get(i) {
+                Some(v) => v.clone(),
+                None => return path.to_owned(),
+            },
+            None => next,
+        };
+    }
+    let field = node.as_table().and_then(|t| {
+        t.iter()
+            .find(|(_, v)| v.as_str() == Some(bad))
+            .map(|(k, _)| k.clone())
+    });
+    match field {
+        Some(f) => format!("{path}.{f}"),
+        None => path.to_owned(),
+    }
 }
 
 /// A TOML value as JSON.

@@ -70,7 +70,7 @@ fn init_logs(format: LogFormat) {
     }
 }
 
-fn load(file: &PathBuf) -> Result<PipelineConfig, ExitCode> {
+fn load(file: &std::path::Path) -> Result<PipelineConfig, ExitCode> {
     config::load(file).map_err(|e| {
         eprintln!("invalid pipeline: {e}");
         ExitCode::from(2)

@@ -1,0 +1,250 @@
+//! The `rivus` binary, driven as a user would: the quickstart, broken files, `check`, and
+//! Ctrl-C followed by a resume.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rivus_testkit::services::{require, Service};
+use sqlx::{Connection, Row};
+
+fn rivus(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+async fn sqlite_strings(db: &Path, sql: &str) -> Vec<String> {
+    let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query(sql)
+        .fetch_all(&mut c)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_quickstart_writes_the_filtered_orders_into_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart.toml");
+    let out = rivus(dir.path(), &["run", config.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    // Orders below 10.0 are filtered out: amount = (n * 7919 % 100000) / 100.
+    let kept = (0..100_000u64)
+        .filter(|n| (n * 7919 % 100_000) as f64 / 100.0 >= 10.0)
+        .count();
+    assert!(stdout.contains("read        100000 records"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("written     {kept} records")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("table `orders` now holds {kept} rows")),
+        "{stdout}"
+    );
+    let db = dir.path().join("target/quickstart/quickstart.db");
+    let rows = sqlite_strings(
+        &db,
+        "SELECT COUNT(*) || ',' || MIN(amount) || ',' || COUNT(DISTINCT origin) || ',' || \
+         SUM(customer LIKE 'user-%') FROM orders",
+    )
+    .await;
+    assert_eq!(rows, [format!("{kept},10.0,1,{kept}")]);
+    // A second run resumes from the final checkpoint and writes nothing again.
+    let again = rivus(dir.path(), &["run", config.to_str().unwrap()]);
+    let stdout = text(&again.stdout);
+    assert!(again.status.success());
+    assert!(stdout.contains("read        0 records"), "{stdout}");
+    assert!(stdout.contains("resumed     from checkpoint"), "{stdout}");
+}
+
+const GOOD: &str = r#"
+name = "t"
+[source]
+type = "generator"
+count = 10
+[sink]
+type = "stdout"
+"#;
+
+#[test]
+fn broken_files_are_refused_with_the_path_of_the_bad_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str)] = &[
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\ncoutn = 3\n[sink]\ntype = \"stdout\"\n",
+            "source: unknown field `coutn`",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"jdbc\"\nurl = \"sqlite:x.db\"\n[sink]\ntype = \"stdout\"\n",
+            "source: missing field `track_by`",
+        ),
+        (
+            "name = \"t\"\nparallelism = \"two\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+            "parallelism: invalid type",
+        ),
+        (
+            "name = \"t\"\n[checkpoint]\ninterval = \"soon\"\ndir = \"s\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+            "checkpoint.interval: `soon` is not a duration",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"mongo\"\n[sink]\ntype = \"stdout\"\n",
+            "source.type: unknown variant `mongo`, expected one of `generator`, `jdbc`, `kafka`",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"${RIVUS_TEST_NOT_SET}\"\ntable = \"t\"\n",
+            "line 6: environment variable RIVUS_TEST_NOT_SET is not set",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"oracle://u:hunter2@h/db\"\ntable = \"t\"\n",
+            "sink.jdbc.url",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[[transform]]\ntype = \"filter\"\nfield = \"a\"\nop = \"~\"\nvalue = 1\n[sink]\ntype = \"stdout\"\n",
+            "transform[0].op: unknown variant `~`",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[[transform]]\ntype = \"filter\"\nfield = \"a\"\nop = \">\"\n[sink]\ntype = \"stdout\"\n",
+            "transform[0].value: this comparison needs a value",
+        ),
+        (
+            "name = \"t\"\n[errors]\npolicy = \"dead-letter\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+            "errors.dead_letter: the dead-letter policy needs a file",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9092\"\ntopics = []\n[sink]\ntype = \"stdout\"\n",
+            "source.kafka.topics",
+        ),
+    ];
+    for (i, (config, expected)) in cases.iter().enumerate() {
+        let file = dir.path().join(format!("case{i}.toml"));
+        std::fs::write(&file, config).unwrap();
+        let out = rivus(dir.path(), &["validate", file.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "case {i}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "case {i}: expected `{expected}` in: {stderr}"
+        );
+        assert!(
+            !stderr.contains("hunter2"),
+            "case {i}: a secret was printed: {stderr}"
+        );
+    }
+    let file = dir.path().join("good.toml");
+    std::fs::write(&file, GOOD).unwrap();
+    let out = rivus(dir.path(), &["validate", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("ok (generator → 0 transform(s) → stdout)"));
+}
+
+#[test]
+fn check_reports_reachability_without_printing_secrets() {
+    let Some(pg) = require(Service::Postgres) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\n\
+             url = \"{pg}\"\ntable = \"t\"\nsetup = \"CREATE TABLE IF NOT EXISTS t (id INT)\"\n"
+        ),
+    )
+    .unwrap();
+    let out = rivus(dir.path(), &["check", file.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("source generator (built in): ok"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("sink jdbc (") && stdout.contains("): ok, connected"),
+        "{stdout}"
+    );
+
+    std::fs::write(
+        &file,
+        "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\n\
+         url = \"postgres://rivus:hunter2@127.0.0.1:1/rivus\"\ntable = \"t\"\n",
+    )
+    .unwrap();
+    let out = rivus(dir.path(), &["check", file.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("sink jdbc (postgres://rivus:<redacted>@127.0.0.1:1/rivus): FAILED"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("hunter2") && !text(&out.stderr).contains("hunter2"));
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 60_000u64;
+    let file = dir.path().join("p.toml");
+    // No key on the table: a record written twice would be a second row.
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"resume\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"generator\"\ncount = {n}\nrate = 10000\n\
+             [sink]\ntype = \"jdbc\"\nurl = \"sqlite:out.db\"\ntable = \"orders\"\n\
+             setup = \"CREATE TABLE IF NOT EXISTS orders (id INTEGER, user TEXT, amount REAL, status TEXT, ts INTEGER)\"\n"
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("out.db");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["run", file.to_str().unwrap()])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let count = || async {
+        sqlite_strings(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM orders").await[0]
+            .parse::<u64>()
+            .unwrap()
+    };
+    let child = spawn();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !db.exists() || count().await < 5_000 {
+        assert!(Instant::now() < deadline, "rows arrive");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "graceful stop: {}", text(&out.stderr));
+    let first = count().await;
+    assert!(first < n, "stopped mid-stream ({first} of {n})");
+    let out = spawn().wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("resumed     from checkpoint"), "{stdout}");
+    let rows = sqlite_strings(
+        &db,
+        "SELECT COUNT(*) || ',' || COUNT(DISTINCT id) || ',' || MIN(id) || ',' || MAX(id) FROM orders",
+    )
+    .await;
+    assert_eq!(rows, [format!("{n},{n},0,{}", n - 1)]);
+}
