@@ -285,6 +285,58 @@ async fn bounded_source_ends_at_latest_offsets_seen_at_start() {
     assert_eq!(got.len(), 300);
 }
 
+/// A topic written in transactions ends in commit markers, offsets that carry no record: the
+/// bounded source must still end (its position, not its last record, passes the stop offset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_source_ends_on_a_transactional_topic() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let Some(bootstrap) = require(Service::Kafka) else {
+        return;
+    };
+    let topic = unique("txn-bounded");
+    create_topic(&bootstrap, &topic, 2).await;
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    tokio::task::spawn_blocking(move || {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &b)
+            .set("transactional.id", format!("{t}-producer"))
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        for round in 0..3 {
+            p.begin_transaction().unwrap();
+            for i in 0..50 {
+                let v = format!("{round}-{i}");
+                p.send(BaseRecord::<(), str>::to(&t).partition(i % 2).payload(&v))
+                    .unwrap();
+            }
+            p.commit_transaction(Duration::from_secs(30)).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let source = KafkaSource::builder(&bootstrap)
+        .topics([topic.clone()])
+        .start(StartOffsets::Earliest)
+        .stop(StopOffsets::LatestAtStart)
+        .property("isolation.level", "read_committed")
+        .build(ValueDeserializer(StringSchema))
+        .unwrap();
+    let sink = CollectingSink::<String>::new();
+    let job = Pipeline::new("txn-bounded")
+        .source("kafka", 2, |_| source.clone())
+        .sink("collect", 1, |i| sink.for_subtask(i))
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), job.run())
+        .await
+        .expect("a bounded job over a transactional topic ends")
+        .unwrap();
+    let mut got = sink.values();
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 150);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_starts_from_specific_offsets_and_commits_progress_to_the_group() {
     let Some(bootstrap) = require(Service::Kafka) else {

@@ -37,6 +37,10 @@ pub(crate) struct FetchBatch {
     pub records: Vec<Fetched>,
     /// Partitions discovered and assigned from their beginning.
     pub new_partitions: Vec<(String, i32)>,
+    /// When the consumer ran dry (bounded sources): the next offset of every assigned
+    /// partition. A partition can end in offsets that carry no record (transaction markers,
+    /// compacted records); its position, not its last record, says it is read to the end.
+    pub positions: Vec<(String, i32, i64)>,
 }
 
 pub(crate) struct Discovery {
@@ -59,6 +63,8 @@ pub(crate) struct Fetcher {
     pub lag: Option<Box<LagFn>>,
     pub last_read: std::collections::BTreeMap<(String, i32), i64>,
     pub lag_due: Option<Instant>,
+    /// Report positions when the consumer runs dry (bounded sources).
+    pub report_positions: bool,
 }
 
 impl Fetcher {
@@ -85,9 +91,13 @@ impl Fetcher {
                 }
             }
             let mut wait = Duration::from_millis(100);
+            let mut dry = false;
             while batch.records.len() < self.max_batch {
                 match self.consumer.poll(wait) {
-                    None => break,
+                    None => {
+                        dry = true;
+                        break;
+                    }
                     Some(Ok(m)) => {
                         let part = match batch
                             .partitions
@@ -131,7 +141,22 @@ impl Fetcher {
                     }
                 }
             }
-            if batch.records.is_empty() && batch.new_partitions.is_empty() {
+            if dry && self.report_positions {
+                if let Ok(list) = self.consumer.position() {
+                    batch.positions = list
+                        .elements()
+                        .iter()
+                        .filter_map(|e| match e.offset() {
+                            Offset::Offset(o) => Some((e.topic().to_owned(), e.partition(), o)),
+                            _ => None,
+                        })
+                        .collect();
+                }
+            }
+            if batch.records.is_empty()
+                && batch.new_partitions.is_empty()
+                && batch.positions.is_empty()
+            {
                 continue;
             }
             self.report_lag(&batch);

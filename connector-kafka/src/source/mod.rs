@@ -450,6 +450,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
             })),
             last_read: BTreeMap::new(),
             lag_due: None,
+            report_positions: bounded,
         };
         let thread = fetcher
             .spawn(format!("kafka-consumer-{subtask}"))
@@ -527,6 +528,17 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
             }
             r.records.increment(n);
             r.bytes.increment(bytes);
+            // Read to the end although the last offsets carried no record (transaction
+            // markers): the consumer's position has passed the stop offset.
+            for (t, p, position) in batch.positions {
+                let key = tp_key(&t, p);
+                if stop_at.get(&key).is_some_and(|s| position >= *s) {
+                    let slot = ctx.state_mut().entry(key.clone()).or_insert(0);
+                    *slot = (*slot).max(position);
+                    unfinished.remove(&key);
+                    stop_at.remove(&key);
+                }
+            }
             if bounded && unfinished.is_empty() {
                 return Ok(());
             }

@@ -1,0 +1,107 @@
+//! The example pipelines of `examples/`, run in a chain against the real servers:
+//! generator → Kafka, Kafka → PostgreSQL, PostgreSQL → Elasticsearch.
+
+use std::path::Path;
+use std::process::Command;
+
+use rivus_testkit::services::{require, unique_name, Service};
+use sqlx::Connection;
+
+fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> String {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{name}.toml"));
+    let text = std::fs::read_to_string(&source)
+        .unwrap()
+        .replace("\"orders\"", &format!("\"{unique}\""))
+        .replace("EXISTS orders (", &format!("EXISTS {unique} ("))
+        .replace("rivus-orders-to-postgres", &format!("{unique}-group"));
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, text).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));
+    cmd.args(["run", file.to_str().unwrap()]).current_dir(dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
+    let (Some(kafka), Some(pg), Some(es)) = (
+        require(Service::Kafka),
+        require(Service::Postgres),
+        require(Service::Elasticsearch),
+    ) else {
+        return;
+    };
+    let env = [
+        ("RIVUS_KAFKA_BOOTSTRAP", kafka),
+        ("RIVUS_PG_URL", pg.clone()),
+        ("RIVUS_ES_URL", es.clone()),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let unique = unique_name("orders").replace('-', "_");
+    // Orders with n % 3 == 0 have status "new" and are filtered out on the way to PostgreSQL.
+    let kept = (0..10_000).filter(|n| n % 3 != 0).count();
+
+    let out = run_example(dir.path(), "generator-to-kafka", &unique, &env);
+    assert!(out.contains("written     10000 records"), "{out}");
+    assert!(out.contains("guarantee   exactly-once"), "{out}");
+
+    let out = run_example(dir.path(), "kafka-to-postgres", &unique, &env);
+    assert!(out.contains("read        10000 records"), "{out}");
+    assert!(
+        out.contains(&format!("written     {kept} records")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("now holds {kept} rows")), "{out}");
+    let mut c = sqlx::PgConnection::connect(&pg).await.unwrap();
+    let (rows, new): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE status = 'new') FROM {unique}"
+    ))
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!((rows, new), (kept as i64, 0));
+
+    let out = run_example(dir.path(), "postgres-to-elasticsearch", &unique, &env);
+    assert!(
+        out.contains(&format!("written     {kept} records")),
+        "{out}"
+    );
+    let client = elasticsearch::Elasticsearch::new(
+        elasticsearch::http::transport::Transport::single_node(&es).unwrap(),
+    );
+    client
+        .indices()
+        .refresh(elasticsearch::indices::IndicesRefreshParts::Index(&[
+            &unique,
+        ]))
+        .send()
+        .await
+        .unwrap();
+    let count: serde_json::Value = client
+        .count(elasticsearch::CountParts::Index(&[&unique]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(count["count"], kept as u64, "{count}");
+    let doc: serde_json::Value = client
+        .get(elasticsearch::GetParts::IndexId(&unique, "7"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["_source"]["customer"], "user-7", "{doc}");
+}
