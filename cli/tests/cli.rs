@@ -248,3 +248,52 @@ async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
     .await;
     assert_eq!(rows, [format!("{n},{n},0,{}", n - 1)]);
 }
+
+#[test]
+fn metrics_are_served_while_the_job_runs() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.toml");
+    std::fs::write(
+        &file,
+        "name = \"metrics\"\n[source]\ntype = \"generator\"\ncount = 40000\nrate = 4000\n\
+         [sink]\ntype = \"stdout\"\n",
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+            "--log-format",
+            "json",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        assert!(Instant::now() < deadline, "metrics served");
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+            let mut body = String::new();
+            let _ = s.read_to_string(&mut body);
+            if body.contains("# TYPE rivus_") {
+                break body;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(body.starts_with("HTTP/1."), "{body}");
+    assert!(body.contains("# TYPE rivus_"), "{body}");
+}
