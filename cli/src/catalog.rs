@@ -30,6 +30,18 @@ pub const CATALOG: &[Entry] = &[
         options: "bootstrap_servers, topics [..], group_id, start committed|earliest|latest, bounded (false), properties {..}",
     },
     Entry {
+        role: "source",
+        name: "rabbitmq",
+        guarantee: "at-least-once; exactly-once with correlation_ids = true",
+        options: "uri, queues [..], prefetch (500), declare (false), correlation_ids (false)",
+    },
+    Entry {
+        role: "source",
+        name: "redis-streams",
+        guarantee: "exactly-once",
+        options: "url, streams [..], group, json_field (else the entry's fields as text)",
+    },
+    Entry {
         role: "sink",
         name: "stdout",
         guarantee: "at-least-once",
@@ -52,6 +64,18 @@ pub const CATALOG: &[Entry] = &[
         name: "elasticsearch",
         guarantee: "at-least-once (id_field makes replays overwrite)",
         options: "url, index, id_field, max_actions (1000), username, password",
+    },
+    Entry {
+        role: "sink",
+        name: "rabbitmq",
+        guarantee: "at-least-once (publisher confirms)",
+        options: "uri, exchange (\"\"), routing_key, routing_key_field, correlation_id_field",
+    },
+    Entry {
+        role: "sink",
+        name: "redis",
+        guarantee: "at-least-once (set/hset/sadd rewrite the same value on replay)",
+        options: "url, command set|hset|xadd|lpush|rpush|sadd|publish, key (template `order:{id}`), field (hset), ttl_secs, maxlen",
     },
 ];
 

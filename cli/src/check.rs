@@ -71,6 +71,30 @@ async fn jdbc(url: &str, table: Option<&str>) -> Result<String, String> {
     }
 }
 
+async fn rabbitmq(uri: &str) -> Result<String, String> {
+    let connect = lapin::Connection::connect(uri, lapin::ConnectionProperties::default());
+    let conn = tokio::time::timeout(Duration::from_secs(5), connect)
+        .await
+        .map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|e| redact_url(&e.to_string()))?;
+    let _ = conn.close(200, "rivus check".into()).await;
+    Ok("connected".into())
+}
+
+async fn redis(url: &str) -> Result<String, String> {
+    let client = redis::Client::open(url).map_err(|e| redact_url(&e.to_string()))?;
+    let connect = client.get_multiplexed_async_connection();
+    let mut con = tokio::time::timeout(Duration::from_secs(5), connect)
+        .await
+        .map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|e| redact_url(&e.to_string()))?;
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut con)
+        .await
+        .map_err(|e| redact_url(&e.to_string()))?;
+    Ok(format!("{pong}"))
+}
+
 /// Checks the source and the sink of `config`.
 pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
     let mut out = Vec::new();
@@ -96,6 +120,18 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             kind: "kafka",
             address: bootstrap_servers.clone(),
             outcome: kafka(bootstrap_servers, properties).await,
+        },
+        SourceConfig::Rabbitmq { uri, .. } => Reach {
+            role: "source",
+            kind: "rabbitmq",
+            address: redact_url(uri),
+            outcome: rabbitmq(uri).await,
+        },
+        SourceConfig::RedisStreams { url, .. } => Reach {
+            role: "source",
+            kind: "redis-streams",
+            address: redact_url(url),
+            outcome: redis(url).await,
         },
     };
     out.push(source);
@@ -146,6 +182,18 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
                 outcome: elasticsearch(es).await,
             }
         }
+        SinkConfig::Rabbitmq { uri, .. } => Reach {
+            role: "sink",
+            kind: "rabbitmq",
+            address: redact_url(uri),
+            outcome: rabbitmq(uri).await,
+        },
+        SinkConfig::Redis { url, .. } => Reach {
+            role: "sink",
+            kind: "redis",
+            address: redact_url(url),
+            outcome: redis(url).await,
+        },
     };
     out.push(sink);
     out

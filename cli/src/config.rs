@@ -113,6 +113,28 @@ pub enum SourceConfig {
         #[serde(default)]
         properties: BTreeMap<String, String>,
     },
+    /// RabbitMQ queues; bodies decoded as JSON (rivus-connector-rabbitmq).
+    Rabbitmq {
+        uri: String,
+        queues: Vec<String>,
+        /// Unacknowledged messages per queue (500).
+        prefetch: Option<u16>,
+        /// Declare the queues (durable) instead of using existing ones.
+        #[serde(default)]
+        declare: bool,
+        /// Drop redeliveries by correlation id (exactly-once).
+        #[serde(default)]
+        correlation_ids: bool,
+    },
+    /// Redis Streams through a consumer group (rivus-connector-redis).
+    RedisStreams {
+        url: String,
+        streams: Vec<String>,
+        group: String,
+        /// The entry field holding the record as JSON; without it the record is the entry's
+        /// fields as text.
+        json_field: Option<String>,
+    },
 }
 
 fn fifty() -> u64 {
@@ -182,6 +204,52 @@ pub enum SinkConfig {
         username: Option<String>,
         password: Option<String>,
     },
+    /// A RabbitMQ exchange; bodies are the records as JSON (rivus-connector-rabbitmq).
+    Rabbitmq {
+        uri: String,
+        /// The exchange (default: the default exchange, routing straight to a queue).
+        #[serde(default)]
+        exchange: String,
+        /// Routing key (for the default exchange: the queue).
+        #[serde(default)]
+        routing_key: String,
+        /// Take the routing key from this field instead.
+        routing_key_field: Option<String>,
+        /// Set the correlation id from this field (a rivus RabbitMQ source can then drop
+        /// redeliveries).
+        correlation_id_field: Option<String>,
+    },
+    /// Redis commands (rivus-connector-redis).
+    Redis {
+        url: String,
+        command: RedisCommandName,
+        /// The key; `{field}` is replaced by the record's field (`order:{id}`).
+        key: String,
+        /// The hash field for `hset`, same templating.
+        field: Option<String>,
+        ttl_secs: Option<u64>,
+        maxlen: Option<usize>,
+    },
+}
+
+/// The Redis commands a `redis` sink sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisCommandName {
+    /// `SET key <record as JSON>` (with `ttl_secs`).
+    Set,
+    /// `HSET key field <record as JSON>` (with `ttl_secs`).
+    Hset,
+    /// `XADD key * <field> <value>...` — the record's fields as text (with `maxlen`).
+    Xadd,
+    /// `LPUSH key <record as JSON>`.
+    Lpush,
+    /// `RPUSH key <record as JSON>`.
+    Rpush,
+    /// `SADD key <record as JSON>`.
+    Sadd,
+    /// `PUBLISH key <record as JSON>`.
+    Publish,
 }
 
 /// Insert or upsert.

@@ -13,6 +13,8 @@ mod check;
 mod config;
 mod counted;
 mod generator;
+mod sinks;
+mod sources;
 mod status;
 mod transform;
 
@@ -214,6 +216,8 @@ fn source_name(c: &PipelineConfig) -> &'static str {
         config::SourceConfig::Generator { .. } => "generator",
         config::SourceConfig::Jdbc { .. } => "jdbc",
         config::SourceConfig::Kafka { .. } => "kafka",
+        config::SourceConfig::Rabbitmq { .. } => "rabbitmq",
+        config::SourceConfig::RedisStreams { .. } => "redis-streams",
     }
 }
 
@@ -223,5 +227,7 @@ fn sink_name(c: &PipelineConfig) -> &'static str {
         SinkConfig::Jdbc { .. } => "jdbc",
         SinkConfig::Kafka { .. } => "kafka",
         SinkConfig::Elasticsearch { .. } => "elasticsearch",
+        SinkConfig::Rabbitmq { .. } => "rabbitmq",
+        SinkConfig::Redis { .. } => "redis",
     }
 }

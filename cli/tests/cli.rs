@@ -283,7 +283,8 @@ fn metrics_are_served_while_the_job_runs() {
     let body = loop {
         assert!(Instant::now() < deadline, "metrics served");
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+            s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+                .unwrap();
             let mut body = String::new();
             let _ = s.read_to_string(&mut body);
             if body.contains("# TYPE rivus_") {

@@ -1,0 +1,198 @@
+//! RabbitMQ and Redis through the `rivus` command: generator → RabbitMQ queue, then the queue
+//! → Redis hashes (stopped with SIGINT once everything arrived), then Redis stream → stdout.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use rivus_testkit::services::{require, unique_name, Service};
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_go_through_rabbitmq_into_redis() {
+    let (Some(amqp), Some(redis_url)) = (require(Service::RabbitMq), require(Service::Redis))
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let queue = unique_name("orders");
+    let prefix = unique_name("cli");
+    let n = 2000;
+
+    let to_queue = write(
+        dir.path(),
+        "to-queue.toml",
+        &format!(
+            "name = \"to-queue\"\n[source]\ntype = \"generator\"\ncount = {n}\n\
+             [sink]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nrouting_key = \"{queue}\"\n\
+             correlation_id_field = \"id\"\n"
+        ),
+    );
+    // The queue must exist before the generator publishes to it.
+    let channel = lapin::Connection::connect(&amqp, Default::default())
+        .await
+        .unwrap()
+        .create_channel()
+        .await
+        .unwrap();
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", &to_queue])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("written     {n} records")),
+        "{stdout}"
+    );
+
+    let to_redis = write(
+        dir.path(),
+        "to-redis.toml",
+        &format!(
+            "name = \"to-redis\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nqueues = [\"{queue}\"]\n\
+             correlation_ids = true\n\
+             [sink]\ntype = \"redis\"\nurl = \"{redis_url}\"\ncommand = \"hset\"\n\
+             key = \"{prefix}:{{user}}\"\nfield = \"{{id}}\"\n"
+        ),
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", &to_redis])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut con = redis::Client::open(redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let total = |mut con: redis::aio::MultiplexedConnection, prefix: String| async move {
+        let mut sum = 0usize;
+        for u in 0..50 {
+            let n: usize = con.hlen(format!("{prefix}:user-{u}")).await.unwrap();
+            sum += n;
+        }
+        sum
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while total(con.clone(), prefix.clone()).await < n {
+        assert!(Instant::now() < deadline, "every order reached Redis");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(total(con.clone(), prefix.clone()).await, n);
+    let order7: String = con.hget(format!("{prefix}:user-7"), "7").await.unwrap();
+    let order7: serde_json::Value = serde_json::from_str(&order7).unwrap();
+    assert_eq!(order7["id"], 7);
+    assert_eq!(order7["user"], "user-7");
+    let depth = channel
+        .queue_declare(
+            queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .unwrap()
+        .message_count();
+    assert_eq!(depth, 0, "every message was acknowledged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_stream_is_read_with_a_consumer_group() {
+    let Some(redis_url) = require(Service::Redis) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let stream = unique_name("stream");
+    let mut con = redis::Client::open(redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let _: String = con
+            .xadd(&stream, "*", &[("payload", format!("{{\"n\": {i}}}"))])
+            .await
+            .unwrap();
+    }
+    let file = write(
+        dir.path(),
+        "stream.toml",
+        &format!(
+            "name = \"stream\"\n[source]\ntype = \"redis-streams\"\nurl = \"{redis_url}\"\n\
+             streams = [\"{stream}\"]\ngroup = \"g\"\njson_field = \"payload\"\n\
+             [[transform]]\ntype = \"filter\"\nfield = \"n\"\nop = \">=\"\nvalue = 15\n\
+             [sink]\ntype = \"stdout\"\n"
+        ),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", &file])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .filter(|l| l.starts_with('{'))
+            .take(5)
+            .collect::<Vec<_>>()
+    });
+    let got = tokio::task::spawn_blocking(move || lines.join().unwrap())
+        .await
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let got: Vec<String> = got.into_iter().map(|l| l.replace(' ', "")).collect();
+    assert_eq!(
+        got,
+        [
+            "{\"n\":15}",
+            "{\"n\":16}",
+            "{\"n\":17}",
+            "{\"n\":18}",
+            "{\"n\":19}"
+        ]
+    );
+}
