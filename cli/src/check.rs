@@ -92,7 +92,7 @@ async fn redis(url: &str) -> Result<String, String> {
         .query_async(&mut con)
         .await
         .map_err(|e| redact_url(&e.to_string()))?;
-    Ok(format!("{pong}"))
+    Ok(pong)
 }
 
 /// Checks the source and the sink of `config`.

@@ -84,13 +84,7 @@ async fn node_restart_mid_stream_loses_nothing() {
     let running = tokio::spawn(job.run());
 
     wait_for(&url, &index, 5000).await;
-    tokio::task::spawn_blocking(|| rivus_testkit::restart::stop("elasticsearch"))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    tokio::task::spawn_blocking(|| rivus_testkit::restart::start("elasticsearch"))
-        .await
-        .unwrap();
+    rivus_testkit::restart::bounce("elasticsearch", Duration::from_secs(2)).await;
     let after = count(&url, &index).await;
     wait_for(&url, &index, after + 5000).await;
 

@@ -84,13 +84,7 @@ async fn restart_mid_stream(db: common::Db, service: &'static str) {
         }
     };
     wait_for(5000).await;
-    tokio::task::spawn_blocking(move || rivus_testkit::restart::stop(service))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    tokio::task::spawn_blocking(move || rivus_testkit::restart::start(service))
-        .await
-        .unwrap();
+    rivus_testkit::restart::bounce(service, Duration::from_secs(2)).await;
     let after = count(&db, &table).await;
     wait_for(after + 5000).await;
     assert!(

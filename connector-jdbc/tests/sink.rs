@@ -13,7 +13,7 @@ use rivus_core::prelude::*;
 use rivus_core::Restored;
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
-use rivus_testkit::VecSource;
+use rivus_testkit::{run_records_into, VecSource};
 use serde_json::{json, Value};
 
 struct TableCtx {
@@ -242,12 +242,7 @@ async fn refused_rows_go_to_the_error_policy_and_the_rest_is_kept() {
             .error_policy(ErrorPolicy::DeadLetter(dlq))
             .build_json()
             .unwrap();
-        let splits = Arc::new(vec![rows]);
-        Pipeline::new(format!("refused-{table}"))
-            .source("rows", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
-            .sink("table", 1, move |_| sink.clone())
-            .unwrap()
-            .run()
+        run_records_into(&format!("refused-{table}"), rows, move |_| sink.clone())
             .await
             .unwrap();
         let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
@@ -332,12 +327,7 @@ async fn postgres_methods_write_every_type() {
             .batch_size(1000)
             .build_json()
             .unwrap();
-        let splits = Arc::new(vec![rows]);
-        Pipeline::new(format!("types-{table}"))
-            .source("rows", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
-            .sink("table", 1, move |_| sink.clone())
-            .unwrap()
-            .run()
+        run_records_into(&format!("types-{table}"), rows, move |_| sink.clone())
             .await
             .unwrap();
         assert_eq!(db.count(&table).await, 3000, "{method:?}");
@@ -494,12 +484,7 @@ async fn positional_values_follow_the_configured_columns() {
         .error_policy(ErrorPolicy::DeadLetter(dlq))
         .build(|v: &Vec<Value>| Ok(RowChange::WriteValues(v.clone())))
         .unwrap();
-    let splits = Arc::new(vec![rows]);
-    Pipeline::new("positional")
-        .source("rows", 1, |i| VecSource::new(Arc::clone(&splits), i, 1))
-        .sink("table", 1, move |_| sink.clone())
-        .unwrap()
-        .run()
+    run_records_into("positional", rows, move |_| sink.clone())
         .await
         .unwrap();
     let got = db

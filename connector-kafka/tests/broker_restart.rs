@@ -136,13 +136,7 @@ async fn broker_restart_mid_stream_loses_nothing() {
     let running = tokio::spawn(job.run());
 
     wait_for_count(&bootstrap, &to, 5000).await;
-    tokio::task::spawn_blocking(|| rivus_testkit::restart::stop("kafka"))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    tokio::task::spawn_blocking(|| rivus_testkit::restart::start("kafka"))
-        .await
-        .unwrap();
+    rivus_testkit::restart::bounce("kafka", Duration::from_secs(2)).await;
     produce(&bootstrap, &from, 5000..10000).await;
     wait_for_count(&bootstrap, &to, 10000).await;
 

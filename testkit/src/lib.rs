@@ -23,7 +23,7 @@ mod transactional;
 
 pub use counting::CountingSink;
 pub use memory_log::{LogPositions, LogSource, MemoryLog};
-pub use sequence::{run_sequence_into, SequenceSource};
+pub use sequence::{run_records_into, run_sequence_into, SequenceSource};
 pub use sinks::{CollectingSink, SinkControl};
 pub use source::{VecSource, VecSourceState};
 pub use transactional::{TransactionalSink, TxnStore};

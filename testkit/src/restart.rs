@@ -32,3 +32,15 @@ pub fn stop(name: &str) {
 pub fn start(name: &str) {
     run(&["up", name]);
 }
+
+/// Stops the service `name`, keeps it down for `down`, and starts it again (waiting until it
+/// answers) — from async code, without blocking the runtime's threads.
+pub async fn bounce(name: &'static str, down: std::time::Duration) {
+    tokio::task::spawn_blocking(move || stop(name))
+        .await
+        .expect("stopping the service");
+    tokio::time::sleep(down).await;
+    tokio::task::spawn_blocking(move || start(name))
+        .await
+        .expect("starting the service");
+}

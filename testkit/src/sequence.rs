@@ -89,3 +89,21 @@ where
         .run()
         .await
 }
+
+/// Runs a job that writes `records` (one source subtask, in order) into the sink made by
+/// `sink(0)`, without checkpoints.
+pub async fn run_records_into<T, S, F>(job: &str, records: Vec<T>, sink: F) -> Result<JobSummary>
+where
+    T: Clone + Send + Sync + 'static,
+    S: SinkFunction<T> + 'static,
+    F: Fn(usize) -> S,
+{
+    let splits = Arc::new(vec![records]);
+    Pipeline::new(job)
+        .source("records", 1, |i| {
+            crate::VecSource::new(Arc::clone(&splits), i, 1)
+        })
+        .sink("sink", 1, sink)?
+        .run()
+        .await
+}
