@@ -17,6 +17,16 @@ pub enum WriteMode {
     /// record twice leaves the same row: this is what makes at-least-once effectively
     /// exactly-once.
     Upsert,
+    /// Your own statement, run once per record with the record's fields `params` bound in
+    /// order (`$1, $2` on PostgreSQL, `?` elsewhere). Values are bound by their JSON type
+    /// (integer, float, boolean, text; objects and arrays as JSON text): on PostgreSQL cast
+    /// where the column wants another type (`$3::timestamptz`).
+    Statement {
+        /// The SQL.
+        sql: String,
+        /// Record fields bound to its parameters, in order.
+        params: Vec<String>,
+    },
 }
 
 /// How a batch of new rows is sent to PostgreSQL (other databases use multi-row VALUES).

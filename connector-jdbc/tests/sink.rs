@@ -155,13 +155,7 @@ fn ops_and_expectation() -> (Vec<Op>, Vec<String>) {
 }
 
 async fn table_state(db: &Db, table: &str) -> Vec<String> {
-    db.strings(&format!(
-        "SELECT CAST(id AS CHAR(12)) || ':' || CAST(qty AS CHAR(12)) FROM {table} ORDER BY id"
-    ))
-    .await
-    .into_iter()
-    .map(|s| s.replace(' ', ""))
-    .collect()
+    table_state_of(db, table, "qty").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,4 +498,54 @@ async fn positional_values_follow_the_configured_columns() {
     );
     let payload: Value = serde_json::from_slice(&letters[1].payload).unwrap();
     assert_eq!(payload, json!({"id": 3, "qty": "many"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_of_your_own_runs_per_record_with_bound_fields() {
+    for db in databases() {
+        let table = unique_name("stmt").replace('-', "_");
+        db.exec(&format!(
+            "CREATE TABLE {table} (id INT PRIMARY KEY, total INT NOT NULL)"
+        ))
+        .await;
+        let sql = match db.name {
+            "postgres" => format!(
+                "INSERT INTO {table} (id, total) VALUES ($1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET total = {table}.total + excluded.total"
+            ),
+            "mariadb" => format!(
+                "INSERT INTO {table} (id, total) VALUES (?, ?) \
+                 ON DUPLICATE KEY UPDATE total = total + VALUES(total)"
+            ),
+            _ => format!(
+                "INSERT INTO {table} (id, total) VALUES (?, ?) \
+                 ON CONFLICT (id) DO UPDATE SET total = total + excluded.total"
+            ),
+        };
+        let mut rows: Vec<Value> = (0..100)
+            .map(|i| json!({"id": i % 10, "amount": 1}))
+            .collect();
+        rows.insert(50, json!({"id": 3, "amount": null}));
+        let sink = JdbcSink::with_statement(&db.url, sql, ["id", "amount"])
+            .batch_size(16)
+            .error_policy(ErrorPolicy::Skip)
+            .build_json()
+            .unwrap();
+        run_records_into(&format!("stmt-{table}"), rows, move |_| sink.clone())
+            .await
+            .unwrap();
+        let got = table_state_of(&db, &table, "total").await;
+        let expected: Vec<String> = (0..10).map(|i| format!("{i}:10")).collect();
+        assert_eq!(got, expected, "{}", db.name);
+    }
+}
+
+async fn table_state_of(db: &Db, table: &str, column: &str) -> Vec<String> {
+    db.strings(&format!(
+        "SELECT CAST(id AS CHAR(12)) || ':' || CAST({column} AS CHAR(12)) FROM {table} ORDER BY id"
+    ))
+    .await
+    .into_iter()
+    .map(|s| s.replace(' ', ""))
+    .collect()
 }

@@ -88,7 +88,8 @@ impl JdbcSinkBuilder {
         self
     }
 
-    /// Insert (default) or upsert.
+    /// Insert (default), upsert, or your own statement ([`WriteMode::Statement`]; or use
+    /// [`JdbcSink::with_statement`]).
     pub fn mode(mut self, mode: WriteMode) -> Self {
         self.s.mode = mode;
         self
@@ -162,6 +163,17 @@ impl JdbcSinkBuilder {
                 "exactly-once needs PostgreSQL prepared transactions; MySQL/MariaDB and SQLite \
                  sinks are at-least-once (use upsert mode to make rewrites harmless)",
             ));
+        }
+        if let WriteMode::Statement { sql, params } = &s.mode {
+            if sql.trim().is_empty() {
+                return Err(Error::config("sink.jdbc.statement", "must not be empty"));
+            }
+            if params.iter().any(|p| p.trim().is_empty()) {
+                return Err(Error::config(
+                    "sink.jdbc.params",
+                    "field names must not be empty",
+                ));
+            }
         }
         if s.method == PgMethod::Copy && s.mode != WriteMode::Insert {
             return Err(Error::config(
@@ -265,6 +277,20 @@ impl<T> Clone for JdbcSink<T> {
 }
 
 impl JdbcSink<()> {
+    /// Starts a builder for a sink running `sql` once per record with the fields `params`
+    /// bound in order (see [`WriteMode::Statement`]); refused rows go to the error policy as
+    /// with tables.
+    pub fn with_statement<S: Into<String>>(
+        url: impl Into<String>,
+        sql: impl Into<String>,
+        params: impl IntoIterator<Item = S>,
+    ) -> JdbcSinkBuilder {
+        JdbcSink::builder(url, "statement").mode(WriteMode::Statement {
+            sql: sql.into(),
+            params: params.into_iter().map(Into::into).collect(),
+        })
+    }
+
     /// Starts a builder for a sink writing to `table` at `url` (`postgres://`, `mysql://`,
     /// `mariadb://`, `sqlite:path`).
     pub fn builder(url: impl Into<String>, table: impl Into<String>) -> JdbcSinkBuilder {
@@ -514,15 +540,37 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             .acquire()
             .await
             .map_err(|e| Error::connector("jdbc sink: connecting", describe(&e)))?;
-        let table = describe_table(&mut conn, dialect, &s.table)
-            .await
-            .map_err(|e| {
-                Error::connector(
-                    format!("jdbc sink: reading table `{}`", s.table),
-                    describe(&e),
-                )
-            })?;
-        let (columns, keys) = resolve_columns(&s, &table)?;
+        let table = if matches!(s.mode, WriteMode::Statement { .. }) {
+            crate::table::TableSchema {
+                name: s.table.clone(),
+                columns: Vec::new(),
+                primary_key: Vec::new(),
+            }
+        } else {
+            describe_table(&mut conn, dialect, &s.table)
+                .await
+                .map_err(|e| {
+                    Error::connector(
+                        format!("jdbc sink: reading table `{}`", s.table),
+                        describe(&e),
+                    )
+                })?
+        };
+        let (columns, keys) = match &s.mode {
+            WriteMode::Statement { params, .. } => (
+                params
+                    .iter()
+                    .map(|p| TableColumn {
+                        name: p.clone(),
+                        class: crate::value::Class::Any,
+                        cast: None,
+                        generated: false,
+                    })
+                    .collect(),
+                Vec::new(),
+            ),
+            _ => resolve_columns(&s, &table)?,
+        };
         let prepared = if s.exactly_once {
             let max: Vec<String> = conn
                 .fetch_text("SELECT current_setting('max_prepared_transactions')", &[])

@@ -118,6 +118,12 @@ impl Writer {
 
     async fn write_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
         let plan = &self.plan;
+        if let WriteMode::Statement { sql, .. } = &plan.mode {
+            for change in run {
+                conn.execute(sql, &change.values).await?;
+            }
+            return Ok(());
+        }
         if plan.dialect == Dialect::Postgres {
             // One statement may not upsert a key twice on PostgreSQL: the last write wins.
             let deduped = match plan.mode {
@@ -166,7 +172,7 @@ impl Writer {
             let r = if change.delete {
                 self.delete_rows(conn, std::slice::from_ref(change)).await
             } else {
-                self.values_rows(conn, std::slice::from_ref(change)).await
+                self.write_rows(conn, std::slice::from_ref(change)).await
             };
             match r {
                 Ok(()) => {
@@ -194,7 +200,12 @@ impl Writer {
     async fn write_autocommit(&self, conn: &mut Conn, items: &[Change]) -> Result<(), WriteError> {
         let writes_only = items.iter().all(|c| !c.delete);
         let arrays = self.plan.dialect == Dialect::Postgres && self.plan.method != PgMethod::Values;
-        let single = writes_only && (arrays || items.len() <= self.plan.max_rows);
+        let single = writes_only
+            && match self.plan.mode {
+                // One statement per record.
+                WriteMode::Statement { .. } => items.len() == 1,
+                _ => arrays || items.len() <= self.plan.max_rows,
+            };
         if !single {
             conn.raw("BEGIN").await?;
         }
