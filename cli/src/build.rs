@@ -31,9 +31,14 @@ struct CountingQueue {
 #[async_trait]
 impl DeadLetterQueue for CountingQueue {
     async fn send(&self, letter: DeadLetter) -> Result<()> {
-        self.counts
-            .errors
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let kind = if letter.position.starts_with("transform") {
+            "transform"
+        } else if letter.origin.starts_with("source") {
+            "source"
+        } else {
+            "sink"
+        };
+        self.counts.error(kind);
         match &self.inner {
             Some(q) => q.send(letter).await,
             None => {

@@ -18,6 +18,21 @@ pub struct Counts {
     pub read: AtomicU64,
     pub written: AtomicU64,
     pub errors: AtomicU64,
+    /// Errors by where they happened (`source`, `transform`, `sink`).
+    pub by_kind: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+impl Counts {
+    /// Counts one record that went to the error policy.
+    pub fn error(&self, kind: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self
+            .by_kind
+            .lock()
+            .unwrap()
+            .entry(kind.to_owned())
+            .or_default() += 1;
+    }
 }
 
 /// A sink that counts and filters error records before `S`.
@@ -29,9 +44,8 @@ pub struct Counted<S> {
     pub handler: Option<ErrorHandler>,
 }
 
-/// Hands an error record from the transforms to the error policy.
-async fn divert(counts: &Counts, handler: Option<ErrorHandler>, record: Value) -> Result<()> {
-    counts.errors.fetch_add(1, Ordering::Relaxed);
+/// Hands an error record from the transforms to the error policy (which counts it).
+async fn divert(handler: Option<ErrorHandler>, record: Value) -> Result<()> {
     let reason = record[ERROR_FIELD]
         .as_str()
         .unwrap_or("transform failed")
@@ -104,7 +118,7 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
 
     async fn invoke(&mut self, value: Value, ctx: &SinkContext) -> Result<()> {
         if self.check_errors && is_error(&value) {
-            return divert(&self.counts, self.handler.clone(), value).await;
+            return divert(self.handler.clone(), value).await;
         }
         self.inner.invoke(value, ctx).await?;
         self.counts.written.fetch_add(1, Ordering::Relaxed);
@@ -116,7 +130,7 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
             let mut kept = Vec::with_capacity(values.len());
             for v in values {
                 if is_error(&v) {
-                    divert(&self.counts, self.handler.clone(), v).await?;
+                    divert(self.handler.clone(), v).await?;
                 } else {
                     kept.push(v);
                 }

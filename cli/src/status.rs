@@ -100,6 +100,18 @@ pub fn clear() {
 pub fn summary(name: &str, s: &JobSummary, counts: &Counts, guarantee: &str) -> String {
     let secs = s.duration.as_secs_f64();
     let errors = counts.errors.load(Ordering::Relaxed);
+    let kinds: Vec<String> = counts
+        .by_kind
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let errors = if kinds.is_empty() {
+        errors.to_string()
+    } else {
+        format!("{errors} ({})", kinds.join(", "))
+    };
     let mut out = format!(
         "{name}: finished in {secs:.1}s\n  read        {} records ({:.0}/s)\n  written     {} records ({:.0}/s)\n  errors      {errors}\n",
         s.records_read,

@@ -298,3 +298,42 @@ fn metrics_are_served_while_the_job_runs() {
     assert!(body.starts_with("HTTP/1."), "{body}");
     assert!(body.contains("# TYPE rivus_"), "{body}");
 }
+
+#[tokio::test]
+async fn bad_records_go_to_the_dead_letter_file_and_are_counted_by_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("in.db");
+    let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}?mode=rwc", db.display()))
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE events (id INTEGER PRIMARY KEY, payload TEXT);
+         INSERT INTO events VALUES (1, '{\"qty\": 1}'), (2, '{oops'), (3, '{\"qty\": -5}'),
+                                   (4, '{\"qty\": 4}'), (5, 'not json');
+         CREATE TABLE out (id INTEGER PRIMARY KEY, payload TEXT CHECK (json_extract(payload, '$.qty') > 0));",
+    )
+    .execute(&mut c)
+    .await
+    .unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        "name = \"dlq\"\n[errors]\npolicy = \"dead-letter\"\ndead_letter = \"letters.jsonl\"\n\
+         [source]\ntype = \"jdbc\"\nurl = \"sqlite:in.db\"\ntable = \"events\"\ntrack_by = [\"id\"]\nmode = \"bounded\"\n\
+         [[transform]]\ntype = \"parse-json\"\nfield = \"payload\"\n\
+         [sink]\ntype = \"jdbc\"\nurl = \"sqlite:in.db\"\ntable = \"out\"\n",
+    )
+    .unwrap();
+    let out = rivus(dir.path(), &["run", file.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("errors      3 (sink 1, transform 2)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("table `out` now holds 2 rows"), "{stdout}");
+    let letters = std::fs::read_to_string(dir.path().join("letters.jsonl")).unwrap();
+    assert_eq!(letters.lines().count(), 3, "{letters}");
+    assert!(letters.contains("field `payload` is not JSON"), "{letters}");
+    assert!(letters.contains("CHECK constraint failed"), "{letters}");
+}
