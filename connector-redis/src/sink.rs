@@ -106,6 +106,13 @@ impl RedisSinkBuilder {
         self
     }
 
+    /// Retries of pipelines that failed on the connection (the connection manager reconnects
+    /// meanwhile).
+    pub fn backoff(mut self, b: rivus_core::backoff::BackoffPolicy) -> Self {
+        self.bulk.backoff = b;
+        self
+    }
+
     /// Commands the server refuses (WRONGTYPE...) and records the mapper rejects: fail
     /// (default), skip, dead-letter.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {

@@ -1,4 +1,5 @@
-# Redis from Debian's package, on 127.0.0.1:6379, no persistence.
+# Redis from Debian's package, on 127.0.0.1:6379, with an append-only file (fsync every
+# second; a stop with SIGTERM writes it out), so a restart keeps what was acknowledged.
 
 REDIS_PORT=${RIVUS_REDIS_PORT:-6379}
 
@@ -14,7 +15,7 @@ redis_start() {
   local d; d=$(svc_dir redis)
   mkdir -p "$d"
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$d" --daemonize yes \
-    --pidfile "$d/pid" --logfile "$d/log" --save "" --appendonly no --protected-mode yes \
+    --pidfile "$d/pid" --logfile "$d/log" --save "" --appendonly yes --appendfsync everysec --protected-mode yes \
     || fail redis start "$d/log" "redis-server refused to start"
   local i; for i in $(seq 1 20); do [ -s "$d/pid" ] && break; sleep 0.25; done
 }
