@@ -309,7 +309,8 @@ pub enum CompareOp {
     Missing,
 }
 
-fn parse_duration(s: &str) -> Option<Duration> {
+/// `500ms`, `2s`, `1.5m`, `1h`: a positive duration.
+pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit() && c != '.')?;
     let (n, unit) = s.split_at(split);

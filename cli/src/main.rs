@@ -49,6 +49,9 @@ enum Command {
         /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9898).
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// How often the status is shown: default 500ms on a terminal, 10s in logs.
+        #[arg(long, value_parser = parse_interval)]
+        status_interval: Option<std::time::Duration>,
     },
     /// Check a pipeline file without running it.
     Validate { file: PathBuf },
@@ -79,7 +82,11 @@ fn load(file: &std::path::Path) -> Result<PipelineConfig, ExitCode> {
     })
 }
 
-async fn run(file: PathBuf, metrics_addr: Option<std::net::SocketAddr>) -> ExitCode {
+async fn run(
+    file: PathBuf,
+    metrics_addr: Option<std::net::SocketAddr>,
+    status_interval: Option<std::time::Duration>,
+) -> ExitCode {
     let config = match load(&file) {
         Ok(c) => c,
         Err(code) => return code,
@@ -111,6 +118,7 @@ async fn run(file: PathBuf, metrics_addr: Option<std::net::SocketAddr>) -> ExitC
         std::sync::Arc::clone(&built.counts),
         built.total,
         built.job.completed_checkpoints(),
+        status_interval,
     ));
     let result = built.job.run().await;
     reporter.abort();
@@ -148,7 +156,11 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(cli.log_format);
     match cli.command {
-        Command::Run { file, metrics_addr } => run(file, metrics_addr).await,
+        Command::Run {
+            file,
+            metrics_addr,
+            status_interval,
+        } => run(file, metrics_addr, status_interval).await,
         Command::Validate { file } => {
             let config = match load(&file) {
                 Ok(c) => c,
@@ -203,6 +215,10 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.

@@ -21,19 +21,20 @@ fn bar(done: u64, total: u64, width: usize) -> String {
     format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
 }
 
-/// Runs until aborted, reporting every `every` (500 ms on a terminal, 10 s otherwise).
+/// Runs until aborted, reporting every `every` (default 500 ms on a terminal, 10 s otherwise).
 pub async fn report(
     name: String,
     counts: Arc<Counts>,
     total: Option<u64>,
     checkpoints: CompletedCheckpoints,
+    every: Option<Duration>,
 ) {
     let terminal = std::io::stderr().is_terminal();
-    let every = if terminal {
+    let every = every.unwrap_or(if terminal {
         Duration::from_millis(500)
     } else {
         Duration::from_secs(10)
-    };
+    });
     let started = Instant::now();
     let (mut last_in, mut last_out, mut last_at) = (0u64, 0u64, Instant::now());
     let mut last_checkpoint: Option<(u64, Instant)> = None;

@@ -1,5 +1,6 @@
 //! RabbitMQ and Redis through the `rivus` command: generator → RabbitMQ queue, then the queue
-//! → Redis hashes (stopped with SIGINT once everything arrived), then Redis stream → stdout.
+//! → Redis hashes (stopped with SIGINT once everything arrived); Redis stream → stdout; and the
+//! example file RabbitMQ → PostgreSQL.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -195,4 +196,103 @@ async fn a_redis_stream_is_read_with_a_consumer_group() {
             "{\"n\":19}"
         ]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
+    use sqlx::Connection;
+    let (Some(amqp), Some(pg)) = (require(Service::RabbitMq), require(Service::Postgres)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let unique = unique_name("orders").replace('-', "_");
+    let n = 1500;
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/rabbitmq-to-postgres.toml");
+    let text = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("\"orders\"", &format!("\"{unique}\""))
+        .replace("EXISTS orders (", &format!("EXISTS {unique} ("));
+    let consume = write(dir.path(), "consume.toml", &text);
+    let publish = write(
+        dir.path(),
+        "publish.toml",
+        &format!(
+            "name = \"publish\"\n[source]\ntype = \"generator\"\ncount = {n}\n\
+             [sink]\ntype = \"rabbitmq\"\nuri = \"${{RIVUS_AMQP_URL}}\"\nrouting_key = \"{unique}\"\n\
+             correlation_id_field = \"id\"\n"
+        ),
+    );
+    let run = |file: &str| {
+        Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["run", file])
+            .current_dir(dir.path())
+            .env("RIVUS_AMQP_URL", &amqp)
+            .env("RIVUS_PG_URL", &pg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The consumer declares the queue; publish once it is there.
+    let consumer = run(&consume);
+    let connection = lapin::Connection::connect(&amqp, Default::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // A failed passive declare closes its channel: a new one per attempt.
+        let channel = connection.create_channel().await.unwrap();
+        let declared = channel
+            .queue_declare(
+                unique.as_str().into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await;
+        if declared.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the consumer declared the queue");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = run(&publish).wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut c = sqlx::PgConnection::connect(&pg).await.unwrap();
+    let count_sql = format!("SELECT COUNT(*) FROM {unique}");
+    while sqlx::query_scalar::<_, i64>(&count_sql)
+        .fetch_one(&mut c)
+        .await
+        .unwrap_or(0)
+        < n
+    {
+        assert!(Instant::now() < deadline, "every order reached PostgreSQL");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Command::new("kill")
+        .args(["-INT", &consumer.id().to_string()])
+        .status()
+        .unwrap();
+    let out = consumer.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("now holds {n} rows")), "{stdout}");
+    let (amount, user): (String, String) = sqlx::query_as(&format!(
+        "SELECT amount::text, \"user\" FROM {unique} WHERE id = 7"
+    ))
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!((amount.as_str(), user.as_str()), ("554.33", "user-7"));
 }

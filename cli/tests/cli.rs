@@ -337,3 +337,39 @@ async fn bad_records_go_to_the_dead_letter_file_and_are_counted_by_kind() {
     assert!(letters.contains("field `payload` is not JSON"), "{letters}");
     assert!(letters.contains("CHECK constraint failed"), "{letters}");
 }
+
+#[test]
+fn without_a_terminal_the_status_is_logged_periodically() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(
+        &file,
+        "name = \"status\"\n[checkpoint]\ninterval = \"100ms\"\ndir = \"state\"\n\
+         [source]\ntype = \"generator\"\ncount = 6000\nrate = 6000\n[sink]\ntype = \"stdout\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap(), "--status-interval", "200ms"])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("status: in "))
+        .collect();
+    assert!(lines.len() >= 2, "periodic status lines: {stderr}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("checkpoint #") && l.contains("% ETA")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\r'),
+        "no terminal control characters in logs"
+    );
+}
