@@ -373,3 +373,37 @@ fn without_a_terminal_the_status_is_logged_periodically() {
         "no terminal control characters in logs"
     );
 }
+
+#[test]
+fn connectors_lists_every_connector_with_its_guarantee() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rivus(dir.path(), &["connectors"]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    for (role, name) in [
+        ("source", "generator"),
+        ("source", "jdbc"),
+        ("source", "kafka"),
+        ("source", "rabbitmq"),
+        ("source", "redis-streams"),
+        ("sink", "stdout"),
+        ("sink", "jdbc"),
+        ("sink", "kafka"),
+        ("sink", "elasticsearch"),
+        ("sink", "rabbitmq"),
+        ("sink", "redis"),
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| {
+                let mut words = l.split_whitespace();
+                words.next() == Some(role) && words.next() == Some(name)
+            })
+            .unwrap_or_else(|| panic!("{role} {name} listed: {stdout}"));
+        assert!(
+            line.contains("once"),
+            "a guarantee for {role} {name}: {line}"
+        );
+    }
+    assert!(stdout.contains("parse-json (field)"), "{stdout}");
+}
