@@ -76,6 +76,9 @@ impl Pool {
             Dialect::Postgres => Pool::Pg(
                 PgPoolOptions::new()
                     .max_connections(max_connections)
+                    // No ping before each batch: a dead connection shows at the statement,
+                    // which is retried on a new one.
+                    .test_before_acquire(false)
                     .acquire_timeout(timeout)
                     .connect(url)
                     .await
@@ -86,6 +89,9 @@ impl Pool {
                 Pool::My(
                     MySqlPoolOptions::new()
                         .max_connections(max_connections)
+                        // No ping before each batch: a dead connection shows at the statement,
+                        // which is retried on a new one.
+                        .test_before_acquire(false)
                         .acquire_timeout(timeout)
                         .connect(&url)
                         .await
@@ -101,6 +107,9 @@ impl Pool {
                 Pool::Lite(
                     SqlitePoolOptions::new()
                         .max_connections(max_connections)
+                        // No ping before each batch: a dead connection shows at the statement,
+                        // which is retried on a new one.
+                        .test_before_acquire(false)
                         .acquire_timeout(timeout)
                         .connect_with(options)
                         .await
