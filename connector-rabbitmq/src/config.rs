@@ -14,6 +14,9 @@ pub struct AmqpConfig {
     pub uri: String,
     /// Longest wait for the connection (default 30 s).
     pub connect_timeout: Duration,
+    /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
+    /// attempts); when it gives up, the job fails and recovers from its last checkpoint.
+    pub reconnect: rivus_core::backoff::BackoffPolicy,
 }
 
 pub use rivus_core::secrets::redact_url as redact;
@@ -23,6 +26,7 @@ impl fmt::Debug for AmqpConfig {
         f.debug_struct("AmqpConfig")
             .field("uri", &redact(&self.uri))
             .field("connect_timeout", &self.connect_timeout)
+            .field("reconnect", &self.reconnect)
             .finish()
     }
 }
@@ -33,6 +37,11 @@ impl AmqpConfig {
         AmqpConfig {
             uri: uri.into(),
             connect_timeout: Duration::from_secs(30),
+            reconnect: rivus_core::backoff::BackoffPolicy::Exponential {
+                initial: Duration::from_millis(100),
+                max_delay: Duration::from_secs(5),
+                max_retries: 60,
+            },
         }
     }
 

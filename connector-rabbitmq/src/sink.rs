@@ -136,7 +136,8 @@ impl RabbitSinkBuilder {
 }
 
 struct InFlight {
-    confirm: PublisherConfirm,
+    /// `None`: to publish again (its connection was lost before the confirm).
+    confirm: Option<PublisherConfirm>,
     msg: OutMessage,
     attempt: u32,
 }
@@ -195,6 +196,73 @@ fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl<T: Send + 'static> RabbitSink<T> {
+    async fn open_channel(&self) -> Result<(Connection, Channel)> {
+        let conn = self.settings.config.connect().await?;
+        let ch = conn
+            .create_channel()
+            .await
+            .map_err(|e| amqp("opening a channel", e))?;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| amqp("enabling publisher confirms", e))?;
+        Ok((conn, ch))
+    }
+
+    /// After a lost connection: reconnects with backoff and publishes again, in order, every
+    /// message not confirmed yet (at-least-once: the broker may have some of them already).
+    async fn reconnect(&mut self, why: &str) -> Result<()> {
+        tracing::warn!(
+            reason = why,
+            unconfirmed = self.in_flight.len(),
+            "rabbitmq sink: connection lost, reconnecting"
+        );
+        metrics::counter!("rivus_rabbitmq_reconnects_total").increment(1);
+        if let Some((conn, _)) = self.conn.take() {
+            let _ = conn.close(200, "reconnecting".into()).await;
+        }
+        let mut attempt = 0;
+        'connect: loop {
+            attempt += 1;
+            let err = match self.open_channel().await {
+                Ok(c) => {
+                    self.conn = Some(c);
+                    let unconfirmed: Vec<InFlight> = self.in_flight.drain(..).collect();
+                    let mut rest = unconfirmed.into_iter();
+                    while let Some(f) = rest.next() {
+                        match self.publish_once(&f.msg).await {
+                            Ok(confirm) => self.in_flight.push_back(InFlight {
+                                confirm: Some(confirm),
+                                ..f
+                            }),
+                            Err(e) => {
+                                // Lost again: keep the remaining messages for the next try.
+                                let mut keep: Vec<InFlight> = self.in_flight.drain(..).collect();
+                                keep.push(f);
+                                keep.extend(rest);
+                                self.in_flight.extend(keep);
+                                self.conn = None;
+                                tracing::debug!(error = %e, "rabbitmq sink: republishing failed");
+                                let Some(wait) = self.settings.config.reconnect.delay(attempt)
+                                else {
+                                    return Err(e);
+                                };
+                                tokio::time::sleep(wait).await;
+                                continue 'connect;
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            let Some(wait) = self.settings.config.reconnect.delay(attempt) else {
+                return Err(err);
+            };
+            tracing::debug!(attempt, ?wait, error = %err, "rabbitmq sink: reconnect failed");
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     fn channel(&self) -> Result<&Channel> {
         self.conn
             .as_ref()
@@ -202,7 +270,19 @@ impl<T: Send + 'static> RabbitSink<T> {
             .ok_or(Error::Closed("rabbitmq sink"))
     }
 
-    async fn publish(&self, msg: &OutMessage) -> Result<PublisherConfirm> {
+    /// Publishes `msg`; on a lost connection reconnects (republishing what is unconfirmed)
+    /// and publishes it again.
+    async fn publish(&mut self, msg: &OutMessage) -> Result<PublisherConfirm> {
+        match self.publish_once(msg).await {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                self.reconnect(&e.to_string()).await?;
+                self.publish_once(msg).await
+            }
+        }
+    }
+
+    async fn publish_once(&self, msg: &OutMessage) -> Result<PublisherConfirm> {
         let s = &self.settings;
         let mut props = BasicProperties::default();
         if s.persistent {
@@ -255,7 +335,27 @@ impl<T: Send + 'static> RabbitSink<T> {
                 .as_deref()
                 .unwrap_or(&self.settings.routing_key)
         );
-        match f.confirm.await.map_err(|e| amqp("awaiting a confirm", e))? {
+        let Some(confirm) = f.confirm else {
+            let confirm = self.publish(&f.msg).await?;
+            self.in_flight.push_front(InFlight {
+                confirm: Some(confirm),
+                ..f
+            });
+            return Ok(());
+        };
+        let confirmation = match confirm.await {
+            Ok(c) => c,
+            Err(e) => {
+                // Unconfirmed when the connection went: publish it (and the rest) again.
+                self.in_flight.push_front(InFlight {
+                    confirm: None,
+                    msg: f.msg,
+                    attempt: f.attempt,
+                });
+                return self.reconnect(&e.to_string()).await;
+            }
+        };
+        match confirmation {
             Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
             Confirmation::Ack(Some(_)) => {
                 handler
@@ -269,7 +369,7 @@ impl<T: Send + 'static> RabbitSink<T> {
                         tokio::time::sleep(wait).await;
                         let confirm = self.publish(&f.msg).await?;
                         self.in_flight.push_back(InFlight {
-                            confirm,
+                            confirm: Some(confirm),
                             msg: f.msg,
                             attempt,
                         });
@@ -296,15 +396,7 @@ impl<T: Send + 'static> RabbitSink<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for RabbitSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        let conn = self.settings.config.connect().await?;
-        let ch = conn
-            .create_channel()
-            .await
-            .map_err(|e| amqp("opening a channel", e))?;
-        ch.confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(|e| amqp("enabling publisher confirms", e))?;
-        self.conn = Some((conn, ch));
+        self.conn = Some(self.open_channel().await?);
         self.handler = Some(ErrorHandler::new(
             self.settings.policy.clone(),
             ctx.display_name(),
@@ -352,7 +444,7 @@ impl<T: Send + 'static> SinkFunction<T> for RabbitSink<T> {
         }
         let confirm = self.publish(&msg).await?;
         self.in_flight.push_back(InFlight {
-            confirm,
+            confirm: Some(confirm),
             msg,
             attempt: 0,
         });

@@ -152,6 +152,7 @@ impl RabbitSourceBuilder {
             channels: Vec::new(),
             pending: BTreeMap::new(),
             last_tags: Vec::new(),
+            broken: false,
         })
     }
 }
@@ -170,6 +171,8 @@ pub struct RabbitSource<T> {
     pending: BTreeMap<u64, Vec<Option<u64>>>,
     /// Per channel, the highest delivery tag since the last checkpoint barrier.
     last_tags: Vec<Option<u64>>,
+    /// The connection was lost (an ack failed): reconnect before reading on.
+    broken: bool,
 }
 
 impl<T> std::fmt::Debug for RabbitSource<T> {
@@ -193,6 +196,7 @@ impl<T> Clone for RabbitSource<T> {
             channels: Vec::new(),
             pending: BTreeMap::new(),
             last_tags: Vec::new(),
+            broken: false,
         }
     }
 }
@@ -212,6 +216,13 @@ impl RabbitSource<()> {
     }
 }
 
+type Tagged = std::pin::Pin<
+    Box<
+        dyn futures::Stream<Item = (usize, String, lapin::Result<lapin::message::Delivery>)> + Send,
+    >,
+>;
+type Deliveries = futures::stream::SelectAll<Tagged>;
+
 fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
     Error::connector(
         format!("rabbitmq source: {what}"),
@@ -224,6 +235,22 @@ impl<T: Send + 'static> RichFunction for RabbitSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
+        self.connect().await
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        self.channels.clear();
+        if let Some(conn) = self.conn.take() {
+            // Unacknowledged deliveries return to their queues when the connection closes.
+            let _ = conn.close(200, "rivus source closed".into()).await;
+        }
+        Ok(())
+    }
+}
+
+impl<T: Send + 'static> RabbitSource<T> {
+    /// Connects and opens one channel (with its prefetch) per owned queue.
+    async fn connect(&mut self) -> Result<()> {
         let conn = self.settings.config.connect().await?;
         let owned: Vec<String> = self
             .settings
@@ -233,6 +260,7 @@ impl<T: Send + 'static> RichFunction for RabbitSource<T> {
             .filter(|(k, _)| k % self.parallelism == self.subtask)
             .map(|(_, q)| q.clone())
             .collect();
+        self.channels.clear();
         for q in owned {
             let ch = conn
                 .create_channel()
@@ -250,17 +278,84 @@ impl<T: Send + 'static> RichFunction for RabbitSource<T> {
         Ok(())
     }
 
-    async fn close(&mut self) -> Result<()> {
-        self.channels.clear();
-        if let Some(conn) = self.conn.take() {
-            // Unacknowledged deliveries return to their queues when the connection closes.
-            let _ = conn.close(200, "rivus source closed".into()).await;
+    /// Declares (if asked) and consumes every owned queue, as one stream of deliveries.
+    async fn consume(&self) -> Result<Deliveries> {
+        let s = &self.settings;
+        let mut consumers = Vec::new();
+        for (i, (q, ch)) in self.channels.iter().enumerate() {
+            if let Some(opts) = s.declare {
+                ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+                    .await
+                    .map_err(|e| amqp(&format!("declaring queue {q}"), e))?;
+            }
+            let tag = format!("rivus-{}-{q}", self.subtask);
+            let c = ch
+                .basic_consume(
+                    q.as_str().into(),
+                    tag.as_str().into(),
+                    BasicConsumeOptions {
+                        no_ack: s.auto_ack,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| amqp(&format!("consuming {q}"), e))?;
+            let q = q.clone();
+            let tagged: Tagged = Box::pin(c.map(move |d| (i, q.clone(), d)));
+            consumers.push(tagged);
         }
-        Ok(())
+        Ok(futures::stream::select_all(consumers))
     }
-}
 
-impl<T: Send + 'static> RabbitSource<T> {
+    /// After a lost connection: every delivery not acknowledged comes back (redelivered), so
+    /// the ids emitted since the last completed checkpoint join the seen set (with
+    /// correlation ids they are then dropped as duplicates) and old delivery tags are void.
+    /// Reconnects with backoff, serving checkpoints while it waits; `None` when stopped.
+    async fn reconnect(
+        &mut self,
+        ctx: &mut SourceContext<T, RabbitSourceState>,
+        why: &str,
+    ) -> Result<Option<Deliveries>> {
+        tracing::warn!(
+            subtask = self.subtask,
+            reason = why,
+            "rabbitmq source: connection lost, reconnecting"
+        );
+        metrics::counter!("rivus_rabbitmq_reconnects_total").increment(1);
+        let st = ctx.state();
+        self.seen
+            .extend(st.current.iter().chain(&st.previous).cloned());
+        self.pending.clear();
+        self.channels.clear();
+        self.broken = false;
+        if let Some(c) = self.conn.take() {
+            let _ = c.close(200, "reconnecting".into()).await;
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let err = match self.connect().await {
+                Ok(()) => match self.consume().await {
+                    Ok(d) => return Ok(Some(d)),
+                    Err(e) => e,
+                },
+                Err(e) => e,
+            };
+            let Some(wait) = self.settings.config.reconnect.delay(attempt) else {
+                return Err(err);
+            };
+            tracing::debug!(attempt, ?wait, error = %err, "rabbitmq source: reconnect failed");
+            if ctx.wait_for(tokio::time::sleep(wait)).await?.is_none() {
+                return Ok(None);
+            }
+            for _ in 0..self.on_events(ctx.take_events()).await? {
+                let st = ctx.state_mut();
+                st.previous = std::mem::take(&mut st.current);
+            }
+        }
+    }
+
     /// Files the deliveries since the last barrier under each triggered checkpoint and acks
     /// (one multiple-ack) everything of checkpoints up to a completed one. Returns how many
     /// checkpoints were triggered.
@@ -287,9 +382,13 @@ impl<T: Send + 'static> RabbitSource<T> {
                             .filter_map(|c| self.pending.get(c)?.get(i).copied().flatten())
                             .max();
                         if let Some(tag) = tag {
-                            ch.basic_ack(tag, BasicAckOptions { multiple: true })
-                                .await
-                                .map_err(|e| amqp("acknowledging", e))?;
+                            if let Err(e) =
+                                ch.basic_ack(tag, BasicAckOptions { multiple: true }).await
+                            {
+                                // The deliveries come back after the reconnect.
+                                tracing::warn!(error = %e, "rabbitmq source: acknowledging failed");
+                                self.broken = true;
+                            }
                         }
                     }
                     for c in upto {
@@ -348,30 +447,7 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
             ctx.wait_for(std::future::pending::<()>()).await?;
             return Ok(());
         }
-        let mut consumers = Vec::new();
-        for (i, (q, ch)) in self.channels.iter().enumerate() {
-            if let Some(opts) = s.declare {
-                ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
-                    .await
-                    .map_err(|e| amqp(&format!("declaring queue {q}"), e))?;
-            }
-            let tag = format!("rivus-{}-{q}", self.subtask);
-            let c = ch
-                .basic_consume(
-                    q.as_str().into(),
-                    tag.as_str().into(),
-                    BasicConsumeOptions {
-                        no_ack: s.auto_ack,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(|e| amqp(&format!("consuming {q}"), e))?;
-            let q = q.clone();
-            consumers.push(c.map(move |d| (i, q.clone(), d)));
-        }
-        let mut deliveries = futures::stream::select_all(consumers);
+        let mut deliveries = self.consume().await?;
         let dropped = metrics::counter!("rivus_rabbitmq_duplicates_dropped_total");
         loop {
             // Return for checkpoint events too: the broker sends nothing more until the
@@ -383,17 +459,25 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
                 let st = ctx.state_mut();
                 st.previous = std::mem::take(&mut st.current);
             }
+            let lost = match &waited {
+                Waited::Ready(None) => Some("the broker closed the channel".to_owned()),
+                Waited::Ready(Some((_, _, Err(e)))) => Some(e.to_string()),
+                _ if self.broken => Some("an acknowledgement failed".to_owned()),
+                _ => None,
+            };
+            if let Some(why) = lost {
+                drop(waited);
+                match self.reconnect(ctx, &why).await? {
+                    Some(d) => deliveries = d,
+                    None => return Ok(()),
+                }
+                continue;
+            }
             let next = match waited {
                 Waited::Stopped => return Ok(()),
                 Waited::Event => continue,
-                Waited::Ready(None) => {
-                    return Err(amqp(
-                        "consuming",
-                        "the broker cancelled the consumer or closed the channel",
-                    ))
-                }
-                Waited::Ready(Some((_, _, Err(e)))) => return Err(amqp("consuming", e)),
                 Waited::Ready(Some((i, queue, Ok(d)))) => (i, queue, d),
+                Waited::Ready(_) => unreachable!("a lost connection is handled above"),
             };
             let (i, queue, d) = next;
             if !s.auto_ack {
