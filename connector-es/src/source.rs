@@ -66,7 +66,7 @@ impl EsSourceBuilder {
     }
 
     /// The sort that orders the documents; it must be total and stable across restarts
-    /// (default `[{"_id": "asc"}]`; on Elasticsearch 8+ sorting on `_id` is disabled — give a
+    /// (default `[{"_id": {"order": "asc", "unmapped_type": "keyword"}}]`; on Elasticsearch 8+ sorting on `_id` is disabled — give a
     /// unique keyword field instead).
     pub fn sort(mut self, sort: Vec<Value>) -> Self {
         self.sort = sort;
@@ -161,7 +161,8 @@ impl EsSource<()> {
             config: EsConfig::new(url),
             index: None,
             query: json!({"match_all": {}}),
-            sort: vec![json!({"_id": "asc"})],
+            // `unmapped_type`: an index without documents has no mapping to sort on.
+            sort: vec![json!({"_id": {"order": "asc", "unmapped_type": "keyword"}})],
             page_size: 1000,
             keep_alive: "5m".into(),
             policy: ErrorPolicy::Fail,

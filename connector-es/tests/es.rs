@@ -12,7 +12,7 @@ use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_testkit::run_sequence_into;
 use rivus_testkit::services::{require, Service};
-use rivus_testkit::suite::{SinkExternal, SinkSuite};
+use rivus_testkit::suite::{BoundedSourceSuite, SinkExternal, SinkSuite, SourceExternal};
 use serde_json::{json, Value};
 
 use rivus_testkit::services::unique_name as unique;
@@ -453,6 +453,83 @@ async fn source_resumes_from_its_checkpoint_exactly_once() {
     let mut got = store.committed();
     got.sort();
     assert_eq!(got, (0..3000).collect::<Vec<_>>());
+}
+
+struct IndexCtx {
+    url: String,
+    index: String,
+}
+
+#[async_trait]
+impl SourceExternal for IndexCtx {
+    type Source = rivus_connector_es::EsSource<String>;
+
+    async fn prepare(&mut self, _splits: usize) -> Result<()> {
+        self.index = unique("bounded-suite");
+        create_index(
+            &self.url,
+            &self.index,
+            json!({"settings": {"number_of_shards": 2, "number_of_replicas": 0}}),
+        )
+        .await;
+        Ok(())
+    }
+
+    async fn write(&mut self, _split: usize, records: &[String]) -> Result<()> {
+        // Through the sink (which resends what the dev node's tiny write queue rejects), ids
+        // = the test strings, so sorting by _id keeps each split's order.
+        let ix = self.index.clone();
+        let sink = EsSink::builder(&self.url)
+            .build(move |r: &String, idx| {
+                idx.index(&ix, Some(r.clone()), json!({ "v": r }));
+                Ok(())
+            })
+            .unwrap();
+        rivus_testkit::run_records_into("load", records.to_vec(), |_| sink.clone()).await?;
+        client(&self.url)
+            .indices()
+            .refresh(IndicesRefreshParts::Index(&[&self.index]))
+            .send()
+            .await
+            .map_err(|e| Error::connector("refresh", e.to_string()))?;
+        Ok(())
+    }
+
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> Self::Source {
+        rivus_connector_es::EsSource::builder(&self.url)
+            .index(&self.index)
+            .page_size(64)
+            .error_policy(policy)
+            .build(|hit| {
+                hit["_source"]["v"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| SchemaError::new("elasticsearch", "hit", "no field `v`"))
+            })
+            .unwrap()
+    }
+
+    fn to_test_record(record: &String) -> String {
+        record.clone()
+    }
+}
+
+/// The bounded-source suite: each subtask reads a slice of the whole index, so records of
+/// one split arrive in order only with one reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_passes_the_bounded_source_suite() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let mut suite = BoundedSourceSuite::new(IndexCtx {
+        url,
+        index: String::new(),
+    })
+    .records_per_split(300)
+    .ordered(false);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_testkit::services::unique_name;
-use rivus_testkit::suite::{SourceExternal, SourceSuite};
+use rivus_testkit::suite::{BoundedSourceSuite, SourceExternal, SourceSuite};
 use rivus_testkit::{TransactionalSink, TxnStore};
 
 fn v_of(row: Row) -> Result<String, SchemaError> {
@@ -316,5 +316,73 @@ async fn bounded_source_splits_a_time_column() {
         let mut expected: Vec<String> = (0..1000).map(|i| format!("r{i}")).collect();
         expected.sort();
         assert!(got == expected, "{}: {} rows", db.name, got.len());
+    }
+}
+
+struct BoundedCtx {
+    db: Db,
+    table: String,
+}
+
+#[async_trait]
+impl SourceExternal for BoundedCtx {
+    type Source = JdbcSource<String>;
+
+    async fn prepare(&mut self, _splits: usize) -> Result<()> {
+        self.table = unique_name("bounded").replace('-', "_");
+        self.db
+            .exec(&format!(
+                "CREATE TABLE {} (id {}, v VARCHAR(64))",
+                self.table,
+                self.db.serial()
+            ))
+            .await;
+        Ok(())
+    }
+
+    async fn write(&mut self, _split: usize, records: &[String]) -> Result<()> {
+        for chunk in records.chunks(500) {
+            let values: Vec<String> = chunk.iter().map(|r| format!("('{r}')")).collect();
+            self.db
+                .exec(&format!(
+                    "INSERT INTO {} (v) VALUES {}",
+                    self.table,
+                    values.join(", ")
+                ))
+                .await;
+        }
+        Ok(())
+    }
+
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSource<String> {
+        JdbcSource::builder(&self.db.url)
+            .query(format!("SELECT id, v FROM {}", self.table))
+            .track_by(["id"])
+            .bounded(None, None, 5)
+            .fetch_size(64)
+            .error_policy(policy)
+            .build(v_of)
+            .unwrap()
+    }
+
+    fn to_test_record(record: &String) -> String {
+        record.clone()
+    }
+}
+
+/// The bounded-source suite on every database: ranges of the id, not whole splits, go to
+/// the subtasks, so records of one split arrive in order only with one reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_source_passes_the_bounded_source_suite_on_every_database() {
+    for db in databases() {
+        let mut suite = BoundedSourceSuite::new(BoundedCtx {
+            db: db.clone(),
+            table: String::new(),
+        })
+        .records_per_split(300)
+        .ordered(false);
+        if let Err(f) = suite.run_all().await {
+            panic!("{}: {f}", db.name);
+        }
     }
 }

@@ -177,7 +177,8 @@ impl PageQuery {
                 format!("strftime('%s', MIN({c})) || ',' || strftime('%s', MAX({c}))")
             }
         };
-        format!("SELECT {concat} FROM ({}) q", self.query)
+        // An empty result has NULL bounds: '' then says "nothing to read".
+        format!("SELECT COALESCE({concat}, '') FROM ({}) q", self.query)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The conformance suites: [`SourceSuite`] and [`SinkSuite`] run a connector through the
+//! The conformance suites: [`SourceSuite`], [`BoundedSourceSuite`] and [`SinkSuite`] run a
+//! connector through the
 //! cases every connector must pass (splits and parallelism, stop and restore, rescaling, idle
 //! readers, failures between write and commit, bad records, lifecycle) and hold it to the
 //! delivery guarantee it declares.
@@ -7,11 +8,13 @@
 //! the connector and how to write to or read from the external system — and calls
 //! `run_all().await`.
 
+mod bounded;
 mod observed;
 mod records;
 mod sink;
 mod source;
 
+pub use bounded::BoundedSourceSuite;
 pub use observed::{LifecycleLog, ObservedSink, ObservedSource};
 pub use records::{test_record, verify, Verdict};
 pub use sink::{SinkExternal, SinkSuite};
