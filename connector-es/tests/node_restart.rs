@@ -9,10 +9,7 @@ use elasticsearch::http::transport::Transport;
 use elasticsearch::indices::IndicesRefreshParts;
 use elasticsearch::{CountParts, Elasticsearch};
 use rivus_connector_es::EsSink;
-use rivus_core::backoff::BackoffPolicy;
-use rivus_core::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
-use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
 async fn count(url: &str, index: &str) -> u64 {
@@ -56,30 +53,16 @@ async fn node_restart_mid_stream_loses_nothing() {
     let ix = index.clone();
     let sink = EsSink::builder(&url)
         .max_actions(500)
-        .backoff(BackoffPolicy::Exponential {
-            initial: Duration::from_millis(100),
-            max_delay: Duration::from_secs(1),
-            max_retries: 120,
-        })
+        .backoff(rivus_testkit::restart::outage_backoff())
         .build(move |n: &u64, idx| {
             idx.index(&ix, Some(n.to_string()), json!({"n": n}));
             Ok(())
         })
         .unwrap();
     let emitted = Arc::new(AtomicU64::new(0));
-    let job = Pipeline::new("es-restart")
-        .checkpointing(
-            CheckpointConfig::new(
-                Duration::from_millis(500),
-                Arc::new(MemoryStateBackend::new()),
-            )
-            .with_timeout(Duration::from_secs(300)),
-        )
-        .source("seq", 1, |i| {
-            SequenceSource::new(i, 1, None, Arc::clone(&emitted))
-        })
-        .sink("es", 1, |_| sink.clone())
-        .unwrap();
+    let job =
+        rivus_testkit::restart::sequence_job("es-restart", Arc::clone(&emitted), |_| sink.clone())
+            .unwrap();
     let handle = job.handle();
     let running = tokio::spawn(job.run());
 

@@ -9,11 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rivus_connector_jdbc::{JdbcSink, Row, RowChange, WriteMode};
-use rivus_core::backoff::BackoffPolicy;
 use rivus_core::bulk::BulkConfig;
-use rivus_core::prelude::*;
 use rivus_testkit::services::unique_name;
-use rivus_testkit::SequenceSource;
 
 async fn count(db: &common::Db, table: &str) -> usize {
     db.count(table).await
@@ -42,11 +39,7 @@ async fn restart_mid_stream(db: common::Db, service: &'static str) {
             max_actions: 500,
             flush_interval: Some(Duration::from_millis(100)),
             concurrent_requests: 2,
-            backoff: BackoffPolicy::Exponential {
-                initial: Duration::from_millis(100),
-                max_delay: Duration::from_secs(1),
-                max_retries: 120,
-            },
+            backoff: rivus_testkit::restart::outage_backoff(),
             ..BulkConfig::default()
         })
         .build(|n: &u64| {
@@ -56,19 +49,12 @@ async fn restart_mid_stream(db: common::Db, service: &'static str) {
         })
         .unwrap();
     let emitted = Arc::new(AtomicU64::new(0));
-    let job = Pipeline::new(format!("restart-{service}"))
-        .checkpointing(
-            CheckpointConfig::new(
-                Duration::from_millis(500),
-                Arc::new(MemoryStateBackend::new()),
-            )
-            .with_timeout(Duration::from_secs(300)),
-        )
-        .source("seq", 1, |i| {
-            SequenceSource::new(i, 1, None, Arc::clone(&emitted))
-        })
-        .sink("table", 1, |_| sink.clone())
-        .unwrap();
+    let job = rivus_testkit::restart::sequence_job(
+        &format!("restart-{service}"),
+        Arc::clone(&emitted),
+        |_| sink.clone(),
+    )
+    .unwrap();
     let handle = job.handle();
     let running = tokio::spawn(job.run());
 

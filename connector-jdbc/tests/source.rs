@@ -23,9 +23,12 @@ fn v_of(row: Row) -> Result<String, SchemaError> {
         .ok_or_else(|| SchemaError::new("row", format!("id {id}"), "column `v` is not text"))
 }
 
+/// One table per split; the source polls them (continuous) or reads the first by id ranges
+/// (bounded: the bounded suite writes every split into the one table).
 struct TablesCtx {
     db: Db,
     tables: Vec<String>,
+    bounded: bool,
 }
 
 #[async_trait]
@@ -33,6 +36,7 @@ impl SourceExternal for TablesCtx {
     type Source = JdbcSource<String>;
 
     async fn prepare(&mut self, splits: usize) -> Result<()> {
+        let splits = if self.bounded { 1 } else { splits };
         self.tables = (0..splits)
             .map(|_| unique_name("src").replace('-', "_"))
             .collect();
@@ -48,6 +52,7 @@ impl SourceExternal for TablesCtx {
     }
 
     async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
+        let split = if self.bounded { 0 } else { split };
         for chunk in records.chunks(500) {
             let values: Vec<String> = chunk.iter().map(|r| format!("('{r}')")).collect();
             self.db
@@ -76,8 +81,12 @@ impl SourceExternal for TablesCtx {
         for t in &self.tables {
             b = b.query(format!("SELECT id, v FROM {t}"));
         }
+        b = if self.bounded {
+            b.bounded(None, None, 5)
+        } else {
+            b.continuous(Duration::from_millis(50))
+        };
         b.track_by(["id"])
-            .continuous(Duration::from_millis(50))
             .fetch_size(100)
             .error_policy(policy)
             .build(v_of)
@@ -95,6 +104,7 @@ async fn continuous_source_passes_the_conformance_suite_on_every_database() {
         let mut suite = SourceSuite::new(TablesCtx {
             db: db.clone(),
             tables: vec![],
+            bounded: false,
         })
         .records_per_split(200);
         if let Err(f) = suite.run_all().await {
@@ -319,65 +329,15 @@ async fn bounded_source_splits_a_time_column() {
     }
 }
 
-struct BoundedCtx {
-    db: Db,
-    table: String,
-}
-
-#[async_trait]
-impl SourceExternal for BoundedCtx {
-    type Source = JdbcSource<String>;
-
-    async fn prepare(&mut self, _splits: usize) -> Result<()> {
-        self.table = unique_name("bounded").replace('-', "_");
-        self.db
-            .exec(&format!(
-                "CREATE TABLE {} (id {}, v VARCHAR(64))",
-                self.table,
-                self.db.serial()
-            ))
-            .await;
-        Ok(())
-    }
-
-    async fn write(&mut self, _split: usize, records: &[String]) -> Result<()> {
-        for chunk in records.chunks(500) {
-            let values: Vec<String> = chunk.iter().map(|r| format!("('{r}')")).collect();
-            self.db
-                .exec(&format!(
-                    "INSERT INTO {} (v) VALUES {}",
-                    self.table,
-                    values.join(", ")
-                ))
-                .await;
-        }
-        Ok(())
-    }
-
-    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSource<String> {
-        JdbcSource::builder(&self.db.url)
-            .query(format!("SELECT id, v FROM {}", self.table))
-            .track_by(["id"])
-            .bounded(None, None, 5)
-            .fetch_size(64)
-            .error_policy(policy)
-            .build(v_of)
-            .unwrap()
-    }
-
-    fn to_test_record(record: &String) -> String {
-        record.clone()
-    }
-}
-
 /// The bounded-source suite on every database: ranges of the id, not whole splits, go to
 /// the subtasks, so records of one split arrive in order only with one reader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_source_passes_the_bounded_source_suite_on_every_database() {
     for db in databases() {
-        let mut suite = BoundedSourceSuite::new(BoundedCtx {
+        let mut suite = BoundedSourceSuite::new(TablesCtx {
             db: db.clone(),
-            table: String::new(),
+            tables: vec![],
+            bounded: true,
         })
         .records_per_split(300)
         .ordered(false);

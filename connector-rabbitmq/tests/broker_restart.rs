@@ -3,43 +3,21 @@
 //! redeliveries by correlation id, the sink reconnects and publishes its unconfirmed messages
 //! again; every message arrives.
 
+mod common;
+
+use common::{channel, declare};
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-};
+use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rivus_connector_rabbitmq::{OutMessage, RabbitSink, RabbitSource};
 use rivus_core::prelude::*;
 use rivus_core::schema::{DeserializationSchema, StringSchema};
 use rivus_testkit::services::{require, unique_name, Service};
-
-async fn channel(url: &str) -> (Connection, Channel) {
-    let conn = Connection::connect(url, ConnectionProperties::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    ch.confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    (conn, ch)
-}
-
-async fn declare(ch: &Channel, q: &str) {
-    ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-}
 
 async fn publish(url: &str, queue: &str, range: std::ops::Range<u32>) {
     let (conn, ch) = channel(url).await;

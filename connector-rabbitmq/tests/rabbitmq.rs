@@ -1,41 +1,18 @@
 //! The RabbitMQ source and sink against the real broker started by `dev/services`.
 
-use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
-    QueueDeclareOptions,
-};
-use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+mod common;
+
+use common::{channel, declare};
+
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions};
+use lapin::types::ShortString;
+use lapin::{BasicProperties, Channel, Connection};
 use rivus_connector_rabbitmq::{OutMessage, RabbitSink, RabbitSource};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::{DeserializationSchema, StringSchema};
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
-
-async fn channel(url: &str) -> (Connection, Channel) {
-    let conn = Connection::connect(url, ConnectionProperties::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    ch.confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    (conn, ch)
-}
-
-async fn declare(ch: &Channel, q: &str) {
-    ch.queue_declare(
-        q.into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-}
 
 struct SourceCtx {
     url: String,

@@ -9,10 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 use rivus_connector_redis::{RedisCommand, RedisSink};
-use rivus_core::backoff::BackoffPolicy;
-use rivus_core::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
-use rivus_testkit::SequenceSource;
 
 async fn members(url: &str, key: &str) -> usize {
     let Ok(client) = redis::Client::open(url) else {
@@ -41,11 +38,7 @@ async fn server_restart_mid_stream_loses_nothing() {
     let k = key.clone();
     let sink = RedisSink::builder(&url)
         .max_commands(500)
-        .backoff(BackoffPolicy::Exponential {
-            initial: Duration::from_millis(100),
-            max_delay: Duration::from_secs(1),
-            max_retries: 120,
-        })
+        .backoff(rivus_testkit::restart::outage_backoff())
         .build(move |n: &u64| {
             Ok(vec![RedisCommand::SAdd {
                 key: k.clone(),
@@ -54,19 +47,10 @@ async fn server_restart_mid_stream_loses_nothing() {
         })
         .unwrap();
     let emitted = Arc::new(AtomicU64::new(0));
-    let job = Pipeline::new("redis-restart")
-        .checkpointing(
-            CheckpointConfig::new(
-                Duration::from_millis(500),
-                Arc::new(MemoryStateBackend::new()),
-            )
-            .with_timeout(Duration::from_secs(300)),
-        )
-        .source("seq", 1, |i| {
-            SequenceSource::new(i, 1, None, Arc::clone(&emitted))
-        })
-        .sink("redis", 1, |_| sink.clone())
-        .unwrap();
+    let job = rivus_testkit::restart::sequence_job("redis-restart", Arc::clone(&emitted), |_| {
+        sink.clone()
+    })
+    .unwrap();
     let handle = job.handle();
     let running = tokio::spawn(job.run());
 
