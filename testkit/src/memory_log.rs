@@ -62,7 +62,8 @@ impl MemoryLog {
 pub type LogPositions = BTreeMap<usize, usize>;
 
 /// Reads the splits `s` with `s % parallelism == subtask`, UTF-8 records, forever (until
-/// stopped). Bad records go to the error policy.
+/// stopped) or, with `bounded`, until everything appended is read. Bad records go to the error
+/// policy.
 pub struct LogSource {
     log: MemoryLog,
     subtask: usize,
@@ -71,6 +72,8 @@ pub struct LogSource {
     handler: Option<ErrorHandler>,
     /// Test hook for negative tests: skip this many records after a restore (a bug).
     pub skip_on_restore: usize,
+    /// End once everything appended so far is read (a bounded source).
+    pub bounded: bool,
 }
 
 impl LogSource {
@@ -83,6 +86,7 @@ impl LogSource {
             policy,
             handler: None,
             skip_on_restore: 0,
+            bounded: false,
         }
     }
 }
@@ -163,6 +167,9 @@ impl SourceFunction for LogSource {
             }
             self.commit(ctx.take_events());
             if ctx.is_stopping() {
+                return Ok(());
+            }
+            if !progressed && self.bounded {
                 return Ok(());
             }
             if !progressed && ctx.wait_for(appended).await?.is_none() {

@@ -104,6 +104,7 @@ pub struct TransactionalSink<T> {
     open_txn: Vec<T>,
     pending: Vec<TxnId>,
     fail_after: Option<(usize, Arc<std::sync::atomic::AtomicUsize>)>,
+    pace: Option<std::time::Duration>,
 }
 
 impl<T: Clone + Send + 'static> TransactionalSink<T> {
@@ -115,7 +116,15 @@ impl<T: Clone + Send + 'static> TransactionalSink<T> {
             open_txn: Vec::new(),
             pending: Vec::new(),
             fail_after: None,
+            pace: None,
         }
+    }
+
+    /// Waits `per_batch` after each batch: a slow sink, so that a fast source is
+    /// back-pressured and checkpoints land mid-stream.
+    pub fn pace(mut self, per_batch: std::time::Duration) -> Self {
+        self.pace = Some(per_batch);
+        self
     }
 
     /// Fails once the sinks sharing `received` have been handed `n` records in all
@@ -200,6 +209,9 @@ impl<T: Clone + Send + 'static> SinkFunction<T> for TransactionalSink<T> {
             }
         }
         self.open_txn.extend(values);
+        if let Some(d) = self.pace {
+            tokio::time::sleep(d).await;
+        }
         Ok(())
     }
 }

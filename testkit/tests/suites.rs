@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
-use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
+use rivus_testkit::suite::{
+    BoundedSourceSuite, SinkExternal, SinkSuite, SourceExternal, SourceSuite,
+};
 use rivus_testkit::{CollectingSink, LogSource, MemoryLog, TransactionalSink, TxnStore};
 
 // ---- source: the in-memory log ----
@@ -13,6 +15,7 @@ use rivus_testkit::{CollectingSink, LogSource, MemoryLog, TransactionalSink, Txn
 struct LogContext {
     log: MemoryLog,
     skip_on_restore: usize,
+    bounded: bool,
 }
 
 #[async_trait]
@@ -38,6 +41,7 @@ impl SourceExternal for LogContext {
     fn create_source(&self, subtask: usize, parallelism: usize, policy: ErrorPolicy) -> LogSource {
         let mut s = LogSource::new(self.log.clone(), subtask, parallelism, policy);
         s.skip_on_restore = self.skip_on_restore;
+        s.bounded = self.bounded;
         s
     }
 
@@ -51,6 +55,7 @@ async fn source_suite_certifies_the_log_source() {
     let ctx = LogContext {
         log: MemoryLog::new(1),
         skip_on_restore: 0,
+        bounded: false,
     };
     let mut suite = SourceSuite::new(ctx).records_per_split(150);
     if let Err(f) = suite.run_all().await {
@@ -67,6 +72,7 @@ async fn source_suite_catches_a_record_dropped_on_restore() {
     let ctx = LogContext {
         log: MemoryLog::new(1),
         skip_on_restore: 1,
+        bounded: false,
     };
     let mut suite = SourceSuite::new(ctx)
         .records_per_split(50)
@@ -78,6 +84,32 @@ async fn source_suite_catches_a_record_dropped_on_restore() {
         f.message.contains("s0-000050") || f.message.contains("s1-000050"),
         "names the record: {f}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_suite_certifies_the_bounded_log_source() {
+    let ctx = LogContext {
+        log: MemoryLog::new(1),
+        skip_on_restore: 0,
+        bounded: true,
+    };
+    let mut suite = BoundedSourceSuite::new(ctx).records_per_split(300);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_suite_catches_a_record_dropped_on_restore() {
+    let ctx = LogContext {
+        log: MemoryLog::new(1),
+        skip_on_restore: 1,
+        bounded: true,
+    };
+    let mut suite = BoundedSourceSuite::new(ctx).records_per_split(2000);
+    let f = suite.failure_and_restart().await.unwrap_err();
+    assert_eq!(f.case, "bounded::failure_and_restart");
+    assert!(f.message.contains("missing records in split"), "{f}");
 }
 
 // ---- sinks: transactional (exactly-once) and collecting (at-least-once) ----

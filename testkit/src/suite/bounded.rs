@@ -84,6 +84,7 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         store: &TxnStore<String>,
         parallelism: usize,
         fail_sink_after: Option<usize>,
+        pace: Option<std::time::Duration>,
     ) -> Outcome {
         let lifecycle = LifecycleLog::default();
         let received = Arc::new(AtomicUsize::new(0));
@@ -104,7 +105,10 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
             })
             .map(|r| C::to_test_record(&r))
             .sink("collect", 1, |i| {
-                let sink = TransactionalSink::new(store.clone(), i);
+                let mut sink = TransactionalSink::new(store.clone(), i);
+                if let Some(p) = pace {
+                    sink = sink.pace(p);
+                }
                 match fail_sink_after {
                     Some(n) => sink.fail_after(n, Arc::clone(&received)),
                     None => sink,
@@ -161,6 +165,7 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
                 &TxnStore::new(),
                 parallelism,
                 None,
+                None,
             )
             .await;
         self.judge(case, &expected, &out)?;
@@ -182,7 +187,7 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         let case = "bounded::empty";
         self.ctx.prepare(2).await.map_err(|e| failure(case, e))?;
         let out = self
-            .run(&MemoryStateBackend::new(), &TxnStore::new(), 2, None)
+            .run(&MemoryStateBackend::new(), &TxnStore::new(), 2, None, None)
             .await;
         self.judge(case, &[], &out)
     }
@@ -194,8 +199,12 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         let case = "bounded::failure_and_restart";
         let expected = self.write(case, 2).await?;
         let (backend, store) = (MemoryStateBackend::new(), TxnStore::new());
+        // A slow sink (the whole run takes ~200 ms at least), so that checkpoints (every
+        // 20 ms) land while the source reads, however fast the source is.
+        let batches = (expected.len() / 32).max(1) as u64;
+        let pace = Some(std::time::Duration::from_millis((200 / batches).max(1)));
         let first = self
-            .run(&backend, &store, 2, Some(expected.len() / 2))
+            .run(&backend, &store, 2, Some(expected.len() / 2), pace)
             .await;
         if first.result.is_ok() {
             return Err(failure(
@@ -205,9 +214,16 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         }
         // What the first run committed is covered by a completed checkpoint.
         let covered = first.committed.len() as u64;
-        let out = self.run(&backend, &store, 2, None).await;
+        let out = self.run(&backend, &store, 2, None, None).await;
         self.judge(case, &expected, &out)?;
         let summary = out.result.as_ref().expect("judged above");
+        if summary.restored_from.is_none() {
+            return Err(failure(
+                case,
+                "no checkpoint completed before the failure halfway, so the restart restored \
+                 nothing (checkpoints every 20 ms; does the source serve them while reading?)",
+            ));
+        }
         let most = expected.len() as u64 - covered;
         if summary.records_read > most {
             return Err(failure(
