@@ -104,17 +104,29 @@ impl Pool {
                     .create_if_missing(true)
                     .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
                     .busy_timeout(timeout);
-                Pool::Lite(
-                    SqlitePoolOptions::new()
+                // Two subtasks opening the same file at once may find it locked while the other
+                // switches it to WAL: that is worth waiting for, up to the timeout.
+                let started = std::time::Instant::now();
+                let pool = loop {
+                    let r = SqlitePoolOptions::new()
                         .max_connections(max_connections)
-                        // No ping before each batch: a dead connection shows at the statement,
-                        // which is retried on a new one.
+                        // No ping before each batch: a dead connection shows at the
+                        // statement, which is retried on a new one.
                         .test_before_acquire(false)
                         .acquire_timeout(timeout)
-                        .connect_with(options)
-                        .await
-                        .map_err(failed)?,
-                )
+                        .connect_with(options.clone())
+                        .await;
+                    match r {
+                        Err(e)
+                            if classify(Dialect::Sqlite, &e) == Fault::Retry
+                                && started.elapsed() < timeout =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        r => break r.map_err(failed)?,
+                    }
+                };
+                Pool::Lite(pool)
             }
         })
     }
