@@ -26,6 +26,21 @@ pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};
 
 pub use rivus_core::secrets::redact_url as redact;
 
+/// The error passes with time or a new connection (connection lost, refused, timed out; the
+/// server loading its data after a restart, TRYAGAIN...): retry, do not blame the record.
+pub(crate) fn transient(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || matches!(
+            e.retry_method(),
+            redis::RetryMethod::WaitAndRetry
+                | redis::RetryMethod::Reconnect
+                | redis::RetryMethod::RetryImmediately
+        )
+}
+
 pub(crate) fn open_client(url: &str, path: &str) -> rivus_core::Result<redis::Client> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
     {

@@ -30,12 +30,7 @@ impl BulkSender<RedisCommand> for PipelineSender {
         let results: Vec<redis::RedisResult<redis::Value>> = match pipe.query_async(&mut con).await
         {
             Ok(r) => r,
-            Err(e)
-                if e.is_io_error()
-                    || e.is_connection_dropped()
-                    || e.is_timeout()
-                    || e.is_connection_refusal() =>
-            {
+            Err(e) if crate::transient(&e) => {
                 return SendOutcome::Retry {
                     items,
                     reason: redact(&e.to_string()),
@@ -49,20 +44,39 @@ impl BulkSender<RedisCommand> for PipelineSender {
             }
         };
         let mut at = 0;
-        for (cmd, n) in items.iter().zip(replies) {
+        let mut again = Vec::new();
+        let mut reason = String::new();
+        let total = items.len();
+        for (cmd, n) in items.into_iter().zip(replies) {
             let failed = results[at..(at + n).min(results.len())]
                 .iter()
                 .find_map(|r| r.as_ref().err());
             at += n;
-            if let Some(e) = failed {
-                let position = format!("redis key {}", cmd.key());
-                if let Err(err) = self.handler.handle(position, e, &[]).await {
-                    return SendOutcome::Failed(err);
+            match failed {
+                None => {}
+                // The server is not ready (loading its data after a restart, TRYAGAIN...):
+                // this command is sent again, it is not the record's fault.
+                Some(e) if crate::transient(e) => {
+                    reason = redact(&e.to_string());
+                    again.push(cmd);
+                }
+                Some(e) => {
+                    let position = format!("redis key {}", cmd.key());
+                    if let Err(err) = self.handler.handle(position, e, &[]).await {
+                        return SendOutcome::Failed(err);
+                    }
                 }
             }
         }
-        self.commands.increment(items.len() as u64);
-        SendOutcome::Done
+        self.commands.increment((total - again.len()) as u64);
+        if again.is_empty() {
+            SendOutcome::Done
+        } else {
+            SendOutcome::Retry {
+                items: again,
+                reason,
+            }
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
+use rivus_core::backoff::BackoffPolicy;
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -56,6 +57,7 @@ struct Settings<T> {
     count: usize,
     block_ms: usize,
     policy: ErrorPolicy,
+    reconnect: BackoffPolicy,
     decode: Arc<Decoder<T>>,
 }
 
@@ -69,9 +71,17 @@ pub struct StreamsSourceBuilder {
     count: usize,
     block_ms: usize,
     policy: ErrorPolicy,
+    reconnect: BackoffPolicy,
 }
 
 impl StreamsSourceBuilder {
+    /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
+    /// attempts); then the job fails and recovers from its checkpoint.
+    pub fn reconnect(mut self, b: BackoffPolicy) -> Self {
+        self.reconnect = b;
+        self
+    }
+
     /// The streams to read; stream `k` goes to subtask `k % parallelism`.
     pub fn streams<I: IntoIterator<Item = S>, S: Into<String>>(mut self, s: I) -> Self {
         self.streams = s.into_iter().map(Into::into).collect();
@@ -126,6 +136,7 @@ impl StreamsSourceBuilder {
                 count: self.count,
                 block_ms: self.block_ms,
                 policy: self.policy,
+                reconnect: self.reconnect,
                 decode: Arc::new(decode),
             }),
             con: None,
@@ -134,6 +145,8 @@ impl StreamsSourceBuilder {
             parallelism: 1,
             since_trigger: Vec::new(),
             pending: BTreeMap::new(),
+            unacked: Vec::new(),
+            broken: false,
         })
     }
 }
@@ -147,6 +160,10 @@ pub struct StreamsSource<T> {
     parallelism: usize,
     since_trigger: Vec<(String, String)>,
     pending: BTreeMap<u64, Vec<(String, String)>>,
+    /// Entries whose XACK failed (connection lost): acknowledged again later.
+    unacked: Vec<(String, String)>,
+    /// The connection was lost: reconnect before reading on.
+    broken: bool,
 }
 
 impl<T> std::fmt::Debug for StreamsSource<T> {
@@ -169,6 +186,8 @@ impl<T> Clone for StreamsSource<T> {
             parallelism: self.parallelism,
             since_trigger: Vec::new(),
             pending: BTreeMap::new(),
+            unacked: Vec::new(),
+            broken: false,
         }
     }
 }
@@ -184,8 +203,18 @@ impl StreamsSource<()> {
             count: 500,
             block_ms: 100,
             policy: ErrorPolicy::Fail,
+            reconnect: BackoffPolicy::Exponential {
+                initial: std::time::Duration::from_millis(100),
+                max_delay: std::time::Duration::from_secs(5),
+                max_retries: 60,
+            },
         }
     }
+}
+
+/// The connection (not the command) failed, or the server is not ready: worth a reconnect.
+fn connection_lost(e: &redis::RedisError) -> bool {
+    crate::transient(e)
 }
 
 fn rerr(what: &str, e: redis::RedisError) -> Error {
@@ -207,19 +236,97 @@ impl<T: Send + 'static> StreamsSource<T> {
             .collect()
     }
 
+    /// XACKs `entries` (and any left from a lost connection). On a lost connection they are
+    /// kept and acknowledged after the reconnect.
     async fn ack(&mut self, entries: Vec<(String, String)>) -> Result<()> {
         let mut by_stream: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (s, id) in entries {
+        for (s, id) in std::mem::take(&mut self.unacked).into_iter().chain(entries) {
             by_stream.entry(s).or_default().push(id);
         }
         let con = self.con.as_mut().ok_or(Error::Closed("redis source"))?;
-        for (s, ids) in by_stream {
-            let _: i64 = con
-                .xack(&s, &self.settings.group, &ids)
-                .await
-                .map_err(|e| rerr("XACK", e))?;
+        let mut streams = by_stream.into_iter();
+        while let Some((s, ids)) = streams.next() {
+            let r: redis::RedisResult<i64> = con.xack(&s, &self.settings.group, &ids).await;
+            match r {
+                Ok(_) => {}
+                Err(e) if connection_lost(&e) => {
+                    tracing::warn!(error = %redact(&e.to_string()), "redis source: XACK failed");
+                    self.broken = true;
+                    self.unacked
+                        .extend(ids.into_iter().map(|id| (s.clone(), id)));
+                    for (s, ids) in streams {
+                        self.unacked
+                            .extend(ids.into_iter().map(|id| (s.clone(), id)));
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(rerr("XACK", e)),
+            }
         }
         Ok(())
+    }
+
+    async fn connect(&self) -> Result<MultiplexedConnection> {
+        let client = crate::open_client(&self.settings.url, "source.redis")?;
+        client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| {
+                Error::connector(
+                    format!("redis source: connecting to {}", redact(&self.settings.url)),
+                    redact(&e.to_string()),
+                )
+            })
+    }
+
+    /// A new connection after a lost one, with backoff; checkpoints are served meanwhile.
+    /// `false` when the job stops first.
+    async fn reconnect(&mut self, ctx: &mut SourceContext<T, StreamsState>) -> Result<bool> {
+        metrics::counter!("rivus_redis_reconnects_total").increment(1);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let err = match self.connect().await {
+                Ok(con) => {
+                    self.con = Some(con);
+                    self.broken = false;
+                    return Ok(true);
+                }
+                Err(e) => e,
+            };
+            let Some(wait) = self.settings.reconnect.delay(attempt) else {
+                return Err(err);
+            };
+            tracing::debug!(attempt, ?wait, error = %err, "redis source: reconnect failed");
+            if ctx.wait_for(tokio::time::sleep(wait)).await?.is_none() {
+                return Ok(false);
+            }
+            // Acknowledgements wait for the connection (they are kept meanwhile).
+            let events = ctx.take_events();
+            self.file_events(events);
+        }
+    }
+
+    /// Files checkpoint events without acknowledging (while disconnected).
+    fn file_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) {
+        for ev in events {
+            match ev {
+                CheckpointEvent::Triggered(id) => {
+                    let done = std::mem::take(&mut self.since_trigger);
+                    if !done.is_empty() {
+                        self.pending.insert(id, done);
+                    }
+                }
+                CheckpointEvent::Completed { id, .. } => {
+                    let upto: Vec<u64> = self.pending.range(..=id).map(|(c, _)| *c).collect();
+                    for c in upto {
+                        let entries = self.pending.remove(&c).unwrap_or_default();
+                        self.unacked.extend(entries);
+                    }
+                }
+                CheckpointEvent::Aborted(_) => {}
+            }
+        }
     }
 
     async fn on_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) -> Result<()> {
@@ -252,7 +359,7 @@ impl<T: Send + 'static> StreamsSource<T> {
         streams: &[String],
         ids: &[String],
         block: bool,
-    ) -> Result<StreamReadReply> {
+    ) -> Result<redis::RedisResult<StreamReadReply>> {
         let mut opts = StreamReadOptions::default()
             .group(&self.settings.group, self.consumer())
             .count(self.settings.count);
@@ -260,11 +367,13 @@ impl<T: Send + 'static> StreamsSource<T> {
             opts = opts.block(self.settings.block_ms);
         }
         let con = self.con.as_mut().ok_or(Error::Closed("redis source"))?;
-        let reply: Option<StreamReadReply> = con
-            .xread_options(streams, ids, &opts)
-            .await
-            .map_err(|e| rerr("XREADGROUP", e))?;
-        Ok(reply.unwrap_or_default())
+        let reply: redis::RedisResult<Option<StreamReadReply>> =
+            con.xread_options(streams, ids, &opts).await;
+        match reply {
+            Ok(r) => Ok(Ok(r.unwrap_or_default())),
+            Err(e) if connection_lost(&e) => Ok(Err(e)),
+            Err(e) => Err(rerr("XREADGROUP", e)),
+        }
     }
 }
 
@@ -287,16 +396,7 @@ impl<T: Send + 'static> RichFunction for StreamsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
-        let client = crate::open_client(&self.settings.url, "source.redis")?;
-        let mut con = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| {
-                Error::connector(
-                    format!("redis source: connecting to {}", redact(&self.settings.url)),
-                    redact(&e.to_string()),
-                )
-            })?;
+        let mut con = self.connect().await?;
         for s in self.owned() {
             let r: redis::RedisResult<()> = con
                 .xgroup_create_mkstream(&s, &self.settings.group, "0")
@@ -360,6 +460,11 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
         // First this consumer's pending entries (delivered before a crash, never acknowledged),
         // read after a cursor per stream; then new entries.
         let mut recovering = true;
+        // During recovery, entries at or before these ids were emitted already: after a
+        // restore they are acknowledged (only their XACK was lost); after a reconnect within
+        // this run they are not (their checkpoint acknowledges them).
+        let mut skip_upto = self.restored.clone();
+        let mut ack_skipped = true;
         let mut cursors: Vec<String> = owned.iter().map(|_| "0".to_owned()).collect();
         let new_entries: Vec<String> = owned.iter().map(|_| ">".to_owned()).collect();
         loop {
@@ -375,7 +480,28 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
             self.on_events(ctx.take_events()).await?;
             let reply = match waited {
                 None => return Ok(()),
-                Some(r) => r?,
+                Some(r) => match r? {
+                    Ok(reply) if !self.broken => reply,
+                    lost => {
+                        // A read may have been executed before the connection went: its
+                        // entries sit in this consumer's pending list unseen. Recover them
+                        // after the reconnect, skipping (without acknowledging) what was
+                        // already emitted.
+                        if let Err(e) = lost {
+                            tracing::warn!(error = %redact(&e.to_string()),
+                                "redis source: connection lost, reconnecting");
+                        }
+                        if !self.reconnect(ctx).await? {
+                            return Ok(());
+                        }
+                        self.ack(Vec::new()).await?;
+                        recovering = true;
+                        ack_skipped = false;
+                        skip_upto = ctx.state().last.clone();
+                        cursors = owned.iter().map(|_| "0".to_owned()).collect();
+                        continue;
+                    }
+                },
             };
             let n: usize = reply.keys.iter().map(|k| k.ids.len()).sum();
             if recovering && n == 0 {
@@ -394,12 +520,13 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
                 for e in &key.ids {
                     // Emitted before the restored checkpoint, only its XACK was lost.
                     if recovering
-                        && self
-                            .restored
+                        && skip_upto
                             .get(&key.key)
                             .is_some_and(|last| parse_id(&e.id) <= parse_id(last))
                     {
-                        already.push((key.key.clone(), e.id.clone()));
+                        if ack_skipped {
+                            already.push((key.key.clone(), e.id.clone()));
+                        }
                         continue;
                     }
                     let fields = fields_of(&e.map);

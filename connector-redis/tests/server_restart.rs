@@ -21,9 +21,18 @@ async fn members(url: &str, key: &str) -> usize {
     con.scard(key).await.unwrap_or(0)
 }
 
-async fn wait_for(url: &str, key: &str, n: usize) {
+/// Waits until `key` has `n` members, or the job ended (then its error is shown).
+async fn wait_for(
+    url: &str,
+    key: &str,
+    n: usize,
+    job: &mut tokio::task::JoinHandle<rivus_core::Result<rivus_core::JobSummary>>,
+) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while members(url, key).await < n {
+        if job.is_finished() {
+            panic!("the job ended: {:?}", job.await);
+        }
         assert!(Instant::now() < deadline, "fewer than {n} members arrived");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -52,16 +61,16 @@ async fn server_restart_mid_stream_loses_nothing() {
     })
     .unwrap();
     let handle = job.handle();
-    let running = tokio::spawn(job.run());
+    let mut running = tokio::spawn(job.run());
 
-    wait_for(&url, &key, 20_000).await;
+    wait_for(&url, &key, 20_000, &mut running).await;
     rivus_testkit::restart::bounce("redis", Duration::from_secs(2)).await;
     let after = members(&url, &key).await;
     assert!(
         after >= 20_000,
         "acknowledged members survived the restart ({after})"
     );
-    wait_for(&url, &key, after + 20_000).await;
+    wait_for(&url, &key, after + 20_000, &mut running).await;
 
     assert!(
         !running.is_finished(),
