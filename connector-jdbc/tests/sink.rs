@@ -549,3 +549,50 @@ async fn table_state_of(db: &Db, table: &str, column: &str) -> Vec<String> {
     .map(|s| s.replace(' ', ""))
     .collect()
 }
+
+/// The job fails with rows written into the open transaction and no checkpoint taken: closing
+/// rolls them back and ends (the open transaction's connection must not keep the pool from
+/// closing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_sink_closes_after_a_failure_with_an_open_transaction() {
+    let Some(db) = postgres() else { return };
+    let table = unique_name("eo_close").replace('-', "_");
+    db.exec(&format!("CREATE TABLE {table} (id BIGINT NOT NULL)"))
+        .await;
+    // Record 300 is refused (NULL id) under the default policy: the sink itself fails.
+    let sink = JdbcSink::builder(&db.url, &table)
+        .exactly_once(true)
+        .transaction_prefix(&table)
+        .batch_size(10)
+        .build(|n: &u64| {
+            let mut row = rivus_connector_jdbc::Row::new();
+            let id = if *n == 300 { Value::Null } else { (*n).into() };
+            row.insert("id".into(), id);
+            Ok(RowChange::Write(row))
+        })
+        .unwrap();
+    let splits = Arc::new(vec![(0..1000u64).collect::<Vec<_>>()]);
+    let job = Pipeline::new(format!("eo-close-{table}"))
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_secs(30),
+            Arc::new(MemoryStateBackend::new()),
+        ))
+        .batch_size(10)
+        .source("n", 1, |i| {
+            VecSource::new(Arc::clone(&splits), i, 1).paced(10, Duration::from_millis(5))
+        })
+        .sink("table", 1, move |_| sink.clone())
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(60), job.run())
+        .await
+        .expect("the failed job ended (the sink closed)");
+    let e = result
+        .expect_err("the refused record failed the job")
+        .to_string();
+    assert!(e.contains("null value"), "{e}");
+    assert_eq!(
+        db.count(&table).await,
+        0,
+        "unprepared rows were rolled back"
+    );
+}

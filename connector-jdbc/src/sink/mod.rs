@@ -673,7 +673,17 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         if let Err(e) = open.processor.close().await {
             tracing::debug!(error = %e, "jdbc sink: closing with rows failed");
         }
-        open.pool.close().await;
+        // Rows written since the last prepare belong to no checkpoint: roll them back (and
+        // free the connection, or closing the pool would wait for it forever).
+        open.writer.abandon_open().await;
+        // Closing waits for checked-out connections; a send still running when the job was
+        // torn down may hold one: do not wait for it forever.
+        if tokio::time::timeout(Duration::from_secs(5), open.pool.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("jdbc sink: a connection was still in use at close; left to drop");
+        }
         result
     }
 }

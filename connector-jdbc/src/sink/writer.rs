@@ -270,6 +270,16 @@ impl Writer {
         }
     }
 
+    /// Drops the open transaction (at close, after a failure): its connection is closed, so
+    /// the database rolls it back. Without this the pool could never close.
+    pub async fn abandon_open(&self) {
+        if let Some(slot) = &self.txn {
+            if let Some(conn) = slot.lock().await.take() {
+                conn.discard();
+            }
+        }
+    }
+
     /// Commits the open transaction now (a job without checkpoints, at its end).
     pub async fn commit_open(&self) -> Result<()> {
         let Some(slot) = &self.txn else {
