@@ -9,11 +9,11 @@
 //! own task — blocked in such a write — could not take the notification.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use rivus_core::{Error, Result};
+use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext};
 
-use crate::db::{describe, Pool};
+use crate::db::{describe, Conn, Pool};
 
 /// The prepared transactions of one subtask not yet known to be committed.
 #[derive(Debug)]
@@ -44,6 +44,63 @@ impl Prepared {
             committing: tokio::sync::Mutex::new(()),
             failure: Mutex::new(None),
         }
+    }
+
+    /// Checks that the server keeps prepared transactions, then resolves those an earlier run
+    /// left (see [`recover`](Self::recover)). `prefix` defaults to `rivus-<job>-<operator>`.
+    pub async fn start(
+        pool: &Pool,
+        conn: &mut Conn,
+        prefix: Option<String>,
+        ctx: &RuntimeContext,
+        restored: &BTreeSet<String>,
+    ) -> Result<Arc<Prepared>> {
+        let max: Vec<String> = conn
+            .fetch_text("SELECT current_setting('max_prepared_transactions')", &[])
+            .await
+            .map_err(|e| Error::connector("jdbc sink", describe(&e)))?;
+        if max.first().map(String::as_str) == Some("0") {
+            return Err(Error::config(
+                "sink.jdbc.exactly_once",
+                "the server has max_prepared_transactions = 0; raise it (postgresql.conf) \
+                 or use at-least-once with upserts",
+            ));
+        }
+        let prefix = prefix.unwrap_or_else(|| {
+            format!("rivus-{}-{}", ctx.job_name(), ctx.task_name())
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        });
+        let prepared = Arc::new(Prepared::new(pool.clone(), prefix, ctx.subtask_index()));
+        let (committed, rolled_back) = prepared.recover(restored, ctx.parallelism()).await?;
+        if committed + rolled_back > 0 {
+            tracing::info!(sink = %ctx.display_name(), committed, rolled_back,
+                "recovered prepared transactions");
+        }
+        Ok(prepared)
+    }
+
+    /// The task committing prepared transactions as checkpoints complete.
+    pub fn spawn_committer(
+        prepared: Arc<Prepared>,
+        mut completed: CompletedCheckpoints,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some(id) = completed.changed().await {
+                if let Err(e) = prepared.commit_up_to(id).await {
+                    tracing::error!(error = %e, "jdbc sink: commit failed");
+                    prepared.fail(&e);
+                    return;
+                }
+            }
+        })
     }
 
     /// The transaction id for checkpoint `checkpoint`.

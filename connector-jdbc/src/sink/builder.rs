@@ -1,0 +1,243 @@
+//! [`JdbcSinkBuilder`]: the sink's settings, checked before anything connects.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use rivus_core::bulk::BulkConfig;
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::schema::SchemaError;
+use rivus_core::{Error, Result};
+
+use super::{JdbcSink, RowChange};
+use crate::dialect::Dialect;
+use crate::statement::{PgMethod, WriteMode};
+
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    pub(super) url: String,
+    pub(super) table: String,
+    pub(super) columns: Option<Vec<String>>,
+    pub(super) key: Option<Vec<String>>,
+    pub(super) mode: WriteMode,
+    pub(super) method: PgMethod,
+    pub(super) bulk: BulkConfig,
+    pub(super) policy: ErrorPolicy,
+    pub(super) exactly_once: bool,
+    pub(super) prefix: Option<String>,
+    pub(super) ignore_unknown: bool,
+    pub(super) timeout: Duration,
+}
+
+/// Builds a [`JdbcSink`].
+#[derive(Debug)]
+pub struct JdbcSinkBuilder {
+    s: Settings,
+}
+
+impl JdbcSinkBuilder {
+    /// Columns to write (default: every column the database does not fill itself, plus the
+    /// key). A field of a record naming no such column is an error unless
+    /// [`ignore_unknown_fields`](Self::ignore_unknown_fields) is set; a missing field is NULL.
+    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.s.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The key for upserts and deletes (default: the table's primary key).
+    pub fn key<S: Into<String>>(mut self, key: impl IntoIterator<Item = S>) -> Self {
+        self.s.key = Some(key.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Insert (default), upsert, or your own statement ([`WriteMode::Statement`]; or use
+    /// [`JdbcSink::with_statement`]).
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.s.mode = mode;
+        self
+    }
+
+    /// How PostgreSQL receives batches (default [`PgMethod::Unnest`]).
+    pub fn postgres_method(mut self, method: PgMethod) -> Self {
+        self.s.method = method;
+        self
+    }
+
+    /// Batching: rows per batch (`max_actions`, default 1000), bytes, interval (default
+    /// 200 ms), batches in flight (default 2; always 1 for SQLite, upserts and exactly-once,
+    /// where batches must land in order) and the backoff for retries after lost connections.
+    /// In insert mode with more than one batch in flight, batches may commit out of order:
+    /// send deletes with upsert mode.
+    pub fn bulk(mut self, bulk: BulkConfig) -> Self {
+        self.s.bulk = bulk;
+        self
+    }
+
+    /// Rows per batch (shortcut for `bulk.max_actions`).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.s.bulk.max_actions = n;
+        self
+    }
+
+    /// Rows the database refuses (constraints, types) and records that cannot be converted:
+    /// fail (default), skip, dead-letter.
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.s.policy = p;
+        self
+    }
+
+    /// Exactly-once with PostgreSQL prepared transactions (needs `max_prepared_transactions`
+    /// above 0 on the server). Refused for MySQL/MariaDB and SQLite.
+    pub fn exactly_once(mut self, on: bool) -> Self {
+        self.s.exactly_once = on;
+        self
+    }
+
+    /// Prefix of prepared-transaction ids, unique per sink in a database (default
+    /// `rivus-<job>-<operator>`; letters, digits, `-`, `_`, `.`).
+    pub fn transaction_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.s.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Drop fields that name no column instead of refusing the record.
+    pub fn ignore_unknown_fields(mut self, on: bool) -> Self {
+        self.s.ignore_unknown = on;
+        self
+    }
+
+    /// Connect and acquire timeout (default 10 s).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.s.timeout = d;
+        self
+    }
+
+    fn validate(&self) -> Result<Dialect> {
+        let s = &self.s;
+        let dialect = Dialect::of_url(&s.url, "sink.jdbc.url")?;
+        if s.table.trim().is_empty() {
+            return Err(Error::config("sink.jdbc.table", "must not be empty"));
+        }
+        s.bulk.validate("sink.jdbc.bulk")?;
+        if s.exactly_once && dialect != Dialect::Postgres {
+            return Err(Error::config(
+                "sink.jdbc.exactly_once",
+                "exactly-once needs PostgreSQL prepared transactions; MySQL/MariaDB and SQLite \
+                 sinks are at-least-once (use upsert mode to make rewrites harmless)",
+            ));
+        }
+        if let WriteMode::Statement { sql, params } = &s.mode {
+            if sql.trim().is_empty() {
+                return Err(Error::config("sink.jdbc.statement", "must not be empty"));
+            }
+            if params.iter().any(|p| p.trim().is_empty()) {
+                return Err(Error::config(
+                    "sink.jdbc.params",
+                    "field names must not be empty",
+                ));
+            }
+        }
+        if s.method == PgMethod::Copy && s.mode != WriteMode::Insert {
+            return Err(Error::config(
+                "sink.jdbc.postgres_method",
+                "COPY only appends: use it with insert mode",
+            ));
+        }
+        if let Some(p) = &s.prefix {
+            if p.is_empty()
+                || !p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            {
+                return Err(Error::config(
+                    "sink.jdbc.transaction_prefix",
+                    "use letters, digits, `-`, `_` and `.` only",
+                ));
+            }
+        }
+        if s.timeout.is_zero() {
+            return Err(Error::config("sink.jdbc.timeout", "must be positive"));
+        }
+        Ok(dialect)
+    }
+
+    /// Checks the settings; `mapper` turns each record into a [`RowChange`] (a missing or
+    /// mistyped field is a `SchemaError` naming the record and the field).
+    pub fn build<T: Send + 'static>(
+        mut self,
+        mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
+    ) -> Result<JdbcSink<T>> {
+        let dialect = self.validate()?;
+        // SQLite has one writer; a transaction spans a checkpoint; upserts must land in order
+        // (two batches in flight may commit in either order, and an older value would win).
+        if dialect == Dialect::Sqlite || self.s.exactly_once || self.s.mode == WriteMode::Upsert {
+            self.s.bulk.concurrent_requests = 1;
+        }
+        Ok(JdbcSink {
+            settings: Arc::new(self.s),
+            mapper: Arc::new(mapper),
+            open: None,
+            restored: BTreeSet::new(),
+        })
+    }
+
+    /// A sink of JSON objects: each object is a row written (or upserted).
+    pub fn build_json(self) -> Result<JdbcSink<Value>> {
+        self.build(|v: &Value| match v {
+            Value::Object(row) => Ok(RowChange::Write(row.clone())),
+            other => Err(SchemaError::new(
+                "json",
+                "record",
+                format!(
+                    "expected a JSON object (one row), got {}",
+                    crate::value::short(other)
+                ),
+            )),
+        })
+    }
+}
+
+impl JdbcSink<()> {
+    /// Starts a builder for a sink running `sql` once per record with the fields `params`
+    /// bound in order (see [`WriteMode::Statement`]); refused rows go to the error policy as
+    /// with tables.
+    pub fn with_statement<S: Into<String>>(
+        url: impl Into<String>,
+        sql: impl Into<String>,
+        params: impl IntoIterator<Item = S>,
+    ) -> JdbcSinkBuilder {
+        JdbcSink::builder(url, "statement").mode(WriteMode::Statement {
+            sql: sql.into(),
+            params: params.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// Starts a builder for a sink writing to `table` at `url` (`postgres://`, `mysql://`,
+    /// `mariadb://`, `sqlite:path`).
+    pub fn builder(url: impl Into<String>, table: impl Into<String>) -> JdbcSinkBuilder {
+        JdbcSinkBuilder {
+            s: Settings {
+                url: url.into(),
+                table: table.into(),
+                columns: None,
+                key: None,
+                mode: WriteMode::Insert,
+                method: PgMethod::Unnest,
+                bulk: BulkConfig {
+                    max_actions: 1000,
+                    max_bytes: 4 << 20,
+                    flush_interval: Some(Duration::from_millis(200)),
+                    concurrent_requests: 2,
+                    ..BulkConfig::default()
+                },
+                policy: ErrorPolicy::Fail,
+                exactly_once: false,
+                prefix: None,
+                ignore_unknown: false,
+                timeout: Duration::from_secs(10),
+            },
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Records as rows: the change a record makes, the columns a sink writes, and the conversion
+//! of each record's fields into bound values (a wrong type is named by column).
+
+use serde_json::{Map, Value};
+
+use rivus_core::{Error, Result};
+
+use super::writer::Change;
+use crate::statement::{Plan, WriteMode};
+use crate::table::{TableColumn, TableSchema};
+use crate::value::{Class, SqlValue};
+
+/// A row to write: column name → value.
+pub type Row = Map<String, Value>;
+
+/// What a record does to the table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowChange {
+    /// Insert the row (or upsert it, in [`WriteMode::Upsert`]).
+    Write(Row),
+    /// Delete the row with the key found in these fields.
+    Delete(Row),
+    /// Like `Write`, with the values in the order of the sink's columns (the configured
+    /// [`columns`](JdbcSinkBuilder::columns), else the table's): no field names to look up,
+    /// the fastest form.
+    WriteValues(Vec<Value>),
+}
+
+/// The "columns" of a custom statement: its parameters, bound by their JSON type.
+pub(super) fn statement_columns(params: &[String]) -> Vec<TableColumn> {
+    params
+        .iter()
+        .map(|p| TableColumn {
+            name: p.clone(),
+            class: Class::Any,
+            cast: None,
+            generated: false,
+        })
+        .collect()
+}
+
+/// The columns written and the key's positions among them.
+pub(super) fn resolve_columns(
+    s: &super::builder::Settings,
+    table: &TableSchema,
+) -> Result<(Vec<TableColumn>, Vec<usize>)> {
+    if table.columns.is_empty() {
+        return Err(Error::config(
+            "sink.jdbc.table",
+            format!("table `{}` does not exist", s.table),
+        ));
+    }
+    let key: Vec<String> = s.key.clone().unwrap_or_else(|| table.primary_key.clone());
+    for k in &key {
+        if table.column(k).is_none() {
+            return Err(Error::config(
+                "sink.jdbc.key",
+                format!("table `{}` has no column `{k}`", s.table),
+            ));
+        }
+    }
+    let mut columns: Vec<TableColumn> = match &s.columns {
+        Some(names) => names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                table.column(n).cloned().ok_or_else(|| {
+                    Error::config(
+                        format!("sink.jdbc.columns[{i}]"),
+                        format!("table `{}` has no column `{n}`", s.table),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?,
+        None => table
+            .columns
+            .iter()
+            .filter(|c| !c.generated || key.contains(&c.name))
+            .cloned()
+            .collect(),
+    };
+    // A key the database generates stays out of inserts that do not name it (no upserts or
+    // deletes by key then).
+    let mut key = key;
+    if s.mode == WriteMode::Insert
+        && key.iter().any(|k| {
+            !columns.iter().any(|c| &c.name == k) && table.column(k).is_some_and(|c| c.generated)
+        })
+    {
+        key.clear();
+    }
+    for k in &key {
+        if !columns.iter().any(|c| &c.name == k) {
+            columns.push(table.column(k).cloned().expect("checked above"));
+        }
+    }
+    let keys: Vec<usize> = key
+        .iter()
+        .map(|k| {
+            columns
+                .iter()
+                .position(|c| &c.name == k)
+                .expect("added above")
+        })
+        .collect();
+    if s.mode == WriteMode::Upsert && keys.is_empty() {
+        return Err(Error::config(
+            "sink.jdbc.key",
+            format!(
+                "upsert needs a key and table `{}` has no primary key: set one",
+                s.table
+            ),
+        ));
+    }
+    Ok((columns, keys))
+}
+
+/// `row` as values in the plan's column order, or what is wrong with it (with the record,
+/// rebuilt, for the dead letter).
+pub(super) fn to_change(
+    plan: &Plan,
+    ignore_unknown: bool,
+    change: RowChange,
+) -> std::result::Result<Change, (String, Row)> {
+    let (delete, mut row) = match change {
+        RowChange::Write(r) => (false, r),
+        RowChange::Delete(r) => (true, r),
+        RowChange::WriteValues(values) => return positional(plan, values),
+    };
+    if delete && plan.keys.is_empty() {
+        return Err((
+            "deletes need a key; the table has no primary key".into(),
+            row,
+        ));
+    }
+    let mut values = Vec::with_capacity(plan.columns.len());
+    // Fields are taken out of the row as they are converted: what is left names no column.
+    let restore = |values: Vec<SqlValue>, mut row: Row| {
+        for (c, v) in plan.columns.iter().zip(values) {
+            row.insert(c.name.clone(), v.to_json());
+        }
+        row
+    };
+    for (i, c) in plan.columns.iter().enumerate() {
+        let v = match row.remove(&c.name) {
+            Some(v) => match SqlValue::convert_owned(v, c.class) {
+                Ok(v) => v,
+                Err((e, v)) => {
+                    let reason = format!("column `{}`: {e}", c.name);
+                    let mut row = restore(values, row);
+                    row.insert(c.name.clone(), v);
+                    return Err((reason, row));
+                }
+            },
+            None if delete && plan.keys.contains(&i) => {
+                let reason = format!("key field `{}` is missing", c.name);
+                return Err((reason, restore(values, row)));
+            }
+            None => SqlValue::null(c.class),
+        };
+        values.push(v);
+    }
+    if !ignore_unknown {
+        if let Some(f) = row.keys().next() {
+            let reason = format!("field `{f}` names no column of the table");
+            return Err((reason, restore(values, row)));
+        }
+    }
+    Ok(Change { delete, values })
+}
+
+/// Positional values (`RowChange::WriteValues`) in the plan's column order.
+fn positional(plan: &Plan, values: Vec<Value>) -> std::result::Result<Change, (String, Row)> {
+    let as_row = |values: Vec<Value>| -> Row {
+        plan.columns
+            .iter()
+            .map(|c| c.name.clone())
+            .chain((plan.columns.len()..).map(|i| format!("#{i}")))
+            .zip(values)
+            .collect()
+    };
+    if values.len() != plan.columns.len() {
+        let reason = format!(
+            "{} values for {} columns ({})",
+            values.len(),
+            plan.columns.len(),
+            plan.columns
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Err((reason, as_row(values)));
+    }
+    let mut out = Vec::with_capacity(values.len());
+    let mut values = values.into_iter();
+    for c in &plan.columns {
+        let v = values.next().expect("lengths checked");
+        match SqlValue::convert_owned(v, c.class) {
+            Ok(v) => out.push(v),
+            Err((e, v)) => {
+                let reason = format!("column `{}`: {e}", c.name);
+                let mut done: Vec<Value> = out.iter().map(SqlValue::to_json).collect();
+                done.push(v);
+                done.extend(values);
+                return Err((reason, as_row(done)));
+            }
+        }
+    }
+    Ok(Change {
+        delete: false,
+        values: out,
+    })
+}
