@@ -37,11 +37,7 @@ impl AmqpConfig {
         AmqpConfig {
             uri: uri.into(),
             connect_timeout: Duration::from_secs(30),
-            reconnect: rivus_core::backoff::BackoffPolicy::Exponential {
-                initial: Duration::from_millis(100),
-                max_delay: Duration::from_secs(5),
-                max_retries: 60,
-            },
+            reconnect: rivus_core::backoff::BackoffPolicy::reconnect(),
         }
     }
 

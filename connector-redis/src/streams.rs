@@ -203,18 +203,9 @@ impl StreamsSource<()> {
             count: 500,
             block_ms: 100,
             policy: ErrorPolicy::Fail,
-            reconnect: BackoffPolicy::Exponential {
-                initial: std::time::Duration::from_millis(100),
-                max_delay: std::time::Duration::from_secs(5),
-                max_retries: 60,
-            },
+            reconnect: BackoffPolicy::reconnect(),
         }
     }
-}
-
-/// The connection (not the command) failed, or the server is not ready: worth a reconnect.
-fn connection_lost(e: &redis::RedisError) -> bool {
-    crate::transient(e)
 }
 
 fn rerr(what: &str, e: redis::RedisError) -> Error {
@@ -249,7 +240,7 @@ impl<T: Send + 'static> StreamsSource<T> {
             let r: redis::RedisResult<i64> = con.xack(&s, &self.settings.group, &ids).await;
             match r {
                 Ok(_) => {}
-                Err(e) if connection_lost(&e) => {
+                Err(e) if crate::transient(&e) => {
                     tracing::warn!(error = %redact(&e.to_string()), "redis source: XACK failed");
                     self.broken = true;
                     self.unacked
@@ -371,7 +362,7 @@ impl<T: Send + 'static> StreamsSource<T> {
             con.xread_options(streams, ids, &opts).await;
         match reply {
             Ok(r) => Ok(Ok(r.unwrap_or_default())),
-            Err(e) if connection_lost(&e) => Ok(Err(e)),
+            Err(e) if crate::transient(&e) => Ok(Err(e)),
             Err(e) => Err(rerr("XREADGROUP", e)),
         }
     }

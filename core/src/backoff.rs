@@ -39,6 +39,16 @@ impl Default for BackoffPolicy {
 }
 
 impl BackoffPolicy {
+    /// The connectors' default for reconnecting to a broker or server after a lost
+    /// connection: exponential from 100 ms, capped at 5 s, 60 attempts (about 5 minutes).
+    pub fn reconnect() -> Self {
+        BackoffPolicy::Exponential {
+            initial: Duration::from_millis(100),
+            max_delay: Duration::from_secs(5),
+            max_retries: 60,
+        }
+    }
+
     /// The number of retries this policy allows after the first attempt.
     pub fn max_retries(&self) -> u32 {
         match self {
