@@ -6,7 +6,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivus_testkit::process::example_binary;
+use rivus_testkit::process::{example_binary, kill_repeatedly};
 use rivus_testkit::services::unique_name;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,19 +32,8 @@ async fn kill_dash_nine_numbers_to_postgres_exactly_once() {
             .spawn()
             .unwrap()
     };
-    let mut mid_stream = 0;
-    for wait_ms in [500u64, 400, 600] {
-        let mut child = spawn();
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the job was still running"
-        );
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let written = db.count(&table).await as u64;
-        mid_stream += (written > 0 && written < n) as usize;
-    }
+    let waits = [500, 400, 600].map(Duration::from_millis);
+    let mid_stream = kill_repeatedly(&spawn, &waits, n as usize, || db.count(&table)).await;
     assert!(
         mid_stream >= 2,
         "killed mid-stream ({mid_stream} of 3 kills)"

@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivus_testkit::process::{example_binary, lines_in};
+use rivus_testkit::process::{example_binary, kill_repeatedly, lines_in};
 use rivus_testkit::services::{require, unique_name, Service};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,19 +49,11 @@ async fn kill_dash_nine_stream_to_files_exactly_once() {
             .spawn()
             .unwrap()
     };
-    let mut mid_stream = 0;
-    for wait_ms in [700u64, 600, 800] {
-        let mut child = spawn();
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the job was still running"
-        );
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let written = lines_in(&out).len();
-        mid_stream += (written > 0 && written < n as usize) as usize;
-    }
+    let waits = [700, 600, 800].map(Duration::from_millis);
+    let mid_stream = kill_repeatedly(&spawn, &waits, n as usize, || async {
+        lines_in(&out).len()
+    })
+    .await;
     assert!(
         mid_stream >= 2,
         "killed mid-stream ({mid_stream} of 3 kills)"

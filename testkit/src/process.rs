@@ -35,3 +35,33 @@ pub fn lines_in(dir: &Path) -> Vec<String> {
         .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
         .collect()
 }
+
+/// Starts the job with `spawn` once per entry of `waits`, lets it run that long, checks it is
+/// still running and kills it with SIGKILL. After each kill `written()` says how many records
+/// the destination holds; returns how many kills came mid-stream (some written, fewer than
+/// `total`).
+pub async fn kill_repeatedly<F, Fut>(
+    spawn: impl Fn() -> std::process::Child,
+    waits: &[std::time::Duration],
+    total: usize,
+    mut written: F,
+) -> usize
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let mut mid_stream = 0;
+    for wait in waits {
+        let mut child = spawn();
+        tokio::time::sleep(*wait).await;
+        assert!(
+            child.try_wait().expect("checking the job").is_none(),
+            "the job was still running"
+        );
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaping the job");
+        let n = written().await;
+        mid_stream += (n > 0 && n < total) as usize;
+    }
+    mid_stream
+}
