@@ -129,6 +129,14 @@ pub enum SourceConfig {
     /// Redis Streams through a consumer group (rivus-connector-redis).
     RedisStreams {
         url: String,
+        /// A Redis Cluster: `url` names one or more seed nodes, separated by commas.
+        #[serde(default)]
+        cluster: bool,
+        /// CA file (PEM) for `rediss://`.
+        ca_file: Option<std::path::PathBuf>,
+        /// Client certificate and key files (PEM) for `rediss://`.
+        client_cert: Option<std::path::PathBuf>,
+        client_key: Option<std::path::PathBuf>,
         streams: Vec<String>,
         group: String,
         /// The entry field holding the record as JSON; without it the record is the entry's
@@ -222,6 +230,14 @@ pub enum SinkConfig {
     /// Redis commands (rivus-connector-redis).
     Redis {
         url: String,
+        /// A Redis Cluster: `url` names one or more seed nodes, separated by commas.
+        #[serde(default)]
+        cluster: bool,
+        /// CA file (PEM) for `rediss://`.
+        ca_file: Option<std::path::PathBuf>,
+        /// Client certificate and key files (PEM) for `rediss://`.
+        client_cert: Option<std::path::PathBuf>,
+        client_key: Option<std::path::PathBuf>,
         command: RedisCommandName,
         /// The key; `{field}` is replaced by the record's field (`order:{id}`).
         key: String,

@@ -175,6 +175,10 @@ pub async fn attach(
         }
         SinkConfig::Redis {
             url,
+            cluster,
+            ca_file,
+            client_cert,
+            client_key,
             command,
             key,
             field,
@@ -186,54 +190,60 @@ pub async fn attach(
             if command == RedisCommandName::Hset && field.is_none() {
                 return Err(Error::config("sink.field", "hset needs a hash field"));
             }
-            let sink =
-                RedisSink::builder(url)
-                    .error_policy(policy.clone())
-                    .build(move |v: &Value| {
-                        let k = template(&key, v)?;
-                        let body = || serde_json::to_vec(v).unwrap_or_default();
-                        let cmd = match command {
-                            RedisCommandName::Set => RedisCommand::Set {
-                                key: k,
-                                value: body(),
-                                ttl_secs: ttl,
-                            },
-                            RedisCommandName::Hset => RedisCommand::HSet {
-                                key: k,
-                                field: template(field.as_deref().unwrap_or_default(), v)?,
-                                value: body(),
-                                ttl_secs: ttl,
-                            },
-                            RedisCommandName::Xadd => RedisCommand::XAdd {
-                                key: k,
-                                fields: match v {
-                                    Value::Object(m) => m
-                                        .iter()
-                                        .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
-                                        .collect(),
-                                    other => vec![("value".into(), text_of(other).into_bytes())],
-                                },
-                                maxlen,
-                            },
-                            RedisCommandName::Lpush => RedisCommand::LPush {
-                                key: k,
-                                value: body(),
-                            },
-                            RedisCommandName::Rpush => RedisCommand::RPush {
-                                key: k,
-                                value: body(),
-                            },
-                            RedisCommandName::Sadd => RedisCommand::SAdd {
-                                key: k,
-                                member: body(),
-                            },
-                            RedisCommandName::Publish => RedisCommand::Publish {
-                                channel: k,
-                                message: body(),
-                            },
-                        };
-                        Ok(vec![cmd])
-                    })?;
+            let sink = RedisSink::builder(crate::build::redis_endpoint(
+                "sink",
+                url,
+                *cluster,
+                ca_file,
+                client_cert,
+                client_key,
+            )?)
+            .error_policy(policy.clone())
+            .build(move |v: &Value| {
+                let k = template(&key, v)?;
+                let body = || serde_json::to_vec(v).unwrap_or_default();
+                let cmd = match command {
+                    RedisCommandName::Set => RedisCommand::Set {
+                        key: k,
+                        value: body(),
+                        ttl_secs: ttl,
+                    },
+                    RedisCommandName::Hset => RedisCommand::HSet {
+                        key: k,
+                        field: template(field.as_deref().unwrap_or_default(), v)?,
+                        value: body(),
+                        ttl_secs: ttl,
+                    },
+                    RedisCommandName::Xadd => RedisCommand::XAdd {
+                        key: k,
+                        fields: match v {
+                            Value::Object(m) => m
+                                .iter()
+                                .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
+                                .collect(),
+                            other => vec![("value".into(), text_of(other).into_bytes())],
+                        },
+                        maxlen,
+                    },
+                    RedisCommandName::Lpush => RedisCommand::LPush {
+                        key: k,
+                        value: body(),
+                    },
+                    RedisCommandName::Rpush => RedisCommand::RPush {
+                        key: k,
+                        value: body(),
+                    },
+                    RedisCommandName::Sadd => RedisCommand::SAdd {
+                        key: k,
+                        member: body(),
+                    },
+                    RedisCommandName::Publish => RedisCommand::Publish {
+                        channel: k,
+                        message: body(),
+                    },
+                };
+                Ok(vec![cmd])
+            })?;
             finish(stream, config, sink, counts, policy, check_errors)?
         }
     })

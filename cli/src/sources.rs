@@ -130,37 +130,48 @@ pub fn attach(
         }
         SourceConfig::RedisStreams {
             url,
+            cluster,
+            ca_file,
+            client_cert,
+            client_key,
             streams,
             group,
             json_field,
         } => {
             let json_field = json_field.clone();
-            let s = StreamsSource::builder(url)
-                .streams(streams.clone())
-                .group(group)
-                .error_policy(policy.clone())
-                .build(move |e| {
-                    let position = format!("{}#{}", e.stream, e.id);
-                    match &json_field {
-                        Some(f) => {
-                            let raw = e.field(f).ok_or_else(|| {
-                                SchemaError::new("redis", &position, format!("no field `{f}`"))
-                            })?;
-                            JsonSchema::<Value>::new().deserialize(raw, &position)
-                        }
-                        None => Ok(Value::Object(
-                            e.fields
-                                .iter()
-                                .map(|(k, v)| {
-                                    (
-                                        k.clone(),
-                                        Value::from(String::from_utf8_lossy(v).into_owned()),
-                                    )
-                                })
-                                .collect(),
-                        )),
+            let s = StreamsSource::builder(crate::build::redis_endpoint(
+                "source",
+                url,
+                *cluster,
+                ca_file,
+                client_cert,
+                client_key,
+            )?)
+            .streams(streams.clone())
+            .group(group)
+            .error_policy(policy.clone())
+            .build(move |e| {
+                let position = format!("{}#{}", e.stream, e.id);
+                match &json_field {
+                    Some(f) => {
+                        let raw = e.field(f).ok_or_else(|| {
+                            SchemaError::new("redis", &position, format!("no field `{f}`"))
+                        })?;
+                        JsonSchema::<Value>::new().deserialize(raw, &position)
                     }
-                })?;
+                    None => Ok(Value::Object(
+                        e.fields
+                            .iter()
+                            .map(|(k, v)| {
+                                (
+                                    k.clone(),
+                                    Value::from(String::from_utf8_lossy(v).into_owned()),
+                                )
+                            })
+                            .collect(),
+                    )),
+                }
+            })?;
             (pipeline.source("source", p, |_| s.clone()), None)
         }
     })

@@ -15,11 +15,13 @@
 //! - [`PubSubSource`]: channels and patterns; pub/sub keeps nothing, so it is at-most-once.
 
 mod command;
+mod connection;
 mod pubsub;
 mod sink;
 mod streams;
 
 pub use command::RedisCommand;
+pub use connection::{Endpoint, RedisConnection};
 pub use pubsub::PubSubSource;
 pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};

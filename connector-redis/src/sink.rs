@@ -2,68 +2,85 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
 use rivus_core::bulk::{BulkConfig, BulkProcessor, BulkSender, NoopListener, SendOutcome};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
 use crate::command::RedisCommand;
+use crate::connection::{by_slot, Endpoint, RedisConnection};
 use crate::redact;
 
 type Mapper<T> = dyn Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync;
 
-/// Sends one pipeline; per-command errors go to the error policy.
+/// Sends one pipeline (on a cluster, one per hash slot, concurrently); per-command errors go
+/// to the error policy.
 struct PipelineSender {
-    con: ConnectionManager,
+    con: RedisConnection,
     handler: ErrorHandler,
     commands: metrics::Counter,
+}
+
+type Replies = redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>;
+
+impl PipelineSender {
+    /// One pipeline: each command's replies (a command may be two, HSET + EXPIRE).
+    async fn pipeline(&self, items: Vec<RedisCommand>) -> (Vec<RedisCommand>, Vec<usize>, Replies) {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        let replies: Vec<usize> = items.iter().map(|c| c.add_to(&mut pipe)).collect();
+        let mut con = self.con.clone();
+        let results = pipe.query_async(&mut con).await;
+        (items, replies, results)
+    }
 }
 
 #[async_trait]
 impl BulkSender<RedisCommand> for PipelineSender {
     async fn send(&self, items: Vec<RedisCommand>) -> SendOutcome<RedisCommand> {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        let replies: Vec<usize> = items.iter().map(|c| c.add_to(&mut pipe)).collect();
-        let mut con = self.con.clone();
-        let results: Vec<redis::RedisResult<redis::Value>> = match pipe.query_async(&mut con).await
-        {
-            Ok(r) => r,
-            Err(e) if crate::transient(&e) => {
-                return SendOutcome::Retry {
-                    items,
-                    reason: redact(&e.to_string()),
-                };
-            }
-            Err(e) => {
-                return SendOutcome::Failed(Error::connector(
-                    "redis pipeline",
-                    redact(&e.to_string()),
-                ))
-            }
+        let total = items.len();
+        let groups = if self.con.is_cluster() {
+            by_slot(items, |c| c.key())
+        } else {
+            vec![items]
         };
-        let mut at = 0;
+        let sent = futures::future::join_all(groups.into_iter().map(|g| self.pipeline(g))).await;
         let mut again = Vec::new();
         let mut reason = String::new();
-        let total = items.len();
-        for (cmd, n) in items.into_iter().zip(replies) {
-            let failed = results[at..(at + n).min(results.len())]
-                .iter()
-                .find_map(|r| r.as_ref().err());
-            at += n;
-            match failed {
-                None => {}
-                // The server is not ready (loading its data after a restart, TRYAGAIN...):
-                // this command is sent again, it is not the record's fault.
-                Some(e) if crate::transient(e) => {
+        for (items, replies, results) in sent {
+            let results = match results {
+                Ok(r) => r,
+                Err(e) if crate::transient(&e) => {
                     reason = redact(&e.to_string());
-                    again.push(cmd);
+                    again.extend(items);
+                    continue;
                 }
-                Some(e) => {
-                    let position = format!("redis key {}", cmd.key());
-                    if let Err(err) = self.handler.handle(position, e, &[]).await {
-                        return SendOutcome::Failed(err);
+                Err(e) => {
+                    return SendOutcome::Failed(Error::connector(
+                        "redis pipeline",
+                        redact(&e.to_string()),
+                    ))
+                }
+            };
+            let mut at = 0;
+            for (cmd, n) in items.into_iter().zip(replies) {
+                let failed = results[at..(at + n).min(results.len())]
+                    .iter()
+                    .find_map(|r| r.as_ref().err());
+                at += n;
+                match failed {
+                    None => {}
+                    // The server is not ready (loading its data after a restart, TRYAGAIN, a
+                    // slot moving...): the command is sent again, it is not the record's fault.
+                    Some(e) if crate::transient(e) => {
+                        reason = redact(&e.to_string());
+                        again.push(cmd);
+                    }
+                    Some(e) => {
+                        let position = format!("redis key {}", cmd.key());
+                        if let Err(err) = self.handler.handle(position, e, &[]).await {
+                            return SendOutcome::Failed(err);
+                        }
                     }
                 }
             }
@@ -81,7 +98,7 @@ impl BulkSender<RedisCommand> for PipelineSender {
 }
 
 struct Settings<T> {
-    url: String,
+    endpoint: Endpoint,
     bulk: BulkConfig,
     policy: ErrorPolicy,
     mapper: Arc<Mapper<T>>,
@@ -90,7 +107,7 @@ struct Settings<T> {
 /// Builds a [`RedisSink`].
 #[derive(Debug)]
 pub struct RedisSinkBuilder {
-    url: String,
+    endpoint: Endpoint,
     bulk: BulkConfig,
     policy: ErrorPolicy,
 }
@@ -140,11 +157,11 @@ impl RedisSinkBuilder {
         self,
         mapper: impl Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync + 'static,
     ) -> Result<RedisSink<T>> {
-        crate::open_client(&self.url, "sink.redis")?;
+        self.endpoint.validate("sink.redis")?;
         self.bulk.validate("sink.redis.bulk")?;
         Ok(RedisSink {
             settings: Arc::new(Settings {
-                url: self.url,
+                endpoint: self.endpoint,
                 bulk: self.bulk,
                 policy: self.policy,
                 mapper: Arc::new(mapper),
@@ -165,7 +182,7 @@ pub struct RedisSink<T> {
 impl<T> std::fmt::Debug for RedisSink<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisSink")
-            .field("url", &redact(&self.settings.url))
+            .field("endpoint", &self.settings.endpoint)
             .field("bulk", &self.settings.bulk)
             .finish()
     }
@@ -182,10 +199,12 @@ impl<T> Clone for RedisSink<T> {
 }
 
 impl RedisSink<()> {
-    /// Starts a builder for a sink writing to `url` (`redis://[user:password@]host:port/db`).
-    pub fn builder(url: impl Into<String>) -> RedisSinkBuilder {
+    /// Starts a builder for a sink writing to `endpoint`: a URL
+    /// (`redis://[user:password@]host:port/db`, `rediss://` for TLS) or an [`Endpoint`] (a
+    /// cluster, TLS files, timeouts).
+    pub fn builder(endpoint: impl Into<Endpoint>) -> RedisSinkBuilder {
         RedisSinkBuilder {
-            url: url.into(),
+            endpoint: endpoint.into(),
             bulk: BulkConfig {
                 max_actions: 1000,
                 max_bytes: 1 << 20,
@@ -208,13 +227,7 @@ impl<T: Send + 'static> RedisSink<T> {
 impl<T: Send + 'static> RichFunction for RedisSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
-        let client = crate::open_client(&s.url, "sink.redis")?;
-        let con = client.get_connection_manager().await.map_err(|e| {
-            Error::connector(
-                format!("redis sink: connecting to {}", redact(&s.url)),
-                redact(&e.to_string()),
-            )
-        })?;
+        let con = s.endpoint.connect("sink.redis", true).await?;
         let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name());
         let sender = PipelineSender {
             con,

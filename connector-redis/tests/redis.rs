@@ -6,7 +6,10 @@ use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
 use rivus_testkit::services::{require, unique_name, Service};
-use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
+use rivus_testkit::suite::{SinkSuite, SourceSuite};
+
+mod common;
+use common::{ListCtx, StreamsCtx};
 
 async fn con(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
@@ -16,119 +19,14 @@ async fn con(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-struct StreamsCtx {
-    url: String,
-    streams: Vec<String>,
-    group: String,
-}
-
-#[async_trait]
-impl SourceExternal for StreamsCtx {
-    type Source = StreamsSource<String>;
-
-    async fn prepare(&mut self, splits: usize) -> Result<()> {
-        self.streams = (0..splits).map(|_| unique_name("stream")).collect();
-        self.group = unique_name("group");
-        Ok(())
-    }
-
-    async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
-        let mut c = con(&self.url).await;
-        let mut pipe = redis::pipe();
-        for r in records {
-            pipe.xadd(&self.streams[split], "*", &[("v", r.as_bytes())])
-                .ignore();
-        }
-        let _: () = pipe.query_async(&mut c).await.unwrap();
-        Ok(())
-    }
-
-    async fn write_bad(&mut self, split: usize) -> Result<bool> {
-        let mut c = con(&self.url).await;
-        let _: String = c
-            .xadd(&self.streams[split], "*", &[("v", &[0xffu8, 0xfe][..])])
-            .await
-            .unwrap();
-        Ok(true)
-    }
-
-    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> StreamsSource<String> {
-        StreamsSource::builder(&self.url)
-            .streams(self.streams.clone())
-            .group(&self.group)
-            .error_policy(policy)
-            .build(|e| {
-                let pos = format!("{}#{}", e.stream, e.id);
-                let v = e
-                    .field("v")
-                    .ok_or_else(|| SchemaError::new("redis", &pos, "no field `v`"))?;
-                StringSchema.deserialize(v, &pos)
-            })
-            .unwrap()
-    }
-
-    fn to_test_record(record: &String) -> String {
-        record.clone()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_source_passes_the_conformance_suite_exactly_once() {
     let Some(url) = require(Service::Redis) else {
         return;
     };
-    let mut suite = SourceSuite::new(StreamsCtx {
-        url,
-        streams: vec![],
-        group: String::new(),
-    })
-    .records_per_split(200);
+    let mut suite = SourceSuite::new(StreamsCtx::new(url)).records_per_split(200);
     if let Err(f) = suite.run_all().await {
         panic!("{f}");
-    }
-}
-
-struct ListCtx {
-    url: String,
-    key: String,
-}
-
-#[async_trait]
-impl SinkExternal for ListCtx {
-    type Record = String;
-    type Sink = RedisSink<String>;
-
-    async fn prepare(&mut self) -> Result<()> {
-        self.key = unique_name("list");
-        Ok(())
-    }
-
-    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> RedisSink<String> {
-        let key = self.key.clone();
-        RedisSink::builder(&self.url)
-            .max_commands(100)
-            .error_policy(policy)
-            .build(move |v: &String| {
-                Ok(vec![RedisCommand::RPush {
-                    key: key.clone(),
-                    value: v.clone().into_bytes(),
-                }])
-            })
-            .unwrap()
-    }
-
-    fn to_record(test: &str) -> String {
-        test.to_owned()
-    }
-
-    async fn read_back(&self) -> Result<Vec<String>> {
-        let mut c = con(&self.url).await;
-        let v: Vec<String> = c.lrange(&self.key, 0, -1).await.unwrap();
-        Ok(v)
-    }
-
-    fn preserves_order(&self) -> bool {
-        false // several subtasks push into one list
     }
 }
 
@@ -137,11 +35,7 @@ async fn sink_passes_the_conformance_suite() {
     let Some(url) = require(Service::Redis) else {
         return;
     };
-    let mut suite = SinkSuite::new(ListCtx {
-        url,
-        key: String::new(),
-    })
-    .records_per_split(200);
+    let mut suite = SinkSuite::new(ListCtx::new(url, 1)).records_per_split(200);
     if let Err(f) = suite.run_all().await {
         panic!("{f}");
     }
@@ -284,5 +178,76 @@ async fn pubsub_source_receives_published_messages() {
     assert_eq!(
         got,
         (0..100).map(|i| format!("m{i:03}")).collect::<Vec<_>>()
+    );
+}
+
+/// Entries delivered to a consumer that no longer exists (a subtask of an earlier run with a
+/// higher parallelism) and never acknowledged are claimed by the stream's new owner and
+/// emitted — not left pending forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_entries_of_a_gone_consumer_are_claimed_and_emitted() {
+    use rivus_testkit::{TransactionalSink, TxnStore};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let Some(url) = require(Service::Redis) else {
+        return;
+    };
+    let (stream, group) = (unique_name("stream"), unique_name("group"));
+    let mut c = common::con(&url.as_str().into()).await;
+    let _: () = c
+        .xgroup_create_mkstream(&stream, &group, "0")
+        .await
+        .unwrap();
+    for i in 0..100 {
+        let _: String = c
+            .xadd(&stream, "*", &[("v", format!("e{i:03}"))])
+            .await
+            .unwrap();
+    }
+    // Consumer `rivus-3` read 40 entries and vanished before acknowledging them.
+    let opts = redis::streams::StreamReadOptions::default()
+        .group(&group, "rivus-3")
+        .count(40);
+    let r: redis::streams::StreamReadReply =
+        c.xread_options(&[&stream], &[">"], &opts).await.unwrap();
+    assert_eq!(r.keys[0].ids.len(), 40);
+
+    let source = StreamsSource::builder(&url)
+        .streams([stream.clone()])
+        .group(&group)
+        .build(|e| Ok(String::from_utf8_lossy(e.field("v").unwrap_or_default()).into_owned()))
+        .unwrap();
+    let store = TxnStore::<String>::new();
+    let job = Pipeline::new("claim")
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(100),
+            Arc::new(MemoryStateBackend::new()),
+        ))
+        .source("redis", 1, |_| source.clone())
+        .sink("txn", 1, |i| TransactionalSink::new(store.clone(), i))
+        .unwrap();
+    let handle = job.handle();
+    let running = tokio::spawn(job.run());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while store.committed().len() < 100 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of 100 entries arrived",
+            store.committed().len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle.stop();
+    running.await.unwrap().unwrap();
+    let mut got = store.committed();
+    got.sort();
+    let expected: Vec<String> = (0..100).map(|i| format!("e{i:03}")).collect();
+    assert_eq!(got, expected, "every entry exactly once");
+    let pending: redis::streams::StreamPendingReply = c.xpending(&stream, &group).await.unwrap();
+    assert_eq!(
+        pending.count(),
+        0,
+        "everything acknowledged after the final checkpoint"
     );
 }

@@ -16,6 +16,12 @@ pub enum Service {
     RabbitMq,
     /// Redis, `RIVUS_REDIS_URL`, default `redis://127.0.0.1:6379/`.
     Redis,
+    /// The same Redis over TLS with client certificates required, `RIVUS_REDIS_TLS_URL`,
+    /// default `rediss://127.0.0.1:6380/` (certificates in [`tls_dir`]).
+    RedisTls,
+    /// A Redis Cluster of three primaries, `RIVUS_REDIS_CLUSTER_URLS` (comma-separated seed
+    /// nodes), default `redis://127.0.0.1:7001/,redis://127.0.0.1:7002/,redis://127.0.0.1:7003/`.
+    RedisCluster,
     /// PostgreSQL, `RIVUS_PG_URL`, default `postgres://rivus@127.0.0.1:5432/rivus`.
     Postgres,
     /// MariaDB/MySQL, `RIVUS_MYSQL_URL`, default `mysql://root@127.0.0.1:3306/rivus`.
@@ -30,6 +36,8 @@ impl Service {
             Service::Elasticsearch => "RIVUS_ES_URL",
             Service::RabbitMq => "RIVUS_AMQP_URL",
             Service::Redis => "RIVUS_REDIS_URL",
+            Service::RedisTls => "RIVUS_REDIS_TLS_URL",
+            Service::RedisCluster => "RIVUS_REDIS_CLUSTER_URLS",
             Service::Postgres => "RIVUS_PG_URL",
             Service::MySql => "RIVUS_MYSQL_URL",
         }
@@ -42,6 +50,10 @@ impl Service {
             Service::Elasticsearch => "http://127.0.0.1:9200",
             Service::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
             Service::Redis => "redis://127.0.0.1:6379/",
+            Service::RedisTls => "rediss://127.0.0.1:6380/",
+            Service::RedisCluster => {
+                "redis://127.0.0.1:7001/,redis://127.0.0.1:7002/,redis://127.0.0.1:7003/"
+            }
             Service::Postgres => "postgres://rivus@127.0.0.1:5432/rivus",
             Service::MySql => "mysql://root@127.0.0.1:3306/rivus",
         }
@@ -63,6 +75,16 @@ fn host_port(url: &str) -> String {
     let rest = rest.rsplit('@').next().unwrap_or(rest);
     let hp = rest.split(['/', '?', ',']).next().unwrap_or(rest);
     hp.to_owned()
+}
+
+/// The directory of the test certificates made by `dev/services` (`ca.crt`, `server.crt`,
+/// `server.key`, `client.crt`, `client.key`): `RIVUS_TLS_DIR`, default `target/services/tls`
+/// of this repository.
+pub fn tls_dir() -> std::path::PathBuf {
+    match std::env::var_os("RIVUS_TLS_DIR") {
+        Some(d) => d.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services/tls"),
+    }
 }
 
 /// A name no earlier test run used: `prefix-<nanoseconds since the epoch>` (for topics,

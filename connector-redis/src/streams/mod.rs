@@ -4,15 +4,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use redis::aio::MultiplexedConnection;
-use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use rivus_core::backoff::BackoffPolicy;
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
+use crate::connection::{Endpoint, RedisConnection};
 use crate::redact;
+
+mod group;
 
 /// One stream entry, borrowed.
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +51,7 @@ fn parse_id(id: &str) -> (u64, u64) {
 }
 
 struct Settings<T> {
-    url: String,
+    endpoint: Endpoint,
     streams: Vec<String>,
     group: String,
     consumer_prefix: String,
@@ -64,7 +65,7 @@ struct Settings<T> {
 /// Builds a [`StreamsSource`].
 #[derive(Debug)]
 pub struct StreamsSourceBuilder {
-    url: String,
+    endpoint: Endpoint,
     streams: Vec<String>,
     group: Option<String>,
     consumer_prefix: String,
@@ -117,7 +118,16 @@ impl StreamsSourceBuilder {
         self,
         decode: impl Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<StreamsSource<T>> {
-        crate::open_client(&self.url, "source.redis")?;
+        self.endpoint.validate("source.redis")?;
+        if self.endpoint.response_timeout_value().as_millis() <= self.block_ms as u128 {
+            return Err(Error::config(
+                "source.redis.timeout",
+                format!(
+                    "the response timeout must exceed the read block of {} ms",
+                    self.block_ms
+                ),
+            ));
+        }
         if self.streams.is_empty() {
             return Err(Error::config("source.redis.streams", "at least one stream"));
         }
@@ -129,7 +139,7 @@ impl StreamsSourceBuilder {
         }
         Ok(StreamsSource {
             settings: Arc::new(Settings {
-                url: self.url,
+                endpoint: self.endpoint,
                 streams: self.streams,
                 group,
                 consumer_prefix: self.consumer_prefix,
@@ -154,7 +164,7 @@ impl StreamsSourceBuilder {
 /// A Redis Streams source. Clone it into each subtask.
 pub struct StreamsSource<T> {
     settings: Arc<Settings<T>>,
-    con: Option<MultiplexedConnection>,
+    con: Option<RedisConnection>,
     restored: BTreeMap<String, String>,
     subtask: usize,
     parallelism: usize,
@@ -169,7 +179,7 @@ pub struct StreamsSource<T> {
 impl<T> std::fmt::Debug for StreamsSource<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamsSource")
-            .field("url", &redact(&self.settings.url))
+            .field("endpoint", &self.settings.endpoint)
             .field("streams", &self.settings.streams)
             .field("group", &self.settings.group)
             .finish()
@@ -193,10 +203,11 @@ impl<T> Clone for StreamsSource<T> {
 }
 
 impl StreamsSource<()> {
-    /// Starts a builder for a source reading from `url`.
-    pub fn builder(url: impl Into<String>) -> StreamsSourceBuilder {
+    /// Starts a builder for a source reading from `endpoint`: a URL (`redis://`, `rediss://`)
+    /// or an [`Endpoint`] (a cluster, TLS files, timeouts).
+    pub fn builder(endpoint: impl Into<Endpoint>) -> StreamsSourceBuilder {
         StreamsSourceBuilder {
-            url: url.into(),
+            endpoint: endpoint.into(),
             streams: Vec::new(),
             group: None,
             consumer_prefix: "rivus".into(),
@@ -257,17 +268,8 @@ impl<T: Send + 'static> StreamsSource<T> {
         Ok(())
     }
 
-    async fn connect(&self) -> Result<MultiplexedConnection> {
-        let client = crate::open_client(&self.settings.url, "source.redis")?;
-        client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| {
-                Error::connector(
-                    format!("redis source: connecting to {}", redact(&self.settings.url)),
-                    redact(&e.to_string()),
-                )
-            })
+    async fn connect(&self) -> Result<RedisConnection> {
+        self.settings.endpoint.connect("source.redis", false).await
     }
 
     /// A new connection after a lost one, with backoff; checkpoints are served meanwhile.
@@ -341,30 +343,6 @@ impl<T: Send + 'static> StreamsSource<T> {
             }
         }
         Ok(())
-    }
-
-    /// Reads entries: per stream, an id to read this consumer's pending entries after, or `>`
-    /// for new ones.
-    async fn read(
-        &mut self,
-        streams: &[String],
-        ids: &[String],
-        block: bool,
-    ) -> Result<redis::RedisResult<StreamReadReply>> {
-        let mut opts = StreamReadOptions::default()
-            .group(&self.settings.group, self.consumer())
-            .count(self.settings.count);
-        if block {
-            opts = opts.block(self.settings.block_ms);
-        }
-        let con = self.con.as_mut().ok_or(Error::Closed("redis source"))?;
-        let reply: redis::RedisResult<Option<StreamReadReply>> =
-            con.xread_options(streams, ids, &opts).await;
-        match reply {
-            Ok(r) => Ok(Ok(r.unwrap_or_default())),
-            Err(e) if crate::transient(&e) => Ok(Err(e)),
-            Err(e) => Err(rerr("XREADGROUP", e)),
-        }
     }
 }
 
@@ -448,6 +426,7 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
             format!("redis-streams[{}]", self.subtask),
         );
         let decode = Arc::clone(&self.settings.decode);
+        self.claim_pending(&owned).await?;
         // First this consumer's pending entries (delivered before a crash, never acknowledged),
         // read after a cursor per stream; then new entries.
         let mut recovering = true;

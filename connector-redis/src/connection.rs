@@ -1,0 +1,364 @@
+//! Where Redis is and how to reach it — one server or the seed nodes of a cluster, TLS files,
+//! timeouts ([`Endpoint`]) — and the connection the sink and the Streams source share.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, ClientTlsConfig, Cmd, Pipeline, RedisFuture, TlsCertificates};
+use rivus_core::{Error, Result};
+
+use crate::redact;
+
+/// How to reach Redis: one server (`redis://`, `rediss://` for TLS, `unix://`) or a cluster
+/// (seed nodes; the rest of the topology is discovered), with the CA and client certificate
+/// files for TLS and the timeouts.
+///
+/// A `&str` or `String` converts into a standalone endpoint, so `RedisSink::builder(url)` keeps
+/// working; `Endpoint::cluster([...])` names the seed nodes of a cluster.
+#[derive(Clone)]
+pub struct Endpoint {
+    urls: Vec<String>,
+    cluster: bool,
+    ca_file: Option<PathBuf>,
+    client_cert: Option<(PathBuf, PathBuf)>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        f.debug_struct("Endpoint")
+            .field("urls", &urls)
+            .field("cluster", &self.cluster)
+            .field("ca_file", &self.ca_file)
+            .field("client_cert", &self.client_cert.as_ref().map(|(c, _)| c))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish()
+    }
+}
+
+impl From<&str> for Endpoint {
+    fn from(url: &str) -> Self {
+        Endpoint::new(url)
+    }
+}
+
+impl From<&String> for Endpoint {
+    fn from(url: &String) -> Self {
+        Endpoint::new(url.as_str())
+    }
+}
+
+impl From<String> for Endpoint {
+    fn from(url: String) -> Self {
+        Endpoint::new(url)
+    }
+}
+
+impl Endpoint {
+    /// One server: `redis://[user:password@]host:port/db`, `rediss://...` (TLS) or
+    /// `unix:///path`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Endpoint {
+            urls: vec![url.into()],
+            cluster: false,
+            ca_file: None,
+            client_cert: None,
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A Redis Cluster, reached through any of these seed nodes (`redis://` or `rediss://`).
+    /// Commands are routed by their key's hash slot.
+    pub fn cluster<I: IntoIterator<Item = S>, S: Into<String>>(nodes: I) -> Self {
+        let mut e = Endpoint::new(String::new());
+        e.urls = nodes.into_iter().map(Into::into).collect();
+        e.cluster = true;
+        e
+    }
+
+    /// Trust this CA (PEM) for `rediss://` instead of the system's roots.
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Present this client certificate and key (PEM) on `rediss://` (servers with
+    /// `tls-auth-clients yes`).
+    pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Time to establish a connection (default 5 s).
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// Time to wait for a reply (default 10 s); a timeout counts as a lost connection and the
+    /// pipeline or read is retried.
+    pub fn response_timeout(mut self, d: Duration) -> Self {
+        self.response_timeout = d;
+        self
+    }
+
+    /// True for a cluster endpoint.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// The URLs, redacted (for messages).
+    pub fn describe(&self) -> String {
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        urls.join(",")
+    }
+
+    pub(crate) fn response_timeout_value(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// Checks the URLs and the TLS files; `field` is the settings path (`sink.redis`).
+    pub(crate) fn validate(&self, field: &str) -> Result<()> {
+        if self.urls.is_empty() || self.urls.iter().any(|u| u.is_empty()) {
+            return Err(Error::config(format!("{field}.url"), "no Redis URL given"));
+        }
+        for url in &self.urls {
+            crate::open_client(url, field)?;
+            if self.cluster && url.starts_with("unix://") {
+                return Err(Error::config(
+                    format!("{field}.url"),
+                    format!("`{}`: cluster nodes are reached over TCP", redact(url)),
+                ));
+            }
+            let tls_files = self.ca_file.is_some() || self.client_cert.is_some();
+            if tls_files && !url.starts_with("rediss://") {
+                return Err(Error::config(
+                    format!("{field}.tls"),
+                    format!(
+                        "certificate files are set but `{}` is not a rediss:// URL",
+                        redact(url)
+                    ),
+                ));
+            }
+        }
+        if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::config(
+                format!("{field}.timeout"),
+                "timeouts must be above zero",
+            ));
+        }
+        if let Some(p) = &self.ca_file {
+            readable(p, &format!("{field}.tls.ca_file"))?;
+        }
+        if let Some((c, k)) = &self.client_cert {
+            readable(c, &format!("{field}.tls.client_cert"))?;
+            readable(k, &format!("{field}.tls.client_key"))?;
+        }
+        Ok(())
+    }
+
+    fn certificates(&self, field: &str) -> Result<Option<TlsCertificates>> {
+        if self.ca_file.is_none() && self.client_cert.is_none() {
+            return Ok(None);
+        }
+        let root_cert = match &self.ca_file {
+            Some(p) => Some(read(p, &format!("{field}.tls.ca_file"))?),
+            None => None,
+        };
+        let client_tls = match &self.client_cert {
+            Some((c, k)) => Some(ClientTlsConfig {
+                client_cert: read(c, &format!("{field}.tls.client_cert"))?,
+                client_key: read(k, &format!("{field}.tls.client_key"))?,
+            }),
+            None => None,
+        };
+        Ok(Some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
+    }
+
+    /// Opens a connection with these settings for your own commands (checks, setup, reading
+    /// back what a job wrote).
+    pub async fn open(&self) -> Result<RedisConnection> {
+        self.connect("redis", false).await
+    }
+
+    /// Opens a connection. `managed`: a standalone connection that reconnects by itself (the
+    /// sink); otherwise a plain multiplexed one (the Streams source reconnects on its own
+    /// terms). Cluster connections always reconnect to nodes by themselves.
+    pub(crate) async fn connect(&self, field: &str, managed: bool) -> Result<RedisConnection> {
+        self.validate(field)?;
+        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+            // rustls needs a process-wide crypto provider; ring unless the program chose one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let certs = self.certificates(field)?;
+        let failed = |e: redis::RedisError| {
+            Error::connector(
+                format!("redis: connecting to {}", self.describe()),
+                redact(&e.to_string()),
+            )
+        };
+        if self.cluster {
+            let mut b = ClusterClientBuilder::new(self.urls.clone())
+                .connection_timeout(self.connect_timeout)
+                .response_timeout(self.response_timeout);
+            if let Some(c) = certs {
+                b = b.certs(c);
+            }
+            let client = b.build().map_err(failed)?;
+            return Ok(RedisConnection::Cluster(
+                client.get_async_connection().await.map_err(failed)?,
+            ));
+        }
+        let url = self.urls[0].as_str();
+        let client = match certs {
+            Some(c) => redis::Client::build_with_tls(url, c).map_err(failed)?,
+            None => redis::Client::open(url).map_err(failed)?,
+        };
+        if managed {
+            let cfg = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(self.connect_timeout))
+                .set_response_timeout(Some(self.response_timeout));
+            Ok(RedisConnection::Managed(
+                client
+                    .get_connection_manager_with_config(cfg)
+                    .await
+                    .map_err(failed)?,
+            ))
+        } else {
+            let cfg = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(self.connect_timeout))
+                .set_response_timeout(Some(self.response_timeout));
+            Ok(RedisConnection::Plain(
+                client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await
+                    .map_err(failed)?,
+            ))
+        }
+    }
+}
+
+fn readable(p: &Path, field: &str) -> Result<()> {
+    std::fs::metadata(p)
+        .map(|_| ())
+        .map_err(|e| Error::config(field, format!("cannot read {}: {e}", p.display())))
+}
+
+fn read(p: &Path, field: &str) -> Result<Vec<u8>> {
+    std::fs::read(p).map_err(|e| Error::config(field, format!("cannot read {}: {e}", p.display())))
+}
+
+/// A connection to one server or to a cluster, opened by [`Endpoint::open`]; it implements
+/// `redis::aio::ConnectionLike`, so `redis::AsyncCommands` and pipelines work on it (on a
+/// cluster, a pipeline must stay within one hash slot).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum RedisConnection {
+    /// One server, reconnecting by itself.
+    Managed(ConnectionManager),
+    /// One server.
+    Plain(MultiplexedConnection),
+    /// A cluster: commands are routed by hash slot; a pipeline must stay within one slot.
+    Cluster(ClusterConnection),
+}
+
+impl RedisConnection {
+    /// True for a cluster connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, RedisConnection::Cluster(_))
+    }
+}
+
+impl redis::aio::ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, redis::Value> {
+        match self {
+            RedisConnection::Managed(c) => c.req_packed_command(cmd),
+            RedisConnection::Plain(c) => c.req_packed_command(cmd),
+            RedisConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            RedisConnection::Managed(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConnection::Plain(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConnection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            RedisConnection::Managed(c) => c.get_db(),
+            RedisConnection::Plain(c) => c.get_db(),
+            RedisConnection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Splits `items` into groups of one hash slot each (first-seen order; each group keeps the
+/// items' order), for cluster pipelines.
+pub(crate) fn by_slot<T>(items: Vec<T>, key: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
+    let mut index: std::collections::HashMap<redis::cluster_routing::Slot, usize> =
+        std::collections::HashMap::new();
+    let mut groups: Vec<Vec<T>> = Vec::new();
+    for item in items {
+        let slot = redis::cluster_routing::Slot::for_key(key(&item));
+        let i = *index.entry(slot).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(item);
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_follow_hash_slots_and_keep_order() {
+        let items = vec!["{a}1", "b", "{a}2", "c", "b"];
+        let groups = by_slot(items, |s| s);
+        assert!(groups.contains(&vec!["{a}1", "{a}2"]));
+        assert!(groups.contains(&vec!["b", "b"]));
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 5);
+    }
+
+    #[test]
+    fn tls_files_need_rediss_and_exist() {
+        let e = Endpoint::new("redis://127.0.0.1/").ca_file("/etc/hostname");
+        let err = e.validate("sink.redis").unwrap_err().to_string();
+        assert!(err.contains("sink.redis.tls"), "{err}");
+        let e = Endpoint::new("rediss://127.0.0.1/").ca_file("/no/such/ca.pem");
+        let err = e.validate("sink.redis").unwrap_err().to_string();
+        assert!(err.contains("sink.redis.tls.ca_file"), "{err}");
+        assert!(err.contains("/no/such/ca.pem"), "{err}");
+        let e = Endpoint::cluster(["unix:///tmp/r.sock"]);
+        assert!(e.validate("sink.redis").is_err());
+        let e = Endpoint::cluster(Vec::<String>::new());
+        assert!(e.validate("sink.redis").is_err());
+    }
+
+    #[test]
+    fn debug_redacts_passwords() {
+        let e = Endpoint::cluster(["redis://u:hunter2@127.0.0.1:7001/"]);
+        let s = format!("{e:?}");
+        assert!(!s.contains("hunter2"), "{s}");
+    }
+}

@@ -1,0 +1,148 @@
+//! Test contexts shared by the Redis tests: the Streams source and the sink under the
+//! testkit's suites, for any endpoint (one server, TLS, a cluster).
+#![allow(dead_code)]
+
+use redis::AsyncCommands;
+use rivus_connector_redis::{Endpoint, RedisCommand, RedisConnection, RedisSink, StreamsSource};
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::prelude::*;
+use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
+use rivus_testkit::services::unique_name;
+use rivus_testkit::suite::{SinkExternal, SourceExternal};
+
+pub async fn con(endpoint: &Endpoint) -> RedisConnection {
+    endpoint.open().await.unwrap()
+}
+
+/// Streams `<name>-k`, one per split, written with XADD field `v`.
+pub struct StreamsCtx {
+    pub endpoint: Endpoint,
+    pub streams: Vec<String>,
+    pub group: String,
+}
+
+impl StreamsCtx {
+    pub fn new(endpoint: impl Into<Endpoint>) -> Self {
+        StreamsCtx {
+            endpoint: endpoint.into(),
+            streams: vec![],
+            group: String::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl SourceExternal for StreamsCtx {
+    type Source = StreamsSource<String>;
+
+    async fn prepare(&mut self, splits: usize) -> Result<()> {
+        self.streams = (0..splits).map(|_| unique_name("stream")).collect();
+        self.group = unique_name("group");
+        Ok(())
+    }
+
+    async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
+        let mut c = con(&self.endpoint).await;
+        let mut pipe = redis::pipe();
+        for r in records {
+            pipe.xadd(&self.streams[split], "*", &[("v", r.as_bytes())])
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut c).await.unwrap();
+        Ok(())
+    }
+
+    async fn write_bad(&mut self, split: usize) -> Result<bool> {
+        let mut c = con(&self.endpoint).await;
+        let _: String = c
+            .xadd(&self.streams[split], "*", &[("v", &[0xffu8, 0xfe][..])])
+            .await
+            .unwrap();
+        Ok(true)
+    }
+
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> StreamsSource<String> {
+        StreamsSource::builder(self.endpoint.clone())
+            .streams(self.streams.clone())
+            .group(&self.group)
+            .error_policy(policy)
+            .build(|e| {
+                let pos = format!("{}#{}", e.stream, e.id);
+                let v = e
+                    .field("v")
+                    .ok_or_else(|| SchemaError::new("redis", &pos, "no field `v`"))?;
+                StringSchema.deserialize(v, &pos)
+            })
+            .unwrap()
+    }
+
+    fn to_test_record(record: &String) -> String {
+        record.clone()
+    }
+}
+
+/// The sink RPUSHes each record to one of `keys` lists (`<name>:<k>`, k from the record's
+/// bytes): with several keys on a cluster, the batches span hash slots and nodes.
+pub struct ListCtx {
+    pub endpoint: Endpoint,
+    pub base: String,
+    pub keys: usize,
+}
+
+impl ListCtx {
+    pub fn new(endpoint: impl Into<Endpoint>, keys: usize) -> Self {
+        ListCtx {
+            endpoint: endpoint.into(),
+            base: String::new(),
+            keys,
+        }
+    }
+}
+
+fn list_key(base: &str, keys: usize, record: &str) -> String {
+    let k = record.bytes().map(usize::from).sum::<usize>() % keys;
+    format!("{base}:{k}")
+}
+
+#[async_trait]
+impl SinkExternal for ListCtx {
+    type Record = String;
+    type Sink = RedisSink<String>;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.base = unique_name("list");
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> RedisSink<String> {
+        let (base, keys) = (self.base.clone(), self.keys);
+        RedisSink::builder(self.endpoint.clone())
+            .max_commands(100)
+            .error_policy(policy)
+            .build(move |v: &String| {
+                Ok(vec![RedisCommand::RPush {
+                    key: list_key(&base, keys, v),
+                    value: v.clone().into_bytes(),
+                }])
+            })
+            .unwrap()
+    }
+
+    fn to_record(test: &str) -> String {
+        test.to_owned()
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        let mut c = con(&self.endpoint).await;
+        let mut all = Vec::new();
+        for k in 0..self.keys {
+            let v: Vec<String> = c.lrange(format!("{}:{k}", self.base), 0, -1).await.unwrap();
+            all.extend(v);
+        }
+        Ok(all)
+    }
+
+    fn preserves_order(&self) -> bool {
+        false // several subtasks push into the lists
+    }
+}
