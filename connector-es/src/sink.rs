@@ -57,7 +57,9 @@ impl EsSinkBuilder {
         self
     }
 
-    /// Bulks in flight at once (default 2).
+    /// Bulks in flight at once (default 1). With one, the writes of a document apply in the
+    /// order of the records, retries included; with more, two versions of one document in
+    /// different bulks may land in either order (use external versions or idempotent ids).
     pub fn concurrent_requests(mut self, n: usize) -> Self {
         self.bulk.concurrent_requests = n;
         self
@@ -140,7 +142,7 @@ impl EsSink<()> {
         EsSinkBuilder {
             config: EsConfig::new(url),
             bulk: BulkConfig {
-                concurrent_requests: 2,
+                concurrent_requests: 1,
                 ..BulkConfig::default()
             },
             policy: ErrorPolicy::Fail,

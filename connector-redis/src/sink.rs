@@ -131,7 +131,9 @@ impl RedisSinkBuilder {
         self
     }
 
-    /// Pipelines in flight (default 2).
+    /// Pipelines in flight (default 1). With one, the commands of a key apply in the order of
+    /// the records, retries included; with more, two commands of one key in different
+    /// pipelines may apply in either order (fine for SADD/PFADD/counters, not for SET).
     pub fn concurrent_pipelines(mut self, n: usize) -> Self {
         self.bulk.concurrent_requests = n;
         self
@@ -209,7 +211,7 @@ impl RedisSink<()> {
                 max_actions: 1000,
                 max_bytes: 1 << 20,
                 flush_interval: Some(std::time::Duration::from_millis(100)),
-                concurrent_requests: 2,
+                concurrent_requests: 1,
                 ..BulkConfig::default()
             },
             policy: ErrorPolicy::Fail,
