@@ -97,15 +97,36 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    println!("{n} SETs of 32 bytes, pipelines of {PIPELINE}, one pipeline in flight");
-    for round in 0..2 {
-        let r = rt.block_on(raw(&url, n));
-        let s = rt.block_on(rivus(&url, n));
+    let rounds: usize = std::env::var("RIVUS_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    println!(
+        "{n} SETs of 32 bytes, pipelines of {PIPELINE}, one pipeline in flight, {rounds} rounds"
+    );
+    let mut ratios = Vec::new();
+    for round in 0..rounds {
+        // Alternate who goes first, so neither always meets a warmer (or busier) server.
+        let (r, s) = if round % 2 == 0 {
+            let r = rt.block_on(raw(&url, n));
+            (r, rt.block_on(rivus(&url, n)))
+        } else {
+            let s = rt.block_on(rivus(&url, n));
+            (rt.block_on(raw(&url, n)), s)
+        };
         let c = ceiling(n);
+        ratios.push(s / r);
         println!(
             "round {round}: raw {r:.0} cmd/s, rivus {s:.0} cmd/s, ratio {:.2}; redis-benchmark -P {PIPELINE} (1 client): {}",
             s / r,
             c.map_or("n/a".into(), |c| format!("{c:.0} cmd/s"))
         );
     }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "median ratio {:.2} (min {:.2}, max {:.2})",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
 }
