@@ -107,39 +107,17 @@ pub async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
 }
 
 /// The Redis endpoint of a `redis` sink or `redis-streams` source: one server, or a cluster
-/// whose seed nodes `url` lists (commas), with TLS files. `side` is `sink` or `source`.
+/// whose seed nodes `url` lists (commas), with TLS files.
 pub(crate) fn redis_endpoint(
-    side: &str,
     url: &str,
     cluster: bool,
-    ca_file: &Option<std::path::PathBuf>,
-    client_cert: &Option<std::path::PathBuf>,
-    client_key: &Option<std::path::PathBuf>,
-) -> Result<rivus_connector_redis::Endpoint> {
+    tls: &rivus_core::tls::TlsFiles,
+) -> rivus_connector_redis::Endpoint {
     use rivus_connector_redis::Endpoint;
-    let mut e = if cluster {
+    let e = if cluster {
         Endpoint::cluster(url.split(',').map(str::trim).filter(|u| !u.is_empty()))
     } else {
         Endpoint::new(url)
     };
-    if let Some(ca) = ca_file {
-        e = e.ca_file(ca);
-    }
-    match (client_cert, client_key) {
-        (Some(c), Some(k)) => e = e.client_cert(c, k),
-        (None, None) => {}
-        (Some(_), None) => {
-            return Err(Error::config(
-                format!("{side}.client_key"),
-                "client_cert needs client_key",
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(Error::config(
-                format!("{side}.client_cert"),
-                "client_key needs client_cert",
-            ))
-        }
-    }
-    Ok(e)
+    e.tls(tls.clone())
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use rivus_core::tls::TlsFiles;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -116,6 +117,9 @@ pub enum SourceConfig {
     /// RabbitMQ queues; bodies decoded as JSON (rivus-connector-rabbitmq).
     Rabbitmq {
         uri: String,
+        /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
+        #[serde(default)]
+        tls: TlsFiles,
         queues: Vec<String>,
         /// Unacknowledged messages per queue (500).
         prefetch: Option<u16>,
@@ -132,11 +136,9 @@ pub enum SourceConfig {
         /// A Redis Cluster: `url` names one or more seed nodes, separated by commas.
         #[serde(default)]
         cluster: bool,
-        /// CA file (PEM) for `rediss://`.
-        ca_file: Option<std::path::PathBuf>,
-        /// Client certificate and key files (PEM) for `rediss://`.
-        client_cert: Option<std::path::PathBuf>,
-        client_key: Option<std::path::PathBuf>,
+        /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
+        #[serde(default)]
+        tls: TlsFiles,
         streams: Vec<String>,
         group: String,
         /// The entry field holding the record as JSON; without it the record is the entry's
@@ -215,6 +217,9 @@ pub enum SinkConfig {
     /// A RabbitMQ exchange; bodies are the records as JSON (rivus-connector-rabbitmq).
     Rabbitmq {
         uri: String,
+        /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
+        #[serde(default)]
+        tls: TlsFiles,
         /// The exchange (default: the default exchange, routing straight to a queue).
         #[serde(default)]
         exchange: String,
@@ -233,11 +238,9 @@ pub enum SinkConfig {
         /// A Redis Cluster: `url` names one or more seed nodes, separated by commas.
         #[serde(default)]
         cluster: bool,
-        /// CA file (PEM) for `rediss://`.
-        ca_file: Option<std::path::PathBuf>,
-        /// Client certificate and key files (PEM) for `rediss://`.
-        client_cert: Option<std::path::PathBuf>,
-        client_key: Option<std::path::PathBuf>,
+        /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
+        #[serde(default)]
+        tls: TlsFiles,
         command: RedisCommandName,
         /// The key; `{field}` is replaced by the record's field (`order:{id}`).
         key: String,

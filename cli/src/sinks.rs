@@ -8,7 +8,7 @@ use serde_json::Value;
 use rivus_connector_es::{EsAuth, EsConfig, EsSink};
 use rivus_connector_jdbc::{JdbcSink, WriteMode};
 use rivus_connector_kafka::{KafkaSink, SinkDelivery, ValueSerializer};
-use rivus_connector_rabbitmq::{OutMessage, RabbitSink};
+use rivus_connector_rabbitmq::{AmqpConfig, OutMessage, RabbitSink};
 use rivus_connector_redis::{RedisCommand, RedisSink};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -146,39 +146,41 @@ pub async fn attach(
         }
         SinkConfig::Rabbitmq {
             uri,
+            tls,
             exchange,
             routing_key,
             routing_key_field,
             correlation_id_field,
         } => {
             let (rk_field, cid_field) = (routing_key_field.clone(), correlation_id_field.clone());
-            let sink = RabbitSink::builder(uri)
-                .exchange(exchange)
-                .routing_key(routing_key)
-                .error_policy(policy.clone())
-                .build(move |v: &Value| {
-                    Ok(OutMessage {
-                        routing_key: match &rk_field {
-                            Some(f) => Some(field_text(v, f)?),
-                            None => None,
-                        },
-                        correlation_id: match &cid_field {
-                            Some(f) => Some(field_text(v, f)?),
-                            None => None,
-                        },
-                        body: serde_json::to_vec(v).unwrap_or_default(),
-                        content_type: Some("application/json".into()),
-                        ..OutMessage::default()
-                    })
-                })?;
+            let sink = RabbitSink::builder(AmqpConfig {
+                tls: tls.clone(),
+                ..AmqpConfig::new(uri)
+            })
+            .exchange(exchange)
+            .routing_key(routing_key)
+            .error_policy(policy.clone())
+            .build(move |v: &Value| {
+                Ok(OutMessage {
+                    routing_key: match &rk_field {
+                        Some(f) => Some(field_text(v, f)?),
+                        None => None,
+                    },
+                    correlation_id: match &cid_field {
+                        Some(f) => Some(field_text(v, f)?),
+                        None => None,
+                    },
+                    body: serde_json::to_vec(v).unwrap_or_default(),
+                    content_type: Some("application/json".into()),
+                    ..OutMessage::default()
+                })
+            })?;
             finish(stream, config, sink, counts, policy, check_errors)?
         }
         SinkConfig::Redis {
             url,
             cluster,
-            ca_file,
-            client_cert,
-            client_key,
+            tls,
             command,
             key,
             field,
@@ -190,60 +192,53 @@ pub async fn attach(
             if command == RedisCommandName::Hset && field.is_none() {
                 return Err(Error::config("sink.field", "hset needs a hash field"));
             }
-            let sink = RedisSink::builder(crate::build::redis_endpoint(
-                "sink",
-                url,
-                *cluster,
-                ca_file,
-                client_cert,
-                client_key,
-            )?)
-            .error_policy(policy.clone())
-            .build(move |v: &Value| {
-                let k = template(&key, v)?;
-                let body = || serde_json::to_vec(v).unwrap_or_default();
-                let cmd = match command {
-                    RedisCommandName::Set => RedisCommand::Set {
-                        key: k,
-                        value: body(),
-                        ttl_secs: ttl,
-                    },
-                    RedisCommandName::Hset => RedisCommand::HSet {
-                        key: k,
-                        field: template(field.as_deref().unwrap_or_default(), v)?,
-                        value: body(),
-                        ttl_secs: ttl,
-                    },
-                    RedisCommandName::Xadd => RedisCommand::XAdd {
-                        key: k,
-                        fields: match v {
-                            Value::Object(m) => m
-                                .iter()
-                                .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
-                                .collect(),
-                            other => vec![("value".into(), text_of(other).into_bytes())],
+            let sink = RedisSink::builder(crate::build::redis_endpoint(url, *cluster, tls))
+                .error_policy(policy.clone())
+                .build(move |v: &Value| {
+                    let k = template(&key, v)?;
+                    let body = || serde_json::to_vec(v).unwrap_or_default();
+                    let cmd = match command {
+                        RedisCommandName::Set => RedisCommand::Set {
+                            key: k,
+                            value: body(),
+                            ttl_secs: ttl,
                         },
-                        maxlen,
-                    },
-                    RedisCommandName::Lpush => RedisCommand::LPush {
-                        key: k,
-                        value: body(),
-                    },
-                    RedisCommandName::Rpush => RedisCommand::RPush {
-                        key: k,
-                        value: body(),
-                    },
-                    RedisCommandName::Sadd => RedisCommand::SAdd {
-                        key: k,
-                        member: body(),
-                    },
-                    RedisCommandName::Publish => RedisCommand::Publish {
-                        channel: k,
-                        message: body(),
-                    },
-                };
-                Ok(vec![cmd])
-            })?;
+                        RedisCommandName::Hset => RedisCommand::HSet {
+                            key: k,
+                            field: template(field.as_deref().unwrap_or_default(), v)?,
+                            value: body(),
+                            ttl_secs: ttl,
+                        },
+                        RedisCommandName::Xadd => RedisCommand::XAdd {
+                            key: k,
+                            fields: match v {
+                                Value::Object(m) => m
+                                    .iter()
+                                    .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
+                                    .collect(),
+                                other => vec![("value".into(), text_of(other).into_bytes())],
+                            },
+                            maxlen,
+                        },
+                        RedisCommandName::Lpush => RedisCommand::LPush {
+                            key: k,
+                            value: body(),
+                        },
+                        RedisCommandName::Rpush => RedisCommand::RPush {
+                            key: k,
+                            value: body(),
+                        },
+                        RedisCommandName::Sadd => RedisCommand::SAdd {
+                            key: k,
+                            member: body(),
+                        },
+                        RedisCommandName::Publish => RedisCommand::Publish {
+                            channel: k,
+                            message: body(),
+                        },
+                    };
+                    Ok(vec![cmd])
+                })?;
             finish(stream, config, sink, counts, policy, check_errors)?
         }
     })

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use rivus_connector_jdbc::JdbcSource;
 use rivus_connector_kafka::{KafkaSource, StartOffsets, StopOffsets, ValueDeserializer};
-use rivus_connector_rabbitmq::RabbitSource;
+use rivus_connector_rabbitmq::{AmqpConfig, RabbitSource};
 use rivus_connector_redis::StreamsSource;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -104,15 +104,19 @@ pub fn attach(
         }
         SourceConfig::Rabbitmq {
             uri,
+            tls,
             queues,
             prefetch,
             declare,
             correlation_ids,
         } => {
-            let mut b = RabbitSource::builder(uri)
-                .queues(queues.clone())
-                .use_correlation_ids(*correlation_ids)
-                .error_policy(policy.clone());
+            let mut b = RabbitSource::builder(AmqpConfig {
+                tls: tls.clone(),
+                ..AmqpConfig::new(uri)
+            })
+            .queues(queues.clone())
+            .use_correlation_ids(*correlation_ids)
+            .error_policy(policy.clone());
             if let Some(n) = prefetch {
                 b = b.prefetch(*n);
             }
@@ -131,47 +135,38 @@ pub fn attach(
         SourceConfig::RedisStreams {
             url,
             cluster,
-            ca_file,
-            client_cert,
-            client_key,
+            tls,
             streams,
             group,
             json_field,
         } => {
             let json_field = json_field.clone();
-            let s = StreamsSource::builder(crate::build::redis_endpoint(
-                "source",
-                url,
-                *cluster,
-                ca_file,
-                client_cert,
-                client_key,
-            )?)
-            .streams(streams.clone())
-            .group(group)
-            .error_policy(policy.clone())
-            .build(move |e| {
-                let position = format!("{}#{}", e.stream, e.id);
-                match &json_field {
-                    Some(f) => {
-                        let raw = e.field(f).ok_or_else(|| {
-                            SchemaError::new("redis", &position, format!("no field `{f}`"))
-                        })?;
-                        JsonSchema::<Value>::new().deserialize(raw, &position)
+            let s = StreamsSource::builder(crate::build::redis_endpoint(url, *cluster, tls))
+                .streams(streams.clone())
+                .group(group)
+                .error_policy(policy.clone())
+                .build(move |e| {
+                    let position = format!("{}#{}", e.stream, e.id);
+                    match &json_field {
+                        Some(f) => {
+                            let raw = e.field(f).ok_or_else(|| {
+                                SchemaError::new("redis", &position, format!("no field `{f}`"))
+                            })?;
+                            JsonSchema::<Value>::new().deserialize(raw, &position)
+                        }
+                        None => Ok(Value::Object(
+                            e.fields
+                                .iter()
+                                .map(|(k, v)| {
+                                    (
+                                        k.clone(),
+                                        Value::from(String::from_utf8_lossy(v).into_owned()),
+                                    )
+                                })
+                                .collect(),
+                        )),
                     }
-                    None => Ok(Value::Object(
-                        e.fields
-                            .iter()
-                            .map(|(k, v)| {
-                                (
-                                    k.clone(),
-                                    Value::from(String::from_utf8_lossy(v).into_owned()),
-                                )
-                            })
-                            .collect(),
-                    )),
-                }
-            })?;
+                })?;
             (pipeline.source("source", p, |_| s.clone()), None)
         }
     })

@@ -296,3 +296,45 @@ async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
     .unwrap();
     assert_eq!((amount.as_str(), user.as_str()), ("554.33", "user-7"));
 }
+
+/// Generated orders into a Redis Cluster over its seed nodes (`cluster = true`): every order's
+/// key is there, spread over the nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_orders_go_into_a_redis_cluster() {
+    let Some(nodes) = require(Service::RedisCluster) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = unique_name("order");
+    let file = write(
+        dir.path(),
+        "cluster.toml",
+        &format!(
+            "name = \"cluster\"\n[source]\ntype = \"generator\"\ncount = 500\n\
+             [sink]\ntype = \"redis\"\nurl = \"{nodes}\"\ncluster = true\ncommand = \"set\"\n\
+             key = \"{prefix}:{{id}}\"\nttl_secs = 600\n"
+        ),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", &file])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let endpoint = rivus_connector_redis::Endpoint::cluster(nodes.split(','));
+    let mut con = endpoint.open().await.unwrap();
+    let mut found = 0;
+    for id in 0..500 {
+        let v: Option<String> = con.get(format!("{prefix}:{id}")).await.unwrap();
+        if let Some(v) = v {
+            let order: serde_json::Value = serde_json::from_str(&v).unwrap();
+            assert_eq!(order["id"], id, "{v}");
+            found += 1;
+        }
+    }
+    assert_eq!(found, 500, "every generated order has its key");
+}

@@ -123,6 +123,14 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
             "errors.dead_letter: the dead-letter policy needs a file",
         ),
         (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"redis\"\nurl = \"rediss://u:hunter2@127.0.0.1:6380/\"\ncommand = \"set\"\nkey = \"k\"\ntls = { ca_file = \"/no/such/ca.pem\" }\n",
+            "`sink.redis.tls.ca_file`: cannot read /no/such/ca.pem",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"rabbitmq\"\nuri = \"amqps://127.0.0.1:5671/%2f\"\nrouting_key = \"q\"\ntls = { cafile = \"ca.pem\" }\n",
+            "sink: unknown field `cafile`, expected one of `ca_file`",
+        ),
+        (
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9092\"\ntopics = []\n[sink]\ntype = \"stdout\"\n",
             "source.kafka.topics",
         ),

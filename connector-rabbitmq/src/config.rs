@@ -1,9 +1,13 @@
-//! The connection: URI (credentials redacted everywhere), connecting with a timeout.
+//! The connection: URI (credentials redacted everywhere), TLS files, connecting with a
+//! timeout.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::{Connection, ConnectionProperties};
+use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 /// Where the broker is. The URI may carry credentials and a vhost:
@@ -17,6 +21,10 @@ pub struct AmqpConfig {
     /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
     /// attempts); when it gives up, the job fails and recovers from its last checkpoint.
     pub reconnect: rivus_core::backoff::BackoffPolicy,
+    /// For `amqps://`: a CA (PEM) to trust besides the system's roots, and a client
+    /// certificate with its PKCS#8 key (PEM) for brokers with `ssl_options.verify =
+    /// verify_peer` and `fail_if_no_peer_cert = true`.
+    pub tls: TlsFiles,
 }
 
 pub use rivus_core::secrets::redact_url as redact;
@@ -27,7 +35,26 @@ impl fmt::Debug for AmqpConfig {
             .field("uri", &redact(&self.uri))
             .field("connect_timeout", &self.connect_timeout)
             .field("reconnect", &self.reconnect)
+            .field("tls", &self.tls)
             .finish()
+    }
+}
+
+impl From<&str> for AmqpConfig {
+    fn from(uri: &str) -> Self {
+        AmqpConfig::new(uri)
+    }
+}
+
+impl From<&String> for AmqpConfig {
+    fn from(uri: &String) -> Self {
+        AmqpConfig::new(uri.as_str())
+    }
+}
+
+impl From<String> for AmqpConfig {
+    fn from(uri: String) -> Self {
+        AmqpConfig::new(uri)
     }
 }
 
@@ -38,7 +65,38 @@ impl AmqpConfig {
             uri: uri.into(),
             connect_timeout: Duration::from_secs(30),
             reconnect: rivus_core::backoff::BackoffPolicy::reconnect(),
+            tls: TlsFiles::default(),
         }
+    }
+
+    /// Trusts this CA (PEM) for `amqps://`.
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// Presents this client certificate and PKCS#8 key (PEM files) on `amqps://`.
+    pub fn with_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.client_cert = Some(cert.into());
+        self.tls.client_key = Some(key.into());
+        self
+    }
+
+    fn tls(&self, path: &str) -> Result<OwnedTLSConfig> {
+        let cert_chain = match self.tls.read_ca(path)? {
+            Some(pem) => Some(String::from_utf8(pem).map_err(|_| {
+                Error::config(format!("{path}.tls.ca_file"), "not a PEM text file")
+            })?),
+            None => None,
+        };
+        let identity = self
+            .tls
+            .read_client(path)?
+            .map(|(pem, key)| OwnedIdentity::PKCS8 { pem, key });
+        Ok(OwnedTLSConfig {
+            identity,
+            cert_chain,
+        })
     }
 
     /// Checks the URI; `path` prefixes field names.
@@ -52,13 +110,21 @@ impl AmqpConfig {
                 ),
             ));
         }
-        Ok(())
+        self.tls.validate(path, &self.uri, "amqps://")
     }
 
     /// Connects (errors never show the password).
     pub async fn connect(&self) -> Result<Connection> {
         let what = || format!("rabbitmq: connecting to {}", redact(&self.uri));
-        let connecting = Connection::connect(&self.uri, ConnectionProperties::default());
+        let tls = self.tls("rabbitmq")?;
+        let runtime = lapin::runtime::default_runtime()
+            .map_err(|e| Error::connector(what(), e.to_string()))?;
+        let connecting = Connection::connect_with_config(
+            &self.uri,
+            ConnectionProperties::default(),
+            tls,
+            runtime,
+        );
         match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(Error::connector(what(), redact(&e.to_string()))),

@@ -173,10 +173,12 @@ impl<T> Clone for RabbitSink<T> {
 }
 
 impl RabbitSink<()> {
-    /// Starts a builder for a sink publishing to the broker at `uri`.
-    pub fn builder(uri: impl Into<String>) -> RabbitSinkBuilder {
+    /// Starts a builder for a sink publishing to the broker at a URI
+    /// (`amqp://user:password@host:5672/%2f`, `amqps://` for TLS) or an [`AmqpConfig`] (TLS
+    /// files, timeouts, reconnect backoff).
+    pub fn builder(config: impl Into<AmqpConfig>) -> RabbitSinkBuilder {
         RabbitSinkBuilder {
-            config: AmqpConfig::new(uri),
+            config: config.into(),
             exchange: String::new(),
             routing_key: String::new(),
             window: 1000,

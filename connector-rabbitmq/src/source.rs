@@ -202,10 +202,12 @@ impl<T> Clone for RabbitSource<T> {
 }
 
 impl RabbitSource<()> {
-    /// Starts a builder for a source consuming from the broker at `uri`.
-    pub fn builder(uri: impl Into<String>) -> RabbitSourceBuilder {
+    /// Starts a builder for a source consuming from the broker at a URI
+    /// (`amqp://user:password@host:5672/%2f`, `amqps://` for TLS) or an [`AmqpConfig`] (TLS
+    /// files, timeouts, reconnect backoff).
+    pub fn builder(config: impl Into<AmqpConfig>) -> RabbitSourceBuilder {
         RabbitSourceBuilder {
-            config: AmqpConfig::new(uri),
+            config: config.into(),
             queues: Vec::new(),
             declare: None,
             prefetch: 500,

@@ -1,13 +1,14 @@
 //! Where Redis is and how to reach it — one server or the seed nodes of a cluster, TLS files,
 //! timeouts ([`Endpoint`]) — and the connection the sink and the Streams source share.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, ClientTlsConfig, Cmd, Pipeline, RedisFuture, TlsCertificates};
+use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 use crate::redact;
@@ -22,8 +23,7 @@ use crate::redact;
 pub struct Endpoint {
     urls: Vec<String>,
     cluster: bool,
-    ca_file: Option<PathBuf>,
-    client_cert: Option<(PathBuf, PathBuf)>,
+    tls: TlsFiles,
     connect_timeout: Duration,
     response_timeout: Duration,
 }
@@ -34,8 +34,7 @@ impl std::fmt::Debug for Endpoint {
         f.debug_struct("Endpoint")
             .field("urls", &urls)
             .field("cluster", &self.cluster)
-            .field("ca_file", &self.ca_file)
-            .field("client_cert", &self.client_cert.as_ref().map(|(c, _)| c))
+            .field("tls", &self.tls)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .finish()
@@ -67,8 +66,7 @@ impl Endpoint {
         Endpoint {
             urls: vec![url.into()],
             cluster: false,
-            ca_file: None,
-            client_cert: None,
+            tls: TlsFiles::default(),
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(10),
         }
@@ -85,14 +83,21 @@ impl Endpoint {
 
     /// Trust this CA (PEM) for `rediss://` instead of the system's roots.
     pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ca_file = Some(path.into());
+        self.tls.ca_file = Some(path.into());
         self
     }
 
     /// Present this client certificate and key (PEM) on `rediss://` (servers with
     /// `tls-auth-clients yes`).
     pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
-        self.client_cert = Some((cert.into(), key.into()));
+        self.tls.client_cert = Some(cert.into());
+        self.tls.client_key = Some(key.into());
+        self
+    }
+
+    /// All TLS files at once (CA, client certificate and key).
+    pub fn tls(mut self, files: TlsFiles) -> Self {
+        self.tls = files;
         self
     }
 
@@ -137,16 +142,7 @@ impl Endpoint {
                     format!("`{}`: cluster nodes are reached over TCP", redact(url)),
                 ));
             }
-            let tls_files = self.ca_file.is_some() || self.client_cert.is_some();
-            if tls_files && !url.starts_with("rediss://") {
-                return Err(Error::config(
-                    format!("{field}.tls"),
-                    format!(
-                        "certificate files are set but `{}` is not a rediss:// URL",
-                        redact(url)
-                    ),
-                ));
-            }
+            self.tls.validate(field, url, "rediss://")?;
         }
         if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(Error::config(
@@ -154,31 +150,21 @@ impl Endpoint {
                 "timeouts must be above zero",
             ));
         }
-        if let Some(p) = &self.ca_file {
-            readable(p, &format!("{field}.tls.ca_file"))?;
-        }
-        if let Some((c, k)) = &self.client_cert {
-            readable(c, &format!("{field}.tls.client_cert"))?;
-            readable(k, &format!("{field}.tls.client_key"))?;
-        }
         Ok(())
     }
 
     fn certificates(&self, field: &str) -> Result<Option<TlsCertificates>> {
-        if self.ca_file.is_none() && self.client_cert.is_none() {
+        if self.tls.is_empty() {
             return Ok(None);
         }
-        let root_cert = match &self.ca_file {
-            Some(p) => Some(read(p, &format!("{field}.tls.ca_file"))?),
-            None => None,
-        };
-        let client_tls = match &self.client_cert {
-            Some((c, k)) => Some(ClientTlsConfig {
-                client_cert: read(c, &format!("{field}.tls.client_cert"))?,
-                client_key: read(k, &format!("{field}.tls.client_key"))?,
-            }),
-            None => None,
-        };
+        let root_cert = self.tls.read_ca(field)?;
+        let client_tls = self
+            .tls
+            .read_client(field)?
+            .map(|(client_cert, client_key)| ClientTlsConfig {
+                client_cert,
+                client_key,
+            });
         Ok(Some(TlsCertificates {
             client_tls,
             root_cert,
@@ -246,16 +232,6 @@ impl Endpoint {
             ))
         }
     }
-}
-
-fn readable(p: &Path, field: &str) -> Result<()> {
-    std::fs::metadata(p)
-        .map(|_| ())
-        .map_err(|e| Error::config(field, format!("cannot read {}: {e}", p.display())))
-}
-
-fn read(p: &Path, field: &str) -> Result<Vec<u8>> {
-    std::fs::read(p).map_err(|e| Error::config(field, format!("cannot read {}: {e}", p.display())))
 }
 
 /// A connection to one server or to a cluster, opened by [`Endpoint::open`]; it implements

@@ -128,10 +128,12 @@ async fn tls_refuses_a_missing_client_certificate_or_an_unknown_ca() {
         Ok::<_, rivus_core::Error>(())
     }
     .await;
-    assert!(failed.is_err(), "a client without certificate got in");
+    let err = failed.expect_err("a client without certificate got in");
+    assert!(err.to_string().contains("CertificateRequired"), "{err}");
 
     let no_ca = Endpoint::new(url.as_str()).client_cert(d.join("client.crt"), d.join("client.key"));
     let err = no_ca.open().await.err().expect("an unknown CA is refused");
+    assert!(err.to_string().contains("UnknownIssuer"), "{err}");
     assert!(
         err.to_string().contains("127.0.0.1:6380") || err.to_string().contains("rediss://"),
         "{err}"

@@ -32,6 +32,7 @@ pub mod runtime;
 pub mod schema;
 pub mod secrets;
 pub mod state;
+pub mod tls;
 
 pub use async_trait::async_trait;
 pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};

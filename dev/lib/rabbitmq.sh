@@ -1,7 +1,9 @@
 # RabbitMQ from Debian's package, on 127.0.0.1:5672 (guest/guest), with epmd and the Erlang
-# distribution port also on loopback only.
+# distribution port also on loopback only; AMQPS on 5671 requires a client certificate
+# (certificates from dev/lib/tls.sh).
 
 AMQP_PORT=${RIVUS_AMQP_PORT:-5672}
+AMQPS_PORT=${RIVUS_AMQPS_PORT:-5671}
 RABBIT_NODE=rivus@localhost
 
 rabbitmq_install() { command -v rabbitmq-server >/dev/null || apt_install rabbitmq-server; }
@@ -25,13 +27,26 @@ rabbitmq_version() { dpkg-query -W -f='${Version}' rabbitmq-server | cut -d- -f1
 
 rabbitmq_address() { echo "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"; }
 
+rabbitmq_tls_address() { echo "amqps://guest:guest@127.0.0.1:$AMQPS_PORT/%2f"; }
+
 rabbitmq_log() { ls -t "$(svc_dir rabbitmq)"/logs/*.log 2>/dev/null | head -n 1 || echo "$(svc_dir rabbitmq)/out.log"; }
 
 rabbitmq_start() {
   local d; d=$(svc_dir rabbitmq)
   mkdir -p "$d/logs" "$d/mnesia"
+  tls_files
+  local t; t=$(tls_dir)
   # guest may only log in from loopback, which is where the tests are.
-  printf 'loopback_users.guest = true\nlisteners.tcp.default = 127.0.0.1:%s\n' "$AMQP_PORT" > "$d/rabbitmq.conf"
+  cat > "$d/rabbitmq.conf" <<CONF
+loopback_users.guest = true
+listeners.tcp.default = 127.0.0.1:$AMQP_PORT
+listeners.ssl.default = 127.0.0.1:$AMQPS_PORT
+ssl_options.cacertfile = $t/ca.crt
+ssl_options.certfile = $t/server.crt
+ssl_options.keyfile = $t/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+CONF
   printf '[].\n' > "$d/enabled_plugins"
   # As root, Debian's wrapper runs the server as the rabbitmq user.
   chown -R rabbitmq:rabbitmq "$d"

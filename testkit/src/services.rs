@@ -14,6 +14,9 @@ pub enum Service {
     Elasticsearch,
     /// RabbitMQ, `RIVUS_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
     RabbitMq,
+    /// The same RabbitMQ over AMQPS with client certificates required, `RIVUS_AMQPS_URL`,
+    /// default `amqps://guest:guest@127.0.0.1:5671/%2f` (certificates in [`tls_dir`]).
+    RabbitMqTls,
     /// Redis, `RIVUS_REDIS_URL`, default `redis://127.0.0.1:6379/`.
     Redis,
     /// The same Redis over TLS with client certificates required, `RIVUS_REDIS_TLS_URL`,
@@ -35,6 +38,7 @@ impl Service {
             Service::Kafka => "RIVUS_KAFKA_BOOTSTRAP",
             Service::Elasticsearch => "RIVUS_ES_URL",
             Service::RabbitMq => "RIVUS_AMQP_URL",
+            Service::RabbitMqTls => "RIVUS_AMQPS_URL",
             Service::Redis => "RIVUS_REDIS_URL",
             Service::RedisTls => "RIVUS_REDIS_TLS_URL",
             Service::RedisCluster => "RIVUS_REDIS_CLUSTER_URLS",
@@ -49,6 +53,7 @@ impl Service {
             Service::Kafka => "127.0.0.1:9092",
             Service::Elasticsearch => "http://127.0.0.1:9200",
             Service::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
+            Service::RabbitMqTls => "amqps://guest:guest@127.0.0.1:5671/%2f",
             Service::Redis => "redis://127.0.0.1:6379/",
             Service::RedisTls => "rediss://127.0.0.1:6380/",
             Service::RedisCluster => {
