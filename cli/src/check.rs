@@ -165,9 +165,11 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             url,
             username,
             password,
+            tls,
             ..
         } => {
             let mut es = EsConfig::new(url);
+            es.tls = tls.clone();
             es.timeout = Duration::from_secs(5);
             if let Some(user) = username {
                 es.auth = EsAuth::Basic {

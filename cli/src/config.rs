@@ -213,6 +213,9 @@ pub enum SinkConfig {
         max_actions: Option<usize>,
         username: Option<String>,
         password: Option<String>,
+        /// For `https://`: `{ ca_file, client_cert, client_key }` (PEM files).
+        #[serde(default)]
+        tls: TlsFiles,
     },
     /// A RabbitMQ exchange; bodies are the records as JSON (rivus-connector-rabbitmq).
     Rabbitmq {

@@ -118,8 +118,10 @@ pub async fn attach(
             max_actions,
             username,
             password,
+            tls,
         } => {
             let mut es = EsConfig::new(url);
+            es.tls = tls.clone();
             if let Some(user) = username {
                 es.auth = EsAuth::Basic {
                     user: user.clone(),

@@ -2,14 +2,14 @@
 //! never appear in `Debug` output or errors.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use elasticsearch::auth::Credentials;
+use elasticsearch::auth::{ClientCertificate, Credentials};
 use elasticsearch::cert::{Certificate, CertificateValidation};
 use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
 use elasticsearch::http::Url;
 use elasticsearch::Elasticsearch;
+use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 /// How to authenticate.
@@ -56,8 +56,10 @@ pub struct EsConfig {
     pub url: String,
     /// Authentication.
     pub auth: EsAuth,
-    /// PEM file of a CA to trust (in addition to the system's).
-    pub ca_file: Option<PathBuf>,
+    /// For `https://`: a CA (PEM) to trust instead of the system's roots, and a client
+    /// certificate with its key (PEM) for nodes that require one (PKI). A client certificate
+    /// is the credential then: `auth` must stay `None`.
+    pub tls: TlsFiles,
     /// Accept any server certificate (tests only).
     pub insecure: bool,
     /// Timeout of one request.
@@ -70,7 +72,7 @@ impl EsConfig {
         EsConfig {
             url: url.into(),
             auth: EsAuth::None,
-            ca_file: None,
+            tls: TlsFiles::default(),
             insecure: false,
             timeout: Duration::from_secs(60),
         }
@@ -95,13 +97,12 @@ impl EsConfig {
         if self.timeout.is_zero() {
             return Err(Error::config(format!("{path}.timeout"), "must be positive"));
         }
-        if let Some(ca) = &self.ca_file {
-            if !ca.is_file() {
-                return Err(Error::config(
-                    format!("{path}.ca_file"),
-                    format!("{} is not a readable file", ca.display()),
-                ));
-            }
+        self.tls.validate(path, &self.url, "https://")?;
+        if self.tls.client_cert.is_some() && self.auth != EsAuth::None {
+            return Err(Error::config(
+                format!("{path}.auth"),
+                "a client certificate is the credential: leave auth empty or drop the certificate",
+            ));
         }
         Ok(url)
     }
@@ -113,7 +114,15 @@ impl EsConfig {
             .timeout(self.timeout)
             .disable_proxy();
         b = match &self.auth {
-            EsAuth::None => b,
+            EsAuth::None => match self.tls.read_client(path)? {
+                // reqwest reads the certificate and its key from one PEM text.
+                Some((mut cert, key)) => {
+                    cert.push(b'\n');
+                    cert.extend_from_slice(&key);
+                    b.auth(Credentials::Certificate(ClientCertificate::Pem(cert)))
+                }
+                None => b,
+            },
             EsAuth::Basic { user, password } => {
                 b.auth(Credentials::Basic(user.clone(), password.clone()))
             }
@@ -122,11 +131,9 @@ impl EsConfig {
         };
         if self.insecure {
             b = b.cert_validation(CertificateValidation::None);
-        } else if let Some(ca) = &self.ca_file {
-            let pem =
-                std::fs::read(ca).map_err(|e| Error::io(format!("reading {}", ca.display()), e))?;
+        } else if let Some(pem) = self.tls.read_ca(path)? {
             let cert = Certificate::from_pem(&pem)
-                .map_err(|e| Error::config(format!("{path}.ca_file"), e))?;
+                .map_err(|e| Error::config(format!("{path}.tls.ca_file"), e))?;
             b = b.cert_validation(CertificateValidation::Full(cert));
         }
         let transport = b

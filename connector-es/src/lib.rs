@@ -11,16 +11,18 @@
 //! across subtasks, with the last sort values in checkpointed state (exactly-once).
 //!
 //! Layers, Vector-style: [`config`] (hosts, auth, TLS, timeouts → a client), [`request`]
-//! (building bulk lines), [`sender`] (sending one bulk and reading its items), [`sink`] (the
-//! `SinkFunction`).
+//! (building bulk lines), [`sender`] (sending one bulk and reading its items), [`failure`]
+//! (custom handling of refused items), [`sink`] (the `SinkFunction`).
 
 pub mod config;
+pub mod failure;
 pub mod request;
 pub mod sender;
 pub mod sink;
 pub mod source;
 
 pub use config::{EsAuth, EsConfig};
+pub use failure::{FailureAction, FailureHandler, ItemFailure};
 pub use request::{BulkItem, DocRequest, RequestIndexer};
 pub use sink::{EsSink, EsSinkBuilder};
 pub use source::{EsSource, EsSourceBuilder, EsSourceState};

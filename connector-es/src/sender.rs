@@ -9,12 +9,14 @@ use rivus_core::error_policy::ErrorHandler;
 use rivus_core::{async_trait, Error};
 use serde_json::Value;
 
-use crate::request::BulkItem;
+use crate::failure::{FailureAction, FailureHandler, ItemFailure};
+use crate::request::{BulkItem, RequestIndexer};
 
 /// Sends bulks for one sink subtask.
 pub struct EsBulkSender {
     pub(crate) client: Elasticsearch,
     pub(crate) handler: ErrorHandler,
+    pub(crate) failure_handler: Option<std::sync::Arc<dyn FailureHandler>>,
     pub(crate) docs: metrics::Counter,
     pub(crate) bytes: metrics::Counter,
     pub(crate) labels: Vec<(String, String)>,
@@ -93,6 +95,7 @@ impl BulkSender<BulkItem> for EsBulkSender {
             ));
         }
         let mut retry = Vec::new();
+        let mut readded = 0usize;
         let mut ok = 0u64;
         for (item, result) in items.into_iter().zip(results) {
             let r = result
@@ -110,25 +113,57 @@ impl BulkSender<BulkItem> for EsBulkSender {
                 continue;
             }
             let kind = err["type"].as_str().unwrap_or("unknown").to_owned();
-            let reason = format!("{code} {kind}: {}", err["reason"].as_str().unwrap_or(""));
+            let text = err["reason"].as_str().unwrap_or("");
+            let reason = format!("{code} {kind}: {text}");
             self.count_failure(&kind);
-            if let Err(e) = self
-                .handler
-                .handle(&item.position, &reason, &item.lines)
-                .await
-            {
-                return SendOutcome::Failed(e);
+            let action = match &self.failure_handler {
+                None => FailureAction::Policy,
+                Some(h) => {
+                    let mut indexer = RequestIndexer::default();
+                    let failure = ItemFailure {
+                        status: code as u16,
+                        error_type: &kind,
+                        reason: text,
+                        position: &item.position,
+                        request: &item.lines,
+                    };
+                    let action = h.on_failure(&failure, &mut indexer);
+                    readded += indexer.items.len();
+                    retry.extend(indexer.items);
+                    action
+                }
+            };
+            match action {
+                FailureAction::Policy => {
+                    if let Err(e) = self
+                        .handler
+                        .handle(&item.position, &reason, &item.lines)
+                        .await
+                    {
+                        return SendOutcome::Failed(e);
+                    }
+                }
+                FailureAction::Handled => self.count_failure("handled"),
+                FailureAction::Fail(message) => {
+                    return SendOutcome::Failed(Error::connector(
+                        format!("elasticsearch item {}", item.position),
+                        format!("{reason}: {message}"),
+                    ))
+                }
             }
         }
         self.docs.increment(ok);
         if retry.is_empty() {
             SendOutcome::Done
         } else {
+            let rejected = retry.len() - readded;
             let reason = format!(
-                "{} items rejected with 429 (es_rejected_execution_exception)",
-                retry.len()
+                "{rejected} items rejected with 429 (es_rejected_execution_exception), \
+                 {readded} re-added by the failure handler"
             );
-            self.count_failure("es_rejected_execution_exception");
+            if rejected > 0 {
+                self.count_failure("es_rejected_execution_exception");
+            }
             SendOutcome::Retry {
                 items: retry,
                 reason,

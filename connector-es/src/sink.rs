@@ -10,6 +10,7 @@ use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
 use crate::config::EsConfig;
+use crate::failure::FailureHandler;
 use crate::request::{BulkItem, RequestIndexer};
 use crate::sender::EsBulkSender;
 
@@ -20,16 +21,29 @@ struct Settings<T> {
     bulk: BulkConfig,
     policy: ErrorPolicy,
     flush_on_checkpoint: bool,
+    failure_handler: Option<Arc<dyn FailureHandler>>,
     emitter: Arc<Emitter<T>>,
 }
 
 /// Builds an [`EsSink`].
-#[derive(Debug)]
 pub struct EsSinkBuilder {
     config: EsConfig,
     bulk: BulkConfig,
     policy: ErrorPolicy,
     flush_on_checkpoint: bool,
+    failure_handler: Option<Arc<dyn FailureHandler>>,
+}
+
+impl std::fmt::Debug for EsSinkBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsSinkBuilder")
+            .field("config", &self.config)
+            .field("bulk", &self.bulk)
+            .field("policy", &self.policy)
+            .field("flush_on_checkpoint", &self.flush_on_checkpoint)
+            .field("failure_handler", &self.failure_handler.is_some())
+            .finish()
+    }
 }
 
 impl EsSinkBuilder {
@@ -78,6 +92,14 @@ impl EsSinkBuilder {
         self
     }
 
+    /// Custom code for items refused for good, run before the failure policy: it may re-add
+    /// requests (sent with the bulk's retry, awaited by checkpoints) and decide whether the
+    /// policy sees the item, it is handled, or the job fails. See [`FailureHandler`].
+    pub fn failure_handler(mut self, h: impl FailureHandler) -> Self {
+        self.failure_handler = Some(Arc::new(h));
+        self
+    }
+
     /// Wait for every pending request at each checkpoint (default true: at-least-once).
     pub fn flush_on_checkpoint(mut self, on: bool) -> Self {
         self.flush_on_checkpoint = on;
@@ -98,6 +120,7 @@ impl EsSinkBuilder {
                 bulk: self.bulk,
                 policy: self.policy,
                 flush_on_checkpoint: self.flush_on_checkpoint,
+                failure_handler: self.failure_handler,
                 emitter: Arc::new(emitter),
             }),
             processor: None,
@@ -147,6 +170,7 @@ impl EsSink<()> {
             },
             policy: ErrorPolicy::Fail,
             flush_on_checkpoint: true,
+            failure_handler: None,
         }
     }
 }
@@ -169,6 +193,7 @@ impl<T: Send + 'static> RichFunction for EsSink<T> {
         let sender = EsBulkSender {
             client,
             handler: handler.clone(),
+            failure_handler: s.failure_handler.clone(),
             docs: m.counter("rivus_es_docs_total"),
             bytes: m.counter("rivus_es_bytes_total"),
             labels: vec![("task".into(), ctx.display_name())],

@@ -551,3 +551,115 @@ fn source_configuration_is_checked() {
         "{err}"
     );
 }
+
+/// A custom failure handler: the document refused for its mapping is re-added to a side index
+/// with the reason (and counts as handled); a 409 conflict goes on to the failure policy; a
+/// third kind fails the job with the handler's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
+    use rivus_connector_es::{FailureAction, ItemFailure, RequestIndexer};
+
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let index = unique("handled");
+    let side = format!("{index}-failed");
+    create_index(
+        &url,
+        &index,
+        json!({"mappings": {"properties": {"v": {"type": "long"}}}}),
+    )
+    .await;
+    let side_for_handler = side.clone();
+    let handler = move |f: &ItemFailure<'_>, idx: &mut RequestIndexer| match f.error_type {
+        "mapper_parsing_exception" => {
+            idx.index(
+                side_for_handler.clone(),
+                None,
+                json!({
+                    "position": f.position,
+                    "reason": f.reason,
+                    "action": f.action(),
+                    "doc": f.document().map(|d| d.to_string()),
+                }),
+            );
+            FailureAction::Handled
+        }
+        "version_conflict_engine_exception" => FailureAction::Policy,
+        other => FailureAction::Fail(format!("unexpected {other}")),
+    };
+    let ix = index.clone();
+    let sink = EsSink::builder(&url)
+        .max_actions(50)
+        .failure_policy(ErrorPolicy::Skip)
+        .failure_handler(handler)
+        .build(move |n: &u64, idx| {
+            let v = if *n == 77 {
+                json!("seventy-seven")
+            } else {
+                json!(n)
+            };
+            idx.add(DocRequest::Index {
+                index: ix.clone(),
+                id: Some(n.to_string()),
+                routing: None,
+                doc: json!({"v": v}),
+            });
+            // Record 120 also tries to create document 5 again: 409.
+            if *n == 120 {
+                idx.add(DocRequest::Create {
+                    index: ix.clone(),
+                    id: Some("5".into()),
+                    routing: None,
+                    doc: json!({"v": 5}),
+                });
+            }
+            Ok(())
+        })
+        .unwrap();
+    run_sequence_into("handled", 200, 1, |_| sink.clone())
+        .await
+        .unwrap();
+    let got = sorted_numbers(&url, &index).await;
+    let want: Vec<u64> = (0..200).filter(|n| *n != 77).collect();
+    assert_eq!(got, want);
+    let c = client(&url);
+    c.indices()
+        .refresh(IndicesRefreshParts::Index(&[side.as_str()]))
+        .send()
+        .await
+        .unwrap();
+    let r: Value = c
+        .search(SearchParts::Index(&[side.as_str()]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hits = r["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{r}");
+    let doc = &hits[0]["_source"];
+    assert_eq!(doc["position"], format!("{index}/77"));
+    assert_eq!(doc["action"], "index");
+    assert_eq!(doc["doc"], "{\"v\":\"seventy-seven\"}");
+    assert!(doc["reason"].as_str().unwrap().contains("v"), "{doc}");
+
+    // A handler that fails the job names the item and its message.
+    let ix = index.clone();
+    let strict = EsSink::builder(&url)
+        .failure_handler(|f: &ItemFailure<'_>, _: &mut RequestIndexer| {
+            FailureAction::Fail(format!("no {} here", f.error_type))
+        })
+        .build(move |_: &u64, idx| {
+            idx.index(&ix, Some("x".into()), json!({"v": "not a number"}));
+            Ok(())
+        })
+        .unwrap();
+    let err = run_sequence_into("handled-fail", 1, 1, |_| strict.clone())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&format!("{index}/x")), "{text}");
+    assert!(text.contains("no mapper_parsing_exception here"), "{text}");
+}

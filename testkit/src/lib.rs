@@ -19,6 +19,7 @@ pub mod services;
 mod sinks;
 mod source;
 pub mod suite;
+pub mod tls_front;
 mod transactional;
 
 pub use counting::CountingSink;

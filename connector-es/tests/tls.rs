@@ -1,0 +1,124 @@
+//! The sink and the source over HTTPS with a client certificate: the dev node behind a TLS
+//! front (testkit's `TlsFront`: the dev server certificate, client certificates required).
+
+use rivus_connector_es::{EsConfig, EsSink, EsSource};
+use rivus_core::prelude::*;
+use rivus_core::tls::TlsFiles;
+use rivus_testkit::services::{require, tls_dir, unique_name, Service};
+use rivus_testkit::tls_front::TlsFront;
+use serde_json::json;
+
+fn host_port(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_and_source_work_over_https_with_a_client_certificate() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let d = tls_dir();
+    let front = TlsFront::start(&host_port(&url), &d).await.unwrap();
+    let https = format!("https://{}", front.addr());
+    let mut config = EsConfig::new(&https);
+    config.tls = TlsFiles {
+        ca_file: Some(d.join("ca.crt")),
+        client_cert: Some(d.join("client.crt")),
+        client_key: Some(d.join("client.key")),
+    };
+    let index = unique_name("tls");
+    let ix = index.clone();
+    let sink = EsSink::builder(&https)
+        .config(config.clone())
+        .max_actions(100)
+        .build(move |n: &u64, idx| {
+            idx.index(&ix, Some(n.to_string()), json!({ "n": n }));
+            Ok(())
+        })
+        .unwrap();
+    rivus_testkit::run_sequence_into("es-tls", 500, 1, |_| sink.clone())
+        .await
+        .unwrap();
+    assert!(front.verified() >= 1, "the sink came through the TLS front");
+    // Make what was written searchable (on the plain port; reading goes through TLS again).
+    let plain = elasticsearch::Elasticsearch::new(
+        elasticsearch::http::transport::Transport::single_node(&url).unwrap(),
+    );
+    plain
+        .indices()
+        .refresh(elasticsearch::indices::IndicesRefreshParts::Index(&[
+            index.as_str()
+        ]))
+        .send()
+        .await
+        .unwrap();
+    let before_read = front.verified();
+
+    let source = EsSource::builder(&https)
+        .config(config.clone())
+        .index(&index)
+        .build(|hit| Ok(hit["_source"]["n"].as_u64().unwrap_or(u64::MAX)))
+        .unwrap();
+    let sink = rivus_testkit::CollectingSink::<u64>::new();
+    Pipeline::new("es-tls-read")
+        .source("es", 1, |_| source.clone())
+        .sink("collect", 1, |i| sink.for_subtask(i))
+        .unwrap()
+        .run()
+        .await
+        .unwrap();
+    let mut got = sink.values();
+    got.sort();
+    assert_eq!(got, (0..500).collect::<Vec<u64>>());
+    assert!(
+        front.verified() > before_read,
+        "the source came through the TLS front"
+    );
+
+    // Without the client certificate the front refuses the handshake; the job fails at the
+    // first bulk, naming the node.
+    let before = front.refused();
+    let mut no_cert = config.clone();
+    no_cert.tls.client_cert = None;
+    no_cert.tls.client_key = None;
+    let sink = EsSink::builder(&https)
+        .config(no_cert)
+        .backoff(rivus_core::backoff::BackoffPolicy::None)
+        .build(move |n: &u64, idx| {
+            idx.index("never", Some(n.to_string()), json!({ "n": n }));
+            Ok(())
+        })
+        .unwrap();
+    let err = rivus_testkit::run_sequence_into("es-tls-refused", 1, 1, |_| sink.clone())
+        .await
+        .unwrap_err();
+    assert!(front.refused() > before, "the front refused a handshake");
+    assert!(err.to_string().contains("bulk"), "{err}");
+}
+
+#[test]
+fn a_client_certificate_with_basic_auth_or_on_http_is_refused() {
+    let d = tls_dir();
+    let mut c = EsConfig::new("http://127.0.0.1:9200");
+    c.tls.ca_file = Some(d.join("ca.crt"));
+    let err = c.validate("sink.elasticsearch").unwrap_err().to_string();
+    assert!(err.contains("sink.elasticsearch.tls"), "{err}");
+    c.url = "https://127.0.0.1:9200".into();
+    c.tls.ca_file = Some("/no/such/ca.pem".into());
+    let err = c.validate("sink.elasticsearch").unwrap_err().to_string();
+    assert!(err.contains("sink.elasticsearch.tls.ca_file"), "{err}");
+    c.tls = TlsFiles {
+        ca_file: None,
+        client_cert: Some(d.join("client.crt")),
+        client_key: Some(d.join("client.key")),
+    };
+    c.auth = rivus_connector_es::EsAuth::Basic {
+        user: "elastic".into(),
+        password: "hunter2".into(),
+    };
+    let err = c.validate("sink.elasticsearch").unwrap_err().to_string();
+    assert!(err.contains("sink.elasticsearch.auth"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
