@@ -14,6 +14,7 @@ use elasticsearch::{BulkParts, Elasticsearch};
 use futures::StreamExt;
 use rivus_connector_es::{BulkItem, DocRequest, EsSink};
 use rivus_core::prelude::*;
+use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
@@ -124,31 +125,24 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let c = Elasticsearch::new(Transport::single_node(&url).unwrap());
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let index = |who: &str, round: usize| format!("bench-{who}-{stamp}-{round}");
+    let rounds = rounds(5);
     rt.block_on(async {
-        let c = Elasticsearch::new(Transport::single_node(&url).unwrap());
-        let stamp = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let mut rows = Vec::new();
-        for round in 0..2 {
-            let (a, b) = (
-                format!("bench-raw-{stamp}-{round}"),
-                format!("bench-rivus-{stamp}-{round}"),
-            );
-            create(&c, &a).await;
-            create(&c, &b).await;
-            let r = raw(&c, &a, n).await;
-            let s = rivus(&url, &b, n).await;
-            rows.push((r, s));
-        }
-        println!("{n} docs of ~110 bytes, bulks of {BATCH}, {CONCURRENCY} in flight");
-        println!(
-            "{:<6} {:>12} {:>12} {:>7}",
-            "round", "raw docs/s", "rivus docs/s", "ratio"
-        );
-        for (i, (r, s)) in rows.iter().enumerate() {
-            println!("{:<6} {:>12.0} {:>12.0} {:>7.2}", i, r, s, s / r);
+        for round in 0..rounds {
+            create(&c, &index("raw", round)).await;
+            create(&c, &index("rivus", round)).await;
         }
     });
+    compare(
+        &format!("{n} docs of ~110 bytes, bulks of {BATCH}, {CONCURRENCY} in flight"),
+        "docs/s",
+        rounds,
+        |round| rt.block_on(raw(&c, &index("raw", round), n)),
+        |round| rt.block_on(rivus(&url, &index("rivus", round), n)),
+    );
 }

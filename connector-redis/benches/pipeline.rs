@@ -8,6 +8,7 @@ use std::time::Instant;
 use rivus_connector_redis::{RedisCommand, RedisSink};
 use rivus_core::prelude::*;
 use rivus_testkit::services::unique_name;
+use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::SequenceSource;
 
 const PIPELINE: usize = 1000;
@@ -97,36 +98,14 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let rounds: usize = std::env::var("RIVUS_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    println!(
-        "{n} SETs of 32 bytes, pipelines of {PIPELINE}, one pipeline in flight, {rounds} rounds"
+    compare(
+        &format!("{n} SETs of 32 bytes, pipelines of {PIPELINE}, one pipeline in flight"),
+        "cmd/s",
+        rounds(5),
+        |_| rt.block_on(raw(&url, n)),
+        |_| rt.block_on(rivus(&url, n)),
     );
-    let mut ratios = Vec::new();
-    for round in 0..rounds {
-        // Alternate who goes first, so neither always meets a warmer (or busier) server.
-        let (r, s) = if round % 2 == 0 {
-            let r = rt.block_on(raw(&url, n));
-            (r, rt.block_on(rivus(&url, n)))
-        } else {
-            let s = rt.block_on(rivus(&url, n));
-            (rt.block_on(raw(&url, n)), s)
-        };
-        let c = ceiling(n);
-        ratios.push(s / r);
-        println!(
-            "round {round}: raw {r:.0} cmd/s, rivus {s:.0} cmd/s, ratio {:.2}; redis-benchmark -P {PIPELINE} (1 client): {}",
-            s / r,
-            c.map_or("n/a".into(), |c| format!("{c:.0} cmd/s"))
-        );
+    if let Some(c) = ceiling(n) {
+        println!("redis-benchmark -P {PIPELINE} (1 client), the ceiling: {c:.0} cmd/s");
     }
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "median ratio {:.2} (min {:.2}, max {:.2})",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1]
-    );
 }

@@ -12,6 +12,7 @@
 
 mod counting;
 mod memory_log;
+pub mod bench;
 pub mod process;
 pub mod restart;
 mod sequence;

@@ -1,0 +1,103 @@
+//! Side-by-side benchmarks: the connector and the raw client in the same run, alternating who
+//! goes first each round (so neither always meets a warmer or busier server), with the median
+//! ratio printed at the end — one figure that survives a noisy two-core machine.
+
+/// Rounds to run: `RIVUS_BENCH_ROUNDS`, default `default`.
+pub fn rounds(default: usize) -> usize {
+    std::env::var("RIVUS_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+/// The figures of one comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// (raw, rivus) throughput per round.
+    pub rounds: Vec<(f64, f64)>,
+}
+
+impl Comparison {
+    /// rivus / raw per round, sorted.
+    pub fn ratios(&self) -> Vec<f64> {
+        let mut r: Vec<f64> = self.rounds.iter().map(|(raw, us)| us / raw).collect();
+        r.sort_by(f64::total_cmp);
+        r
+    }
+
+    /// The median ratio.
+    pub fn median(&self) -> f64 {
+        let r = self.ratios();
+        if r.is_empty() {
+            return f64::NAN;
+        }
+        r[r.len() / 2]
+    }
+}
+
+/// Runs `raw` and `rivus` (each returns its throughput in `unit`) `rounds` times, alternating
+/// the order, printing a row per round and then the median ratio under `label`.
+pub fn compare(
+    label: &str,
+    unit: &str,
+    rounds: usize,
+    mut raw: impl FnMut(usize) -> f64,
+    mut rivus: impl FnMut(usize) -> f64,
+) -> Comparison {
+    println!("{label}");
+    println!(
+        "{:<6} {:>14} {:>14} {:>7}",
+        "round",
+        format!("raw {unit}"),
+        format!("rivus {unit}"),
+        "ratio"
+    );
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let (r, s) = if round % 2 == 0 {
+            let r = raw(round);
+            (r, rivus(round))
+        } else {
+            let s = rivus(round);
+            (raw(round), s)
+        };
+        println!("{:<6} {:>14.0} {:>14.0} {:>7.2}", round, r, s, s / r);
+        out.push((r, s));
+    }
+    let c = Comparison { rounds: out };
+    let ratios = c.ratios();
+    println!(
+        "{label}: median ratio {:.2} (min {:.2}, max {:.2}, {rounds} rounds)",
+        c.median(),
+        ratios.first().copied().unwrap_or(f64::NAN),
+        ratios.last().copied().unwrap_or(f64::NAN)
+    );
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternates_and_takes_the_median() {
+        let mut order = Vec::new();
+        let order_ref = std::cell::RefCell::new(&mut order);
+        let c = compare(
+            "t",
+            "x/s",
+            3,
+            |r| {
+                order_ref.borrow_mut().push(format!("raw{r}"));
+                100.0
+            },
+            |r| {
+                order_ref.borrow_mut().push(format!("us{r}"));
+                [90.0, 200.0, 95.0][r]
+            },
+        );
+        assert_eq!(order, ["raw0", "us0", "us1", "raw1", "raw2", "us2"]);
+        assert!((c.median() - 0.95).abs() < 1e-9);
+    }
+}
