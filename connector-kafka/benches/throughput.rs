@@ -19,6 +19,7 @@ use rivus_connector_kafka::{
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
+use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::{CountingSink, SequenceSource};
 
 const PARTITIONS: i32 = 2;
@@ -27,6 +28,9 @@ const PRODUCER_SETTINGS: [(&str, &str); 3] = [
     ("batch.num.messages", "10000"),
     ("queue.buffering.max.messages", "200000"),
 ];
+
+/// The source's default prefetch depth, given to the raw consumer too (same settings).
+const CONSUMER_SETTINGS: [(&str, &str); 1] = [("queued.min.messages", "1000000")];
 
 use rivus_testkit::services::unique_name as unique;
 
@@ -45,6 +49,8 @@ async fn create_topic(bootstrap: &str, topic: &str) {
 }
 
 fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
+    // Timed from the client's creation, as the rivus job is timed from its start.
+    let t = Instant::now();
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", bootstrap);
     for (k, v) in PRODUCER_SETTINGS {
@@ -52,7 +58,6 @@ fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
     }
     let p: ThreadedProducer<DefaultProducerContext> = c.create().unwrap();
     let payload = vec![b'x'; size];
-    let t = Instant::now();
     for i in 0..n {
         let key = i.to_le_bytes();
         let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
@@ -99,10 +104,12 @@ async fn rivus_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64
 }
 
 fn raw_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
+    let t = Instant::now();
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique("raw"))
         .set("enable.auto.commit", "false")
+        .set(CONSUMER_SETTINGS[0].0, CONSUMER_SETTINGS[0].1)
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
@@ -111,7 +118,6 @@ fn raw_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
             .unwrap();
     }
     c.assign(&tpl).unwrap();
-    let t = Instant::now();
     let mut seen = 0u64;
     let mut bytes = 0usize;
     while seen < n {
@@ -134,7 +140,16 @@ impl KafkaDeserializer<usize> for Len {
 }
 
 async fn rivus_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
-    let source = KafkaSource::builder(bootstrap)
+    let mut b = KafkaSource::builder(bootstrap);
+    for kv in std::env::var("RIVUS_BENCH_CONSUMER_PROPS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = kv.split_once('=').unwrap();
+        b = b.property(k, v);
+    }
+    let source = b
         .topics([topic])
         .start(StartOffsets::Earliest)
         .stop(StopOffsets::LatestAtStart)
@@ -163,36 +178,43 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    println!(
-        "{:<10} {:>8} {:>14} {:>14} {:>7}",
-        "direction", "size", "raw msgs/s", "rivus msgs/s", "ratio"
-    );
+    let rounds = rounds(3);
     for size in [100usize, 1024] {
         let n = if size == 100 { base } else { base / 2 };
-        // Producing: raw first into one topic, rivus into another.
-        let (t_raw, t_rivus) = (unique("bench-raw"), unique("bench-rivus"));
-        rt.block_on(create_topic(&bootstrap, &t_raw));
-        rt.block_on(create_topic(&bootstrap, &t_rivus));
-        let raw_p = raw_produce(&bootstrap, &t_raw, n, size);
-        let rivus_p = rt.block_on(rivus_produce(&bootstrap, &t_rivus, n, size));
-        println!(
-            "{:<10} {:>8} {:>14.0} {:>14.0} {:>7.2}",
-            "produce",
-            size,
-            raw_p,
-            rivus_p,
-            rivus_p / raw_p
+        let topic = |who: &str, round: usize| format!("bench-{who}-{size}-{round}");
+        let stamp = unique("t");
+        let topics: Vec<(String, String)> = (0..rounds)
+            .map(|r| {
+                (
+                    format!("{stamp}-{}", topic("raw", r)),
+                    format!("{stamp}-{}", topic("rivus", r)),
+                )
+            })
+            .collect();
+        for (a, b) in &topics {
+            rt.block_on(create_topic(&bootstrap, a));
+            rt.block_on(create_topic(&bootstrap, b));
+        }
+        let produced = compare(
+            &format!("produce {n} records of {size} B, {PARTITIONS} partitions"),
+            "msgs/s",
+            rounds,
+            |r| raw_produce(&bootstrap, &topics[r].0, n, size),
+            |r| rt.block_on(rivus_produce(&bootstrap, &topics[r].1, n, size)),
         );
-        // Consuming the same topic both ways.
-        let raw_c = raw_consume(&bootstrap, &t_raw, n);
-        let rivus_c = rt.block_on(rivus_consume(&bootstrap, &t_raw, n));
-        println!(
-            "{:<10} {:>8} {:>14.0} {:>14.0} {:>7.2}",
-            "consume",
-            size,
-            raw_c,
-            rivus_c,
-            rivus_c / raw_c
+        if produced.rounds.is_empty() {
+            // Filtered out: the consume comparison still needs the records.
+            for (t, _) in &topics {
+                raw_produce(&bootstrap, t, n, size);
+            }
+        }
+        // Both read the topics the raw producer wrote.
+        compare(
+            &format!("consume {n} records of {size} B, {PARTITIONS} partitions"),
+            "msgs/s",
+            rounds,
+            |r| raw_consume(&bootstrap, &topics[r].0, n),
+            |r| rt.block_on(rivus_consume(&bootstrap, &topics[r].0, n)),
         );
     }
 }

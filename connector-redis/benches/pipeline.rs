@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use rivus_connector_redis::{RedisCommand, RedisSink};
 use rivus_core::prelude::*;
-use rivus_testkit::services::unique_name;
 use rivus_testkit::bench::{compare, rounds};
+use rivus_testkit::services::unique_name;
 use rivus_testkit::SequenceSource;
 
 const PIPELINE: usize = 1000;

@@ -37,7 +37,9 @@ impl Comparison {
 }
 
 /// Runs `raw` and `rivus` (each returns its throughput in `unit`) `rounds` times, alternating
-/// the order, printing a row per round and then the median ratio under `label`.
+/// the order, printing a row per round and then the median ratio under `label`. With
+/// `RIVUS_BENCH_FILTER` set, comparisons whose label does not contain it are skipped (no
+/// rounds, an empty result).
 pub fn compare(
     label: &str,
     unit: &str,
@@ -45,6 +47,11 @@ pub fn compare(
     mut raw: impl FnMut(usize) -> f64,
     mut rivus: impl FnMut(usize) -> f64,
 ) -> Comparison {
+    if let Ok(filter) = std::env::var("RIVUS_BENCH_FILTER") {
+        if !label.contains(&filter) {
+            return Comparison { rounds: Vec::new() };
+        }
+    }
     println!("{label}");
     println!(
         "{:<6} {:>14} {:>14} {:>7}",

@@ -10,9 +10,9 @@
 //! - [`services`]: where the real servers started by `dev/services` are, and a check that
 //!   fails under `CI=true` when one is missing (it never passes silently).
 
+pub mod bench;
 mod counting;
 mod memory_log;
-pub mod bench;
 pub mod process;
 pub mod restart;
 mod sequence;

@@ -238,12 +238,20 @@ impl KafkaSink<()> {
 
 impl<T: Send + 'static> KafkaSink<T> {
     async fn send_one(&mut self, value: T) -> Result<()> {
-        let handler = self.handler.clone().expect("opened");
-        let rec = match self.settings.serializer.serialize(&value) {
+        // Borrowed, not cloned, per record: the settings, the handler and the topic.
+        let KafkaSink {
+            settings,
+            plain,
+            txn,
+            handler,
+            ..
+        } = self;
+        let handler = handler.as_ref().ok_or(Error::Closed("kafka sink"))?;
+        let rec = match settings.serializer.serialize(&value) {
             Ok(r) => r,
             Err(e) => return handler.handle(&e.position, &e, &[]).await,
         };
-        let Some(topic) = rec.topic.clone().or_else(|| self.settings.topic.clone()) else {
+        let Some(topic) = rec.topic.as_deref().or(settings.topic.as_deref()) else {
             let reason = "the record names no topic and the sink has no default topic";
             return handler
                 .handle(
@@ -253,9 +261,9 @@ impl<T: Send + 'static> KafkaSink<T> {
                 )
                 .await;
         };
-        let sent = match (&mut self.txn, &self.plain) {
-            (Some(txn), _) => txn.send(&topic, &rec).await?,
-            (None, Some(p)) => p.send(&topic, &rec).await,
+        let sent = match (txn, plain) {
+            (Some(txn), _) => txn.send(topic, &rec).await?,
+            (None, Some(p)) => p.send(topic, &rec).await,
             (None, None) => return Err(Error::Closed("kafka sink")),
         };
         match sent {

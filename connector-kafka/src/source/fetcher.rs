@@ -1,6 +1,8 @@
-//! The consumer thread: polls the `BaseConsumer` in batches and hands them to the emitting
-//! loop through core's `Handover` (Flink's KafkaConsumerThread). Also discovers new partitions
-//! on an interval and assigns those this subtask owns.
+//! The consumer thread: polls the `BaseConsumer` in batches, decodes each record where it
+//! lies in librdkafka's buffer (no copy of keys and values: only the decoded value crosses),
+//! and hands the batches to the emitting loop through core's `Handover` (Flink's
+//! KafkaConsumerThread). Also discovers new partitions on an interval and assigns those this
+//! subtask owns.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,31 +18,53 @@ use rivus_core::handover::{Handover, ProduceError};
 
 use super::subscription::Subscription;
 use crate::kafka_err;
+use crate::record::{KafkaDeserializer, KafkaRecord};
+use rivus_core::schema::SchemaError;
 
-/// One consumed record, owned.
+/// A record the deserializer refused: the error and the value, for the error policy.
 #[derive(Debug)]
-pub(crate) struct Fetched {
+pub(crate) struct Refused {
+    pub error: SchemaError,
+    pub position: String,
+    pub value: Vec<u8>,
+}
+
+/// One consumed record, decoded.
+#[derive(Debug)]
+pub(crate) struct Fetched<T> {
     /// Index into [`FetchBatch::partitions`].
     pub part: usize,
     pub offset: i64,
     pub timestamp: Option<i64>,
-    pub key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub value: Result<T, Box<Refused>>,
 }
 
 /// What crosses the handover.
-#[derive(Debug, Default)]
-pub(crate) struct FetchBatch {
+#[derive(Debug)]
+pub(crate) struct FetchBatch<T> {
     /// The partitions the records of this batch come from.
     pub partitions: Vec<(String, i32)>,
-    pub records: Vec<Fetched>,
+    pub records: Vec<Fetched<T>>,
+    /// Value bytes of the records (for the bytes metric).
+    pub bytes: u64,
     /// Partitions discovered and assigned from their beginning.
     pub new_partitions: Vec<(String, i32)>,
     /// When the consumer ran dry (bounded sources): the next offset of every assigned
     /// partition. A partition can end in offsets that carry no record (transaction markers,
     /// compacted records); its position, not its last record, says it is read to the end.
     pub positions: Vec<(String, i32, i64)>,
+}
+
+impl<T> Default for FetchBatch<T> {
+    fn default() -> Self {
+        FetchBatch {
+            partitions: Vec::new(),
+            records: Vec::new(),
+            bytes: 0,
+            new_partitions: Vec::new(),
+            positions: Vec::new(),
+        }
+    }
 }
 
 pub(crate) struct Discovery {
@@ -54,9 +78,10 @@ pub(crate) struct Discovery {
 /// Publishes the lag of one partition: (topic, partition, lag).
 pub(crate) type LagFn = dyn Fn(&str, i32, i64) + Send;
 
-pub(crate) struct Fetcher {
+pub(crate) struct Fetcher<T> {
     pub consumer: Arc<BaseConsumer>,
-    pub handover: Arc<Handover<FetchBatch>>,
+    pub handover: Arc<Handover<FetchBatch<T>>>,
+    pub deserializer: Arc<dyn KafkaDeserializer<T>>,
     pub running: Arc<AtomicBool>,
     pub max_batch: usize,
     pub discovery: Option<Discovery>,
@@ -67,7 +92,7 @@ pub(crate) struct Fetcher {
     pub report_positions: bool,
 }
 
-impl Fetcher {
+impl<T: Send + 'static> Fetcher<T> {
     pub fn spawn(self, name: String) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name(name)
@@ -75,7 +100,7 @@ impl Fetcher {
     }
 
     fn run(mut self) {
-        let mut pending: Option<FetchBatch> = None;
+        let mut pending: Option<FetchBatch<T>> = None;
         let mut next_discovery = self.discovery.as_ref().map(|d| Instant::now() + d.every);
         while self.running.load(Ordering::Acquire) {
             let mut batch = pending.take().unwrap_or_default();
@@ -110,20 +135,38 @@ impl Fetcher {
                                 batch.partitions.len() - 1
                             }
                         };
+                        let headers: Vec<(String, Option<Vec<u8>>)> = m
+                            .headers()
+                            .map(|h| {
+                                h.iter()
+                                    .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let (topic, partition) = &batch.partitions[part];
+                        let timestamp = m.timestamp().to_millis();
+                        let rec = KafkaRecord {
+                            topic,
+                            partition: *partition,
+                            offset: m.offset(),
+                            timestamp,
+                            key: m.key(),
+                            value: m.payload(),
+                            headers: &headers,
+                        };
+                        batch.bytes += m.payload().map_or(0, |v| v.len() as u64);
+                        let value = self.deserializer.deserialize(&rec).map_err(|error| {
+                            Box::new(Refused {
+                                error,
+                                position: rec.position(),
+                                value: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                            })
+                        });
                         batch.records.push(Fetched {
                             part,
                             offset: m.offset(),
-                            timestamp: m.timestamp().to_millis(),
-                            key: m.key().map(<[u8]>::to_vec),
-                            value: m.payload().map(<[u8]>::to_vec),
-                            headers: m
-                                .headers()
-                                .map(|h| {
-                                    h.iter()
-                                        .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
-                                        .collect()
-                                })
-                                .unwrap_or_default(),
+                            timestamp,
+                            value,
                         });
                         wait = Duration::ZERO;
                     }
@@ -170,7 +213,7 @@ impl Fetcher {
 
     /// Remembers the last offset read per partition and, every 10 s, publishes the lag
     /// (high watermark minus position) per partition.
-    fn report_lag(&mut self, batch: &FetchBatch) {
+    fn report_lag(&mut self, batch: &FetchBatch<T>) {
         let mut last = vec![None; batch.partitions.len()];
         for r in &batch.records {
             last[r.part] = Some(r.offset);

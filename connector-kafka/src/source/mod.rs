@@ -21,8 +21,8 @@ pub use subscription::Subscription;
 
 use crate::config::KafkaProperties;
 use crate::kafka_err;
-use crate::record::{KafkaDeserializer, KafkaRecord};
-use fetcher::{Discovery, FetchBatch, Fetcher};
+use crate::record::KafkaDeserializer;
+use fetcher::{Discovery, FetchBatch, Fetcher, Refused};
 
 /// Checkpointed positions: `topic/partition` → next offset to read.
 pub type KafkaSourceState = BTreeMap<String, i64>;
@@ -187,9 +187,9 @@ impl KafkaSourceBuilder {
     }
 }
 
-struct Running {
+struct Running<T> {
     consumer: Arc<BaseConsumer>,
-    handover: Arc<Handover<FetchBatch>>,
+    handover: Arc<Handover<FetchBatch<T>>>,
     alive: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     handler: ErrorHandler,
@@ -204,7 +204,7 @@ pub struct KafkaSource<T> {
     settings: Arc<Settings<T>>,
     subtask: usize,
     parallelism: usize,
-    running: Option<Running>,
+    running: Option<Running<T>>,
 }
 
 impl<T> std::fmt::Debug for KafkaSource<T> {
@@ -248,7 +248,7 @@ impl KafkaSource<()> {
 }
 
 impl<T: Send + 'static> KafkaSource<T> {
-    fn running(&self) -> &Running {
+    fn running(&self) -> &Running<T> {
         self.running.as_ref().expect("opened")
     }
 
@@ -297,6 +297,12 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
         ]);
+        if config.get("queued.min.messages").is_none() {
+            // Prefetch deeper than librdkafka's 100 000: the consumer thread polls in bursts
+            // (it waits while a batch is emitted), and a shallow queue then runs dry. Memory
+            // stays bounded by `queued.max.messages.kbytes` (64 MiB per partition by default).
+            config.set("queued.min.messages", "1000000");
+        }
         if config.get("group.id").is_none() {
             // librdkafka wants a group id even for assign(); nothing is committed without one
             // set by the user.
@@ -430,6 +436,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
         let fetcher = Fetcher {
             consumer: Arc::clone(&consumer),
             handover: Arc::clone(&self.running().handover),
+            deserializer: Arc::clone(&settings.deserializer),
             running: Arc::clone(&self.running().alive),
             max_batch: settings.max_batch,
             discovery: match (&settings.subscription, settings.discovery, bounded) {
@@ -472,7 +479,6 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
                 ctx.state_mut().entry(tp_key(&t, p)).or_insert(0);
             }
             let r = self.running();
-            let mut bytes = 0u64;
             let n = batch.records.len() as u64;
             // Per partition of the batch, once: its state key and whether it still runs.
             let keys: Vec<String> = batch
@@ -490,33 +496,25 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
                 if !live[f.part] {
                     continue;
                 }
-                let (topic, partition) = &batch.partitions[f.part];
                 let key = &keys[f.part];
-                bytes += f.value.as_ref().map_or(0, |v| v.len() as u64);
-                let rec = KafkaRecord {
-                    topic,
-                    partition: *partition,
-                    offset: f.offset,
-                    timestamp: f.timestamp,
-                    key: f.key.as_deref(),
-                    value: f.value.as_deref(),
-                    headers: &f.headers,
-                };
-                let decoded = settings.deserializer.deserialize(&rec);
                 match ctx.state_mut().get_mut(key) {
                     Some(slot) => *slot = f.offset + 1,
                     None => {
                         ctx.state_mut().insert(key.clone(), f.offset + 1);
                     }
                 }
-                match decoded {
+                match f.value {
                     Ok(v) => match f.timestamp {
                         Some(ts) => ctx.collect_with_timestamp(v, ts).await?,
                         None => ctx.collect(v).await?,
                     },
-                    Err(e) => {
-                        let payload = f.value.clone().unwrap_or_default();
-                        r.handler.handle(rec.position(), &e, &payload).await?;
+                    Err(refused) => {
+                        let Refused {
+                            error,
+                            position,
+                            value,
+                        } = *refused;
+                        r.handler.handle(position, &error, &value).await?;
                     }
                 }
                 if stops[f.part].is_some_and(|s| f.offset + 1 >= s) {
@@ -527,7 +525,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
                 }
             }
             r.records.increment(n);
-            r.bytes.increment(bytes);
+            r.bytes.increment(batch.bytes);
             // Read to the end although the last offsets carried no record (transaction
             // markers): the consumer's position has passed the stop offset.
             for (t, p, position) in batch.positions {
