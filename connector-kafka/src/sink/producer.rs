@@ -2,7 +2,7 @@
 //! queue, flush and check that every delivery succeeded. Used by the plain and the
 //! transactional sink alike.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,11 +14,15 @@ use rivus_core::{Error, Result};
 
 use crate::record::OutRecord;
 
-/// Counts delivery reports; keeps the first failure.
+/// Counts delivery reports; keeps the first failure; wakes a sender waiting for room in the
+/// local queue.
 #[derive(Default)]
 pub(crate) struct Deliveries {
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
+    /// A sender found the queue full and waits for a delivery to make room.
+    waiting: AtomicBool,
+    room: tokio::sync::Notify,
 }
 
 pub(crate) struct SinkClientContext(Arc<Deliveries>);
@@ -29,6 +33,9 @@ impl ProducerContext for SinkClientContext {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if self.0.waiting.load(Ordering::Relaxed) && self.0.waiting.swap(false, Ordering::AcqRel) {
+            self.0.room.notify_waiters();
+        }
         if let Err((e, m)) = result {
             use rdkafka::Message;
             self.0.failed.fetch_add(1, Ordering::Relaxed);
@@ -88,9 +95,21 @@ impl ProducerHandle {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    // The broker is slower than us: wait. This is the back-pressure.
+                    // The broker is slower than us: wait until a delivery report makes room
+                    // (at most 10 ms, then try again). This is the back-pressure.
                     record = back;
-                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let room = self.deliveries.room.notified();
+                    tokio::pin!(room);
+                    room.as_mut().enable();
+                    self.deliveries.waiting.store(true, Ordering::Release);
+                    match self.producer.send(record) {
+                        Ok(()) => return Ok(()),
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                            record = back;
+                            let _ = tokio::time::timeout(Duration::from_millis(10), room).await;
+                        }
+                        Err((e, _)) => return Err(e),
+                    }
                 }
                 Err((e, _)) => return Err(e),
             }
