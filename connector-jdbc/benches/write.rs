@@ -8,6 +8,7 @@ use std::time::Instant;
 use rivus_connector_jdbc::{JdbcSink, PgMethod, RowChange};
 use rivus_core::bulk::BulkConfig;
 use rivus_core::prelude::*;
+use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::services::{unique_name, Service};
 use rivus_testkit::SequenceSource;
 use sqlx::{Connection, Executor};
@@ -148,12 +149,16 @@ async fn rivus(url: &str, n: u64, method: Method) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let n: u64 = std::env::var("RIVUS_BENCH_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sqlite = format!("sqlite:{}", dir.path().join("bench.db").display());
     let targets = [
@@ -163,17 +168,14 @@ async fn main() {
         ("mariadb VALUES", Service::MySql.url(), Method::Values),
         ("sqlite VALUES", sqlite, Method::Values),
     ];
-    println!("{n} rows of ~90 B per round, batches of {BATCH}, one batch in flight");
-    // RIVUS_BENCH_ONLY=sqlite runs the targets whose name contains it.
-    let only = std::env::var("RIVUS_BENCH_ONLY").unwrap_or_default();
-    for (name, url, method) in targets.iter().filter(|t| t.0.contains(&only)) {
-        for round in 1..=3 {
-            let r = raw(url, n, *method).await;
-            let s = rivus(url, n, *method).await;
-            println!(
-                "{name:16} round {round}: raw sqlx {r:>9.0} rows/s   rivus {s:>9.0} rows/s   ratio {:.2}",
-                s / r
-            );
-        }
+    // RIVUS_BENCH_FILTER=sqlite runs the targets whose label contains it.
+    for (name, url, method) in &targets {
+        compare(
+            &format!("{name}: {n} rows of ~90 B, batches of {BATCH}, one batch in flight"),
+            "rows/s",
+            rounds(5),
+            |_| rt.block_on(raw(url, n, *method)),
+            |_| rt.block_on(rivus(url, n, *method)),
+        );
     }
 }
