@@ -36,6 +36,22 @@ async fn create_index(url: &str, index: &str, body: Value) {
     );
 }
 
+/// Indexes `{"v": n}` with id `n` — except record 77, which carries a string where the
+/// mapping of the test indexes wants a number.
+fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n: u64) {
+    let v = if n == 77 {
+        json!("seventy-seven")
+    } else {
+        json!(n)
+    };
+    idx.add(DocRequest::Index {
+        index: index.to_owned(),
+        id: Some(n.to_string()),
+        routing: None,
+        doc: json!({ "v": v }),
+    });
+}
+
 /// The numeric `v` fields in `index`, sorted.
 async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
     let mut got: Vec<u64> = all_values(url, index)
@@ -237,18 +253,7 @@ async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() 
             .max_actions(50)
             .failure_policy(policy)
             .build(move |n: &u64, idx| {
-                // Record 77 carries a string where the mapping wants a number.
-                let v = if *n == 77 {
-                    json!("seventy-seven")
-                } else {
-                    json!(n)
-                };
-                idx.add(DocRequest::Index {
-                    index: ix.clone(),
-                    id: Some(n.to_string()),
-                    routing: None,
-                    doc: json!({"v": v}),
-                });
+                index_number(idx, &ix, *n);
                 Ok(())
             })
             .unwrap();
@@ -594,17 +599,7 @@ async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
         .failure_policy(ErrorPolicy::Skip)
         .failure_handler(handler)
         .build(move |n: &u64, idx| {
-            let v = if *n == 77 {
-                json!("seventy-seven")
-            } else {
-                json!(n)
-            };
-            idx.add(DocRequest::Index {
-                index: ix.clone(),
-                id: Some(n.to_string()),
-                routing: None,
-                doc: json!({"v": v}),
-            });
+            index_number(idx, &ix, *n);
             // Record 120 also tries to create document 5 again: 409.
             if *n == 120 {
                 idx.add(DocRequest::Create {

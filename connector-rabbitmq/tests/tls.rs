@@ -46,9 +46,16 @@ async fn amqps_refuses_a_missing_client_certificate_or_an_unknown_ca() {
     let no_cert = AmqpConfig::new(config.uri.clone()).with_ca_file(d.join("ca.crt"));
     let no_ca = AmqpConfig::new(config.uri.clone())
         .with_client_cert(d.join("client.crt"), d.join("client.key"));
+    // With TLS 1.3 the broker checks the client certificate after the client has finished its
+    // half of the handshake: the refusal arrives as an alert or, when the broker closes first,
+    // as a reset connection.
     for (what, cfg, why) in [
-        ("no client certificate", no_cert, "CertificateRequired"),
-        ("unknown CA", no_ca, "UnknownIssuer"),
+        (
+            "no client certificate",
+            no_cert,
+            &["CertificateRequired", "reset by peer", "Broken pipe"][..],
+        ),
+        ("unknown CA", no_ca, &["UnknownIssuer"][..]),
     ] {
         let cfg = AmqpConfig {
             connect_timeout: std::time::Duration::from_secs(10),
@@ -63,7 +70,7 @@ async fn amqps_refuses_a_missing_client_certificate_or_an_unknown_ca() {
             .await
             .expect_err(what);
         let text = err.to_string();
-        assert!(text.contains(why), "{what}: {text}");
+        assert!(why.iter().any(|w| text.contains(w)), "{what}: {text}");
         assert!(text.contains("127.0.0.1:5671"), "{what}: {text}");
         assert!(
             !text.contains("guest:guest"),

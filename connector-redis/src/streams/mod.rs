@@ -300,7 +300,8 @@ impl<T: Send + 'static> StreamsSource<T> {
         }
     }
 
-    /// Files checkpoint events without acknowledging (while disconnected).
+    /// Files checkpoint events: entries emitted before a trigger wait for its checkpoint, and
+    /// those of completed checkpoints join `unacked` (acknowledged by the next `ack`).
     fn file_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) {
         for ev in events {
             match ev {
@@ -322,25 +323,11 @@ impl<T: Send + 'static> StreamsSource<T> {
         }
     }
 
+    /// Files the events, then acknowledges every entry whose checkpoint completed.
     async fn on_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) -> Result<()> {
-        for ev in events {
-            match ev {
-                CheckpointEvent::Triggered(id) => {
-                    let done = std::mem::take(&mut self.since_trigger);
-                    if !done.is_empty() {
-                        self.pending.insert(id, done);
-                    }
-                }
-                CheckpointEvent::Completed { id, .. } => {
-                    let upto: Vec<u64> = self.pending.range(..=id).map(|(c, _)| *c).collect();
-                    let mut entries = Vec::new();
-                    for c in upto {
-                        entries.extend(self.pending.remove(&c).unwrap_or_default());
-                    }
-                    self.ack(entries).await?;
-                }
-                CheckpointEvent::Aborted(_) => {}
-            }
+        self.file_events(events);
+        if !self.unacked.is_empty() {
+            self.ack(Vec::new()).await?;
         }
         Ok(())
     }
