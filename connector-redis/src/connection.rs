@@ -171,6 +171,32 @@ impl Endpoint {
         }))
     }
 
+    /// The client of a one-server endpoint, with its TLS files (pub/sub needs it: a cluster
+    /// connection does not subscribe).
+    pub(crate) fn single_client(&self, field: &str) -> Result<redis::Client> {
+        self.validate(field)?;
+        if self.cluster {
+            return Err(Error::config(
+                format!("{field}.url"),
+                "needs one server, not a cluster",
+            ));
+        }
+        if self.urls[0].starts_with("rediss://") {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let url = self.urls[0].as_str();
+        let failed = |e: redis::RedisError| {
+            Error::connector(
+                format!("redis: connecting to {}", self.describe()),
+                redact(&e.to_string()),
+            )
+        };
+        match self.certificates(field)? {
+            Some(c) => redis::Client::build_with_tls(url, c).map_err(failed),
+            None => redis::Client::open(url).map_err(failed),
+        }
+    }
+
     /// Opens a connection with these settings for your own commands (checks, setup, reading
     /// back what a job wrote).
     pub async fn open(&self) -> Result<RedisConnection> {
@@ -205,11 +231,7 @@ impl Endpoint {
                 client.get_async_connection().await.map_err(failed)?,
             ));
         }
-        let url = self.urls[0].as_str();
-        let client = match certs {
-            Some(c) => redis::Client::build_with_tls(url, c).map_err(failed)?,
-            None => redis::Client::open(url).map_err(failed)?,
-        };
+        let client = self.single_client(field)?;
         if managed {
             let cfg = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.connect_timeout))

@@ -9,14 +9,14 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
-use crate::redact;
+use crate::connection::Endpoint;
 
 type Decoder<T> = dyn Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync;
 
 /// Subscribes to channels and patterns; every subtask receives every message (pub/sub fans
 /// out), so run it with parallelism 1 unless duplicates across subtasks are wanted.
 pub struct PubSubSource<T> {
-    url: String,
+    endpoint: Endpoint,
     channels: Vec<String>,
     patterns: Vec<String>,
     policy: ErrorPolicy,
@@ -26,7 +26,7 @@ pub struct PubSubSource<T> {
 impl<T> Clone for PubSubSource<T> {
     fn clone(&self) -> Self {
         PubSubSource {
-            url: self.url.clone(),
+            endpoint: self.endpoint.clone(),
             channels: self.channels.clone(),
             patterns: self.patterns.clone(),
             policy: self.policy.clone(),
@@ -38,7 +38,7 @@ impl<T> Clone for PubSubSource<T> {
 impl<T> std::fmt::Debug for PubSubSource<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PubSubSource")
-            .field("url", &redact(&self.url))
+            .field("endpoint", &self.endpoint)
             .field("channels", &self.channels)
             .field("patterns", &self.patterns)
             .finish()
@@ -46,17 +46,24 @@ impl<T> std::fmt::Debug for PubSubSource<T> {
 }
 
 impl<T: Send + 'static> PubSubSource<T> {
-    /// A source subscribed to `channels` and `patterns` (`PSUBSCRIBE` globs) at `url`;
-    /// `decode` gets the channel name and the payload.
+    /// A source subscribed to `channels` and `patterns` (`PSUBSCRIBE` globs) on one server
+    /// (a URL, or an [`Endpoint`] with TLS files; not a cluster); `decode` gets the channel
+    /// name and the payload.
     pub fn new(
-        url: impl Into<String>,
+        endpoint: impl Into<Endpoint>,
         channels: Vec<String>,
         patterns: Vec<String>,
         policy: ErrorPolicy,
         decode: impl Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<Self> {
-        let url = url.into();
-        crate::open_client(&url, "source.redis_pubsub")?;
+        let endpoint = endpoint.into();
+        endpoint.validate("source.redis_pubsub")?;
+        if endpoint.is_cluster() {
+            return Err(Error::config(
+                "source.redis_pubsub.url",
+                "pub/sub needs one server, not a cluster",
+            ));
+        }
         if channels.is_empty() && patterns.is_empty() {
             return Err(Error::config(
                 "source.redis_pubsub.channels",
@@ -64,7 +71,7 @@ impl<T: Send + 'static> PubSubSource<T> {
             ));
         }
         Ok(PubSubSource {
-            url,
+            endpoint,
             channels,
             patterns,
             policy,
@@ -93,11 +100,11 @@ impl<T: Send + 'static> SourceFunction for PubSubSource<T> {
     async fn run(&mut self, ctx: &mut SourceContext<T, ()>) -> Result<()> {
         let what = |e: redis::RedisError| {
             Error::connector(
-                format!("redis pub/sub {}", redact(&self.url)),
-                redact(&e.to_string()),
+                format!("redis pub/sub {}", self.endpoint.describe()),
+                crate::redact(&e.to_string()),
             )
         };
-        let client = crate::open_client(&self.url, "source.redis_pubsub")?;
+        let client = self.endpoint.single_client("source.redis_pubsub")?;
         let mut pubsub = client.get_async_pubsub().await.map_err(what)?;
         for c in &self.channels {
             pubsub.subscribe(c).await.map_err(what)?;

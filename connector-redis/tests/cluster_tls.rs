@@ -154,3 +154,25 @@ async fn tls_refuses_a_missing_client_certificate_or_an_unknown_ca() {
         .unwrap_err();
     assert!(err.to_string().contains("connecting"), "{err}");
 }
+
+/// Pub/sub over TLS with the client certificate; messages published on the plain port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_pubsub_source_receives_published_messages() {
+    let (Some(endpoint), Some(plain)) = (tls(), require(Service::Redis)) else {
+        return;
+    };
+    common::pubsub_roundtrip(endpoint, &plain).await;
+}
+
+#[test]
+fn pubsub_refuses_a_cluster() {
+    let err = rivus_connector_redis::PubSubSource::new(
+        Endpoint::cluster(["redis://127.0.0.1:7001/"]),
+        vec!["c".into()],
+        vec![],
+        rivus_core::error_policy::ErrorPolicy::Fail,
+        |_, p| Ok(p.len()),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("source.redis_pubsub.url"), "{err}");
+}

@@ -4,7 +4,7 @@ use redis::AsyncCommands;
 use rivus_connector_redis::{RedisCommand, RedisSink, StreamsSource};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
-use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
+use rivus_core::schema::SchemaError;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::suite::{SinkSuite, SourceSuite};
 
@@ -117,68 +117,10 @@ fn bad_configuration_is_refused_with_the_field_path() {
 /// Pub/sub: subscribed messages arrive in order; declared at-most-once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pubsub_source_receives_published_messages() {
-    use rivus_connector_redis::PubSubSource;
-
     let Some(url) = require(Service::Redis) else {
         return;
     };
-    let channel = unique_name("chan");
-    let source = PubSubSource::new(
-        &url,
-        vec![channel.clone()],
-        vec![],
-        ErrorPolicy::Skip,
-        |_, payload| StringSchema.deserialize(payload, &"pubsub"),
-    )
-    .unwrap();
-    assert_eq!(
-        rivus_core::SourceFunction::delivery_guarantee(&source),
-        DeliveryGuarantee::AtMostOnce
-    );
-    let sink = rivus_testkit::CollectingSink::<String>::new();
-    let job = Pipeline::new("pubsub")
-        .source("redis", 1, |_| source.clone())
-        .sink("collect", 1, |i| sink.for_subtask(i))
-        .unwrap();
-    let handle = job.handle();
-    let running = tokio::spawn(job.run());
-    let mut c = con(&url).await;
-    // PUBLISH answers how many subscribers got it: wait for ours to be subscribed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let n: i64 = c.publish(&channel, "probe").await.unwrap();
-        if n >= 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the source never subscribed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let _: i64 = c.publish(&channel, &[0xffu8, 0xfe][..]).await.unwrap(); // undecodable: skipped
-    for i in 0..100 {
-        let _: i64 = c.publish(&channel, format!("m{i:03}")).await.unwrap();
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while sink.values().iter().filter(|v| v.starts_with('m')).count() < 100 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "messages did not arrive"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    handle.stop();
-    running.await.unwrap().unwrap();
-    let got: Vec<String> = sink
-        .values()
-        .into_iter()
-        .filter(|v| v.starts_with('m'))
-        .collect();
-    assert_eq!(
-        got,
-        (0..100).map(|i| format!("m{i:03}")).collect::<Vec<_>>()
-    );
+    common::pubsub_roundtrip(url.as_str().into(), &url).await;
 }
 
 /// Entries delivered to a consumer that no longer exists (a subtask of an earlier run with a

@@ -146,3 +146,71 @@ impl SinkExternal for ListCtx {
         false // several subtasks push into the lists
     }
 }
+
+/// Subscribes a pub/sub source through `endpoint`, publishes through `plain_url` (after the
+/// subscription is seen), and checks that 100 messages arrive in order and an undecodable one
+/// is skipped; the source declares at-most-once.
+pub async fn pubsub_roundtrip(endpoint: Endpoint, plain_url: &str) {
+    use rivus_connector_redis::PubSubSource;
+    let channel = unique_name("chan");
+    let source = PubSubSource::new(
+        endpoint,
+        vec![channel.clone()],
+        vec![],
+        ErrorPolicy::Skip,
+        |_, payload| StringSchema.deserialize(payload, &"pubsub"),
+    )
+    .unwrap();
+    assert_eq!(
+        rivus_core::SourceFunction::delivery_guarantee(&source),
+        DeliveryGuarantee::AtMostOnce
+    );
+    let sink = rivus_testkit::CollectingSink::<String>::new();
+    let job = Pipeline::new("pubsub")
+        .source("redis", 1, |_| source.clone())
+        .sink("collect", 1, |i| sink.for_subtask(i))
+        .unwrap();
+    let handle = job.handle();
+    let running = tokio::spawn(job.run());
+    let mut c = redis::Client::open(plain_url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // PUBLISH answers how many subscribers got it: wait for ours to be subscribed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let n: i64 = c.publish(&channel, "probe").await.unwrap();
+        if n >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the source never subscribed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let _: i64 = c.publish(&channel, &[0xffu8, 0xfe][..]).await.unwrap(); // undecodable: skipped
+    for i in 0..100 {
+        let _: i64 = c.publish(&channel, format!("m{i:03}")).await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while sink.values().iter().filter(|v| v.starts_with('m')).count() < 100 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "messages did not arrive"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    handle.stop();
+    running.await.unwrap().unwrap();
+    let got: Vec<String> = sink
+        .values()
+        .into_iter()
+        .filter(|v| v.starts_with('m'))
+        .collect();
+    assert_eq!(
+        got,
+        (0..100).map(|i| format!("m{i:03}")).collect::<Vec<_>>()
+    );
+}
