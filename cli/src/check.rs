@@ -71,23 +71,23 @@ async fn jdbc(url: &str, table: Option<&str>) -> Result<String, String> {
     }
 }
 
-async fn rabbitmq(uri: &str) -> Result<String, String> {
-    let connect = lapin::Connection::connect(uri, lapin::ConnectionProperties::default());
-    let conn = tokio::time::timeout(Duration::from_secs(5), connect)
-        .await
-        .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| redact_url(&e.to_string()))?;
+async fn rabbitmq(uri: &str, tls: &rivus_core::tls::TlsFiles) -> Result<String, String> {
+    let config = rivus_connector_rabbitmq::AmqpConfig {
+        tls: tls.clone(),
+        connect_timeout: Duration::from_secs(5),
+        ..rivus_connector_rabbitmq::AmqpConfig::new(uri)
+    };
+    config.validate("rabbitmq").map_err(|e| e.to_string())?;
+    let conn = config.connect().await.map_err(|e| e.to_string())?;
     let _ = conn.close(200, "rivus check".into()).await;
     Ok("connected".into())
 }
 
-async fn redis(url: &str) -> Result<String, String> {
-    let client = redis::Client::open(url).map_err(|e| redact_url(&e.to_string()))?;
-    let connect = client.get_multiplexed_async_connection();
-    let mut con = tokio::time::timeout(Duration::from_secs(5), connect)
-        .await
-        .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| redact_url(&e.to_string()))?;
+async fn redis(endpoint: rivus_connector_redis::Endpoint) -> Result<String, String> {
+    let endpoint = endpoint
+        .connect_timeout(Duration::from_secs(5))
+        .response_timeout(Duration::from_secs(5));
+    let mut con = endpoint.open().await.map_err(|e| e.to_string())?;
     let pong: String = redis::cmd("PING")
         .query_async(&mut con)
         .await
@@ -121,17 +121,19 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             address: bootstrap_servers.clone(),
             outcome: kafka(bootstrap_servers, properties).await,
         },
-        SourceConfig::Rabbitmq { uri, .. } => Reach {
+        SourceConfig::Rabbitmq { uri, tls, .. } => Reach {
             role: "source",
             kind: "rabbitmq",
             address: redact_url(uri),
-            outcome: rabbitmq(uri).await,
+            outcome: rabbitmq(uri, tls).await,
         },
-        SourceConfig::RedisStreams { url, .. } => Reach {
+        SourceConfig::RedisStreams {
+            url, cluster, tls, ..
+        } => Reach {
             role: "source",
             kind: "redis-streams",
             address: redact_url(url),
-            outcome: redis(url).await,
+            outcome: redis(crate::build::redis_endpoint(url, *cluster, tls)).await,
         },
     };
     out.push(source);
@@ -184,17 +186,19 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
                 outcome: elasticsearch(es).await,
             }
         }
-        SinkConfig::Rabbitmq { uri, .. } => Reach {
+        SinkConfig::Rabbitmq { uri, tls, .. } => Reach {
             role: "sink",
             kind: "rabbitmq",
             address: redact_url(uri),
-            outcome: rabbitmq(uri).await,
+            outcome: rabbitmq(uri, tls).await,
         },
-        SinkConfig::Redis { url, .. } => Reach {
+        SinkConfig::Redis {
+            url, cluster, tls, ..
+        } => Reach {
             role: "sink",
             kind: "redis",
             address: redact_url(url),
-            outcome: redis(url).await,
+            outcome: redis(crate::build::redis_endpoint(url, *cluster, tls)).await,
         },
     };
     out.push(sink);

@@ -338,3 +338,77 @@ async fn generated_orders_go_into_a_redis_cluster() {
     }
     assert_eq!(found, 500, "every generated order has its key");
 }
+
+/// `rivus check` reaches Redis over TLS with the client certificate, a Redis Cluster, and
+/// RabbitMQ over AMQPS — and reports a TLS endpoint without the client certificate as FAILED.
+#[test]
+fn check_reaches_tls_and_cluster_endpoints() {
+    let (Some(rediss), Some(cluster), Some(amqps)) = (
+        require(Service::RedisTls),
+        require(Service::RedisCluster),
+        require(Service::RabbitMqTls),
+    ) else {
+        return;
+    };
+    let d = rivus_testkit::services::tls_dir();
+    let files = format!(
+        "tls = {{ ca_file = \"{ca}\", client_cert = \"{crt}\", client_key = \"{key}\" }}",
+        ca = d.join("ca.crt").display(),
+        crt = d.join("client.crt").display(),
+        key = d.join("client.key").display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let run = |source: String, sink: String| {
+        let file = write(
+            dir.path(),
+            "check.toml",
+            &format!("name = \"t\"\n[source]\n{source}\n[sink]\n{sink}\n"),
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["check", &file])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, stdout) = run(
+        format!("type = \"rabbitmq\"\nuri = \"{amqps}\"\nqueues = [\"q\"]\n{files}"),
+        format!("type = \"redis\"\nurl = \"{rediss}\"\ncommand = \"set\"\nkey = \"k\"\n{files}"),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("source rabbitmq (") && stdout.contains("): ok"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("sink redis (") && stdout.contains("): ok, PONG"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("guest:guest"), "{stdout}");
+
+    let (code, stdout) = run(
+        "type = \"generator\"".into(),
+        format!(
+            "type = \"redis\"\nurl = \"{cluster}\"\ncluster = true\ncommand = \"set\"\nkey = \"k\""
+        ),
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("): ok, PONG"), "{stdout}");
+
+    let (code, stdout) = run(
+        "type = \"generator\"".into(),
+        format!(
+            "type = \"redis\"\nurl = \"{rediss}\"\ncommand = \"set\"\nkey = \"k\"\n\
+             tls = {{ ca_file = \"{}\" }}",
+            d.join("ca.crt").display()
+        ),
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("sink redis (") && stdout.contains("FAILED"),
+        "{stdout}"
+    );
+}
