@@ -5,10 +5,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
     KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets, ValueDeserializer,
@@ -22,45 +20,8 @@ use rivus_testkit::{CollectingSink, SequenceSource};
 
 use rivus_testkit::services::unique_name as unique;
 
-async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let r = admin
-        .create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .unwrap();
-    assert!(r[0].is_ok(), "{r:?}");
-}
-
-fn producer(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap()
-}
-
-async fn produce(p: &FutureProducer, topic: &str, partition: i32, values: &[Vec<u8>]) {
-    let sends: Vec<_> = values
-        .iter()
-        .map(|v| {
-            p.send(
-                FutureRecord::<(), [u8]>::to(topic)
-                    .partition(partition)
-                    .payload(v),
-                Duration::from_secs(30),
-            )
-        })
-        .collect();
-    for s in futures::future::join_all(sends).await {
-        s.unwrap();
-    }
-}
+mod common;
+use common::{create_topic, produce, producer};
 
 /// Every value in `topic` (all partitions), read with read_committed up to the current end.
 fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {

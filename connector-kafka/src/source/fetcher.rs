@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::handover::{Handover, ProduceError};
 
+use super::lag::SourceConsumer;
 use super::subscription::Subscription;
 use crate::kafka_err;
 use crate::record::{KafkaDeserializer, KafkaRecord};
@@ -75,19 +76,13 @@ pub(crate) struct Discovery {
     pub known: BTreeSet<(String, i32)>,
 }
 
-/// Publishes the lag of one partition: (topic, partition, lag).
-pub(crate) type LagFn = dyn Fn(&str, i32, i64) + Send;
-
 pub(crate) struct Fetcher<T> {
-    pub consumer: Arc<BaseConsumer>,
+    pub consumer: Arc<SourceConsumer>,
     pub handover: Arc<Handover<FetchBatch<T>>>,
     pub deserializer: Arc<dyn KafkaDeserializer<T>>,
     pub running: Arc<AtomicBool>,
     pub max_batch: usize,
     pub discovery: Option<Discovery>,
-    pub lag: Option<Box<LagFn>>,
-    pub last_read: std::collections::BTreeMap<(String, i32), i64>,
-    pub lag_due: Option<Instant>,
     /// Report positions when the consumer runs dry (bounded sources).
     pub report_positions: bool,
 }
@@ -202,38 +197,10 @@ impl<T: Send + 'static> Fetcher<T> {
             {
                 continue;
             }
-            self.report_lag(&batch);
             match self.handover.produce(batch) {
                 Ok(()) => {}
                 Err(ProduceError::Wakeup(b)) => pending = Some(b),
                 Err(ProduceError::Closed(_)) => return,
-            }
-        }
-    }
-
-    /// Remembers the last offset read per partition and, every 10 s, publishes the lag
-    /// (high watermark minus position) per partition.
-    fn report_lag(&mut self, batch: &FetchBatch<T>) {
-        let mut last = vec![None; batch.partitions.len()];
-        for r in &batch.records {
-            last[r.part] = Some(r.offset);
-        }
-        for (tp, off) in batch.partitions.iter().zip(last) {
-            if let Some(off) = off {
-                self.last_read.insert(tp.clone(), off);
-            }
-        }
-        let Some(lag) = &self.lag else { return };
-        if self.lag_due.is_some_and(|t| Instant::now() < t) {
-            return;
-        }
-        self.lag_due = Some(Instant::now() + Duration::from_secs(10));
-        for ((t, p), off) in &self.last_read {
-            if let Ok((_, high)) = self
-                .consumer
-                .fetch_watermarks(t, *p, Duration::from_secs(1))
-            {
-                lag(t, *p, (high - off - 1).max(0));
             }
         }
     }

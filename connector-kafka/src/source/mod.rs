@@ -1,6 +1,7 @@
 //! [`KafkaSource`]: reads partitions with offsets in checkpointed state (see the crate docs).
 
 mod fetcher;
+mod lag;
 mod offsets;
 mod subscription;
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
@@ -23,6 +24,7 @@ use crate::config::KafkaProperties;
 use crate::kafka_err;
 use crate::record::KafkaDeserializer;
 use fetcher::{Discovery, FetchBatch, Fetcher, Refused};
+use lag::{LagContext, SourceConsumer};
 
 /// Checkpointed positions: `topic/partition` → next offset to read.
 pub type KafkaSourceState = BTreeMap<String, i64>;
@@ -188,7 +190,7 @@ impl KafkaSourceBuilder {
 }
 
 struct Running<T> {
-    consumer: Arc<BaseConsumer>,
+    consumer: Arc<SourceConsumer>,
     handover: Arc<Handover<FetchBatch<T>>>,
     alive: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -308,8 +310,18 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             // set by the user.
             config.set("group.id", format!("rivus-{}", ctx.job_name()));
         }
-        let consumer: BaseConsumer = config
-            .create()
+        if config.get("statistics.interval.ms").is_none() {
+            // The lag gauge comes from librdkafka's statistics, every 10 s.
+            config.set("statistics.interval.ms", "10000");
+        }
+        let lag = LagContext {
+            group: rivus_core::context::MetricsGroup::new(vec![
+                ("job".into(), ctx.job_name().to_owned()),
+                ("subtask".into(), ctx.subtask_index().to_string()),
+            ]),
+        };
+        let consumer: SourceConsumer = config
+            .create_with_context(lag)
             .map_err(|e| s.props.build_error("consumer", e))?;
         let m = ctx.metrics();
         self.running = Some(Running {
@@ -431,8 +443,6 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
             .assign(&tpl)
             .map_err(|e| kafka_err("kafka source: assign", e))?;
 
-        let lag_group =
-            rivus_core::context::MetricsGroup::new(vec![("subtask".into(), subtask.to_string())]);
         let fetcher = Fetcher {
             consumer: Arc::clone(&consumer),
             handover: Arc::clone(&self.running().handover),
@@ -449,14 +459,6 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
                     known: plan.positions.keys().cloned().collect(),
                 }),
             },
-            lag: Some(Box::new(move |t: &str, p: i32, lag: i64| {
-                lag_group
-                    .with_label("partition", tp_key(t, p))
-                    .gauge("rivus_kafka_consumer_lag")
-                    .set(lag as f64);
-            })),
-            last_read: BTreeMap::new(),
-            lag_due: None,
             report_positions: bounded,
         };
         let thread = fetcher

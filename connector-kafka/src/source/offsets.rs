@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
+
+use super::lag::SourceConsumer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::{Error, Result};
 
@@ -54,7 +56,7 @@ pub(crate) fn plan(
     subscription: &Subscription,
     start: &StartOffsets,
     stop: &StopOffsets,
-    consumer: &BaseConsumer,
+    consumer: &SourceConsumer,
     restored: KafkaSourceState,
     subtask: usize,
     parallelism: usize,

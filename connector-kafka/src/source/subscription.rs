@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
+
+use super::lag::SourceConsumer;
 use rdkafka::error::KafkaError;
 
 /// The topics or partitions a [`KafkaSource`](crate::KafkaSource) reads.
@@ -21,7 +23,7 @@ impl Subscription {
     /// The partitions this subscription covers now, sorted.
     pub(crate) fn partitions(
         &self,
-        consumer: &BaseConsumer,
+        consumer: &SourceConsumer,
         timeout: Duration,
     ) -> Result<Vec<(String, i32)>, KafkaError> {
         let mut out = Vec::new();

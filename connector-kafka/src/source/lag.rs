@@ -1,0 +1,77 @@
+//! Per-partition consumer lag from librdkafka's statistics: the client computes it (high
+//! watermark minus position) and hands it over every `statistics.interval.ms` through the
+//! consumer's poll — no blocking metadata calls in the poll loop.
+
+use rdkafka::consumer::{BaseConsumer, ConsumerContext};
+use rdkafka::ClientContext;
+use rivus_core::context::MetricsGroup;
+
+/// The consumer of a Kafka source: librdkafka with the lag-reporting context.
+pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
+
+/// Publishes `rivus_kafka_consumer_lag{partition="topic/p"}` from each statistics report.
+pub(crate) struct LagContext {
+    pub group: MetricsGroup,
+}
+
+impl ClientContext for LagContext {
+    /// Reads only the offsets it needs from the statistics JSON (see [`lag_of`]), so fields a
+    /// librdkafka version adds or drops do not matter.
+    fn stats_raw(&self, statistics: &[u8]) {
+        let Ok(stats) = serde_json::from_slice::<serde_json::Value>(statistics) else {
+            tracing::debug!("kafka source: unreadable statistics");
+            return;
+        };
+        let Some(topics) = stats["topics"].as_object() else {
+            return;
+        };
+        for (topic, t) in topics {
+            let Some(partitions) = t["partitions"].as_object() else {
+                continue;
+            };
+            for (partition, p) in partitions {
+                // Partition -1 is librdkafka's internal one.
+                let Some(partition) = partition.parse::<i32>().ok().filter(|p| *p >= 0) else {
+                    continue;
+                };
+                let Some(lag) = lag_of(p) else { continue };
+                self.group
+                    .with_label("partition", super::tp_key(topic, partition))
+                    .gauge("rivus_kafka_consumer_lag")
+                    .set(lag as f64);
+            }
+        }
+    }
+}
+
+impl ConsumerContext for LagContext {}
+
+/// The end a consumer can read to (the last stable offset under `read_committed`, else the
+/// high watermark) minus the next offset the consumer thread takes from librdkafka (its
+/// `app_offset`; before the first record, the fetch position less what is queued locally).
+/// librdkafka's own `consumer_lag` counts from the committed offset, which rivus commits only
+/// when a checkpoint completes. `None` while the partition is not fetched yet.
+fn lag_of(p: &serde_json::Value) -> Option<i64> {
+    let get = |k: &str| p[k].as_i64().filter(|v| *v >= 0);
+    let end = get("ls_offset").or_else(|| get("hi_offset"))?;
+    let position =
+        get("app_offset").or_else(|| Some(get("next_offset")? - get("fetchq_cnt").unwrap_or(0)))?;
+    Some((end - position).max(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn lag_from_the_statistics_fields() {
+        let p = json!({"app_offset": 15000, "hi_offset": 20000, "ls_offset": 19990,
+                       "next_offset": 20000, "fetchq_cnt": 5001});
+        assert_eq!(super::lag_of(&p), Some(4990));
+        let before = json!({"app_offset": -1001, "hi_offset": 100, "ls_offset": -1001,
+                            "next_offset": 60, "fetchq_cnt": 60});
+        assert_eq!(super::lag_of(&before), Some(100));
+        let unknown = json!({"app_offset": -1001, "hi_offset": -1001, "ls_offset": -1001});
+        assert_eq!(super::lag_of(&unknown), None);
+    }
+}
