@@ -171,30 +171,44 @@ impl Endpoint {
         }))
     }
 
+    /// Checks the settings and reads the TLS files, once per connection.
+    fn prepare(&self, field: &str) -> Result<Option<TlsCertificates>> {
+        self.validate(field)?;
+        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
+            // rustls needs a process-wide crypto provider; ring unless the program chose one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        self.certificates(field)
+    }
+
+    fn failed(&self, e: redis::RedisError) -> Error {
+        Error::connector(
+            format!("redis: connecting to {}", self.describe()),
+            redact(&e.to_string()),
+        )
+    }
+
+    /// The client of a one-server endpoint.
+    fn client(&self, certs: Option<TlsCertificates>) -> Result<redis::Client> {
+        let url = self.urls[0].as_str();
+        match certs {
+            Some(c) => redis::Client::build_with_tls(url, c),
+            None => redis::Client::open(url),
+        }
+        .map_err(|e| self.failed(e))
+    }
+
     /// The client of a one-server endpoint, with its TLS files (pub/sub needs it: a cluster
     /// connection does not subscribe).
     pub(crate) fn single_client(&self, field: &str) -> Result<redis::Client> {
-        self.validate(field)?;
+        let certs = self.prepare(field)?;
         if self.cluster {
             return Err(Error::config(
                 format!("{field}.url"),
                 "needs one server, not a cluster",
             ));
         }
-        if self.urls[0].starts_with("rediss://") {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let url = self.urls[0].as_str();
-        let failed = |e: redis::RedisError| {
-            Error::connector(
-                format!("redis: connecting to {}", self.describe()),
-                redact(&e.to_string()),
-            )
-        };
-        match self.certificates(field)? {
-            Some(c) => redis::Client::build_with_tls(url, c).map_err(failed),
-            None => redis::Client::open(url).map_err(failed),
-        }
+        self.client(certs)
     }
 
     /// Opens a connection with these settings for your own commands (checks, setup, reading
@@ -207,18 +221,8 @@ impl Endpoint {
     /// sink); otherwise a plain multiplexed one (the Streams source reconnects on its own
     /// terms). Cluster connections always reconnect to nodes by themselves.
     pub(crate) async fn connect(&self, field: &str, managed: bool) -> Result<RedisConnection> {
-        self.validate(field)?;
-        if self.urls.iter().any(|u| u.starts_with("rediss://")) {
-            // rustls needs a process-wide crypto provider; ring unless the program chose one.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let certs = self.certificates(field)?;
-        let failed = |e: redis::RedisError| {
-            Error::connector(
-                format!("redis: connecting to {}", self.describe()),
-                redact(&e.to_string()),
-            )
-        };
+        let certs = self.prepare(field)?;
+        let failed = |e| self.failed(e);
         if self.cluster {
             let mut b = ClusterClientBuilder::new(self.urls.clone())
                 .connection_timeout(self.connect_timeout)
@@ -231,7 +235,7 @@ impl Endpoint {
                 client.get_async_connection().await.map_err(failed)?,
             ));
         }
-        let client = self.single_client(field)?;
+        let client = self.client(certs)?;
         if managed {
             let cfg = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.connect_timeout))
