@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use elasticsearch::http::transport::Transport;
 use elasticsearch::indices::IndicesRefreshParts;
@@ -34,14 +34,12 @@ async fn count(url: &str, index: &str) -> u64 {
 }
 
 async fn wait_for(url: &str, index: &str, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while count(url, index).await < n {
-        assert!(
-            Instant::now() < deadline,
-            "fewer than {n} documents arrived"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    rivus_testkit::wait::until(
+        Duration::from_secs(180),
+        || async { count(url, index).await >= n },
+        || format!("fewer than {n} documents arrived"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

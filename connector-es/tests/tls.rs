@@ -96,14 +96,12 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         .unwrap_err();
     // The front counts the refusal when its side of the handshake ends, which may be just
     // after the client has given up.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while front.refused() <= before {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the front refused no handshake"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    rivus_testkit::wait::until(
+        std::time::Duration::from_secs(10),
+        || async { front.refused() > before },
+        || "the front refused no handshake",
+    )
+    .await;
     assert!(err.to_string().contains("bulk"), "{err}");
 }
 

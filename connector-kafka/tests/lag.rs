@@ -1,7 +1,7 @@
 //! The per-partition lag gauge, from librdkafka's statistics, against the real broker (alone
 //! in its file: it installs the process's metrics recorder).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rivus_connector_kafka::{KafkaSource, StartOffsets, ValueDeserializer};
@@ -34,18 +34,13 @@ fn lag_of(snap: &Snapshotter, topic: &str) -> Option<f64> {
 
 /// Waits (up to 60 s) until the gauge satisfies `ok`; returns its value.
 async fn wait_for_lag(snap: &Snapshotter, topic: &str, ok: impl Fn(f64) -> bool) -> f64 {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = lag_of(snap, topic).filter(|v| ok(*v)) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "lag gauge of {topic}: {:?}",
-            lag_of(snap, topic)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    rivus_testkit::wait::until(
+        Duration::from_secs(60),
+        || async { lag_of(snap, topic).is_some_and(&ok) },
+        || format!("lag gauge of {topic}: {:?}", lag_of(snap, topic)),
+    )
+    .await;
+    lag_of(snap, topic).expect("just seen")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,15 +79,12 @@ async fn lag_is_reported_per_partition_and_falls_to_zero() {
 
     let behind = wait_for_lag(&snap, &topic, |v| v > 0.0).await;
     assert!(behind <= 20_000.0, "lag {behind} above the records written");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while sink.values().len() < 20_000 {
-        assert!(
-            Instant::now() < deadline,
-            "{} of 20000",
-            sink.values().len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    rivus_testkit::wait::until(
+        Duration::from_secs(60),
+        || async { sink.values().len() >= 20_000 },
+        || format!("{} of 20000", sink.values().len()),
+    )
+    .await;
     wait_for_lag(&snap, &topic, |v| v == 0.0).await;
     handle.stop();
     running.await.unwrap().unwrap();

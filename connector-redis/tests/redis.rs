@@ -130,7 +130,7 @@ async fn pubsub_source_receives_published_messages() {
 async fn pending_entries_of_a_gone_consumer_are_claimed_and_emitted() {
     use rivus_testkit::{TransactionalSink, TxnStore};
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let Some(url) = require(Service::Redis) else {
         return;
@@ -171,15 +171,12 @@ async fn pending_entries_of_a_gone_consumer_are_claimed_and_emitted() {
         .unwrap();
     let handle = job.handle();
     let running = tokio::spawn(job.run());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while store.committed().len() < 100 {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of 100 entries arrived",
-            store.committed().len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    rivus_testkit::wait::until(
+        Duration::from_secs(60),
+        || async { store.committed().len() >= 100 },
+        || format!("only {} of 100 entries arrived", store.committed().len()),
+    )
+    .await;
     handle.stop();
     running.await.unwrap().unwrap();
     let mut got = store.committed();

@@ -3,7 +3,7 @@
 //! short left in its pending list, and every entry arrives exactly once.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rivus_connector_redis::StreamsSource;
 use rivus_core::prelude::*;
@@ -66,14 +66,12 @@ async fn streams_source_reconnects_after_a_server_restart_exactly_once() {
     let wait_for = |n: usize| {
         let store = store.clone();
         async move {
-            let deadline = Instant::now() + Duration::from_secs(120);
-            while store.committed().len() < n {
-                assert!(
-                    Instant::now() < deadline,
-                    "fewer than {n} entries committed"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            rivus_testkit::wait::until(
+                Duration::from_secs(120),
+                || async { store.committed().len() >= n },
+                || format!("fewer than {n} entries committed"),
+            )
+            .await
         }
     };
     wait_for(1000).await;

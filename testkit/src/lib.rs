@@ -22,6 +22,7 @@ mod source;
 pub mod suite;
 pub mod tls_front;
 mod transactional;
+pub mod wait;
 
 pub use counting::CountingSink;
 pub use memory_log::{LogPositions, LogSource, MemoryLog};

@@ -178,30 +178,29 @@ pub async fn pubsub_roundtrip(endpoint: Endpoint, plain_url: &str) {
         .await
         .unwrap();
     // PUBLISH answers how many subscribers got it: wait for ours to be subscribed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let n: i64 = c.publish(&channel, "probe").await.unwrap();
-        if n >= 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the source never subscribed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    rivus_testkit::wait::until(
+        std::time::Duration::from_secs(30),
+        || {
+            let mut c = c.clone();
+            let channel = channel.clone();
+            async move {
+                let n: i64 = c.publish(&channel, "probe").await.unwrap();
+                n >= 1
+            }
+        },
+        || "the source never subscribed",
+    )
+    .await;
     let _: i64 = c.publish(&channel, &[0xffu8, 0xfe][..]).await.unwrap(); // undecodable: skipped
     for i in 0..100 {
         let _: i64 = c.publish(&channel, format!("m{i:03}")).await.unwrap();
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while sink.values().iter().filter(|v| v.starts_with('m')).count() < 100 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "messages did not arrive"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    rivus_testkit::wait::until(
+        std::time::Duration::from_secs(30),
+        || async { sink.values().iter().filter(|v| v.starts_with('m')).count() >= 100 },
+        || "messages did not arrive",
+    )
+    .await;
     handle.stop();
     running.await.unwrap().unwrap();
     let got: Vec<String> = sink

@@ -1,0 +1,45 @@
+//! Waiting in tests for something another task or a server does: poll a condition until it
+//! holds, with a deadline that fails the test and says what never happened — never a bare
+//! sleep hoping it is long enough.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Polls `check` every 50 ms until it returns true; panics with `what()` once `timeout` has
+/// passed (the message is built then, so it can report the latest state).
+pub async fn until<F, Fut, M>(timeout: Duration, mut check: F, what: impl Fn() -> M)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+    M: std::fmt::Display,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn returns_once_the_condition_holds() {
+        let n = AtomicUsize::new(0);
+        until(
+            Duration::from_secs(5),
+            || async { n.fetch_add(1, Ordering::Relaxed) >= 2 },
+            || "never",
+        )
+        .await;
+        assert_eq!(n.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "still 0")]
+    async fn fails_with_the_message_after_the_deadline() {
+        until(Duration::from_millis(120), || async { false }, || "still 0").await;
+    }
+}
