@@ -116,6 +116,31 @@ impl SqlValue {
         }
     }
 
+    /// Whether `v` converts for a column of `class` (without converting it); the error says
+    /// what was expected.
+    pub fn check(v: &Value, class: Class) -> Result<(), String> {
+        match (class, v) {
+            (_, Value::Null)
+            | (Class::Text | Class::Any | Class::Bytes, Value::String(_))
+            | (Class::Int | Class::Float | Class::Any, Value::Number(_))
+            | (Class::Bool | Class::Any, Value::Bool(_)) => {
+                // Integers still need a range check.
+                if class == Class::Int {
+                    return Self::convert(v, class).map(drop);
+                }
+                Ok(())
+            }
+            (Class::Text | Class::Any, _) => Ok(()),
+            _ => Self::convert(v, class).map(drop),
+        }
+    }
+
+    /// Converts a value [`check`](SqlValue::check) accepted.
+    pub fn convert_checked(v: Value, class: Class) -> Self {
+        Self::convert_owned(v, class)
+            .unwrap_or_else(|(e, _)| unreachable!("a checked value failed to convert: {e}"))
+    }
+
     /// Back to JSON (for dead letters and error messages).
     pub fn to_json(&self) -> Value {
         match self {
@@ -178,6 +203,47 @@ mod tests {
             SqlValue::convert(&json!(1.5), Class::Any),
             Ok(SqlValue::Float(Some(1.5)))
         );
+    }
+
+    #[test]
+    fn check_agrees_with_convert() {
+        let values = [
+            json!(null),
+            json!(42),
+            json!(-1.5),
+            json!(2.0),
+            json!(1e300),
+            json!(true),
+            json!("7"),
+            json!("t"),
+            json!("x"),
+            json!([1, 2]),
+            json!([300]),
+            json!({"a": 1}),
+        ];
+        for class in [
+            Class::Int,
+            Class::Float,
+            Class::Bool,
+            Class::Text,
+            Class::Bytes,
+            Class::Any,
+        ] {
+            for v in &values {
+                let converted = SqlValue::convert(v, class);
+                assert_eq!(
+                    SqlValue::check(v, class),
+                    converted.clone().map(drop),
+                    "{v} as {class:?}"
+                );
+                if converted.is_ok() {
+                    assert_eq!(
+                        SqlValue::convert_checked(v.clone(), class),
+                        converted.unwrap()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -223,6 +223,54 @@ async fn bounded_in_flight_and_flush_waits_for_in_flight() {
     assert_eq!(rec.max_in_flight.load(Ordering::SeqCst), 2);
 }
 
+/// Waits (at most 5 s) until `done`.
+async fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A sender that ends its bulk while the buffer is full takes the next bulk itself: the bulk
+/// leaves even if the task adding requests is not running (here: its `add` is never polled
+/// again until the end).
+#[tokio::test]
+async fn a_finished_sender_takes_the_next_full_bulk() {
+    let gate = Arc::new(Semaphore::new(0));
+    let rec = Recorder {
+        gate: Some(Arc::clone(&gate)),
+        ..Default::default()
+    };
+    let bp = BulkProcessor::new("t", config(2, 0, None), rec.clone()).unwrap();
+    bp.add_all([1, 2, 3]).await.unwrap();
+    wait_for("[1, 2] being sent", || {
+        rec.in_flight.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let mut fourth = std::pin::pin!(bp.add(4));
+    assert!(
+        futures::poll!(fourth.as_mut()).is_pending(),
+        "the buffer is full and the only slot is taken"
+    );
+    gate.add_permits(1);
+    wait_for("[3, 4] sent by the sender of [1, 2]", || {
+        rec.bulks().len() == 1 && rec.in_flight.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(bp.buffered(), 0, "the sender took [3, 4] from the buffer");
+    gate.add_permits(1);
+    fourth.await.unwrap();
+    bp.add(5).await.unwrap();
+    gate.add_permits(1);
+    bp.flush().await.unwrap();
+    assert_eq!(rec.bulks(), vec![vec![1, 2], vec![3, 4], vec![5]]);
+    assert_eq!(rec.max_in_flight.load(Ordering::SeqCst), 1);
+}
+
 #[test]
 fn unbounded_config_is_refused() {
     let err = config(0, 0, None).validate("sink.bulk").unwrap_err();

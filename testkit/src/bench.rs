@@ -39,7 +39,8 @@ impl Comparison {
 /// Runs `raw` and `rivus` (each returns its throughput in `unit`) `rounds` times, alternating
 /// the order, printing a row per round and then the median ratio under `label`. With
 /// `RIVUS_BENCH_FILTER` set, comparisons whose label does not contain it are skipped (no
-/// rounds, an empty result).
+/// rounds, an empty result). With `RIVUS_BENCH_ONLY=raw` or `rivus` only that side runs (to
+/// profile it alone); the ratios are then NaN.
 pub fn compare(
     label: &str,
     unit: &str,
@@ -61,8 +62,16 @@ pub fn compare(
         "ratio"
     );
     let mut out = Vec::new();
+    let only = std::env::var("RIVUS_BENCH_ONLY").ok();
     for round in 0..rounds {
-        let (r, s) = if round % 2 == 0 {
+        // One side alone, for a profiler: the other side's figure is NaN.
+        let (r, s) = if let Some(side) = only.as_deref() {
+            match side {
+                "raw" => (raw(round), f64::NAN),
+                "rivus" => (f64::NAN, rivus(round)),
+                other => panic!("RIVUS_BENCH_ONLY is `raw` or `rivus`, not `{other}`"),
+            }
+        } else if round % 2 == 0 {
             let r = raw(round);
             (r, rivus(round))
         } else {

@@ -172,6 +172,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             )),
             handler: handler.clone(),
             txn: s.exactly_once.then(|| tokio::sync::Mutex::new(None)),
+            kept: std::sync::Mutex::new(Vec::new()),
             rows: metrics.counter("rivus_jdbc_rows_total"),
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
         });

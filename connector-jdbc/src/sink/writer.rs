@@ -47,6 +47,10 @@ pub(crate) struct Writer {
     pub handler: ErrorHandler,
     /// The open transaction of the current checkpoint (exactly-once mode only).
     pub txn: Option<tokio::sync::Mutex<Option<Conn>>>,
+    /// Connections kept between batches, last used on top. The pool hands out its idle
+    /// connections in turn; a batch on the connection the previous one used finds its caches
+    /// warm (SQLite's page cache is per connection and goes stale whenever another one writes).
+    pub kept: std::sync::Mutex<Vec<Conn>>,
     pub rows: metrics::Counter,
     pub refused: metrics::Counter,
 }
@@ -271,8 +275,10 @@ impl Writer {
     }
 
     /// Drops the open transaction (at close, after a failure): its connection is closed, so
-    /// the database rolls it back. Without this the pool could never close.
+    /// the database rolls it back; kept connections go back to the pool. Without this the
+    /// pool could never close.
     pub async fn abandon_open(&self) {
+        self.kept.lock().unwrap().clear();
         if let Some(slot) = &self.txn {
             if let Some(conn) = slot.lock().await.take() {
                 conn.discard();
@@ -301,18 +307,23 @@ impl BulkSender<Change> for Writer {
     async fn send(&self, items: Vec<Change>) -> SendOutcome<Change> {
         let dialect = self.plan.dialect;
         let Some(slot) = &self.txn else {
-            let mut conn = match self.pool.acquire().await {
-                Ok(c) => c,
-                Err(e) => {
-                    return SendOutcome::Retry {
-                        items,
-                        reason: describe(&e),
+            let kept = self.kept.lock().unwrap().pop();
+            let mut conn = match kept {
+                Some(c) => c,
+                None => match self.pool.acquire().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return SendOutcome::Retry {
+                            items,
+                            reason: describe(&e),
+                        }
                     }
-                }
+                },
             };
             return match self.write_autocommit(&mut conn, &items).await {
                 Ok(()) => {
                     self.rows.increment(items.len() as u64);
+                    self.kept.lock().unwrap().push(conn);
                     SendOutcome::Done
                 }
                 Err(WriteError::Sql(e)) if classify(dialect, &e) == Fault::Retry => {

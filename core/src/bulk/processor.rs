@@ -28,6 +28,8 @@ struct Shared<R> {
     permits: Arc<Semaphore>,
     in_flight: AtomicUsize,
     idle: Notify,
+    /// A full buffer was taken, or a slot freed.
+    room: Notify,
     next_id: AtomicU64,
     failure: Mutex<Failure>,
 }
@@ -103,6 +105,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
             }),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
+            room: Notify::new(),
             next_id: AtomicU64::new(1),
             failure: Mutex::new(Failure::default()),
             config,
@@ -139,7 +142,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
             self.shared.full(&b)
         };
         if full {
-            self.shared.dispatch().await;
+            self.shared.make_room().await;
         }
         Ok(())
     }
@@ -162,7 +165,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
                 full
             };
             if full {
-                self.shared.dispatch().await;
+                self.shared.make_room().await;
                 self.shared.check_failed()?;
             }
         }
@@ -240,6 +243,49 @@ impl<R: Send + 'static> Shared<R> {
         }
     }
 
+    /// Waits until the (full) buffer is taken: by this task when a slot is free, or by a
+    /// sender that just finished its bulk — that sender goes straight on with it, so the next
+    /// bulk leaves without waiting for this task to be scheduled.
+    async fn make_room(self: &Arc<Self>) {
+        loop {
+            let room = self.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if !self.full(&self.buffer.lock().unwrap()) || self.has_failed() {
+                return;
+            }
+            if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+                self.send_buffer(permit);
+                return;
+            }
+            room.await;
+        }
+    }
+
+    fn has_failed(&self) -> bool {
+        self.failure.lock().unwrap().message.is_some()
+    }
+
+    /// Takes the buffer's requests and their size.
+    fn take(&self) -> (Vec<R>, usize) {
+        let mut b = self.buffer.lock().unwrap();
+        b.last_send = Instant::now();
+        let bytes = std::mem::take(&mut b.bytes);
+        (std::mem::take(&mut b.items), bytes)
+    }
+
+    /// Sends what is buffered on a new task holding `permit`.
+    fn send_buffer(self: &Arc<Self>, permit: OwnedSemaphorePermit) {
+        let (items, bytes) = self.take();
+        self.room.notify_waiters();
+        if items.is_empty() {
+            return;
+        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let shared = Arc::clone(self);
+        tokio::spawn(async move { shared.send_bulks(items, bytes, permit).await });
+    }
+
     /// Takes the buffer and sends it as one bulk once a slot is free.
     async fn dispatch(self: &Arc<Self>) {
         let permit = self
@@ -248,26 +294,40 @@ impl<R: Send + 'static> Shared<R> {
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        let (items, bytes) = {
-            let mut b = self.buffer.lock().unwrap();
-            b.last_send = Instant::now();
-            let bytes = std::mem::take(&mut b.bytes);
-            (std::mem::take(&mut b.items), bytes)
-        };
-        if items.is_empty() {
-            return;
-        }
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        let shared = Arc::clone(self);
-        tokio::spawn(async move { shared.send_with_retries(items, bytes, permit).await });
+        self.send_buffer(permit);
     }
 
-    async fn send_with_retries(
+    /// Sends `items`, then the buffer each time it is full when a bulk ends; gives the slot
+    /// back when it is not (or after a failure).
+    async fn send_bulks(
         self: Arc<Self>,
-        items: Vec<R>,
-        bytes: usize,
-        _permit: OwnedSemaphorePermit,
+        mut items: Vec<R>,
+        mut bytes: usize,
+        permit: OwnedSemaphorePermit,
     ) {
+        loop {
+            if !self.send_with_retries(items, bytes).await {
+                break;
+            }
+            let next = {
+                let b = self.buffer.lock().unwrap();
+                self.full(&b)
+            };
+            if !next {
+                break;
+            }
+            (items, bytes) = self.take();
+            self.room.notify_waiters();
+        }
+        drop(permit);
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+        self.room.notify_waiters();
+    }
+
+    /// Sends one bulk with retries; false when it failed for good (the processor stopped).
+    async fn send_with_retries(&self, items: Vec<R>, bytes: usize) -> bool {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let actions = items.len();
         self.listener.before_bulk(id, actions, bytes);
@@ -312,13 +372,14 @@ impl<R: Send + 'static> Shared<R> {
             .record(started.elapsed().as_secs_f64());
         self.listener
             .after_bulk(id, actions, retries, error.as_ref());
-        if let Some(e) = error {
-            metrics::counter!("rivus_bulk_failures_total", &labels).increment(1);
-            tracing::error!(processor = %self.name, bulk = id, error = %e, "bulk failed");
-            self.fail(e);
-        }
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.idle.notify_waiters();
+        match error {
+            Some(e) => {
+                metrics::counter!("rivus_bulk_failures_total", &labels).increment(1);
+                tracing::error!(processor = %self.name, bulk = id, error = %e, "bulk failed");
+                self.fail(e);
+                false
+            }
+            None => true,
         }
     }
 }
