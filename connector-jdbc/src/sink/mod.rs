@@ -50,6 +50,31 @@ struct Open {
     checkpointed: bool,
 }
 
+/// Why a record is not written: what the error policy is handed.
+enum Refusal {
+    /// The mapper refused the record.
+    Schema(SchemaError),
+    /// Its fields do not fit the table.
+    Row {
+        position: String,
+        reason: String,
+        payload: Vec<u8>,
+    },
+}
+
+impl Refusal {
+    async fn handle(self, handler: &ErrorHandler) -> Result<()> {
+        match self {
+            Refusal::Schema(e) => handler.handle(&e.position, &e, &[]).await,
+            Refusal::Row {
+                position,
+                reason,
+                payload,
+            } => handler.handle(position, reason, &payload).await,
+        }
+    }
+}
+
 /// A SQL table sink. Clone it into each subtask.
 pub struct JdbcSink<T> {
     settings: Arc<Settings>,
@@ -85,28 +110,30 @@ impl<T: Send + 'static> JdbcSink<T> {
         self.open.as_ref().ok_or(Error::Closed("jdbc sink"))
     }
 
+    /// The record as a change, or why it cannot be written (for the error policy).
+    fn change(&self, plan: &Plan, value: T) -> std::result::Result<Change, Refusal> {
+        let change = (self.mapper)(&value).map_err(Refusal::Schema)?;
+        rows::to_change(plan, self.settings.ignore_unknown, change).map_err(|(reason, row)| {
+            let position = format!(
+                "table {}, record {}",
+                self.settings.table,
+                crate::value::short(&Value::Object(row.clone()))
+            );
+            let payload = serde_json::to_vec(&row).unwrap_or_default();
+            Refusal::Row {
+                position,
+                reason,
+                payload,
+            }
+        })
+    }
+
     /// The record as a change, or `None` when it went to the error policy.
     async fn convert(&self, value: T) -> Result<Option<Change>> {
         let open = self.opened()?;
-        let change = match (self.mapper)(&value) {
-            Ok(c) => c,
-            Err(e) => {
-                open.handler.handle(&e.position, &e, &[]).await?;
-                return Ok(None);
-            }
-        };
-        match rows::to_change(&open.writer.plan, self.settings.ignore_unknown, change) {
+        match self.change(&open.writer.plan, value) {
             Ok(c) => Ok(Some(c)),
-            Err((reason, row)) => {
-                let position = format!(
-                    "table {}, record {}",
-                    self.settings.table,
-                    crate::value::short(&Value::Object(row.clone()))
-                );
-                let payload = serde_json::to_vec(&row).unwrap_or_default();
-                open.handler.handle(position, reason, &payload).await?;
-                Ok(None)
-            }
+            Err(refusal) => refusal.handle(&open.handler).await.map(|()| None),
         }
     }
 
@@ -292,13 +319,15 @@ impl<T: Send + 'static> SinkFunction<T> for JdbcSink<T> {
         if let Some(p) = &self.opened()?.prepared {
             p.check()?;
         }
+        let open = self.opened()?;
         let mut changes = Vec::with_capacity(values.len());
         for v in values {
-            if let Some(c) = self.convert(v).await? {
-                changes.push(c);
+            match self.change(&open.writer.plan, v) {
+                Ok(c) => changes.push(c),
+                Err(refusal) => refusal.handle(&open.handler).await?,
             }
         }
-        self.opened()?.processor.add_all(changes).await
+        open.processor.add_all(changes).await
     }
 
     /// Flushes; with transactions and no checkpoint ever taken (a job without checkpoints),
