@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use elasticsearch::http::transport::Transport;
-use elasticsearch::indices::IndicesCreateParts;
+use elasticsearch::indices::{IndicesCreateParts, IndicesDeleteParts};
 use elasticsearch::{BulkParts, Elasticsearch};
 use futures::StreamExt;
 use rivus_connector_es::{BulkItem, DocRequest, EsSink};
@@ -145,4 +145,14 @@ fn main() {
         |round| rt.block_on(raw(&c, &index("raw", round), n)),
         |round| rt.block_on(rivus(&url, &index("rivus", round), n)),
     );
+    // The measured indices go: rounds add up on the dev node's disk.
+    let pattern = format!("bench-*-{stamp}-*");
+    rt.block_on(
+        c.indices()
+            .delete(IndicesDeleteParts::Index(&[&pattern]))
+            .send(),
+    )
+    .unwrap()
+    .error_for_status_code()
+    .unwrap();
 }

@@ -48,6 +48,18 @@ async fn create_topic(bootstrap: &str, topic: &str) {
         .unwrap();
 }
 
+/// Deletes the measured topics: rounds of a million records add up to gigabytes on the broker.
+async fn delete_topics(bootstrap: &str, topics: &[&str]) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    admin
+        .delete_topics(topics, &AdminOptions::new())
+        .await
+        .unwrap();
+}
+
 fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
     // Timed from the client's creation, as the rivus job is timed from its start.
     let t = Instant::now();
@@ -56,6 +68,8 @@ fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
     for (k, v) in PRODUCER_SETTINGS {
         c.set(k, v);
     }
+    // What the at-least-once sink sets on its producer (no duplicates or reordering on retries).
+    c.set("enable.idempotence", "true");
     let p: ThreadedProducer<DefaultProducerContext> = c.create().unwrap();
     let payload = vec![b'x'; size];
     for i in 0..n {
@@ -216,5 +230,10 @@ fn main() {
             |r| raw_consume(&bootstrap, &topics[r].0, n),
             |r| rt.block_on(rivus_consume(&bootstrap, &topics[r].0, n)),
         );
+        let all: Vec<&str> = topics
+            .iter()
+            .flat_map(|(a, b)| [a.as_str(), b.as_str()])
+            .collect();
+        rt.block_on(delete_topics(&bootstrap, &all));
     }
 }

@@ -33,11 +33,47 @@ async fn raw(url: &str, n: u64) -> f64 {
         let _: () = pipe.query_async(&mut con).await.unwrap();
         i += PIPELINE as u64;
     }
-    n as f64 / t.elapsed().as_secs_f64()
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    remove(url, &prefix).await;
+    rate
+}
+
+/// Removes the keys a round wrote: rounds of 500 000 keys add up in the dev server's
+/// append-only file.
+async fn remove(url: &str, prefix: &str) {
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}:*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: () = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
+    }
 }
 
 async fn rivus(url: &str, n: u64) -> f64 {
     let prefix = unique_name("rivus");
+    let keys = prefix.clone();
     let sink = RedisSink::builder(url)
         .max_commands(PIPELINE)
         .concurrent_pipelines(1)
@@ -57,7 +93,9 @@ async fn rivus(url: &str, n: u64) -> f64 {
         .unwrap();
     let t = Instant::now();
     job.run().await.unwrap();
-    n as f64 / t.elapsed().as_secs_f64()
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    remove(url, &keys).await;
+    rate
 }
 
 fn ceiling(n: u64) -> Option<f64> {

@@ -44,6 +44,11 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 log.flush.interval.messages=9223372036854775807
+# A dev broker keeps two hours of data: benchmark and test topics would otherwise fill the disk
+# over weeks of runs (segments of 128 MiB, so old ones can be deleted).
+log.retention.minutes=120
+log.segment.bytes=134217728
+log.retention.check.interval.ms=60000
 PROPS
   local java_opts=(-Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
     -Dlog4j2.configurationFile="$KAFKA_DEV/log4j2.properties" -Dkafka.logs.dir="$d/logs")

@@ -2,7 +2,7 @@
 //! queue, flush and check that every delivery succeeded. Used by the plain and the
 //! transactional sink alike.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,12 +16,14 @@ use crate::record::OutRecord;
 
 /// Counts delivery reports; keeps the first failure; wakes a sender waiting for room in the
 /// local queue.
-#[derive(Default)]
 pub(crate) struct Deliveries {
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
-    /// A sender found the queue full and waits for a delivery to make room.
-    waiting: AtomicBool,
+    /// Delivery reports so far.
+    delivered: AtomicU64,
+    /// A sender found the queue full: wake it when `delivered` reaches this (`u64::MAX`: no
+    /// one waits).
+    wake_at: AtomicU64,
     room: tokio::sync::Notify,
 }
 
@@ -33,7 +35,10 @@ impl ProducerContext for SinkClientContext {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        if self.0.waiting.load(Ordering::Relaxed) && self.0.waiting.swap(false, Ordering::AcqRel) {
+        let delivered = self.0.delivered.fetch_add(1, Ordering::Relaxed) + 1;
+        if delivered >= self.0.wake_at.load(Ordering::Acquire)
+            && self.0.wake_at.swap(u64::MAX, Ordering::AcqRel) != u64::MAX
+        {
             self.0.room.notify_waiters();
         }
         if let Err((e, m)) = result {
@@ -56,7 +61,13 @@ pub(crate) struct ProducerHandle {
 
 impl ProducerHandle {
     pub fn create(config: &ClientConfig) -> std::result::Result<Self, KafkaError> {
-        let deliveries = Arc::new(Deliveries::default());
+        let deliveries = Arc::new(Deliveries {
+            failed: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+            delivered: AtomicU64::new(0),
+            wake_at: AtomicU64::new(u64::MAX),
+            room: tokio::sync::Notify::new(),
+        });
         let producer = config.create_with_context(SinkClientContext(Arc::clone(&deliveries)))?;
         Ok(ProducerHandle {
             producer: Arc::new(producer),
@@ -95,18 +106,24 @@ impl ProducerHandle {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    // The broker is slower than us: wait until a delivery report makes room
-                    // (at most 10 ms, then try again). This is the back-pressure.
+                    // The broker is slower than us: wait until deliveries made room for a
+                    // burst (at most 100 ms, then try again). This is the back-pressure.
                     record = back;
-                    let room = self.deliveries.room.notified();
+                    let d = &self.deliveries;
+                    let room = d.room.notified();
                     tokio::pin!(room);
                     room.as_mut().enable();
-                    self.deliveries.waiting.store(true, Ordering::Release);
+                    // An eighth of what is queued: the sender goes on with a burst instead of
+                    // being woken for every report (each wake-up would take the CPU from
+                    // librdkafka's threads to send one record).
+                    let burst = (self.producer.in_flight_count().max(8) / 8) as u64;
+                    let target = d.delivered.load(Ordering::Relaxed) + burst;
+                    d.wake_at.store(target, Ordering::Release);
                     match self.producer.send(record) {
                         Ok(()) => return Ok(()),
                         Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                             record = back;
-                            let _ = tokio::time::timeout(Duration::from_millis(10), room).await;
+                            let _ = tokio::time::timeout(Duration::from_millis(100), room).await;
                         }
                         Err((e, _)) => return Err(e),
                     }
