@@ -1,13 +1,12 @@
 //! The Kafka source and sink against the real broker started by `dev/services`.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::FutureProducer;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
     KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets, ValueDeserializer,
 };
@@ -21,59 +20,7 @@ use rivus_testkit::{CollectingSink, SequenceSource};
 use rivus_testkit::services::unique_name as unique;
 
 mod common;
-use common::{create_topic, produce, producer};
-
-/// Every value in `topic` (all partitions), read with read_committed up to the current end.
-fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique("reader"))
-        .set("isolation.level", "read_committed")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let md = c
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    let mut ends = BTreeMap::new();
-    for p in md.topics()[0].partitions() {
-        let (lo, hi) = c
-            .fetch_watermarks(topic, p.id(), Duration::from_secs(10))
-            .unwrap();
-        if hi > lo {
-            ends.insert(p.id(), hi);
-            tpl.add_partition_offset(topic, p.id(), Offset::Offset(lo))
-                .unwrap();
-        }
-    }
-    if ends.is_empty() {
-        return vec![];
-    }
-    c.assign(&tpl).unwrap();
-    let mut out = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    // Transaction markers take offsets too: a partition is read when the consumer's position
-    // (which moves past them) reaches the high watermark.
-    let all_read = |c: &BaseConsumer| {
-        c.position().is_ok_and(|pos| {
-            ends.iter().all(|(p, end)| {
-                pos.elements().iter().any(|e| {
-                    e.partition() == *p && matches!(e.offset(), Offset::Offset(o) if o >= *end)
-                })
-            })
-        })
-    };
-    while !all_read(&c) && std::time::Instant::now() < deadline {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            out.push((
-                m.partition(),
-                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
-            ));
-        }
-    }
-    out
-}
+use common::{create_topic, produce, producer, read_topic};
 
 // ---- source conformance ----
 

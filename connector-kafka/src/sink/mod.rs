@@ -287,13 +287,17 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
         let s = Arc::clone(&self.settings);
         self.handler = Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()));
         self.sent = Some(ctx.metrics().counter("rivus_kafka_records_sent_total"));
+        let queue_full = ctx
+            .metrics()
+            .counter("rivus_kafka_producer_queue_full_total");
         match s.delivery {
             SinkDelivery::ExactlyOnce => {
                 let restored = self.restored.take().unwrap_or_else(|| {
                     Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
                 });
                 let prefix = format!("{}-{}", ctx.job_name(), ctx.task_name());
-                self.txn = Some(TxnManager::open(&s.props, &s.txn, prefix, restored).await?);
+                self.txn =
+                    Some(TxnManager::open(&s.props, &s.txn, prefix, restored, queue_full).await?);
             }
             SinkDelivery::AtLeastOnce | SinkDelivery::None => {
                 let overrides: &[(&str, &str)] = if s.delivery == SinkDelivery::AtLeastOnce {
@@ -303,7 +307,8 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                 };
                 let cfg = s.props.client_config(overrides);
                 self.plain = Some(
-                    ProducerHandle::create(&cfg).map_err(|e| s.props.build_error("producer", e))?,
+                    ProducerHandle::create(&cfg, queue_full)
+                        .map_err(|e| s.props.build_error("producer", e))?,
                 );
             }
         }

@@ -57,10 +57,16 @@ impl ProducerContext for SinkClientContext {
 pub(crate) struct ProducerHandle {
     pub producer: Arc<ThreadedProducer<SinkClientContext>>,
     deliveries: Arc<Deliveries>,
+    /// Times a send found the local queue full and waited (back-pressure).
+    queue_full: metrics::Counter,
 }
 
 impl ProducerHandle {
-    pub fn create(config: &ClientConfig) -> std::result::Result<Self, KafkaError> {
+    /// A producer; `queue_full` counts the sends that waited for room.
+    pub fn create(
+        config: &ClientConfig,
+        queue_full: metrics::Counter,
+    ) -> std::result::Result<Self, KafkaError> {
         let deliveries = Arc::new(Deliveries {
             failed: AtomicU64::new(0),
             first_error: Mutex::new(None),
@@ -72,6 +78,7 @@ impl ProducerHandle {
         Ok(ProducerHandle {
             producer: Arc::new(producer),
             deliveries,
+            queue_full,
         })
     }
 
@@ -123,6 +130,7 @@ impl ProducerHandle {
                         Ok(()) => return Ok(()),
                         Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                             record = back;
+                            self.queue_full.increment(1);
                             let _ = tokio::time::timeout(Duration::from_millis(100), room).await;
                         }
                         Err((e, _)) => return Err(e),

@@ -163,6 +163,7 @@ impl TxnManager {
         s: &TxnSettings,
         default_prefix: String,
         restored: Restored<Vec<PendingTxn>>,
+        queue_full: metrics::Counter,
     ) -> Result<Self> {
         let prefix = s.prefix.clone().unwrap_or(default_prefix);
         let (me, p) = (restored.subtask, restored.parallelism);
@@ -180,7 +181,8 @@ impl TxnManager {
                 ("enable.idempotence", "true"),
                 ("transaction.timeout.ms", &timeout_ms),
             ]);
-            ProducerHandle::create(&cfg).map_err(|e| props.build_error("transactional producer", e))
+            ProducerHandle::create(&cfg, queue_full.clone())
+                .map_err(|e| props.build_error("transactional producer", e))
         };
         let init = |h: ProducerHandle, tid: String| async move {
             h.blocking("init_transactions", |pr| {
