@@ -236,11 +236,8 @@ mod tests {
                     converted.clone().map(drop),
                     "{v} as {class:?}"
                 );
-                if converted.is_ok() {
-                    assert_eq!(
-                        SqlValue::convert_checked(v.clone(), class),
-                        converted.unwrap()
-                    );
+                if let Ok(converted) = converted {
+                    assert_eq!(SqlValue::convert_checked(v.clone(), class), converted);
                 }
             }
         }
