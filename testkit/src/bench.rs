@@ -11,6 +11,23 @@ pub fn rounds(default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Whether a comparison labelled `label` runs (`RIVUS_BENCH_FILTER` unset or contained in it).
+pub fn selected(label: &str) -> bool {
+    std::env::var("RIVUS_BENCH_FILTER").map_or(true, |f| label.contains(&f))
+}
+
+/// Whether the raw side of a selected comparison runs (not under `RIVUS_BENCH_ONLY=rivus`).
+/// A bench whose later comparison reads what an earlier raw side wrote fills it itself when
+/// this is false or the earlier comparison is not [`selected`].
+pub fn runs_raw() -> bool {
+    std::env::var("RIVUS_BENCH_ONLY").map_or(true, |s| s != "rivus")
+}
+
+/// Whether the rivus side of a selected comparison runs (not under `RIVUS_BENCH_ONLY=raw`).
+pub fn runs_rivus() -> bool {
+    std::env::var("RIVUS_BENCH_ONLY").map_or(true, |s| s != "raw")
+}
+
 /// The figures of one comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
@@ -48,10 +65,8 @@ pub fn compare(
     mut raw: impl FnMut(usize) -> f64,
     mut rivus: impl FnMut(usize) -> f64,
 ) -> Comparison {
-    if let Ok(filter) = std::env::var("RIVUS_BENCH_FILTER") {
-        if !label.contains(&filter) {
-            return Comparison { rounds: Vec::new() };
-        }
+    if !selected(label) {
+        return Comparison { rounds: Vec::new() };
     }
     println!("{label}");
     println!(
