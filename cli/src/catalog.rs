@@ -50,7 +50,7 @@ pub const CATALOG: &[Entry] = &[
     Entry {
         role: "sink",
         name: "jdbc",
-        guarantee: "at-least-once; exactly-once on PostgreSQL (exactly_once = true)",
+        guarantee: "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
         options: "url, table, mode insert|upsert, key [..], columns [..], exactly_once, batch_size (1000), setup (SQL), ignore_unknown_fields",
     },
     Entry {

@@ -1,9 +1,9 @@
-//! Writes the numbers `0..n` into a PostgreSQL table exactly-once (prepared transactions
-//! committed per checkpoint), checkpointing into a directory. Stop it with SIGTERM; run it
+//! Writes the numbers `0..n` into a PostgreSQL or MariaDB table exactly-once (prepared / XA
+//! transactions committed per checkpoint), checkpointing into a directory. Stop it with SIGTERM; run it
 //! again after a crash and it resumes. Used by the SIGKILL test.
 //!
 //! ```text
-//! cargo run -p rivus-connector-jdbc --example sequence_to_table -- <postgres-url> <table> <n> <state-dir>
+//! cargo run -p rivus-connector-jdbc --example sequence_to_table -- <database-url> <table> <n> <state-dir>
 //! ```
 //!
 //! The table needs a column `id BIGINT`.
@@ -19,7 +19,7 @@ use rivus_testkit::SequenceSource;
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() != 4 {
-        eprintln!("usage: sequence_to_table <postgres-url> <table> <n> <state-dir>");
+        eprintln!("usage: sequence_to_table <database-url> <table> <n> <state-dir>");
         std::process::exit(2);
     }
     let n: u64 = args[2]

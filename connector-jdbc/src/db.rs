@@ -232,6 +232,21 @@ impl Conn {
         })
     }
 
+    /// MySQL/MariaDB: the ids of the prepared XA transactions (`XA RECOVER`).
+    pub async fn xa_recover(&mut self) -> Result<Vec<String>, sqlx::Error> {
+        use sqlx::Row;
+        let Conn::My(c) = self else {
+            return Ok(Vec::new());
+        };
+        let rows = c.fetch_all(sqlx::raw_sql("XA RECOVER")).await?;
+        rows.iter()
+            .map(|r| {
+                let data: Vec<u8> = r.try_get("data")?;
+                Ok(String::from_utf8_lossy(&data).into_owned())
+            })
+            .collect()
+    }
+
     /// The PostgreSQL connection, for COPY and arrays.
     pub fn pg(&mut self) -> Option<&mut sqlx::PgConnection> {
         match self {

@@ -9,8 +9,8 @@
 //!   as multi-row `INSERT`/upsert statements (PostgreSQL: `UNNEST` arrays or `COPY`). Rows the
 //!   database refuses are isolated row by row and go to the error policy; the rest of the
 //!   batch is kept. At-least-once everywhere (upserts make it effectively exactly-once);
-//!   exactly-once on PostgreSQL with prepared transactions committed when the checkpoint
-//!   completes.
+//!   exactly-once on PostgreSQL (prepared transactions) and MySQL/MariaDB (XA), committed
+//!   when the checkpoint completes.
 //! - [`JdbcSource`]: a query read by keyset pages on tracking columns, bounded (split into
 //!   ranges of a numeric column across subtasks) or continuous (polling for new rows), with
 //!   positions checkpointed — exactly-once.

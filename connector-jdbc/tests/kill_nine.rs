@@ -1,5 +1,6 @@
-//! Numbers → PostgreSQL exactly-once in a separate process, killed with SIGKILL several times
-//! mid-stream and restarted: the table holds every number exactly once.
+//! Numbers → PostgreSQL (prepared transactions) and → MariaDB (XA) exactly-once in a separate
+//! process, killed with SIGKILL several times mid-stream and restarted: the table holds every
+//! number exactly once and no prepared transaction is left.
 
 mod common;
 
@@ -12,12 +13,21 @@ use rivus_testkit::services::unique_name;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_numbers_to_postgres_exactly_once() {
     let Some(db) = common::postgres() else { return };
+    killed_and_restarted(&db, 1_500_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_dash_nine_numbers_to_mariadb_exactly_once() {
+    let Some(db) = common::mariadb() else { return };
+    killed_and_restarted(&db, 600_000).await;
+}
+
+async fn killed_and_restarted(db: &common::Db, n: u64) {
     let example = example_binary("rivus-connector-jdbc", "sequence_to_table");
     let table = unique_name("kill").replace('-', "_");
     // No key: a duplicate would be a second row, not an error.
     db.exec(&format!("CREATE TABLE {table} (id BIGINT NOT NULL)"))
         .await;
-    let n = 1_500_000u64;
     let state = std::env::temp_dir().join(unique_name("jdbc-kill"));
     let spawn = || -> Child {
         Command::new(&example)
@@ -54,10 +64,15 @@ async fn kill_dash_nine_numbers_to_postgres_exactly_once() {
         ))
         .await;
     assert_eq!(summary, [format!("{n},{n},0,{}", n - 1)]);
-    let left = db
-        .strings(&format!(
+    let left: Vec<String> = if db.is("mariadb") {
+        let ours = format!("{table}:");
+        let all = db.xa_ids().await;
+        all.into_iter().filter(|x| x.starts_with(&ours)).collect()
+    } else {
+        db.strings(&format!(
             "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '{table}:%'"
         ))
-        .await;
+        .await
+    };
     assert!(left.is_empty(), "prepared transactions left: {left:?}");
 }

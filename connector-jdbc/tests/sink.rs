@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{databases, postgres, sqlite, Db};
+use common::{databases, mariadb, postgres, sqlite, Db};
 use rivus_connector_jdbc::{JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
 use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
@@ -87,16 +87,17 @@ async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sink_passes_the_conformance_suite_exactly_once_on_postgres() {
-    let Some(db) = postgres() else { return };
-    let mut suite = SinkSuite::new(TableCtx {
-        db,
-        table: String::new(),
-        exactly_once: true,
-    })
-    .records_per_split(200);
-    if let Err(f) = suite.run_all().await {
-        panic!("{f}");
+async fn sink_passes_the_conformance_suite_exactly_once_on_postgres_and_mariadb() {
+    for db in [postgres(), mariadb()].into_iter().flatten() {
+        let mut suite = SinkSuite::new(TableCtx {
+            db: db.clone(),
+            table: String::new(),
+            exactly_once: true,
+        })
+        .records_per_split(200);
+        if let Err(f) = suite.run_all().await {
+            panic!("{}: {f}", db.name);
+        }
     }
 }
 
@@ -184,7 +185,14 @@ async fn upserts_and_deletes_leave_the_last_state_on_every_database() {
 /// own task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_upserts_of_the_same_keys_across_checkpoints_do_not_deadlock() {
-    let Some(db) = postgres() else { return };
+    for db in [postgres(), mariadb()].into_iter().flatten() {
+        upserts_of_the_same_keys(&db).await;
+    }
+}
+
+/// Checkpoint N+1's upserts wait on the row locks of N's prepared transaction until it is
+/// committed: that commit must not depend on the blocked sink task.
+async fn upserts_of_the_same_keys(db: &Db) {
     let table = unique_name("eo_upsert").replace('-', "_");
     db.exec(&format!(
         "CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(40), qty BIGINT)"
@@ -194,19 +202,41 @@ async fn exactly_once_upserts_of_the_same_keys_across_checkpoints_do_not_deadloc
     for round in 0..200 {
         ops.extend((1..=10).map(|i| ('w', i, round)));
     }
-    let run = run_ops(&db, &table, ops, true);
+    let run = run_ops(db, &table, ops, true);
     let summary = tokio::time::timeout(Duration::from_secs(60), run)
         .await
-        .expect("the job finished (no lock wait on its own prepared transaction)");
-    assert!(summary.checkpoints_completed >= 2, "{summary:?}");
+        .unwrap_or_else(|_| {
+            panic!(
+                "{}: the job did not finish (a lock wait on its own prepared transaction?)",
+                db.name
+            )
+        });
+    assert!(
+        summary.checkpoints_completed >= 2,
+        "{}: {summary:?}",
+        db.name
+    );
     let expected: Vec<String> = (1..=10).map(|i| format!("{i}:199")).collect();
-    assert_eq!(table_state(&db, &table).await, expected);
-    let left = db
-        .strings(&format!(
-            "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '{table}:%'"
-        ))
-        .await;
-    assert!(left.is_empty(), "prepared transactions left: {left:?}");
+    assert_eq!(table_state(db, &table).await, expected, "{}", db.name);
+    let left = prepared_left(db, &table).await;
+    assert!(
+        left.is_empty(),
+        "{}: prepared transactions left: {left:?}",
+        db.name
+    );
+}
+
+/// The prepared (PostgreSQL) or XA (MariaDB) transactions of `table`'s sink still open.
+async fn prepared_left(db: &Db, table: &str) -> Vec<String> {
+    let ours = format!("{table}:");
+    if db.is("mariadb") {
+        let all = db.xa_ids().await;
+        return all.into_iter().filter(|x| x.starts_with(&ours)).collect();
+    }
+    db.strings(&format!(
+        "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE '{table}:%'"
+    ))
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,6 +487,71 @@ async fn prepared_transactions_of_an_earlier_run_are_committed_or_rolled_back() 
         "subtask 1's is left to subtask 1"
     );
     db.exec(&format!("ROLLBACK PREPARED '{table}:1:5'")).await;
+}
+
+/// The same on MariaDB with XA: prepared transactions of a crashed run (their sessions gone)
+/// are committed when the restored checkpoint lists them and rolled back otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_xa_transactions_of_an_earlier_run_are_committed_or_rolled_back() {
+    let Some(db) = mariadb() else { return };
+    let table = unique_name("xa").replace('-', "_");
+    db.exec(&format!("CREATE TABLE {table} (id INT PRIMARY KEY)"))
+        .await;
+    // XA ids carry a number chosen at the transaction's start, not the checkpoint.
+    for (id, xid) in [(1, "0:101"), (2, "0:102"), (3, "3:101"), (4, "1:101")] {
+        db.exec(&format!(
+            "XA START '{table}:{xid}'; INSERT INTO {table} VALUES ({id}); \
+             XA END '{table}:{xid}'; XA PREPARE '{table}:{xid}'"
+        ))
+        .await;
+    }
+    let mut sink = JdbcSink::builder(&db.url, &table)
+        .exactly_once(true)
+        .transaction_prefix(&table)
+        .build_json()
+        .unwrap();
+    let state = |xids: &[&str]| {
+        Some(JdbcSinkState {
+            prepared: xids.iter().map(|g| format!("{table}:{g}")).collect(),
+        })
+    };
+    let restored = Restored::from_checkpoint(
+        "table",
+        0,
+        3,
+        5,
+        vec![
+            state(&["0:101"]),
+            state(&["1:101"]),
+            None,
+            state(&["3:101"]),
+        ],
+    );
+    sink.initialize_state(restored).await.unwrap();
+    sink.open(&RuntimeContext::new("job", "table", 0, 3, Some(5)))
+        .await
+        .unwrap();
+    sink.close().await.unwrap();
+    let ids = db
+        .strings(&format!("SELECT CAST(id AS CHAR) FROM {table} ORDER BY id"))
+        .await;
+    assert_eq!(
+        ids,
+        ["1", "3"],
+        "0:101 and 3:101 committed, 0:102 rolled back"
+    );
+    let left: Vec<String> = db
+        .xa_ids()
+        .await
+        .into_iter()
+        .filter(|x| x.starts_with(&format!("{table}:")))
+        .collect();
+    assert_eq!(
+        left,
+        [format!("{table}:1:101")],
+        "subtask 1's is left to subtask 1"
+    );
+    db.exec(&format!("XA ROLLBACK '{table}:1:101'")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,15 +88,17 @@ impl JdbcSinkBuilder {
         self
     }
 
-    /// Exactly-once with PostgreSQL prepared transactions (needs `max_prepared_transactions`
-    /// above 0 on the server). Refused for MySQL/MariaDB and SQLite.
+    /// Exactly-once with prepared transactions: PostgreSQL's `PREPARE TRANSACTION` (needs
+    /// `max_prepared_transactions` above 0 on the server) or MySQL/MariaDB XA (needs MariaDB
+    /// 10.5 or MySQL 5.7.7 or later, checked at open). Refused for SQLite.
     pub fn exactly_once(mut self, on: bool) -> Self {
         self.s.exactly_once = on;
         self
     }
 
     /// Prefix of prepared-transaction ids, unique per sink in a database (default
-    /// `rivus-<job>-<operator>`; letters, digits, `-`, `_`, `.`).
+    /// `rivus-<job>-<operator>`; letters, digits, `-`, `_`, `.`; on MySQL/MariaDB short
+    /// enough for 64-byte XA ids with `:<subtask>:<number>`, about 40 characters).
     pub fn transaction_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.s.prefix = Some(prefix.into());
         self
@@ -121,11 +123,11 @@ impl JdbcSinkBuilder {
             return Err(Error::config("sink.jdbc.table", "must not be empty"));
         }
         s.bulk.validate("sink.jdbc.bulk")?;
-        if s.exactly_once && dialect != Dialect::Postgres {
+        if s.exactly_once && dialect == Dialect::Sqlite {
             return Err(Error::config(
                 "sink.jdbc.exactly_once",
-                "exactly-once needs PostgreSQL prepared transactions; MySQL/MariaDB and SQLite \
-                 sinks are at-least-once (use upsert mode to make rewrites harmless)",
+                "exactly-once needs prepared transactions (PostgreSQL, or XA on MySQL/MariaDB); \
+                 SQLite sinks are at-least-once (use upsert mode to make rewrites harmless)",
             ));
         }
         if let WriteMode::Statement { sql, params } = &s.mode {

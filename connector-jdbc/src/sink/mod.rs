@@ -149,7 +149,9 @@ impl<T: Send + 'static> JdbcSink<T> {
 impl<T: Send + 'static> RichFunction for JdbcSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = Arc::clone(&self.settings);
-        let connections = s.bulk.concurrent_requests as u32 + 2;
+        // Exactly-once on MySQL/MariaDB parks a session per prepared, uncommitted checkpoint.
+        let parked = if s.exactly_once { 2 } else { 0 };
+        let connections = s.bulk.concurrent_requests as u32 + 2 + parked;
         let pool = Pool::connect(&s.url, connections, s.timeout, "sink.jdbc").await?;
         let dialect = pool.dialect();
         let mut conn = pool
@@ -198,7 +200,9 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 s.bulk.max_actions.max(1),
             )),
             handler: handler.clone(),
-            txn: s.exactly_once.then(|| tokio::sync::Mutex::new(None)),
+            txn: prepared
+                .as_ref()
+                .map(|p| (Arc::clone(p), tokio::sync::Mutex::new(None))),
             kept: std::sync::Mutex::new(Vec::new()),
             rows: metrics.counter("rivus_jdbc_rows_total"),
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
@@ -244,6 +248,9 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         // Rows written since the last prepare belong to no checkpoint: roll them back (and
         // free the connection, or closing the pool would wait for it forever).
         open.writer.abandon_open().await;
+        if let Some(p) = &open.prepared {
+            p.release_parked();
+        }
         // Closing waits for checked-out connections; a send still running when the job was
         // torn down may hold one: do not wait for it forever.
         if tokio::time::timeout(Duration::from_secs(5), open.pool.close())
@@ -278,9 +285,8 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
             return Ok(JdbcSinkState::default());
         };
         prepared.check()?;
-        let gid = prepared.gid(checkpoint_id);
-        if open.writer.prepare(&gid).await? {
-            prepared.add(checkpoint_id, gid);
+        if let Some((gid, parked)) = open.writer.prepare(prepared.gid(checkpoint_id)).await? {
+            prepared.add(checkpoint_id, gid, parked);
         }
         Ok(JdbcSinkState {
             prepared: prepared.snapshot(),

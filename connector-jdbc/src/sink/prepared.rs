@@ -1,27 +1,58 @@
-//! Exactly-once on PostgreSQL: the transaction of checkpoint N is prepared
-//! (`PREPARE TRANSACTION '<prefix>:<subtask>:<N>'`) when N's barrier arrives and committed
-//! (`COMMIT PREPARED`) once N is stored. A prepared transaction survives a crash of the job
-//! and of the server, so on restore the transactions listed in the restored state are
-//! committed and every other one of this sink is rolled back.
+//! Exactly-once with prepared transactions: the transaction of checkpoint N is prepared when
+//! N's barrier arrives and committed once N is stored. A prepared transaction survives a crash
+//! of the job and of the server, so on restore the transactions listed in the restored state
+//! are committed and every other one of this sink is rolled back.
+//!
+//! PostgreSQL: `BEGIN` … `PREPARE TRANSACTION '<prefix>:<subtask>:<N>'` … `COMMIT PREPARED`.
+//! MySQL/MariaDB: XA, whose id is given when the transaction starts (before N is known), so
+//! it is `<prefix>:<subtask>:<n>` with `n` unique across runs: `XA START` … `XA END`,
+//! `XA PREPARE` … `XA COMMIT`. A prepared XA transaction stays with its session until
+//! committed, so that connection is parked with it and commits it; if the job dies, the
+//! server keeps it detached (MariaDB ≥ 10.5, MySQL ≥ 5.7.7) for the restore to resolve.
 //!
 //! Commits run on their own task, woken by the job's completed-checkpoint watch: the next
 //! checkpoint's writes may wait on row locks the prepared transaction holds, and the sink's
 //! own task — blocked in such a write — could not take the notification.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext};
 
 use crate::db::{describe, Conn, Pool};
+use crate::dialect::Dialect;
+
+/// XA ids (gtrid) are at most 64 bytes.
+const XA_ID_MAX: usize = 64;
+
+/// A prepared transaction waiting for its checkpoint; on MySQL/MariaDB with the session that
+/// prepared it.
+struct Pending {
+    gid: String,
+    parked: Option<Conn>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("gid", &self.gid)
+            .field("parked", &self.parked.is_some())
+            .finish()
+    }
+}
 
 /// The prepared transactions of one subtask not yet known to be committed.
 #[derive(Debug)]
 pub(crate) struct Prepared {
     pool: Pool,
+    dialect: Dialect,
     prefix: String,
     subtask: usize,
-    pending: Mutex<BTreeMap<u64, String>>,
+    /// MySQL/MariaDB: the next XA id's number (microseconds at open, then +1 per transaction:
+    /// unique across runs).
+    next_xa: AtomicU64,
+    pending: Mutex<BTreeMap<u64, Pending>>,
     /// Serializes commits (the committer task, notifications and close).
     committing: tokio::sync::Mutex<()>,
     failure: Mutex<Option<String>>,
@@ -36,10 +67,15 @@ fn owner_of(gid: &str, prefix: &str) -> Option<usize> {
 
 impl Prepared {
     pub fn new(pool: Pool, prefix: String, subtask: usize) -> Self {
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
         Prepared {
+            dialect: pool.dialect(),
             pool,
             prefix,
             subtask,
+            next_xa: AtomicU64::new(micros),
             pending: Mutex::new(BTreeMap::new()),
             committing: tokio::sync::Mutex::new(()),
             failure: Mutex::new(None),
@@ -55,16 +91,15 @@ impl Prepared {
         ctx: &RuntimeContext,
         restored: &BTreeSet<String>,
     ) -> Result<Arc<Prepared>> {
-        let max: Vec<String> = conn
-            .fetch_text("SELECT current_setting('max_prepared_transactions')", &[])
-            .await
-            .map_err(|e| Error::connector("jdbc sink", describe(&e)))?;
-        if max.first().map(String::as_str) == Some("0") {
-            return Err(Error::config(
-                "sink.jdbc.exactly_once",
-                "the server has max_prepared_transactions = 0; raise it (postgresql.conf) \
-                 or use at-least-once with upserts",
-            ));
+        match pool.dialect() {
+            Dialect::Postgres => check_postgres(conn).await?,
+            Dialect::MySql => check_mysql(conn).await?,
+            Dialect::Sqlite => {
+                return Err(Error::config(
+                    "sink.jdbc.exactly_once",
+                    "SQLite has no prepared transactions",
+                ))
+            }
         }
         let prefix = prefix.unwrap_or_else(|| {
             format!("rivus-{}-{}", ctx.job_name(), ctx.task_name())
@@ -78,6 +113,20 @@ impl Prepared {
                 })
                 .collect()
         });
+        if pool.dialect() == Dialect::MySql {
+            // `<prefix>:<subtask>:<16 digits>` must fit an XA id.
+            let longest = prefix.len() + 1 + ctx.parallelism().to_string().len() + 1 + 20;
+            if longest > XA_ID_MAX {
+                return Err(Error::config(
+                    "sink.jdbc.transaction_prefix",
+                    format!(
+                        "`{prefix}` is too long for MySQL/MariaDB XA ids ({XA_ID_MAX} bytes \
+                         with `:<subtask>:<number>`): set a prefix of at most {} characters",
+                        prefix.len() - (longest - XA_ID_MAX)
+                    ),
+                ));
+            }
+        }
         let prepared = Arc::new(Prepared::new(pool.clone(), prefix, ctx.subtask_index()));
         let (committed, rolled_back) = prepared.recover(restored, ctx.parallelism()).await?;
         if committed + rolled_back > 0 {
@@ -103,19 +152,94 @@ impl Prepared {
         })
     }
 
-    /// The transaction id for checkpoint `checkpoint`.
+    /// PostgreSQL: the transaction id for checkpoint `checkpoint`.
     pub fn gid(&self, checkpoint: u64) -> String {
         format!("{}:{}:{checkpoint}", self.prefix, self.subtask)
     }
 
-    /// Records that `gid` was prepared for `checkpoint`.
-    pub fn add(&self, checkpoint: u64, gid: String) {
-        self.pending.lock().unwrap().insert(checkpoint, gid);
+    /// Starts the transaction of the next checkpoint on `conn`; returns its XA id on
+    /// MySQL/MariaDB.
+    pub async fn begin(&self, conn: &mut Conn) -> std::result::Result<Option<String>, sqlx::Error> {
+        if self.dialect != Dialect::MySql {
+            conn.raw("BEGIN").await?;
+            return Ok(None);
+        }
+        let n = self.next_xa.fetch_add(1, Ordering::Relaxed);
+        let xid = format!("{}:{}:{n}", self.prefix, self.subtask);
+        conn.raw(&format!("XA START '{xid}'")).await?;
+        Ok(Some(xid))
+    }
+
+    /// Prepares the open transaction (`xid` from [`begin`](Self::begin), else `gid`). Returns
+    /// the id and, on MySQL/MariaDB, the connection to park with it.
+    pub async fn prepare(
+        &self,
+        mut conn: Conn,
+        xid: Option<String>,
+        gid: String,
+    ) -> std::result::Result<(String, Option<Conn>), (String, sqlx::Error)> {
+        match xid {
+            None => match conn.raw(&format!("PREPARE TRANSACTION '{gid}'")).await {
+                Ok(()) => Ok((gid, None)),
+                Err(e) => {
+                    conn.discard();
+                    Err((gid, e))
+                }
+            },
+            Some(xid) => match conn
+                .raw(&format!("XA END '{xid}'; XA PREPARE '{xid}'"))
+                .await
+            {
+                Ok(()) => Ok((xid, Some(conn))),
+                Err(e) => {
+                    conn.discard();
+                    Err((xid, e))
+                }
+            },
+        }
+    }
+
+    /// Commits the open transaction in one step (a job without checkpoints, at its end).
+    pub async fn commit_one_phase(
+        &self,
+        conn: &mut Conn,
+        xid: Option<&str>,
+    ) -> std::result::Result<(), sqlx::Error> {
+        match xid {
+            None => conn.raw("COMMIT").await,
+            Some(xid) => {
+                conn.raw(&format!("XA END '{xid}'; XA COMMIT '{xid}' ONE PHASE"))
+                    .await
+            }
+        }
+    }
+
+    /// Records that `gid` was prepared for `checkpoint` (with its parked session, if any).
+    pub fn add(&self, checkpoint: u64, gid: String, parked: Option<Conn>) {
+        self.pending
+            .lock()
+            .unwrap()
+            .insert(checkpoint, Pending { gid, parked });
     }
 
     /// What goes into the checkpoint: every prepared, uncommitted transaction.
     pub fn snapshot(&self) -> Vec<String> {
-        self.pending.lock().unwrap().values().cloned().collect()
+        self.pending
+            .lock()
+            .unwrap()
+            .values()
+            .map(|p| p.gid.clone())
+            .collect()
+    }
+
+    /// Lets go of the parked sessions (at close): their prepared transactions stay on the
+    /// server, detached, for the next run to resolve.
+    pub fn release_parked(&self) {
+        for p in self.pending.lock().unwrap().values_mut() {
+            if let Some(c) = p.parked.take() {
+                c.discard();
+            }
+        }
     }
 
     /// The first commit failure of the committer task, if any.
@@ -134,6 +258,14 @@ impl Prepared {
         let mut conn = self.pool.acquire().await.map_err(|e| {
             Error::connector("jdbc sink: listing prepared transactions", describe(&e))
         })?;
+        if self.dialect == Dialect::MySql {
+            let ours = format!("{}:", self.prefix);
+            return conn
+                .xa_recover()
+                .await
+                .map(|ids| ids.into_iter().filter(|g| g.starts_with(&ours)).collect())
+                .map_err(|e| Error::connector("jdbc sink: XA RECOVER", describe(&e)));
+        }
         let pattern = format!("{}:%", self.prefix.replace('%', "\\%").replace('_', "\\_"));
         conn.fetch_text(
             "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE $1",
@@ -143,18 +275,26 @@ impl Prepared {
         .map_err(|e| Error::connector("jdbc sink: listing prepared transactions", describe(&e)))
     }
 
-    async fn finish(&self, gid: &str, commit: bool) -> Result<()> {
+    /// Commits or rolls back prepared `gid`, on its parked session if it has one.
+    async fn finish(&self, gid: &str, commit: bool, parked: Option<Conn>) -> Result<()> {
         let verb = if commit { "COMMIT" } else { "ROLLBACK" };
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| Error::connector("jdbc sink: connecting", describe(&e)))?;
-        conn.raw(&format!("{verb} PREPARED '{gid}'"))
-            .await
-            .map_err(|e| {
-                Error::connector(format!("jdbc sink: {verb} PREPARED '{gid}'"), describe(&e))
-            })
+        let sql = match self.dialect {
+            Dialect::MySql => format!("XA {verb} '{gid}'"),
+            _ => format!("{verb} PREPARED '{gid}'"),
+        };
+        let mut conn = match parked {
+            Some(c) => c,
+            None => self
+                .pool
+                .acquire()
+                .await
+                .map_err(|e| Error::connector("jdbc sink: connecting", describe(&e)))?,
+        };
+        if let Err(e) = conn.raw(&sql).await {
+            conn.discard();
+            return Err(Error::connector(format!("jdbc sink: {sql}"), describe(&e)));
+        }
+        Ok(())
     }
 
     /// Commits every pending transaction of checkpoints up to `checkpoint`.
@@ -162,16 +302,16 @@ impl Prepared {
         let _one_at_a_time = self.committing.lock().await;
         loop {
             let next = {
-                let pending = self.pending.lock().unwrap();
+                let mut pending = self.pending.lock().unwrap();
                 pending
-                    .range(..=checkpoint)
+                    .range_mut(..=checkpoint)
                     .next()
-                    .map(|(id, gid)| (*id, gid.clone()))
+                    .map(|(id, p)| (*id, p.gid.clone(), p.parked.take()))
             };
-            let Some((id, gid)) = next else {
+            let Some((id, gid, parked)) = next else {
                 return Ok(());
             };
-            self.finish(&gid, true).await?;
+            self.finish(&gid, true, parked).await?;
             metrics::counter!("rivus_jdbc_transactions_committed_total").increment(1);
             tracing::debug!(%gid, "committed prepared transaction");
             self.pending.lock().unwrap().remove(&id);
@@ -197,7 +337,7 @@ impl Prepared {
                 continue;
             }
             let commit = restored.contains(&gid);
-            self.finish(&gid, commit).await?;
+            self.finish(&gid, commit, None).await?;
             if commit {
                 committed += 1;
             } else {
@@ -209,9 +349,67 @@ impl Prepared {
     }
 }
 
+/// PostgreSQL keeps prepared transactions only with `max_prepared_transactions` > 0.
+async fn check_postgres(conn: &mut Conn) -> Result<()> {
+    let max: Vec<String> = conn
+        .fetch_text("SELECT current_setting('max_prepared_transactions')", &[])
+        .await
+        .map_err(|e| Error::connector("jdbc sink", describe(&e)))?;
+    if max.first().map(String::as_str) == Some("0") {
+        return Err(Error::config(
+            "sink.jdbc.exactly_once",
+            "the server has max_prepared_transactions = 0; raise it (postgresql.conf) \
+             or use at-least-once with upserts",
+        ));
+    }
+    Ok(())
+}
+
+/// MariaDB before 10.5 rolls a prepared XA transaction back when its session ends: no use.
+async fn check_mysql(conn: &mut Conn) -> Result<()> {
+    let version: Vec<String> = conn
+        .fetch_text("SELECT VERSION()", &[])
+        .await
+        .map_err(|e| Error::connector("jdbc sink", describe(&e)))?;
+    let version = version.into_iter().next().unwrap_or_default();
+    if !xa_survives_disconnect(&version) {
+        return Err(Error::config(
+            "sink.jdbc.exactly_once",
+            format!(
+                "server {version} rolls prepared XA transactions back when the session ends; \
+                 exactly-once needs MariaDB 10.5 or later (or MySQL 5.7.7 or later)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a server of `version` keeps prepared XA transactions after a disconnect.
+fn xa_survives_disconnect(version: &str) -> bool {
+    let numbers: Vec<u32> = version
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    let at_least = |want: [u32; 3]| numbers.as_slice() >= want.as_slice();
+    if version.contains("MariaDB") {
+        at_least([10, 5, 2])
+    } else {
+        at_least([5, 7, 7])
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::owner_of;
+    use super::{owner_of, xa_survives_disconnect};
+
+    #[test]
+    fn xa_versions() {
+        assert!(xa_survives_disconnect("10.11.19-MariaDB-0+deb12u1"));
+        assert!(!xa_survives_disconnect("10.4.32-MariaDB"));
+        assert!(xa_survives_disconnect("8.0.36"));
+        assert!(!xa_survives_disconnect("5.7.6-log"));
+    }
 
     #[test]
     fn owners_are_read_from_transaction_ids() {

@@ -12,6 +12,7 @@ use rivus_core::bulk::{BulkSender, SendOutcome};
 use rivus_core::error_policy::ErrorHandler;
 use rivus_core::prelude::*;
 
+use super::prepared::Prepared;
 use crate::db::{classify, describe, Conn, Fault, Pool};
 use crate::dialect::Dialect;
 use crate::statement::{PgMethod, Plan, WriteMode};
@@ -41,12 +42,20 @@ impl From<sqlx::Error> for WriteError {
     }
 }
 
+/// The transaction a checkpoint's rows go into (exactly-once).
+pub(crate) struct OpenTxn {
+    conn: Conn,
+    /// Its XA id (MySQL/MariaDB).
+    xid: Option<String>,
+}
+
 pub(crate) struct Writer {
     pub pool: Pool,
     pub plan: Arc<Plan>,
     pub handler: ErrorHandler,
-    /// The open transaction of the current checkpoint (exactly-once mode only).
-    pub txn: Option<tokio::sync::Mutex<Option<Conn>>>,
+    /// Exactly-once: the prepared-transaction protocol, and the open transaction of the
+    /// current checkpoint.
+    pub txn: Option<(Arc<Prepared>, tokio::sync::Mutex<Option<OpenTxn>>)>,
     /// Connections kept between batches, last used on top. The pool hands out its idle
     /// connections in turn; a batch on the connection the previous one used finds its caches
     /// warm (SQLite's page cache is per connection and goes stale whenever another one writes).
@@ -253,24 +262,22 @@ impl Writer {
         }
     }
 
-    /// Exactly-once: PREPARE TRANSACTION the open transaction as `gid`. Returns false when
+    /// Exactly-once: prepares the open transaction (as `gid` on PostgreSQL, under its XA id
+    /// on MySQL/MariaDB). Returns the id and the session to park with it, or `None` when
     /// nothing was written since the last one.
-    pub async fn prepare(&self, gid: &str) -> Result<bool> {
-        let Some(slot) = &self.txn else {
-            return Ok(false);
+    pub async fn prepare(&self, gid: String) -> Result<Option<(String, Option<Conn>)>> {
+        let Some((prepared, slot)) = &self.txn else {
+            return Ok(None);
         };
-        let Some(mut conn) = slot.lock().await.take() else {
-            return Ok(false);
+        let Some(open) = slot.lock().await.take() else {
+            return Ok(None);
         };
-        match conn.raw(&format!("PREPARE TRANSACTION '{gid}'")).await {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                conn.discard();
-                Err(Error::connector(
-                    format!("jdbc sink: preparing transaction `{gid}`"),
-                    describe(&e),
-                ))
-            }
+        match prepared.prepare(open.conn, open.xid, gid).await {
+            Ok(done) => Ok(Some(done)),
+            Err((id, e)) => Err(Error::connector(
+                format!("jdbc sink: preparing transaction `{id}`"),
+                describe(&e),
+            )),
         }
     }
 
@@ -279,23 +286,24 @@ impl Writer {
     /// pool could never close.
     pub async fn abandon_open(&self) {
         self.kept.lock().unwrap().clear();
-        if let Some(slot) = &self.txn {
-            if let Some(conn) = slot.lock().await.take() {
-                conn.discard();
+        if let Some((_, slot)) = &self.txn {
+            if let Some(open) = slot.lock().await.take() {
+                open.conn.discard();
             }
         }
     }
 
     /// Commits the open transaction now (a job without checkpoints, at its end).
     pub async fn commit_open(&self) -> Result<()> {
-        let Some(slot) = &self.txn else {
+        let Some((prepared, slot)) = &self.txn else {
             return Ok(());
         };
-        let Some(mut conn) = slot.lock().await.take() else {
+        let Some(mut open) = slot.lock().await.take() else {
             return Ok(());
         };
-        if let Err(e) = conn.raw("COMMIT").await {
-            conn.discard();
+        let xid = open.xid.as_deref();
+        if let Err(e) = prepared.commit_one_phase(&mut open.conn, xid).await {
+            open.conn.discard();
             return Err(Error::connector("jdbc sink: committing", describe(&e)));
         }
         Ok(())
@@ -339,12 +347,13 @@ impl BulkSender<Change> for Writer {
                 }
             };
         };
+        let (prepared, slot) = slot;
         let mut guard = slot.lock().await;
         if guard.is_none() {
             let begun = async {
                 let mut conn = self.pool.acquire().await?;
-                conn.raw("BEGIN").await?;
-                Ok::<_, sqlx::Error>(conn)
+                let xid = prepared.begin(&mut conn).await?;
+                Ok::<_, sqlx::Error>(OpenTxn { conn, xid })
             };
             match begun.await {
                 Ok(c) => *guard = Some(c),
@@ -356,15 +365,15 @@ impl BulkSender<Change> for Writer {
                 }
             }
         }
-        let conn = guard.as_mut().expect("set above");
-        match self.write_in_txn(conn, &items).await {
+        let open = guard.as_mut().expect("set above");
+        match self.write_in_txn(&mut open.conn, &items).await {
             Ok(()) => {
                 self.rows.increment(items.len() as u64);
                 SendOutcome::Done
             }
             Err(e) => {
-                if let Some(c) = guard.take() {
-                    c.discard();
+                if let Some(open) = guard.take() {
+                    open.conn.discard();
                 }
                 let mut err = self.failed(e, "writing to");
                 if matches!(err, Error::Connector { .. }) {

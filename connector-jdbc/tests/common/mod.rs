@@ -38,6 +38,13 @@ pub fn postgres() -> Option<Db> {
     })
 }
 
+pub fn mariadb() -> Option<Db> {
+    require(Service::MySql).map(|url| Db {
+        name: "mariadb",
+        url,
+    })
+}
+
 pub fn sqlite() -> Db {
     let dir = tempfile::tempdir().unwrap().keep();
     Db {
@@ -98,6 +105,15 @@ impl Db {
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
         }
+    }
+
+    /// MariaDB: the ids of the prepared XA transactions.
+    pub async fn xa_ids(&self) -> Vec<String> {
+        let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+        let rows = c.fetch_all(sqlx::raw_sql("XA RECOVER")).await.unwrap();
+        rows.iter()
+            .map(|r| String::from_utf8(r.get::<Vec<u8>, _>("data")).unwrap())
+            .collect()
     }
 
     /// `SELECT COUNT(*)` as a number.
