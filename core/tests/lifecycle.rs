@@ -67,6 +67,40 @@ async fn open_invoke_finish_close_in_order() {
     }
 }
 
+/// A failing source closes its channels; the sinks must not take that for the end of their
+/// input (and finish — a transactional sink would commit what no checkpoint covers). Twenty
+/// runs, as the job's cancellation and the closed channels race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upstream_is_not_the_end_of_the_input() {
+    for run in 0..20 {
+        let data = splits(2, 1000);
+        let sink = CollectingSink::<u64>::new();
+        let emitted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let job = Pipeline::new("upstream-fails")
+            .batch_size(16)
+            .source("src", 2, |i| {
+                VecSource::new(Arc::clone(&data), i, 2).fail_after(300, Arc::clone(&emitted))
+            })
+            .key_by(|v| *v, 3)
+            .sink("sink", 3, |i| sink.for_subtask(i))
+            .unwrap();
+        let err = job.run().await.unwrap_err();
+        assert!(
+            !err.is_cancelled(),
+            "run {run}: the root cause is reported: {err}"
+        );
+        let log = sink.log();
+        for i in 0..3 {
+            assert_eq!(count(&log, &format!("close[{i}]")), 1, "run {run}: {log:?}");
+            assert_eq!(
+                count(&log, &format!("finish[{i}]")),
+                0,
+                "run {run}: sink {i} finished although its upstream failed: {log:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn close_exactly_once_after_error_and_error_names_task() {
     let data = splits(2, 1000);

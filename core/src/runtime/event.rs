@@ -63,6 +63,9 @@ pub(crate) enum Event<T> {
     Records(Batch<T>),
     Watermark(i64),
     Barrier(u64),
+    /// The upstream subtask finished its input. A channel that closes without it closed
+    /// because the upstream failed or was cancelled: that is not the end of the input.
+    End,
 }
 
 #[cfg(test)]

@@ -18,10 +18,15 @@ pub(crate) enum InputEvent<T> {
     Barrier(u64),
     /// Every input ended.
     End,
+    /// An input closed without ending: its upstream subtask failed or was cancelled (which
+    /// the job reports). The input is not over, so a sink must not finish (and commit) on it.
+    Broken,
 }
 
 pub(crate) struct InputGate<T> {
     inputs: Vec<Option<mpsc::Receiver<Event<T>>>>,
+    /// Input `i` sent [`Event::End`].
+    ended: Vec<bool>,
     blocked: Vec<bool>,
     aligning: Option<u64>,
     watermarks: Vec<i64>,
@@ -34,6 +39,7 @@ impl<T> InputGate<T> {
         let n = inputs.len();
         InputGate {
             inputs: inputs.into_iter().map(Some).collect(),
+            ended: vec![false; n],
             blocked: vec![false; n],
             aligning: None,
             watermarks: vec![i64::MIN; n],
@@ -78,6 +84,12 @@ impl<T> InputGate<T> {
                 }
                 self.blocked[i] = true;
                 self.try_align()
+            }
+            None if !std::mem::take(&mut self.ended[i]) => Some(InputEvent::Broken),
+            Some(Event::End) => {
+                // The channel closes next; until then the input counts as live.
+                self.ended[i] = true;
+                None
             }
             None => {
                 self.inputs[i] = None;
@@ -186,8 +198,9 @@ mod tests {
             InputEvent::Records(b) => assert_eq!(b.values, vec![10]),
             other => panic!("expected input 0's record, got {other:?}"),
         }
-        drop(tx0);
-        drop(tx1);
+        for tx in [tx0, tx1] {
+            tx.send(Event::End).await.unwrap();
+        }
         assert!(matches!(gate.next().await, InputEvent::End));
     }
 
@@ -199,9 +212,25 @@ mod tests {
         tx0.send(Event::Watermark(50)).await.unwrap();
         tx1.send(Event::Watermark(20)).await.unwrap();
         assert!(matches!(gate.next().await, InputEvent::Watermark(20)));
+        tx1.send(Event::End).await.unwrap();
         drop(tx1); // a finished input no longer holds the watermark back
         assert!(matches!(gate.next().await, InputEvent::Watermark(50)));
+        tx0.send(Event::End).await.unwrap();
         drop(tx0);
         assert!(matches!(gate.next().await, InputEvent::End));
+    }
+
+    #[tokio::test]
+    async fn an_input_closed_without_ending_is_broken_not_ended() {
+        let (tx0, rx0) = mpsc::channel(8);
+        let (tx1, rx1) = mpsc::channel(8);
+        let mut gate = InputGate::new(vec![rx0, rx1]);
+        tx0.send(records(1)).await.unwrap();
+        tx0.send(Event::End).await.unwrap();
+        drop(tx0);
+        assert!(matches!(gate.next().await, InputEvent::Records(_)));
+        // Input 0 ended; input 1's upstream fails: its channel closes without `End`.
+        drop(tx1);
+        assert!(matches!(gate.next().await, InputEvent::Broken));
     }
 }

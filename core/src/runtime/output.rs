@@ -180,6 +180,7 @@ impl<T: Send + 'static> Output<T> for ChannelOutput<T> {
 
     async fn end_of_input(&mut self) -> Result<()> {
         self.flush().await?;
+        self.broadcast(|| Event::End).await?;
         self.senders.clear();
         Ok(())
     }

@@ -167,6 +167,10 @@ pub(crate) async fn run_exchange<T: Send + 'static>(
                     });
                 }
                 InputEvent::End => break,
+                // An upstream subtask failed: the job is being cancelled and reports it.
+                // Not the end of the input: no flush, no finish (no commit of a transaction
+                // no checkpoint covers).
+                InputEvent::Broken => return Err(Error::Cancelled),
             }
             while let Some(cmd) = mailbox.try_recv() {
                 notify(&mut *out, cmd).await?;
