@@ -8,7 +8,9 @@
 //! 2. [`RichFunction::open`], before any record;
 //! 3. [`SourceFunction::run`] / [`SinkFunction::invoke_batch`], with snapshots and
 //!    checkpoint notifications between records;
-//! 4. [`SinkFunction::finish`] at end of input (not after a failure);
+//! 4. [`SinkFunction::finish`] at end of input: every upstream subtask ended its input (not
+//!    after a failure, this subtask's or any upstream one's — a transactional sink may commit
+//!    in `finish`);
 //! 5. [`RichFunction::close`], exactly once — also after an error or cancellation, if `open`
 //!    was called.
 
@@ -142,7 +144,8 @@ pub trait SinkFunction<In: Send + 'static>:
         Ok(())
     }
 
-    /// Called once when the input ended normally: flush what is buffered.
+    /// Called once when the input ended normally (every upstream subtask finished; never
+    /// after a failure anywhere upstream): flush what is buffered.
     async fn finish(&mut self) -> Result<()> {
         Ok(())
     }
