@@ -11,6 +11,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+
 use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
@@ -68,12 +70,24 @@ async fn depth(url: &str, queue: &str) -> u32 {
     n
 }
 
-async fn wait_for(url: &str, queue: &str, n: u32) {
+/// Waits (at most 120 s) until `queue` holds `n` messages; panics saying whether the job was
+/// still running (stuck) or had ended, and how.
+async fn wait_for(url: &str, queue: &str, n: u32, job: &mut JoinHandle<Result<JobSummary>>) {
     let deadline = Instant::now() + Duration::from_secs(120);
-    while depth(url, queue).await < n {
+    loop {
+        let have = depth(url, queue).await;
+        if have >= n {
+            return;
+        }
+        if job.is_finished() {
+            panic!(
+                "{have} of {n} messages in {queue}: the job ended: {:?}",
+                job.await
+            );
+        }
         assert!(
             Instant::now() < deadline,
-            "fewer than {n} messages in {queue}"
+            "{have} of {n} messages in {queue} after 120 s; the job is still running"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -122,12 +136,12 @@ async fn broker_restart_mid_stream_loses_nothing() {
         .sink("out", 1, |_| sink.clone())
         .unwrap();
     let handle = job.handle();
-    let running = tokio::spawn(job.run());
+    let mut running = tokio::spawn(job.run());
 
-    wait_for(&url, &output, 1000).await;
+    wait_for(&url, &output, 1000, &mut running).await;
     rivus_testkit::restart::bounce("rabbitmq", Duration::from_secs(2)).await;
     publish(&url, &input, 5000..10000).await;
-    wait_for(&url, &output, 10_000).await;
+    wait_for(&url, &output, 10_000, &mut running).await;
     assert!(
         !running.is_finished(),
         "the job kept running through the restart"
