@@ -412,3 +412,82 @@ fn check_reaches_tls_and_cluster_endpoints() {
         "{stdout}"
     );
 }
+
+/// Generated orders into MariaDB exactly-once (`exactly_once = true`: XA transactions per
+/// checkpoint), the job killed with SIGKILL mid-run and run again: every order is in the
+/// table exactly once (it has no key, so a duplicate would be a second row) and no prepared
+/// transaction is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_orders_go_into_mariadb_exactly_once_across_a_kill() {
+    use sqlx::{Connection, Row};
+    let Some(my) = require(Service::MySql) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique_name("xa").replace('-', "_");
+    let n = 30_000u64;
+    let file = write(
+        dir.path(),
+        "p.toml",
+        &format!(
+            "name = \"to-mariadb\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"generator\"\ncount = {n}\nrate = 10000\n\
+             [sink]\ntype = \"jdbc\"\nurl = \"${{RIVUS_MYSQL_URL}}\"\ntable = \"{table}\"\n\
+             exactly_once = true\n\
+             setup = \"CREATE TABLE IF NOT EXISTS {table} (id BIGINT, user VARCHAR(40), \
+             amount DOUBLE, status VARCHAR(20), ts BIGINT)\"\n"
+        ),
+    );
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["run", &file])
+            .current_dir(dir.path())
+            .env("RIVUS_MYSQL_URL", &my)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut c = sqlx::MySqlConnection::connect(&my).await.unwrap();
+    let count_sql = format!("SELECT COUNT(*) FROM {table}");
+    let mut child = spawn();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = sqlx::query_scalar::<_, i64>(&count_sql)
+            .fetch_one(&mut c)
+            .await
+            .unwrap_or(0);
+        if rows >= 3_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rows arrive ({rows})");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = spawn().wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: String = sqlx::query_scalar(&format!(
+        "SELECT CONCAT_WS(',', COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id)) FROM {table}"
+    ))
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(summary, format!("{n},{n},0,{}", n - 1));
+    let prepared: Vec<String> = sqlx::raw_sql("XA RECOVER")
+        .fetch_all(&mut c)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.get::<Vec<u8>, _>("data")).into_owned())
+        .filter(|xid| xid.contains("to-mariadb"))
+        .collect();
+    assert!(
+        prepared.is_empty(),
+        "prepared transactions left: {prepared:?}"
+    );
+}
