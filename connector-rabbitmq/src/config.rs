@@ -136,6 +136,21 @@ impl AmqpConfig {
     }
 }
 
+/// Closes `conn`, waiting at most 2 s: a connection that is already gone may never answer the
+/// close, and a reconnect (or the end of a job) must not wait on it.
+pub(crate) async fn close_quietly(conn: &Connection, why: &str) {
+    let closing = conn.close(200, why.into());
+    if tokio::time::timeout(std::time::Duration::from_secs(2), closing)
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            reason = why,
+            "rabbitmq: no answer to the close within 2 s; dropped"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -220,7 +220,7 @@ impl<T: Send + 'static> RabbitSink<T> {
         );
         metrics::counter!("rivus_rabbitmq_reconnects_total").increment(1);
         if let Some((conn, _)) = self.conn.take() {
-            let _ = conn.close(200, "reconnecting".into()).await;
+            crate::config::close_quietly(&conn, "reconnecting").await;
         }
         let mut attempt = 0;
         'connect: loop {
@@ -409,7 +409,7 @@ impl<T: Send + 'static> RichFunction for RabbitSink<T> {
     async fn close(&mut self) -> Result<()> {
         self.in_flight.clear();
         if let Some((conn, _)) = self.conn.take() {
-            let _ = conn.close(200, "rivus sink closed".into()).await;
+            crate::config::close_quietly(&conn, "rivus sink closed").await;
         }
         Ok(())
     }

@@ -244,7 +244,7 @@ impl<T: Send + 'static> RichFunction for RabbitSource<T> {
         self.channels.clear();
         if let Some(conn) = self.conn.take() {
             // Unacknowledged deliveries return to their queues when the connection closes.
-            let _ = conn.close(200, "rivus source closed".into()).await;
+            crate::config::close_quietly(&conn, "rivus source closed").await;
         }
         Ok(())
     }
@@ -332,7 +332,7 @@ impl<T: Send + 'static> RabbitSource<T> {
         self.channels.clear();
         self.broken = false;
         if let Some(c) = self.conn.take() {
-            let _ = c.close(200, "reconnecting".into()).await;
+            crate::config::close_quietly(&c, "reconnecting").await;
         }
         let mut attempt = 0;
         loop {
