@@ -123,13 +123,11 @@ impl SqlValue {
             (_, Value::Null)
             | (Class::Text | Class::Any | Class::Bytes, Value::String(_))
             | (Class::Int | Class::Float | Class::Any, Value::Number(_))
-            | (Class::Bool | Class::Any, Value::Bool(_)) => {
-                // Integers still need a range check.
-                if class == Class::Int {
-                    return Self::convert(v, class).map(drop);
-                }
-                Ok(())
-            }
+            | (Class::Bool | Class::Any, Value::Bool(_)) => match (class, v) {
+                // Integers still need a range check (cheap when the number is an i64).
+                (Class::Int, Value::Number(n)) if !n.is_i64() => Self::convert(v, class).map(drop),
+                _ => Ok(()),
+            },
             (Class::Text | Class::Any, _) => Ok(()),
             _ => Self::convert(v, class).map(drop),
         }
@@ -137,6 +135,11 @@ impl SqlValue {
 
     /// Converts a value [`check`](SqlValue::check) accepted.
     pub fn convert_checked(v: Value, class: Class) -> Self {
+        if let (Class::Int | Class::Any, Value::Number(n)) = (class, &v) {
+            if let Some(i) = n.as_i64() {
+                return SqlValue::Int(Some(i));
+            }
+        }
         Self::convert_owned(v, class)
             .unwrap_or_else(|(e, _)| unreachable!("a checked value failed to convert: {e}"))
     }
