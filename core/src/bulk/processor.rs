@@ -268,7 +268,16 @@ impl<R: Send + 'static> Shared<R> {
 
     /// Takes the buffer's requests and their size.
     fn take(&self) -> (Vec<R>, usize) {
+        Self::take_from(&mut self.buffer.lock().unwrap())
+    }
+
+    /// Like [`take`](Self::take), when a trigger is reached (under one lock).
+    fn take_if_full(&self) -> Option<(Vec<R>, usize)> {
         let mut b = self.buffer.lock().unwrap();
+        self.full(&b).then(|| Self::take_from(&mut b))
+    }
+
+    fn take_from(b: &mut Buffer<R>) -> (Vec<R>, usize) {
         b.last_send = Instant::now();
         let bytes = std::mem::take(&mut b.bytes);
         (std::mem::take(&mut b.items), bytes)
@@ -309,14 +318,10 @@ impl<R: Send + 'static> Shared<R> {
             if !self.send_with_retries(items, bytes).await {
                 break;
             }
-            let next = {
-                let b = self.buffer.lock().unwrap();
-                self.full(&b)
-            };
-            if !next {
+            let Some(next) = self.take_if_full() else {
                 break;
-            }
-            (items, bytes) = self.take();
+            };
+            (items, bytes) = next;
             self.room.notify_waiters();
         }
         drop(permit);

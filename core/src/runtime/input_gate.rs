@@ -85,12 +85,13 @@ impl<T> InputGate<T> {
                 self.blocked[i] = true;
                 self.try_align()
             }
-            None if !std::mem::take(&mut self.ended[i]) => Some(InputEvent::Broken),
             Some(Event::End) => {
                 // The channel closes next; until then the input counts as live.
                 self.ended[i] = true;
                 None
             }
+            // Closed without `End`: the upstream subtask failed or was cancelled.
+            None if !self.ended[i] => Some(InputEvent::Broken),
             None => {
                 self.inputs[i] = None;
                 self.blocked[i] = false;
