@@ -120,15 +120,14 @@ impl SqlValue {
     /// what was expected.
     pub fn check(v: &Value, class: Class) -> Result<(), String> {
         match (class, v) {
+            // An integer column takes a number that is not an i64 only if it is whole and in
+            // range: the conversion decides.
+            (Class::Int, Value::Number(n)) if !n.is_i64() => Self::convert(v, class).map(drop),
             (_, Value::Null)
-            | (Class::Text | Class::Any | Class::Bytes, Value::String(_))
-            | (Class::Int | Class::Float | Class::Any, Value::Number(_))
-            | (Class::Bool | Class::Any, Value::Bool(_)) => match (class, v) {
-                // Integers still need a range check (cheap when the number is an i64).
-                (Class::Int, Value::Number(n)) if !n.is_i64() => Self::convert(v, class).map(drop),
-                _ => Ok(()),
-            },
-            (Class::Text | Class::Any, _) => Ok(()),
+            | (Class::Text | Class::Any, _)
+            | (Class::Bytes, Value::String(_))
+            | (Class::Int | Class::Float, Value::Number(_))
+            | (Class::Bool, Value::Bool(_)) => Ok(()),
             _ => Self::convert(v, class).map(drop),
         }
     }
