@@ -71,13 +71,13 @@ impl SinkExternal for TableCtx {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
-    for db in databases() {
+/// The testkit's sink suite on each of `dbs`, at the guarantee `exactly_once` asks for.
+async fn certify(dbs: Vec<Db>, exactly_once: bool) {
+    for db in dbs {
         let mut suite = SinkSuite::new(TableCtx {
             db: db.clone(),
             table: String::new(),
-            exactly_once: false,
+            exactly_once,
         })
         .records_per_split(200);
         if let Err(f) = suite.run_all().await {
@@ -87,18 +87,17 @@ async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
+    certify(databases(), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_passes_the_conformance_suite_exactly_once_on_postgres_and_mariadb() {
-    for db in [postgres(), mariadb()].into_iter().flatten() {
-        let mut suite = SinkSuite::new(TableCtx {
-            db: db.clone(),
-            table: String::new(),
-            exactly_once: true,
-        })
-        .records_per_split(200);
-        if let Err(f) = suite.run_all().await {
-            panic!("{}: {f}", db.name);
-        }
-    }
+    certify(
+        [postgres(), mariadb()].into_iter().flatten().collect(),
+        true,
+    )
+    .await;
 }
 
 /// `(op, id, qty)`: `w` writes, `d` deletes.

@@ -27,19 +27,24 @@ fn snapshotter() -> &'static Snapshotter {
     })
 }
 
-/// The sum of counter `name` over the series whose `job` label is `job`.
-fn counter(snap: &Snapshotter, name: &str, job: &str) -> u64 {
+/// The values of the series named `name` with label `label` = `value`.
+fn series(snap: &Snapshotter, name: &str, label: &str, value: &str) -> Vec<DebugValue> {
     snap.snapshot()
         .into_vec()
         .into_iter()
         .filter(|(key, ..)| {
-            key.key().name() == name
-                && key
-                    .key()
-                    .labels()
-                    .any(|l| l.key() == "job" && l.value() == job)
+            let key = key.key();
+            key.name() == name && key.labels().any(|l| l.key() == label && l.value() == value)
         })
-        .map(|(.., value)| match value {
+        .map(|(.., v)| v)
+        .collect()
+}
+
+/// The sum of counter `name` over the series whose `job` label is `job`.
+fn counter(snap: &Snapshotter, name: &str, job: &str) -> u64 {
+    series(snap, name, "job", job)
+        .into_iter()
+        .map(|v| match v {
             DebugValue::Counter(c) => c,
             _ => 0,
         })
@@ -49,19 +54,11 @@ fn counter(snap: &Snapshotter, name: &str, job: &str) -> u64 {
 /// The lag gauge of `topic`'s partition 0, if reported.
 fn lag_of(snap: &Snapshotter, topic: &str) -> Option<f64> {
     let partition = format!("{topic}/0");
-    snap.snapshot()
-        .into_vec()
+    series(snap, "rivus_kafka_consumer_lag", "partition", &partition)
         .into_iter()
-        .find_map(|(key, _, _, value)| {
-            let key = key.key();
-            let ours = key.name() == "rivus_kafka_consumer_lag"
-                && key
-                    .labels()
-                    .any(|l| l.key() == "partition" && l.value() == partition);
-            match (ours, value) {
-                (true, DebugValue::Gauge(g)) => Some(g.into_inner()),
-                _ => None,
-            }
+        .find_map(|v| match v {
+            DebugValue::Gauge(g) => Some(g.into_inner()),
+            _ => None,
         })
 }
 

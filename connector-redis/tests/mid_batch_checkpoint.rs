@@ -15,6 +15,9 @@ use rivus_core::schema::SchemaError;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::{TransactionalSink, TxnStore};
 
+mod common;
+use common::add;
+
 const N: u64 = 4000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,21 +26,7 @@ async fn checkpoints_inside_a_read_batch_acknowledge_only_what_they_cover() {
         return;
     };
     let (stream, group) = (unique_name("midbatch"), unique_name("group"));
-    let mut con = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut pipe = redis::pipe();
-    for i in 0..N {
-        pipe.cmd("XADD")
-            .arg(&stream)
-            .arg("*")
-            .arg("v")
-            .arg(i)
-            .ignore();
-    }
-    let _: () = pipe.query_async(&mut con).await.unwrap();
+    add(&url, &stream, 0..N as u32).await;
 
     let source = StreamsSource::builder(&url)
         .streams([stream.clone()])
@@ -48,6 +37,7 @@ async fn checkpoints_inside_a_read_batch_acknowledge_only_what_they_cover() {
                 .field("v")
                 .ok_or_else(|| SchemaError::new("redis", e.id, "no field `v`"))?;
             String::from_utf8_lossy(v)
+                .trim_start_matches('e')
                 .parse::<u64>()
                 .map_err(|err| SchemaError::new("redis", e.id, err.to_string()))
         })

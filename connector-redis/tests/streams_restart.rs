@@ -11,23 +11,8 @@ use rivus_core::schema::SchemaError;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::{TransactionalSink, TxnStore};
 
-async fn add(url: &str, stream: &str, range: std::ops::Range<u32>) {
-    let mut con = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut pipe = redis::pipe();
-    for i in range {
-        pipe.cmd("XADD")
-            .arg(stream)
-            .arg("*")
-            .arg("v")
-            .arg(format!("e{i:06}"))
-            .ignore();
-    }
-    let _: () = pipe.query_async(&mut con).await.unwrap();
-}
+mod common;
+use common::add;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_source_reconnects_after_a_server_restart_exactly_once() {

@@ -213,3 +213,22 @@ pub async fn pubsub_roundtrip(endpoint: Endpoint, plain_url: &str) {
         (0..100).map(|i| format!("m{i:03}")).collect::<Vec<_>>()
     );
 }
+
+/// XADDs entries `v = e<i>` (six digits) for `range` to `stream` on one server.
+pub async fn add(url: &str, stream: &str, range: std::ops::Range<u32>) {
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut pipe = redis::pipe();
+    for i in range {
+        pipe.cmd("XADD")
+            .arg(stream)
+            .arg("*")
+            .arg("v")
+            .arg(format!("e{i:06}"))
+            .ignore();
+    }
+    let _: () = pipe.query_async(&mut con).await.unwrap();
+}
