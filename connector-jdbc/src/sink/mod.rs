@@ -285,7 +285,7 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
             return Ok(JdbcSinkState::default());
         };
         prepared.check()?;
-        if let Some((gid, parked)) = open.writer.prepare(prepared.gid(checkpoint_id)).await? {
+        if let Some((gid, parked)) = open.writer.prepare(checkpoint_id).await? {
             prepared.add(checkpoint_id, gid, parked);
         }
         Ok(JdbcSinkState {

@@ -153,7 +153,7 @@ impl Prepared {
     }
 
     /// PostgreSQL: the transaction id for checkpoint `checkpoint`.
-    pub fn gid(&self, checkpoint: u64) -> String {
+    fn gid(&self, checkpoint: u64) -> String {
         format!("{}:{}:{checkpoint}", self.prefix, self.subtask)
     }
 
@@ -170,33 +170,35 @@ impl Prepared {
         Ok(Some(xid))
     }
 
-    /// Prepares the open transaction (`xid` from [`begin`](Self::begin), else `gid`). Returns
-    /// the id and, on MySQL/MariaDB, the connection to park with it.
+    /// Prepares the open transaction of `checkpoint` (under its XA id `xid` from
+    /// [`begin`](Self::begin) on MySQL/MariaDB). Returns the id and, on MySQL/MariaDB, the
+    /// session to park with it.
     pub async fn prepare(
         &self,
         mut conn: Conn,
         xid: Option<String>,
-        gid: String,
-    ) -> std::result::Result<(String, Option<Conn>), (String, sqlx::Error)> {
-        match xid {
-            None => match conn.raw(&format!("PREPARE TRANSACTION '{gid}'")).await {
-                Ok(()) => Ok((gid, None)),
-                Err(e) => {
-                    conn.discard();
-                    Err((gid, e))
-                }
-            },
-            Some(xid) => match conn
-                .raw(&format!("XA END '{xid}'; XA PREPARE '{xid}'"))
-                .await
-            {
-                Ok(()) => Ok((xid, Some(conn))),
-                Err(e) => {
-                    conn.discard();
-                    Err((xid, e))
-                }
-            },
+        checkpoint: u64,
+    ) -> Result<(String, Option<Conn>)> {
+        let (id, sql) = match xid {
+            Some(xid) => {
+                let sql = format!("XA END '{xid}'; XA PREPARE '{xid}'");
+                (xid, sql)
+            }
+            None => {
+                let gid = self.gid(checkpoint);
+                let sql = format!("PREPARE TRANSACTION '{gid}'");
+                (gid, sql)
+            }
+        };
+        if let Err(e) = conn.raw(&sql).await {
+            conn.discard();
+            return Err(Error::connector(
+                format!("jdbc sink: preparing transaction `{id}`"),
+                describe(&e),
+            ));
         }
+        let parked = (self.dialect == Dialect::MySql).then_some(conn);
+        Ok((id, parked))
     }
 
     /// Commits the open transaction in one step (a job without checkpoints, at its end).

@@ -262,23 +262,19 @@ impl Writer {
         }
     }
 
-    /// Exactly-once: prepares the open transaction (as `gid` on PostgreSQL, under its XA id
-    /// on MySQL/MariaDB). Returns the id and the session to park with it, or `None` when
+    /// Exactly-once: prepares the open transaction for `checkpoint`. Returns the id and the session to park with it, or `None` when
     /// nothing was written since the last one.
-    pub async fn prepare(&self, gid: String) -> Result<Option<(String, Option<Conn>)>> {
+    pub async fn prepare(&self, checkpoint: u64) -> Result<Option<(String, Option<Conn>)>> {
         let Some((prepared, slot)) = &self.txn else {
             return Ok(None);
         };
         let Some(open) = slot.lock().await.take() else {
             return Ok(None);
         };
-        match prepared.prepare(open.conn, open.xid, gid).await {
-            Ok(done) => Ok(Some(done)),
-            Err((id, e)) => Err(Error::connector(
-                format!("jdbc sink: preparing transaction `{id}`"),
-                describe(&e),
-            )),
-        }
+        prepared
+            .prepare(open.conn, open.xid, checkpoint)
+            .await
+            .map(Some)
     }
 
     /// Drops the open transaction (at close, after a failure): its connection is closed, so
