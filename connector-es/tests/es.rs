@@ -124,7 +124,7 @@ impl SinkExternal for EsCtx {
             .unwrap()
     }
 
-    fn to_record(test: &str) -> String {
+    fn to_record(&self, test: &str) -> String {
         test.to_owned()
     }
 
@@ -514,7 +514,7 @@ impl SourceExternal for IndexCtx {
             .unwrap()
     }
 
-    fn to_test_record(record: &String) -> String {
+    fn to_test_record(&self, record: &String) -> String {
         record.clone()
     }
 }

@@ -50,11 +50,11 @@ impl SinkExternal for TableCtx {
             .unwrap()
     }
 
-    fn to_record(test: &str) -> Value {
+    fn to_record(&self, test: &str) -> Value {
         json!({ "v": test })
     }
 
-    fn bad_record() -> Option<Value> {
+    fn bad_record(&self) -> Option<Value> {
         Some(json!({ "v": "reject-me" }))
     }
 

@@ -93,7 +93,7 @@ impl SourceExternal for TablesCtx {
             .unwrap()
     }
 
-    fn to_test_record(record: &String) -> String {
+    fn to_test_record(&self, record: &String) -> String {
         record.clone()
     }
 }

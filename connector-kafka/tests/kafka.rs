@@ -61,14 +61,21 @@ impl SourceExternal for SourceCtx {
         KafkaSource::builder(&self.bootstrap)
             .topics([self.topic.clone()])
             .group_id(format!("{}-group", self.topic))
-            .start(StartOffsets::Earliest)
+            .start(StartOffsets::Committed {
+                reset_to_earliest: true,
+            })
             .error_policy(policy)
             .build(ValueDeserializer(StringSchema))
             .unwrap()
     }
 
-    fn to_test_record(record: &String) -> String {
+    fn to_test_record(&self, record: &String) -> String {
         record.clone()
+    }
+
+    /// Offsets are committed to the group when a checkpoint completes.
+    fn commits_positions(&self) -> bool {
+        true
     }
 }
 
@@ -126,7 +133,7 @@ impl SinkExternal for SinkCtx {
             .unwrap()
     }
 
-    fn to_record(test: &str) -> String {
+    fn to_record(&self, test: &str) -> String {
         test.to_owned()
     }
 

@@ -2,6 +2,7 @@
 //! sinks the timestamp and watermark of the record being written.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Watches the id of the newest completed checkpoint of a job.
 #[derive(Debug, Clone)]
@@ -45,6 +46,7 @@ pub struct RuntimeContext {
     restored_from: Option<u64>,
     metrics: MetricsGroup,
     completed: CompletedCheckpoints,
+    checkpoint_interval: Option<Duration>,
 }
 
 impl RuntimeContext {
@@ -71,7 +73,27 @@ impl RuntimeContext {
             restored_from,
             metrics,
             completed: CompletedCheckpoints::none(),
+            checkpoint_interval: None,
         }
+    }
+
+    /// The same context in a job that takes a checkpoint every `interval` (`None`: no
+    /// checkpoints). The runtime sets it; tests that open a function by hand use it too.
+    pub fn with_checkpoint_interval(mut self, interval: Option<Duration>) -> Self {
+        self.checkpoint_interval = interval;
+        self
+    }
+
+    /// True when the job takes checkpoints. A source that acknowledges or commits to its
+    /// broker only when a checkpoint completes never would without them: it must fall back
+    /// (e.g. to the broker's automatic acknowledgement) or refuse to start with a clear error.
+    pub fn is_checkpointing_enabled(&self) -> bool {
+        self.checkpoint_interval.is_some()
+    }
+
+    /// The time between checkpoints, when the job takes them.
+    pub fn checkpoint_interval(&self) -> Option<Duration> {
+        self.checkpoint_interval
     }
 
     pub(crate) fn set_completed_checkpoints(&mut self, c: CompletedCheckpoints) {

@@ -25,7 +25,7 @@ mod transactional;
 pub mod wait;
 
 pub use counting::CountingSink;
-pub use memory_log::{LogPositions, LogSource, MemoryLog};
+pub use memory_log::{LogFault, LogPositions, LogSource, MemoryLog, Resume};
 pub use sequence::{run_records_into, run_sequence_into, SequenceSource};
 pub use sinks::{CollectingSink, SinkControl};
 pub use source::{VecSource, VecSourceState};

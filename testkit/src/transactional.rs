@@ -39,7 +39,7 @@ impl<T> Clone for TxnStore<T> {
     }
 }
 
-impl<T: Clone> Default for TxnStore<T> {
+impl<T> Default for TxnStore<T> {
     fn default() -> Self {
         TxnStore {
             inner: Arc::new(Mutex::new(Inner {
@@ -54,14 +54,26 @@ impl<T: Clone> Default for TxnStore<T> {
 }
 
 impl<T: Clone> TxnStore<T> {
+    /// The committed records, in commit order.
+    pub fn committed(&self) -> Vec<T> {
+        self.inner.lock().unwrap().committed.clone()
+    }
+}
+
+impl<T> TxnStore<T> {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The committed records, in commit order.
-    pub fn committed(&self) -> Vec<T> {
-        self.inner.lock().unwrap().committed.clone()
+    /// The committed records, each mapped through `f`, in commit order.
+    pub fn committed_map<U>(&self, f: impl FnMut(&T) -> U) -> Vec<U> {
+        self.inner.lock().unwrap().committed.iter().map(f).collect()
+    }
+
+    /// How many records are committed.
+    pub fn committed_len(&self) -> usize {
+        self.inner.lock().unwrap().committed.len()
     }
 
     /// Ids of transactions prepared and not yet committed or aborted.
@@ -107,7 +119,7 @@ pub struct TransactionalSink<T> {
     pace: Option<std::time::Duration>,
 }
 
-impl<T: Clone + Send + 'static> TransactionalSink<T> {
+impl<T: Send + 'static> TransactionalSink<T> {
     /// Subtask `subtask`'s sink writing into `store`.
     pub fn new(store: TxnStore<T>, subtask: usize) -> Self {
         TransactionalSink {
@@ -136,10 +148,10 @@ impl<T: Clone + Send + 'static> TransactionalSink<T> {
 }
 
 #[async_trait]
-impl<T: Clone + Send + 'static> RichFunction for TransactionalSink<T> {}
+impl<T: Send + 'static> RichFunction for TransactionalSink<T> {}
 
 #[async_trait]
-impl<T: Clone + Send + 'static> CheckpointedFunction for TransactionalSink<T> {
+impl<T: Send + 'static> CheckpointedFunction for TransactionalSink<T> {
     type State = Vec<TxnId>;
 
     async fn initialize_state(&mut self, restored: Restored<Vec<TxnId>>) -> Result<()> {
@@ -178,7 +190,7 @@ impl<T: Clone + Send + 'static> CheckpointedFunction for TransactionalSink<T> {
 }
 
 #[async_trait]
-impl<T: Clone + Send + 'static> CheckpointListener for TransactionalSink<T> {
+impl<T: Send + 'static> CheckpointListener for TransactionalSink<T> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
         let (done, keep): (Vec<TxnId>, Vec<TxnId>) =
             self.pending.iter().partition(|(_, c)| *c <= checkpoint_id);
@@ -191,7 +203,7 @@ impl<T: Clone + Send + 'static> CheckpointListener for TransactionalSink<T> {
 }
 
 #[async_trait]
-impl<T: Clone + Send + 'static> SinkFunction<T> for TransactionalSink<T> {
+impl<T: Send + 'static> SinkFunction<T> for TransactionalSink<T> {
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
         DeliveryGuarantee::ExactlyOnce
     }

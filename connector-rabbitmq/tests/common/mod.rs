@@ -125,8 +125,12 @@ impl SourceExternal for SourceCtx {
             .unwrap()
     }
 
-    fn to_test_record(record: &String) -> String {
+    fn to_test_record(&self, record: &String) -> String {
         record.clone()
+    }
+    /// Deliveries are acknowledged to the broker when a checkpoint completes.
+    fn commits_positions(&self) -> bool {
+        true
     }
 }
 
@@ -176,7 +180,7 @@ impl SinkExternal for SinkCtx {
             .unwrap()
     }
 
-    fn to_record(test: &str) -> String {
+    fn to_record(&self, test: &str) -> String {
         test.to_owned()
     }
 

@@ -76,8 +76,12 @@ impl SourceExternal for StreamsCtx {
             .unwrap()
     }
 
-    fn to_test_record(record: &String) -> String {
+    fn to_test_record(&self, record: &String) -> String {
         record.clone()
+    }
+    /// Deliveries are acknowledged to the broker when a checkpoint completes.
+    fn commits_positions(&self) -> bool {
+        true
     }
 }
 
@@ -128,7 +132,7 @@ impl SinkExternal for ListCtx {
             .unwrap()
     }
 
-    fn to_record(test: &str) -> String {
+    fn to_record(&self, test: &str) -> String {
         test.to_owned()
     }
 

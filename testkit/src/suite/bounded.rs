@@ -2,29 +2,22 @@
 //! its end) must pass, against any [`SourceExternal`] whose source ends when the data written
 //! before the run is read.
 
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
-
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_core::checkpoint::MemoryStateBackend;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 
-use super::observed::{LifecycleLog, ObservedSource};
 use super::records::{test_record, verify};
+use super::report::{CaseError, Recorder, SuiteReport};
+use super::runner::{run_source, RunOutcome, SourceRun, Store};
 use super::{failure, SourceExternal, SuiteFailure};
-use crate::{TransactionalSink, TxnStore};
+use crate::TxnStore;
 
 /// Runs the bounded-source cases against one [`SourceExternal`].
 pub struct BoundedSourceSuite<C> {
     ctx: C,
     per_split: usize,
     ordered: bool,
-}
-
-struct Outcome {
-    committed: Vec<String>,
-    result: Result<JobSummary>,
-    lifecycle: LifecycleLog,
+    recorder: Recorder,
 }
 
 impl<C: SourceExternal> BoundedSourceSuite<C> {
@@ -34,6 +27,7 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
             ctx,
             per_split: 500,
             ordered: true,
+            recorder: Recorder::new("BoundedSourceSuite"),
         }
     }
 
@@ -50,15 +44,23 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         self
     }
 
-    /// Runs every case; the first failure is returned with its explanation.
-    pub async fn run_all(&mut self) -> Result<(), SuiteFailure> {
-        self.reads_everything("bounded::single_reader", 1, 1)
-            .await?;
-        self.reads_everything("bounded::parallel_readers", 4, 3)
-            .await?;
-        self.empty().await?;
-        self.failure_and_restart().await?;
-        Ok(())
+    /// The rows of the cases run so far.
+    pub fn report(&self) -> &SuiteReport {
+        &self.recorder.report
+    }
+
+    /// Runs every case and returns the report (also printed); the first failure is returned
+    /// carrying the whole report.
+    pub async fn run_all(&mut self) -> Result<SuiteReport, SuiteFailure> {
+        let _ = self.reads_everything("bounded::single_reader", 1, 1).await;
+        let _ = self
+            .reads_everything("bounded::parallel_readers", 4, 3)
+            .await;
+        let _ = self.empty().await;
+        for p in [1, 2] {
+            let _ = self.failure_and_restart_at(p).await;
+        }
+        self.recorder.finish()
     }
 
     async fn write(&mut self, case: &str, splits: usize) -> Result<Vec<String>, SuiteFailure> {
@@ -78,69 +80,39 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         Ok(all)
     }
 
+    /// A run to the end of the data (the job must end by itself).
+    fn spec(parallelism: usize) -> SourceRun {
+        let mut s = SourceRun::new(parallelism, None, super::ARRIVAL_TIMEOUT);
+        s.interval = std::time::Duration::from_millis(20);
+        s.batch_size = 32;
+        s.channel_capacity = 2;
+        s
+    }
+
     async fn run(
         &self,
         backend: &MemoryStateBackend,
-        store: &TxnStore<String>,
-        parallelism: usize,
-        fail_sink_after: Option<usize>,
-        pace: Option<std::time::Duration>,
-    ) -> Outcome {
-        let lifecycle = LifecycleLog::default();
-        let received = Arc::new(AtomicUsize::new(0));
-        let ctx = &self.ctx;
-        let job = Pipeline::new("bounded-source-suite")
-            .batch_size(32)
-            .channel_capacity(2)
-            .checkpointing(CheckpointConfig::new(
-                std::time::Duration::from_millis(20),
-                Arc::new(backend.clone()),
-            ))
-            .source("source", parallelism, |i| {
-                ObservedSource::new(
-                    ctx.create_source(i, parallelism, ErrorPolicy::Fail),
-                    i,
-                    lifecycle.clone(),
-                )
-            })
-            .map(|r| C::to_test_record(&r))
-            .sink("collect", 1, |i| {
-                let mut sink = TransactionalSink::new(store.clone(), i);
-                if let Some(p) = pace {
-                    sink = sink.pace(p);
-                }
-                match fail_sink_after {
-                    Some(n) => sink.fail_after(n, Arc::clone(&received)),
-                    None => sink,
-                }
-            });
-        let result = match job {
-            Ok(job) => {
-                let run = tokio::time::timeout(super::ARRIVAL_TIMEOUT, job.run()).await;
-                run.unwrap_or_else(|_| {
-                    Err(Error::connector(
-                        "bounded source suite",
-                        "the job did not end by itself: a bounded source must finish",
-                    ))
-                })
-            }
-            Err(e) => Err(e),
-        };
-        Outcome {
-            committed: store.committed(),
-            result,
-            lifecycle,
-        }
+        store: &Store<C>,
+        spec: SourceRun,
+    ) -> RunOutcome {
+        run_source(&self.ctx, backend, store, spec).await
     }
 
-    fn judge(&self, case: &str, expected: &[String], out: &Outcome) -> Result<(), SuiteFailure> {
+    fn judge(
+        &mut self,
+        case: &str,
+        expected: &[String],
+        out: &RunOutcome,
+    ) -> Result<(), SuiteFailure> {
+        let mut verdict = verify(expected, &out.committed);
+        self.recorder
+            .counts(expected.len(), &out.committed, &verdict);
         if let Err(e) = &out.result {
             return Err(failure(case, format!("the job failed: {e}")));
         }
         out.lifecycle
             .check()
             .map_err(|e| failure(case, format!("lifecycle: {e}")))?;
-        let mut verdict = verify(expected, &out.committed);
         if !self.ordered {
             verdict.out_of_order.clear();
         }
@@ -158,14 +130,23 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         splits: usize,
         parallelism: usize,
     ) -> Result<(), SuiteFailure> {
+        self.recorder.begin();
+        let r = self.reads_everything_case(case, splits, parallelism).await;
+        self.recorder.end(case, parallelism, r)
+    }
+
+    async fn reads_everything_case(
+        &mut self,
+        case: &str,
+        splits: usize,
+        parallelism: usize,
+    ) -> Result<(), CaseError> {
         let expected = self.write(case, splits).await?;
         let out = self
             .run(
                 &MemoryStateBackend::new(),
                 &TxnStore::new(),
-                parallelism,
-                None,
-                None,
+                Self::spec(parallelism),
             )
             .await;
         self.judge(case, &expected, &out)?;
@@ -177,7 +158,8 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
                     "the source emitted {read} records, {} were written",
                     expected.len()
                 ),
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -185,36 +167,50 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
     /// Nothing to read: the job ends at once with no records.
     async fn empty(&mut self) -> Result<(), SuiteFailure> {
         let case = "bounded::empty";
-        self.ctx.prepare(2).await.map_err(|e| failure(case, e))?;
-        let out = self
-            .run(&MemoryStateBackend::new(), &TxnStore::new(), 2, None, None)
-            .await;
-        self.judge(case, &[], &out)
+        self.recorder.begin();
+        let r = async {
+            self.ctx.prepare(2).await.map_err(|e| failure(case, e))?;
+            let out = self
+                .run(&MemoryStateBackend::new(), &TxnStore::new(), Self::spec(2))
+                .await;
+            self.judge(case, &[], &out)?;
+            Ok(())
+        }
+        .await;
+        self.recorder.end(case, 2, r)
     }
 
     /// The job fails halfway (the sink throws between a write and its commit) and restarts
     /// from its last checkpoint: everything arrives once, and the restarted run does not read
     /// what the checkpoint already covered.
     pub async fn failure_and_restart(&mut self) -> Result<(), SuiteFailure> {
+        self.failure_and_restart_at(2).await
+    }
+
+    /// [`failure_and_restart`](Self::failure_and_restart) with `parallelism` readers.
+    pub async fn failure_and_restart_at(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
         let case = "bounded::failure_and_restart";
+        self.recorder.begin();
+        let r = self.failure_and_restart_case(case, parallelism).await;
+        self.recorder.end(case, parallelism, r)
+    }
+
+    async fn failure_and_restart_case(&mut self, case: &str, p: usize) -> Result<(), CaseError> {
         let expected = self.write(case, 2).await?;
         let (backend, store) = (MemoryStateBackend::new(), TxnStore::new());
         // A slow sink (the whole run takes ~200 ms at least), so that checkpoints (every
         // 20 ms) land while the source reads, however fast the source is.
         let batches = (expected.len() / 32).max(1) as u64;
-        let pace = Some(std::time::Duration::from_millis((200 / batches).max(1)));
-        let first = self
-            .run(&backend, &store, 2, Some(expected.len() / 2), pace)
-            .await;
+        let mut spec = Self::spec(p);
+        spec.pace = Some(std::time::Duration::from_millis((200 / batches).max(1)));
+        spec.fail_sink_after = Some(expected.len() / 2);
+        let first = self.run(&backend, &store, spec).await;
         if first.result.is_ok() {
-            return Err(failure(
-                case,
-                "the injected failure did not stop the first run",
-            ));
+            return Err(failure(case, "the injected failure did not stop the first run").into());
         }
         // What the first run committed is covered by a completed checkpoint.
         let covered = first.committed.len() as u64;
-        let out = self.run(&backend, &store, 2, None, None).await;
+        let out = self.run(&backend, &store, Self::spec(p)).await;
         self.judge(case, &expected, &out)?;
         let summary = out.result.as_ref().expect("judged above");
         if summary.restored_from.is_none() {
@@ -222,7 +218,8 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
                 case,
                 "no checkpoint completed before the failure halfway, so the restart restored \
                  nothing (checkpoints every 20 ms; does the source serve them while reading?)",
-            ));
+            )
+            .into());
         }
         let most = expected.len() as u64 - covered;
         if summary.records_read > most {
@@ -233,7 +230,8 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
                      read {} (at most {most} expected)",
                     summary.records_read
                 ),
-            ));
+            )
+            .into());
         }
         Ok(())
     }

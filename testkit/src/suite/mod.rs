@@ -1,22 +1,30 @@
 //! The conformance suites: [`SourceSuite`], [`BoundedSourceSuite`] and [`SinkSuite`] run a
-//! connector through the
-//! cases every connector must pass (splits and parallelism, stop and restore, rescaling, idle
-//! readers, failures between write and commit, bad records, lifecycle) and hold it to the
-//! delivery guarantee it declares.
+//! connector through the cases every connector must pass (splits and parallelism, stop and
+//! restore, rescaling, idle readers, failures before and after completed checkpoints, inside a
+//! checkpoint and during a restore, bad records, lifecycle) and hold it to the delivery
+//! guarantee it declares.
 //!
 //! A connector author implements [`SourceExternal`] or [`SinkExternal`] once — how to create
 //! the connector and how to write to or read from the external system — and calls
-//! `run_all().await`.
+//! `run_all().await`, which returns a [`SuiteReport`] (one row per case and parallelism; a
+//! case that does not apply is *skipped, with the reason*, never passed) and prints it.
 
 mod bounded;
+mod dead_letters;
 mod observed;
 mod records;
+mod report;
+mod runner;
 mod sink;
+mod sink_failures;
 mod source;
+mod source_failures;
 
 pub use bounded::BoundedSourceSuite;
+pub use dead_letters::MemoryDeadLetters;
 pub use observed::{LifecycleLog, ObservedSink, ObservedSource};
 pub use records::{test_record, verify, Verdict};
+pub use report::{CaseOutcome, CaseRow, SuiteReport};
 pub use sink::{SinkExternal, SinkSuite};
 pub use source::{SourceExternal, SourceSuite};
 
@@ -27,8 +35,10 @@ use std::time::Duration;
 pub struct SuiteFailure {
     /// The case, e.g. `source::stop_and_restore`.
     pub case: String,
-    /// The explanation.
+    /// The explanation (with the parallelism it ran at).
     pub message: String,
+    /// From `run_all`: every case that ran, with its outcome.
+    pub report: Option<SuiteReport>,
 }
 
 impl std::fmt::Display for SuiteFailure {
@@ -37,7 +47,11 @@ impl std::fmt::Display for SuiteFailure {
             f,
             "conformance case `{}` failed: {}",
             self.case, self.message
-        )
+        )?;
+        if let Some(r) = &self.report {
+            write!(f, "\n{r}")?;
+        }
+        Ok(())
     }
 }
 
@@ -47,6 +61,7 @@ pub(crate) fn failure(case: &str, message: impl std::fmt::Display) -> SuiteFailu
     SuiteFailure {
         case: case.to_owned(),
         message: message.to_string(),
+        report: None,
     }
 }
 

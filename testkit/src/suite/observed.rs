@@ -1,9 +1,88 @@
 //! Wrappers that record a connector's lifecycle calls, so a suite can check that the runtime
-//! and the connector together keep the contract: open before use, close exactly once.
+//! and the connector together keep the contract: open before use, close exactly once — and
+//! that inject the faults of the failure cases around the connector's own calls.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rivus_core::prelude::*;
+use rivus_core::CompletedCheckpoints;
+
+/// When an injected fault fires.
+#[derive(Debug, Clone)]
+pub(crate) enum Trigger {
+    /// Once, the first time it is checked after the suite set the flag.
+    Armed(Arc<AtomicBool>),
+    /// Once this many checkpoints completed since the wrapped function was opened.
+    AfterCheckpoints(u64),
+}
+
+impl Trigger {
+    /// A trigger the suite sets (from its monitoring loop) and the wrapper fires once.
+    pub fn armed() -> (Trigger, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        (Trigger::Armed(Arc::clone(&flag)), flag)
+    }
+}
+
+/// The faults one wrapped function injects.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Faults {
+    /// The first `open` of a run restored from a checkpoint fails once, after the connector
+    /// itself opened (and did whatever its restore does): set to `true` to arm, cleared when
+    /// it fires, so the next run opens normally.
+    pub open_after_restore: Option<Arc<AtomicBool>>,
+    /// `snapshot_state` fails once (after the connector's own snapshot: it pre-committed).
+    pub snapshot: Option<Trigger>,
+    /// `invoke_batch` fails once (before the connector sees the batch).
+    pub invoke: Option<Trigger>,
+}
+
+/// The faults of one wrapper while it runs.
+#[derive(Debug, Default)]
+struct Armed {
+    faults: Faults,
+    completed: Option<CompletedCheckpoints>,
+    base: u64,
+}
+
+impl Armed {
+    fn new(faults: Faults) -> Self {
+        Armed {
+            faults,
+            ..Armed::default()
+        }
+    }
+
+    fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        let completed = ctx.completed_checkpoints();
+        self.base = completed.latest().unwrap_or(0);
+        self.completed = Some(completed);
+        let restored = ctx.restored_from().is_some();
+        match &self.faults.open_after_restore {
+            Some(flag) if restored && flag.swap(false, Ordering::SeqCst) => Err(injected(
+                "the first open after a restore (connector opened, then the task failed)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn fires(&self, trigger: &Option<Trigger>) -> bool {
+        match trigger {
+            None => false,
+            Some(Trigger::Armed(flag)) => flag.swap(false, Ordering::SeqCst),
+            Some(Trigger::AfterCheckpoints(n)) => self
+                .completed
+                .as_ref()
+                .and_then(|c| c.latest())
+                .is_some_and(|latest| latest >= self.base + n),
+        }
+    }
+}
+
+fn injected(what: &str) -> Error {
+    Error::connector("conformance suite", format!("injected failure in {what}"))
+}
 
 /// Lifecycle events of every subtask, in order: `open[i]`, `use[i]`, `close[i]`.
 #[derive(Debug, Clone, Default)]
@@ -82,6 +161,7 @@ pub struct ObservedSource<S> {
     inner: S,
     subtask: usize,
     log: LifecycleLog,
+    faults: Armed,
 }
 
 impl<S> ObservedSource<S> {
@@ -91,7 +171,13 @@ impl<S> ObservedSource<S> {
             inner,
             subtask,
             log,
+            faults: Armed::default(),
         }
+    }
+
+    pub(crate) fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = Armed::new(faults);
+        self
     }
 }
 
@@ -99,7 +185,8 @@ impl<S> ObservedSource<S> {
 impl<S: SourceFunction> RichFunction for ObservedSource<S> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.log.push("open", self.subtask);
-        self.inner.open(ctx).await
+        self.inner.open(ctx).await?;
+        self.faults.open(ctx)
     }
 
     async fn close(&mut self) -> Result<()> {
@@ -136,6 +223,7 @@ pub struct ObservedSink<S> {
     inner: S,
     subtask: usize,
     log: LifecycleLog,
+    faults: Armed,
 }
 
 impl<S> ObservedSink<S> {
@@ -145,7 +233,13 @@ impl<S> ObservedSink<S> {
             inner,
             subtask,
             log,
+            faults: Armed::default(),
         }
+    }
+
+    pub(crate) fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = Armed::new(faults);
+        self
     }
 }
 
@@ -153,7 +247,8 @@ impl<S> ObservedSink<S> {
 impl<S: Send + RichFunction> RichFunction for ObservedSink<S> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.log.push("open", self.subtask);
-        self.inner.open(ctx).await
+        self.inner.open(ctx).await?;
+        self.faults.open(ctx)
     }
 
     async fn close(&mut self) -> Result<()> {
@@ -171,7 +266,13 @@ impl<S: CheckpointedFunction> CheckpointedFunction for ObservedSink<S> {
     }
 
     async fn snapshot_state(&mut self, id: u64) -> Result<S::State> {
-        self.inner.snapshot_state(id).await
+        let state = self.inner.snapshot_state(id).await?;
+        if self.faults.fires(&self.faults.faults.snapshot) {
+            return Err(injected(&format!(
+                "snapshot_state of checkpoint {id} (after the connector's own snapshot)"
+            )));
+        }
+        Ok(state)
     }
 }
 
@@ -199,6 +300,11 @@ impl<In: Send + 'static, S: SinkFunction<In>> SinkFunction<In> for ObservedSink<
 
     async fn invoke_batch(&mut self, values: Vec<In>, ctx: &mut SinkContext) -> Result<()> {
         self.log.push("use", self.subtask);
+        if self.faults.fires(&self.faults.faults.invoke) {
+            return Err(injected(
+                "invoke_batch (a write after completed checkpoints)",
+            ));
+        }
         self.inner.invoke_batch(values, ctx).await
     }
 

@@ -1,4 +1,5 @@
-//! [`SinkSuite`]: the cases every sink must pass, against any [`SinkExternal`].
+//! [`SinkSuite`]: the cases every sink must pass, against any [`SinkExternal`]. The cases
+//! without injected faults in the sink live here; those that fail it are in `sink_failures`.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -8,16 +9,17 @@ use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 
-use super::observed::{LifecycleLog, ObservedSink};
+use super::observed::{Faults, LifecycleLog, ObservedSink};
 use super::records::{test_record, verify};
-use super::{failure, SuiteFailure};
+use super::report::{CaseError, Recorder, SuiteReport};
+use super::{failure, MemoryDeadLetters, SuiteFailure};
 use crate::VecSource;
 
 /// How a suite drives one sink connector and reads back what reached the external system.
 #[async_trait]
 pub trait SinkExternal: Send + Sync {
     /// The record type the sink consumes.
-    type Record: Send + 'static;
+    type Record: Clone + Send + Sync + 'static;
     /// The connector under test.
     type Sink: SinkFunction<Self::Record> + 'static;
 
@@ -29,10 +31,11 @@ pub trait SinkExternal: Send + Sync {
     fn create_sink(&self, subtask: usize, parallelism: usize, policy: ErrorPolicy) -> Self::Sink;
 
     /// The sink's record carrying the test string `test`.
-    fn to_record(test: &str) -> Self::Record;
+    fn to_record(&self, test: &str) -> Self::Record;
 
-    /// A record the external system will reject, if the connector has such a notion.
-    fn bad_record() -> Option<Self::Record> {
+    /// A record the external system will reject, if the connector has such a notion (the
+    /// bad-record case is skipped otherwise, and the report says so).
+    fn bad_record(&self) -> Option<Self::Record> {
         None
     }
 
@@ -47,23 +50,42 @@ pub trait SinkExternal: Send + Sync {
 
 /// Runs the sink cases against one [`SinkExternal`].
 pub struct SinkSuite<C> {
-    ctx: C,
-    per_split: usize,
+    pub(super) ctx: C,
+    pub(super) per_split: usize,
+    pub(super) recorder: Recorder,
 }
 
-fn split_of(r: &str) -> usize {
-    r.strip_prefix('s')
-        .and_then(|s| s.split('-').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+/// How one run of the sink suite's job is set up.
+#[derive(Clone, Default)]
+pub(super) struct SinkRun {
+    pub parallelism: usize,
+    /// Rounds of input per split (more data after a failure: the restored source reads on).
+    pub rounds: usize,
+    /// The source fails once this many records were emitted.
+    pub kill: Option<usize>,
+    /// The source keeps running after its data (until an injected fault fails the job).
+    pub unbounded: bool,
+    /// Faults injected around the sink under test.
+    pub faults: Faults,
+}
+
+impl SinkRun {
+    pub fn new(parallelism: usize, rounds: usize) -> Self {
+        SinkRun {
+            parallelism,
+            rounds,
+            ..SinkRun::default()
+        }
+    }
 }
 
 impl<C: SinkExternal> SinkSuite<C> {
-    /// A suite writing `per_split` records into each of 4 splits (default 300).
+    /// A suite writing `per_split` records into each of 4 splits per round (default 300).
     pub fn new(ctx: C) -> Self {
         SinkSuite {
             ctx,
             per_split: 300,
+            recorder: Recorder::new("SinkSuite"),
         }
     }
 
@@ -78,70 +100,120 @@ impl<C: SinkExternal> SinkSuite<C> {
         &self.ctx
     }
 
-    /// Runs every case; the first failure is returned with its explanation.
-    pub async fn run_all(&mut self) -> Result<(), SuiteFailure> {
-        self.write_all(1).await?;
-        self.write_all(3).await?;
-        self.kill_and_restart().await?;
-        self.rescale().await?;
-        self.bad_records().await?;
-        Ok(())
+    /// The rows of the cases run so far.
+    pub fn report(&self) -> &SuiteReport {
+        &self.recorder.report
     }
 
-    fn input(&self) -> Arc<Vec<Vec<String>>> {
+    /// Runs every case, each failure case at parallelism 1 and 2, and returns the report (also
+    /// printed). A failure does not stop the others; the first one is returned, carrying the
+    /// whole report.
+    pub async fn run_all(&mut self) -> Result<SuiteReport, SuiteFailure> {
+        let _ = self.write_all(1).await;
+        let _ = self.write_all(3).await;
+        let _ = self.kill_and_restart().await;
+        let _ = self.rescale().await;
+        for p in [1, 2] {
+            let _ = self.failure_after_checkpoints(p).await;
+            let _ = self.failure_in_snapshot(p).await;
+            let _ = self.failure_during_restore(p).await;
+        }
+        let _ = self.bad_records().await;
+        self.recorder.finish()
+    }
+
+    /// The test strings of `rounds` rounds, per split.
+    pub(super) fn expected(&self, rounds: usize) -> Vec<String> {
+        (0..4)
+            .flat_map(|s| (0..rounds * self.per_split).map(move |i| test_record(s, i)))
+            .collect()
+    }
+
+    fn input(&self, rounds: usize) -> Arc<Vec<Vec<(usize, C::Record)>>> {
         Arc::new(
             (0..4)
-                .map(|s| (0..self.per_split).map(|i| test_record(s, i)).collect())
+                .map(|s| {
+                    (0..rounds * self.per_split)
+                        .map(|i| (s, self.ctx.to_record(&test_record(s, i))))
+                        .collect()
+                })
                 .collect(),
         )
     }
 
-    fn guarantee(&self) -> DeliveryGuarantee {
+    pub(super) fn guarantee(&self) -> DeliveryGuarantee {
         self.ctx
             .create_sink(0, 1, ErrorPolicy::Fail)
             .delivery_guarantee()
     }
 
-    /// Runs VecSource(4 splits) → key_by(split) → sink; a failure is injected after `kill`
-    /// records when given.
-    async fn run(
+    /// Runs VecSource(4 splits) → key_by(split) → sink, checkpointing every 20 ms into
+    /// `backend` (and restoring from it).
+    pub(super) async fn run(
         &self,
         backend: &MemoryStateBackend,
-        parallelism: usize,
-        kill: Option<usize>,
-        policy: ErrorPolicy,
+        spec: SinkRun,
         lifecycle: &LifecycleLog,
     ) -> Result<JobSummary> {
-        let data = self.input();
+        let data = self.input(spec.rounds);
         let emitted = Arc::new(AtomicUsize::new(0));
         let ctx = &self.ctx;
-        Pipeline::new("sink-suite")
+        let p = spec.parallelism;
+        let job = Pipeline::new("sink-suite")
             .batch_size(32)
             .checkpointing(CheckpointConfig::new(
                 Duration::from_millis(20),
                 Arc::new(backend.clone()),
             ))
             .source("input", 2, |i| {
-                let s = VecSource::new(Arc::clone(&data), i, 2).paced(50, Duration::from_millis(2));
-                match kill {
+                let mut s = VecSource::new(Arc::clone(&data), i, 2);
+                s = if spec.unbounded {
+                    // Slow enough that checkpoints complete while data flows, however fast
+                    // the sink; the job ends only through the injected fault.
+                    s.paced(10, Duration::from_millis(10)).unbounded()
+                } else {
+                    s.paced(50, Duration::from_millis(2))
+                };
+                match spec.kill {
                     Some(k) => s.fail_after(k, Arc::clone(&emitted)),
                     None => s,
                 }
             })
-            .key_by(|r: &String| split_of(r), parallelism)
-            .map(|r| C::to_record(&r))
-            .sink("sink", parallelism, |i| {
+            .key_by(|(s, _): &(usize, C::Record)| *s, p)
+            .map(|(_, r)| r)
+            .sink("sink", p, |i| {
                 ObservedSink::new(
-                    ctx.create_sink(i, parallelism, policy.clone()),
+                    ctx.create_sink(i, p, ErrorPolicy::Fail),
                     i,
                     lifecycle.clone(),
                 )
-            })?
-            .run()
-            .await
+                .with_faults(spec.faults.clone())
+            })?;
+        let handle = job.handle();
+        let run = tokio::time::timeout(super::ARRIVAL_TIMEOUT, job.run());
+        match run.await {
+            Ok(r) => r,
+            Err(_) => {
+                handle.cancel();
+                Err(Error::connector(
+                    "sink suite",
+                    format!(
+                        "the job did not end within {:?} (an injected fault that never fired: \
+                         did checkpoints complete?)",
+                        super::ARRIVAL_TIMEOUT
+                    ),
+                ))
+            }
+        }
     }
 
-    async fn judge(&self, case: &str, lifecycle: &LifecycleLog) -> Result<(), SuiteFailure> {
+    /// Reads back the destination and judges it against `rounds` rounds of input.
+    pub(super) async fn judge(
+        &mut self,
+        case: &str,
+        lifecycle: &LifecycleLog,
+        rounds: usize,
+    ) -> Result<(), SuiteFailure> {
         lifecycle
             .check()
             .map_err(|e| failure(case, format!("lifecycle: {e}")))?;
@@ -153,27 +225,37 @@ impl<C: SinkExternal> SinkSuite<C> {
         if !self.ctx.preserves_order() {
             back.sort();
         }
-        let expected: Vec<String> = self.input().iter().flatten().cloned().collect();
-        verify(&expected, &back)
+        let expected = self.expected(rounds);
+        let verdict = verify(&expected, &back);
+        self.recorder.counts(expected.len(), &back, &verdict);
+        verdict
             .check(self.guarantee())
             .map_err(|e| failure(case, e))
     }
 
     /// Everything written arrives, with `parallelism` sink subtasks.
     pub async fn write_all(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
-        let case = format!("sink::write_all (parallelism {parallelism})");
-        self.ctx.prepare().await.map_err(|e| failure(&case, e))?;
+        let case = "sink::write_all";
+        self.recorder.begin();
+        let r = self.write_all_case(case, parallelism).await;
+        self.recorder.end(case, parallelism, r)
+    }
+
+    async fn write_all_case(&mut self, case: &str, p: usize) -> Result<(), CaseError> {
+        self.prepare(case).await?;
         let lifecycle = LifecycleLog::default();
-        self.run(
-            &MemoryStateBackend::new(),
-            parallelism,
-            None,
-            ErrorPolicy::Fail,
-            &lifecycle,
-        )
-        .await
-        .map_err(|e| failure(&case, format!("the job failed: {e}")))?;
-        self.judge(&case, &lifecycle).await
+        self.run(&MemoryStateBackend::new(), SinkRun::new(p, 1), &lifecycle)
+            .await
+            .map_err(|e| failure(case, format!("the job failed: {e}")))?;
+        self.judge(case, &lifecycle, 1).await?;
+        Ok(())
+    }
+
+    pub(super) async fn prepare(&mut self, case: &str) -> Result<(), SuiteFailure> {
+        self.ctx
+            .prepare()
+            .await
+            .map_err(|e| failure(case, format!("preparing the destination: {e}")))
     }
 
     /// The job is killed between writes and their checkpoint commit, several times, then runs
@@ -181,17 +263,24 @@ impl<C: SinkExternal> SinkSuite<C> {
     pub async fn kill_and_restart(&mut self) -> Result<(), SuiteFailure> {
         let case = "sink::kill_and_restart";
         let total = 4 * self.per_split;
+        self.recorder.begin();
         // Each run restores from the previous one's last checkpoint; killing every run after a
         // fifth of the input leaves each one enough records to reach its kill point.
-        self.killed_then_finished(case, &[(2, total / 6), (2, total / 5), (2, total / 4)], 2)
-            .await
+        let r = self
+            .killed_then_finished(case, &[(2, total / 6), (2, total / 5), (2, total / 4)], 2)
+            .await;
+        self.recorder.end(case, 2, r)
     }
 
     /// Killed with 2 subtasks, restored into 3 (killed again), then into 1.
     pub async fn rescale(&mut self) -> Result<(), SuiteFailure> {
+        let case = "sink::rescale";
         let total = 4 * self.per_split;
-        self.killed_then_finished("sink::rescale", &[(2, total / 4), (3, total / 4)], 1)
-            .await
+        self.recorder.begin();
+        let r = self
+            .killed_then_finished(case, &[(2, total / 4), (3, total / 4)], 1)
+            .await;
+        self.recorder.end(case, 1, r)
     }
 
     /// Runs killed after `kill` records with `parallelism` subtasks, each restoring from the
@@ -201,88 +290,126 @@ impl<C: SinkExternal> SinkSuite<C> {
         case: &str,
         killed: &[(usize, usize)],
         final_parallelism: usize,
-    ) -> Result<(), SuiteFailure> {
-        self.ctx.prepare().await.map_err(|e| failure(case, e))?;
+    ) -> Result<(), CaseError> {
+        self.prepare(case).await?;
         let backend = MemoryStateBackend::new();
         for &(parallelism, kill) in killed {
             let lifecycle = LifecycleLog::default();
-            let run = self.run(
-                &backend,
-                parallelism,
-                Some(kill),
-                ErrorPolicy::Fail,
-                &lifecycle,
-            );
-            if run.await.is_ok() {
-                return Err(failure(case, "the injected failure did not fail the job"));
+            let mut spec = SinkRun::new(parallelism, 1);
+            spec.kill = Some(kill);
+            if self.run(&backend, spec, &lifecycle).await.is_ok() {
+                return Err(failure(case, "the injected failure did not fail the job").into());
             }
             lifecycle
                 .check()
                 .map_err(|e| failure(case, format!("lifecycle after a failure: {e}")))?;
         }
         let lifecycle = LifecycleLog::default();
-        self.run(
-            &backend,
-            final_parallelism,
-            None,
-            ErrorPolicy::Fail,
-            &lifecycle,
-        )
-        .await
-        .map_err(|e| {
-            failure(
-                case,
-                format!("the final run ({final_parallelism} subtasks) failed: {e}"),
-            )
-        })?;
-        self.judge(case, &lifecycle).await
+        self.run(&backend, SinkRun::new(final_parallelism, 1), &lifecycle)
+            .await
+            .map_err(|e| {
+                failure(
+                    case,
+                    format!("the final run ({final_parallelism} subtasks) failed: {e}"),
+                )
+            })?;
+        self.judge(case, &lifecycle, 1).await?;
+        Ok(())
     }
 
-    /// A record the destination rejects: `fail` stops the job; `skip` keeps every other record.
+    /// A record the destination rejects: `fail` stops the job; `skip` keeps every other record;
+    /// a dead-letter queue receives it with its content and keeps every other record.
     pub async fn bad_records(&mut self) -> Result<(), SuiteFailure> {
         let case = "sink::bad_records";
-        if C::bad_record().is_none() {
-            return Ok(());
-        }
-        for policy in [ErrorPolicy::Fail, ErrorPolicy::Skip] {
-            self.ctx.prepare().await.map_err(|e| failure(case, e))?;
+        self.recorder.begin();
+        let r = match self.ctx.bad_record() {
+            Some(bad) => self.bad_records_case(case, bad).await,
+            None => Err(CaseError::Skipped(
+                "the connector supplies no record its destination rejects \
+                 (SinkExternal::bad_record returned None)"
+                    .into(),
+            )),
+        };
+        self.recorder.end(case, 1, r)
+    }
+
+    async fn bad_records_case(&mut self, case: &str, bad: C::Record) -> Result<(), CaseError> {
+        let dlq = MemoryDeadLetters::new();
+        let policies = [
+            ("fail", ErrorPolicy::Fail),
+            ("skip", ErrorPolicy::Skip),
+            (
+                "dead-letter",
+                ErrorPolicy::DeadLetter(Arc::new(dlq.clone())),
+            ),
+        ];
+        for (name, policy) in policies {
+            self.prepare(case).await?;
             let lifecycle = LifecycleLog::default();
             let ctx = &self.ctx;
-            let data = self.input();
+            // The bad record follows the first record of split 0.
+            let data: Arc<Vec<Vec<(bool, C::Record)>>> = Arc::new(
+                self.input(1)
+                    .iter()
+                    .map(|split| {
+                        split
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (s, r))| (*s == 0 && i == 0, r.clone()))
+                            .collect()
+                    })
+                    .collect(),
+            );
+            let bad = bad.clone();
             let result = Pipeline::new("sink-suite-bad")
                 .checkpointing(CheckpointConfig::new(
                     Duration::from_millis(20),
                     Arc::new(MemoryStateBackend::new()),
                 ))
                 .source("input", 1, |i| VecSource::new(Arc::clone(&data), i, 1))
-                .flat_map(|r: String| {
-                    let bad = r == test_record(0, 0);
-                    let mut out = vec![C::to_record(&r)];
-                    if bad {
-                        out.push(C::bad_record().expect("checked"));
-                    }
-                    out
-                })
+                .flat_map(
+                    move |(first, r): (bool, C::Record)| {
+                        if first {
+                            vec![r, bad.clone()]
+                        } else {
+                            vec![r]
+                        }
+                    },
+                )
                 .sink("sink", 1, |i| {
                     ObservedSink::new(ctx.create_sink(i, 1, policy.clone()), i, lifecycle.clone())
                 })
                 .map_err(|e| failure(case, e))?
                 .run()
                 .await;
-            match (&policy, result) {
-                (ErrorPolicy::Fail, Ok(_)) => {
-                    return Err(failure(
-                        case,
-                        "policy `fail`: the bad record did not fail the job",
-                    ))
+            match (name, result) {
+                ("fail", Ok(_)) => {
+                    return Err(
+                        failure(case, "policy `fail`: the bad record did not fail the job").into(),
+                    )
                 }
-                (ErrorPolicy::Fail, Err(_)) => lifecycle.check().map_err(|e| failure(case, e))?,
+                ("fail", Err(_)) => lifecycle.check().map_err(|e| failure(case, e))?,
                 (_, Err(e)) => {
-                    return Err(failure(case, format!("policy `skip`: the job failed: {e}")))
+                    return Err(
+                        failure(case, format!("policy `{name}`: the job failed: {e}")).into(),
+                    )
                 }
-                (_, Ok(_)) => self.judge(case, &lifecycle).await?,
+                (_, Ok(_)) => self.judge(case, &lifecycle, 1).await?,
             }
         }
-        Ok(())
+        let letters = dlq.letters();
+        match letters.as_slice() {
+            [one] if !one.payload.is_empty() => Ok(()),
+            [one] => Err(failure(
+                case,
+                format!("policy `dead-letter`: the letter lost the record's content: {one:?}"),
+            )
+            .into()),
+            more => Err(failure(
+                case,
+                format!("policy `dead-letter`: {} letters, expected 1", more.len()),
+            )
+            .into()),
+        }
     }
 }

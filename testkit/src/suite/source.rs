@@ -1,17 +1,18 @@
-//! [`SourceSuite`]: the cases every source must pass, against any [`SourceExternal`].
+//! [`SourceSuite`]: the cases every source must pass, against any [`SourceExternal`]. The
+//! cases without failures live here; those that fail the job are in `source_failures`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy};
+use rivus_core::checkpoint::MemoryStateBackend;
+use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 
-use super::observed::{LifecycleLog, ObservedSource};
 use super::records::{test_record, verify};
-use super::{failure, SuiteFailure, ARRIVAL_TIMEOUT};
-use crate::{TransactionalSink, TxnStore};
-use std::sync::atomic::AtomicUsize;
+use super::report::{CaseError, Recorder, SuiteReport};
+use super::runner::{run_source, RunOutcome, SourceRun, Store};
+use super::{failure, MemoryDeadLetters, SuiteFailure, ARRIVAL_TIMEOUT};
+use crate::TxnStore;
 
 /// How a suite drives one source connector and its external system.
 #[async_trait]
@@ -27,7 +28,8 @@ pub trait SourceExternal: Send + Sync {
     async fn write(&mut self, split: usize, records: &[String]) -> Result<()>;
 
     /// Appends a record the source cannot decode to `split`, or returns `false` when the
-    /// connector has no notion of a bad record (the bad-record cases are then skipped).
+    /// connector has no notion of a bad record (the bad-record case is then skipped, and the
+    /// report says so).
     async fn write_bad(&mut self, _split: usize) -> Result<bool> {
         Ok(false)
     }
@@ -42,38 +44,31 @@ pub trait SourceExternal: Send + Sync {
     ) -> Self::Source;
 
     /// The test string a record of the source carries.
-    fn to_test_record(record: &<Self::Source as SourceFunction>::Out) -> String;
+    fn to_test_record(&self, record: &<Self::Source as SourceFunction>::Out) -> String;
+
+    /// True when the source commits its positions to the external system when a checkpoint
+    /// completes (consumer-group offsets, acknowledgements), so that a start *without* a
+    /// checkpoint resumes after what was committed. Such a source is held to it by
+    /// `source::restart_without_checkpoint`; for the others that case is skipped.
+    fn commits_positions(&self) -> bool {
+        false
+    }
+
+    /// True when the source restores into a different number of subtasks
+    /// (`SourceFunction::restore_state` redistributes positions); otherwise the rescale case
+    /// is skipped.
+    fn rescales(&self) -> bool {
+        true
+    }
 }
 
 /// Runs the source cases against one [`SourceExternal`].
 pub struct SourceSuite<C> {
-    ctx: C,
-    per_split: usize,
-    interval: Duration,
-    arrival_timeout: Duration,
-}
-
-/// A dead-letter queue keeping letters in memory.
-#[derive(Debug, Default, Clone)]
-struct MemoryDlq(Arc<std::sync::Mutex<Vec<DeadLetter>>>);
-
-#[async_trait]
-impl DeadLetterQueue for MemoryDlq {
-    async fn send(&self, letter: DeadLetter) -> Result<()> {
-        self.0.lock().unwrap().push(letter);
-        Ok(())
-    }
-}
-
-struct RunOutcome {
-    /// Everything committed into the case's store so far (all runs of the case).
-    committed: Vec<String>,
-    result: Result<JobSummary>,
-    lifecycle: LifecycleLog,
-}
-
-fn distinct(v: &[String]) -> usize {
-    v.iter().collect::<std::collections::HashSet<_>>().len()
+    pub(super) ctx: C,
+    pub(super) per_split: usize,
+    pub(super) interval: Duration,
+    pub(super) arrival_timeout: Duration,
+    pub(super) recorder: Recorder,
 }
 
 impl<C: SourceExternal> SourceSuite<C> {
@@ -84,6 +79,7 @@ impl<C: SourceExternal> SourceSuite<C> {
             per_split: 200,
             interval: Duration::from_millis(50),
             arrival_timeout: ARRIVAL_TIMEOUT,
+            recorder: Recorder::new("SourceSuite"),
         }
     }
 
@@ -104,19 +100,39 @@ impl<C: SourceExternal> SourceSuite<C> {
         &self.ctx
     }
 
-    /// Runs every case; the first failure is returned with its explanation.
-    pub async fn run_all(&mut self) -> Result<(), SuiteFailure> {
-        self.single_split().await?;
-        self.parallel_splits().await?;
-        self.stop_and_restore().await?;
-        self.rescale().await?;
-        self.idle_reader().await?;
-        self.failure_and_restart().await?;
-        self.bad_records().await?;
-        Ok(())
+    /// The rows of the cases run so far.
+    pub fn report(&self) -> &SuiteReport {
+        &self.recorder.report
     }
 
-    async fn write_round(
+    /// Runs every case, each failure case at parallelism 1 and 2, and returns the report (also
+    /// printed). A failure does not stop the others; the first one is returned, carrying the
+    /// whole report.
+    pub async fn run_all(&mut self) -> Result<SuiteReport, SuiteFailure> {
+        let _ = self.single_split().await;
+        let _ = self.parallel_splits().await;
+        let _ = self.rescale().await;
+        let _ = self.idle_reader().await;
+        let _ = self.failure_and_restart().await;
+        for p in [1, 2] {
+            let _ = self.stop_and_restore(p).await;
+            let _ = self.restart_without_checkpoint(p).await;
+            let _ = self.failure_after_checkpoints(p).await;
+            let _ = self.failure_in_snapshot(p).await;
+            let _ = self.failure_during_restore(p).await;
+        }
+        let _ = self.bad_records().await;
+        self.recorder.finish()
+    }
+
+    pub(super) async fn prepare(&mut self, case: &str, splits: usize) -> Result<(), SuiteFailure> {
+        self.ctx
+            .prepare(splits)
+            .await
+            .map_err(|e| failure(case, format!("preparing {splits} splits: {e}")))
+    }
+
+    pub(super) async fn write_round(
         &mut self,
         case: &str,
         splits: usize,
@@ -136,77 +152,23 @@ impl<C: SourceExternal> SourceSuite<C> {
         Ok(all)
     }
 
-    /// Runs the source into a transactional sink writing to `store` until `until` records are
-    /// committed there (then stops it gracefully), until it fails, or until the sink's injected
-    /// failure after `fail_sink_after` records.
-    async fn run(
-        &self,
-        backend: &MemoryStateBackend,
-        store: &TxnStore<String>,
-        parallelism: usize,
-        policy: ErrorPolicy,
-        until: usize,
-        fail_sink_after: Option<usize>,
-    ) -> RunOutcome {
-        let lifecycle = LifecycleLog::default();
-        let received = Arc::new(AtomicUsize::new(0));
-        let ctx = &self.ctx;
-        let job = Pipeline::new("source-suite")
-            .batch_size(64)
-            .checkpointing(CheckpointConfig::new(
-                self.interval,
-                Arc::new(backend.clone()),
-            ))
-            .source("source", parallelism, |i| {
-                ObservedSource::new(
-                    ctx.create_source(i, parallelism, policy.clone()),
-                    i,
-                    lifecycle.clone(),
-                )
-            })
-            .map(|r| C::to_test_record(&r))
-            .sink("collect", 1, |i| {
-                let sink = TransactionalSink::new(store.clone(), i);
-                match fail_sink_after {
-                    Some(n) => sink.fail_after(n, Arc::clone(&received)),
-                    None => sink,
-                }
-            });
-        let job = match job {
-            Ok(j) => j,
-            Err(e) => {
-                return RunOutcome {
-                    committed: store.committed(),
-                    result: Err(e),
-                    lifecycle,
-                }
-            }
-        };
-        let handle = job.handle();
-        let mut running = tokio::spawn(job.run());
-        let deadline = Instant::now() + self.arrival_timeout;
-        let joined = |r: std::result::Result<Result<JobSummary>, tokio::task::JoinError>| {
-            r.unwrap_or_else(|e| Err(Error::connector("job panicked", e.to_string())))
-        };
-        let result = loop {
-            tokio::select! {
-                r = &mut running => break joined(r),
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {
-                    if distinct(&store.committed()) >= until || Instant::now() > deadline {
-                        handle.stop();
-                        break joined(running.await);
-                    }
-                }
-            }
-        };
-        RunOutcome {
-            committed: store.committed(),
-            result,
-            lifecycle,
-        }
+    /// A run that stops once `until` distinct records are committed (or the arrival timeout).
+    pub(super) fn spec(&self, parallelism: usize, until: usize) -> SourceRun {
+        let mut s = SourceRun::new(parallelism, Some(until), self.arrival_timeout);
+        s.interval = self.interval;
+        s
     }
 
-    fn guarantee(&self) -> DeliveryGuarantee {
+    pub(super) async fn run(
+        &self,
+        backend: &MemoryStateBackend,
+        store: &Store<C>,
+        spec: SourceRun,
+    ) -> RunOutcome {
+        run_source(&self.ctx, backend, store, spec).await
+    }
+
+    pub(super) fn guarantee(&self) -> DeliveryGuarantee {
         self.ctx
             .create_source(0, 1, ErrorPolicy::Fail)
             .delivery_guarantee()
@@ -243,86 +205,210 @@ impl<C: SourceExternal> SourceSuite<C> {
         Ok(())
     }
 
-    fn judge(&self, case: &str, expected: &[String], out: &RunOutcome) -> Result<(), SuiteFailure> {
+    /// Judges the last run of a case against the declared guarantee.
+    pub(super) fn judge(
+        &mut self,
+        case: &str,
+        expected: &[String],
+        out: &RunOutcome,
+    ) -> Result<(), SuiteFailure> {
+        self.judge_as(case, expected, out, self.guarantee())
+    }
+
+    /// Judges the last run of a case against `guarantee` (stricter than the declared one where
+    /// the case allows no replay).
+    pub(super) fn judge_as(
+        &mut self,
+        case: &str,
+        expected: &[String],
+        out: &RunOutcome,
+        guarantee: DeliveryGuarantee,
+    ) -> Result<(), SuiteFailure> {
+        let verdict = verify(expected, &out.committed);
+        self.recorder
+            .counts(expected.len(), &out.committed, &verdict);
         if let Err(e) = &out.result {
             return Err(failure(case, format!("the job failed: {e}")));
         }
         out.lifecycle
             .check()
             .map_err(|e| failure(case, format!("lifecycle: {e}")))?;
-        verify(expected, &out.committed)
-            .check(self.guarantee())
-            .map_err(|e| failure(case, e))
+        verdict.check(guarantee).map_err(|e| failure(case, e))
     }
 
     /// One split, parallelism 1: every record arrives, in order.
     pub async fn single_split(&mut self) -> Result<(), SuiteFailure> {
-        self.read_splits("source::single_split", 1).await
+        self.recorder.begin();
+        let r = self.read_splits("source::single_split", 1).await;
+        self.recorder.end("source::single_split", 1, r)
     }
 
     /// Four splits read by four subtasks: every record arrives, order kept within each split.
     pub async fn parallel_splits(&mut self) -> Result<(), SuiteFailure> {
-        self.read_splits("source::parallel_splits", 4).await
+        self.recorder.begin();
+        let r = self.read_splits("source::parallel_splits", 4).await;
+        self.recorder.end("source::parallel_splits", 4, r)
     }
 
     /// `splits` splits read by as many subtasks from a fresh start: records and counts judged.
-    async fn read_splits(&mut self, case: &str, splits: usize) -> Result<(), SuiteFailure> {
-        self.ctx
-            .prepare(splits)
-            .await
-            .map_err(|e| failure(case, e))?;
+    async fn read_splits(&mut self, case: &str, splits: usize) -> Result<(), CaseError> {
+        self.prepare(case, splits).await?;
         let expected = self.write_round(case, splits, 0).await?;
         let store = TxnStore::new();
         let backend = MemoryStateBackend::new();
         let out = self
-            .run(
-                &backend,
-                &store,
-                splits,
-                ErrorPolicy::Fail,
-                expected.len(),
-                None,
-            )
+            .run(&backend, &store, self.spec(splits, expected.len()))
             .await;
         self.judge(case, &expected, &out)?;
-        self.judge_counts(case, expected.len(), &out)
+        self.judge_counts(case, expected.len(), &out)?;
+        Ok(())
     }
 
-    /// Stop with a final checkpoint, write more, restore: only the new records arrive
-    /// (exactly-once) or at least all of them (at-least-once).
-    pub async fn stop_and_restore(&mut self) -> Result<(), SuiteFailure> {
+    /// Stop with a final checkpoint, write more, restore: only the new records arrive. After a
+    /// graceful stop the final checkpoint completed and covers everything read, so this holds
+    /// for at-least-once sources too: a source that replays here never committed its
+    /// positions (or acknowledged its messages) when that checkpoint completed.
+    pub async fn stop_and_restore(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
         let case = "source::stop_and_restore";
-        self.ctx.prepare(2).await.map_err(|e| failure(case, e))?;
+        self.recorder.begin();
+        let r = self.stop_and_restore_case(case, parallelism).await;
+        self.recorder.end(case, parallelism, r)
+    }
+
+    async fn stop_and_restore_case(&mut self, case: &str, p: usize) -> Result<(), CaseError> {
+        self.prepare(case, 2).await?;
         let (backend, store) = (MemoryStateBackend::new(), TxnStore::new());
         let first = self.write_round(case, 2, 0).await?;
-        let out = self
-            .run(&backend, &store, 2, ErrorPolicy::Fail, first.len(), None)
-            .await;
+        let out = self.run(&backend, &store, self.spec(p, first.len())).await;
         self.judge(case, &first, &out)?;
+        if backend.checkpoints().is_empty() {
+            return Err(failure(case, "the first run completed no checkpoint").into());
+        }
         let second = self.write_round(case, 2, 1).await?;
         let all = [first, second].concat();
-        let out = self
-            .run(&backend, &store, 2, ErrorPolicy::Fail, all.len(), None)
-            .await;
+        let out = self.run(&backend, &store, self.spec(p, all.len())).await;
         if out.result.as_ref().is_ok_and(|s| s.restored_from.is_none()) {
             return Err(failure(
                 case,
                 "the second run did not restore from the first run's checkpoint",
-            ));
+            )
+            .into());
         }
-        self.judge(case, &all, &out)
+        let declared = self.guarantee();
+        let strict = if declared.no_loss() {
+            DeliveryGuarantee::ExactlyOnce
+        } else {
+            declared
+        };
+        self.judge_as(case, &all, &out, strict).map_err(|f| {
+            let message = f.message.replace(
+                &format!("(guarantee declared: {strict})"),
+                &format!("(guarantee declared: {declared}; held to {strict} here)"),
+            );
+            failure(
+                case,
+                format!(
+                    "{message} — after a graceful stop whose final checkpoint completed, a \
+                     restart must read only what came after it: did the source commit its \
+                     positions (acknowledge) when that checkpoint completed?"
+                ),
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Stop with a final checkpoint, write more, then start *without* the checkpoint (a new
+    /// deployment, a lost state directory): a source that commits its positions to the
+    /// external system resumes after them, so only the new records arrive.
+    pub async fn restart_without_checkpoint(
+        &mut self,
+        parallelism: usize,
+    ) -> Result<(), SuiteFailure> {
+        let case = "source::restart_without_checkpoint";
+        self.recorder.begin();
+        let r = if self.ctx.commits_positions() {
+            self.restart_without_checkpoint_case(case, parallelism)
+                .await
+        } else {
+            Err(CaseError::Skipped(
+                "the source does not declare that it commits its positions to the external \
+                 system (SourceExternal::commits_positions)"
+                    .into(),
+            ))
+        };
+        self.recorder.end(case, parallelism, r)
+    }
+
+    async fn restart_without_checkpoint_case(
+        &mut self,
+        case: &str,
+        p: usize,
+    ) -> Result<(), CaseError> {
+        self.prepare(case, 2).await?;
+        let first = self.write_round(case, 2, 0).await?;
+        let out = self
+            .run(
+                &MemoryStateBackend::new(),
+                &TxnStore::new(),
+                self.spec(p, first.len()),
+            )
+            .await;
+        self.judge(case, &first, &out)?;
+        let second = self.write_round(case, 2, 1).await?;
+        let store = TxnStore::new();
+        let out = self
+            .run(
+                &MemoryStateBackend::new(),
+                &store,
+                self.spec(p, second.len()),
+            )
+            .await;
+        let again: Vec<&String> = out.committed.iter().filter(|r| first.contains(r)).collect();
+        if !again.is_empty() {
+            self.recorder.counts(
+                second.len(),
+                &out.committed,
+                &verify(&second, &out.committed),
+            );
+            return Err(failure(
+                case,
+                format!(
+                    "a start without the checkpoint read {} records again that a completed \
+                     checkpoint had covered (first: {:?}): the source did not commit its \
+                     positions to the external system when that checkpoint completed",
+                    again.len(),
+                    again.iter().take(5).collect::<Vec<_>>()
+                ),
+            )
+            .into());
+        }
+        self.judge(case, &second, &out)?;
+        Ok(())
     }
 
     /// Restore into more subtasks, then fewer: nothing missing, nothing duplicated (EO).
     pub async fn rescale(&mut self) -> Result<(), SuiteFailure> {
         let case = "source::rescale";
-        self.ctx.prepare(4).await.map_err(|e| failure(case, e))?;
+        self.recorder.begin();
+        let r = if self.ctx.rescales() {
+            self.rescale_case(case).await
+        } else {
+            Err(CaseError::Skipped(
+                "the source does not restore into another parallelism (SourceExternal::rescales)"
+                    .into(),
+            ))
+        };
+        self.recorder.end(case, 1, r)
+    }
+
+    async fn rescale_case(&mut self, case: &str) -> Result<(), CaseError> {
+        self.prepare(case, 4).await?;
         let (backend, store) = (MemoryStateBackend::new(), TxnStore::new());
         let mut expected = Vec::new();
         for (round, p) in [2usize, 4, 1].into_iter().enumerate() {
             expected.extend(self.write_round(case, 4, round).await?);
             let out = self
-                .run(&backend, &store, p, ErrorPolicy::Fail, expected.len(), None)
+                .run(&backend, &store, self.spec(p, expected.len()))
                 .await;
             self.judge(&format!("{case} (into {p} subtasks)"), &expected, &out)?;
         }
@@ -332,64 +418,49 @@ impl<C: SourceExternal> SourceSuite<C> {
     /// More subtasks than splits: the idle subtask neither blocks records nor checkpoints.
     pub async fn idle_reader(&mut self) -> Result<(), SuiteFailure> {
         let case = "source::idle_reader";
-        self.ctx.prepare(2).await.map_err(|e| failure(case, e))?;
+        self.recorder.begin();
+        let r = self.idle_reader_case(case).await;
+        self.recorder.end(case, 4, r)
+    }
+
+    async fn idle_reader_case(&mut self, case: &str) -> Result<(), CaseError> {
+        self.prepare(case, 2).await?;
         let expected = self.write_round(case, 2, 0).await?;
         let (backend, store) = (MemoryStateBackend::new(), TxnStore::new());
         let out = self
-            .run(&backend, &store, 4, ErrorPolicy::Fail, expected.len(), None)
+            .run(&backend, &store, self.spec(4, expected.len()))
             .await;
         self.judge(case, &expected, &out)?;
         if backend.checkpoints().is_empty() {
-            return Err(failure(
-                case,
-                "no checkpoint completed with an idle subtask",
-            ));
+            return Err(failure(case, "no checkpoint completed with an idle subtask").into());
         }
         Ok(())
     }
 
-    /// The job fails mid-stream (the sink throws between a write and its commit) and restarts
-    /// from its last checkpoint: the records read but not committed are read again.
-    pub async fn failure_and_restart(&mut self) -> Result<(), SuiteFailure> {
-        let case = "source::failure_and_restart";
-        self.ctx.prepare(2).await.map_err(|e| failure(case, e))?;
-        let (backend, store) = (MemoryStateBackend::new(), TxnStore::new());
-        let expected = self.write_round(case, 2, 0).await?;
-        let crashed = self
-            .run(
-                &backend,
-                &store,
-                2,
-                ErrorPolicy::Fail,
-                usize::MAX,
-                Some(expected.len() * 2 / 3),
-            )
-            .await;
-        if crashed.result.is_ok() {
-            return Err(failure(
-                case,
-                "the injected sink failure did not fail the job",
-            ));
-        }
-        crashed
-            .lifecycle
-            .check()
-            .map_err(|e| failure(case, format!("lifecycle after a failure: {e}")))?;
-        let out = self
-            .run(&backend, &store, 2, ErrorPolicy::Fail, expected.len(), None)
-            .await;
-        self.judge(case, &expected, &out)
-    }
-
     /// A record the source cannot decode: `fail` stops the job naming the record; `skip`
-    /// drops it and delivers the rest; a dead-letter queue receives it.
+    /// drops it and delivers the rest; a dead-letter queue receives it, content kept.
     pub async fn bad_records(&mut self) -> Result<(), SuiteFailure> {
         let case = "source::bad_records";
+        self.recorder.begin();
+        let r = self.bad_records_case(case).await;
+        self.recorder.end(case, 1, r)
+    }
+
+    async fn bad_records_case(&mut self, case: &str) -> Result<(), CaseError> {
         for policy_name in ["fail", "skip", "dead-letter"] {
-            self.ctx.prepare(1).await.map_err(|e| failure(case, e))?;
+            self.prepare(case, 1).await?;
             let good = self.write_round(case, 1, 0).await?;
-            if !self.ctx.write_bad(0).await.map_err(|e| failure(case, e))? {
-                return Ok(());
+            let wrote = self
+                .ctx
+                .write_bad(0)
+                .await
+                .map_err(|e| failure(case, format!("writing a bad record: {e}")))?;
+            if !wrote {
+                return Err(CaseError::Skipped(
+                    "the connector has no notion of a record it cannot decode \
+                     (SourceExternal::write_bad returned false)"
+                        .into(),
+                ));
             }
             let more: Vec<String> = (self.per_split..self.per_split + 10)
                 .map(|i| test_record(0, i))
@@ -399,47 +470,55 @@ impl<C: SourceExternal> SourceSuite<C> {
                 .await
                 .map_err(|e| failure(case, e))?;
             let expected = [good, more].concat();
-            let dlq = MemoryDlq::default();
-            let policy = match policy_name {
+            let dlq = MemoryDeadLetters::new();
+            let mut spec = self.spec(1, expected.len());
+            spec.policy = match policy_name {
                 "fail" => ErrorPolicy::Fail,
                 "skip" => ErrorPolicy::Skip,
                 _ => ErrorPolicy::DeadLetter(Arc::new(dlq.clone())),
             };
-            let store = TxnStore::new();
             let out = self
-                .run(
-                    &MemoryStateBackend::new(),
-                    &store,
-                    1,
-                    policy,
-                    expected.len(),
-                    None,
-                )
+                .run(&MemoryStateBackend::new(), &TxnStore::new(), spec)
                 .await;
             match (policy_name, &out.result) {
                 ("fail", Ok(_)) => {
-                    return Err(failure(
-                        case,
-                        "policy `fail`: a bad record did not fail the job",
-                    ))
+                    return Err(
+                        failure(case, "policy `fail`: a bad record did not fail the job").into(),
+                    )
                 }
                 ("fail", Err(e)) if !e.to_string().contains("record") => {
                     return Err(failure(
                         case,
                         format!("policy `fail`: the error does not name the record: {e}"),
-                    ))
+                    )
+                    .into())
                 }
                 ("fail", Err(_)) => {}
                 _ => {
                     self.judge(&format!("{case} ({policy_name})"), &expected, &out)?;
-                    if policy_name == "dead-letter" && dlq.0.lock().unwrap().len() != 1 {
-                        return Err(failure(
-                            case,
-                            format!(
-                                "policy `dead-letter`: {} letters, expected 1",
-                                dlq.0.lock().unwrap().len()
-                            ),
-                        ));
+                    let letters = dlq.letters();
+                    if policy_name == "dead-letter" {
+                        if letters.len() != 1 {
+                            return Err(failure(
+                                case,
+                                format!(
+                                    "policy `dead-letter`: {} letters, expected 1",
+                                    letters.len()
+                                ),
+                            )
+                            .into());
+                        }
+                        if letters[0].payload.is_empty() || letters[0].position.is_empty() {
+                            return Err(failure(
+                                case,
+                                format!(
+                                    "policy `dead-letter`: the letter lost the record's content \
+                                     or position: {:?}",
+                                    letters[0]
+                                ),
+                            )
+                            .into());
+                        }
                     }
                 }
             }
