@@ -93,11 +93,7 @@ async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_passes_the_conformance_suite_exactly_once_on_postgres_and_mariadb() {
-    certify(
-        [postgres(), mariadb()].into_iter().flatten().collect(),
-        true,
-    )
-    .await;
+    certify(servers(), true).await;
 }
 
 /// `(op, id, qty)`: `w` writes, `d` deletes.
@@ -194,7 +190,7 @@ async fn upserts_and_deletes_leave_the_last_state_on_every_database() {
 /// own task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_upserts_of_the_same_keys_across_checkpoints_do_not_deadlock() {
-    for db in [postgres(), mariadb()].into_iter().flatten() {
+    for db in servers() {
         upserts_of_the_same_keys(&db).await;
     }
 }
@@ -449,7 +445,7 @@ async fn bad_configuration_is_refused_with_the_field_path() {
 /// back otherwise; after a change of parallelism each is resolved by one subtask.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_transactions_of_an_earlier_run_are_committed_or_rolled_back() {
-    for db in [postgres(), mariadb()].into_iter().flatten() {
+    for db in servers() {
         recovers_prepared_transactions(&db).await;
     }
 }

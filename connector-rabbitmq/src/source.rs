@@ -235,6 +235,16 @@ fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for RabbitSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        if !self.settings.auto_ack && !ctx.is_checkpointing_enabled() {
+            // The broker would stop delivering once `prefetch` deliveries wait for an
+            // acknowledgement that only a completed checkpoint sends.
+            return Err(Error::config(
+                "checkpoint",
+                "the RabbitMQ source acknowledges deliveries when a checkpoint completes, and \
+                 this job takes no checkpoints: enable checkpointing, or set \
+                 source.rabbitmq.auto_ack = true (at-most-once)",
+            ));
+        }
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         self.connect().await

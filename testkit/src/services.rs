@@ -1,6 +1,10 @@
 //! Where the real servers are: one environment variable per service, with the loopback defaults
 //! that `dev/services up` uses. [`require`] checks that a service answers and, when it does not,
-//! fails under `CI=true` and skips visibly otherwise — a test never passes silently.
+//! fails the test — unless skipping was asked for explicitly (`RIVUS_SKIP_SERVICES=1`), never
+//! under `CI=true`: a test never passes silently.
+//!
+//! A third-party connector names its own server with [`External`]: the environment variable
+//! that holds its address, a default, and how to tell that it answers.
 
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -107,35 +111,146 @@ pub fn in_ci() -> bool {
     matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1"))
 }
 
-/// Checks that `service` accepts TCP connections. Returns its URL when it does. When it does
-/// not: under CI, panics with a message naming the service and how to start it; elsewhere,
-/// prints a visible SKIP line and returns `None`.
-pub fn require(service: Service) -> Option<String> {
-    let url = service.url();
-    let hp = host_port(&url);
-    let reachable = hp
+/// True when skipping tests whose service is missing was asked for explicitly
+/// (`RIVUS_SKIP_SERVICES=1`) and this is not CI, where nothing is skipped.
+pub fn skipping_allowed() -> bool {
+    !in_ci()
+        && matches!(
+            std::env::var("RIVUS_SKIP_SERVICES").as_deref(),
+            Ok("1") | Ok("true")
+        )
+}
+
+/// A server a test needs, named by its connector's author: the environment variable holding
+/// its address, the default address, and how to tell that it answers.
+pub struct External<'a> {
+    name: &'a str,
+    env_var: &'a str,
+    default: &'a str,
+    how_to_start: &'a str,
+    probe: Box<dyn Fn(&str) -> std::result::Result<(), String> + 'a>,
+}
+
+impl<'a> External<'a> {
+    /// A server called `name` at the address in `env_var` (or `default`), answering when it
+    /// accepts a TCP connection at the URL's `host:port`.
+    pub fn new(name: &'a str, env_var: &'a str, default: &'a str) -> Self {
+        External {
+            name,
+            env_var,
+            default,
+            how_to_start: "start it",
+            probe: Box::new(tcp_probe),
+        }
+    }
+
+    /// How to start it, for the message when it does not answer (e.g. `dev/services up x`).
+    pub fn how_to_start(mut self, how: &'a str) -> Self {
+        self.how_to_start = how;
+        self
+    }
+
+    /// Another check that it answers (a protocol greeting, a health endpoint): gets the
+    /// address, returns why it does not answer.
+    pub fn probe(mut self, probe: impl Fn(&str) -> std::result::Result<(), String> + 'a) -> Self {
+        self.probe = Box::new(probe);
+        self
+    }
+
+    /// The address, when the server answers. When it does not, the test fails with a message
+    /// naming the server, the variable and how to start it — or, when skipping was asked for
+    /// explicitly ([`skipping_allowed`]), a visible SKIP line and `None`.
+    pub fn require(&self) -> Option<String> {
+        let url = std::env::var(self.env_var).unwrap_or_else(|_| self.default.to_owned());
+        let why = match (self.probe)(&url) {
+            Ok(()) => return Some(url),
+            Err(why) => why,
+        };
+        let msg = format!(
+            "{} does not answer at {url} ({} = {url}): {why}; {}",
+            self.name, self.env_var, self.how_to_start
+        );
+        if skipping_allowed() {
+            eprintln!("SKIP (RIVUS_SKIP_SERVICES=1): {msg}");
+            return None;
+        }
+        panic!("{msg} (RIVUS_SKIP_SERVICES=1 skips such tests outside CI)");
+    }
+}
+
+/// Answers when `host:port` of `url` accepts a TCP connection within 2 s.
+pub fn tcp_probe(url: &str) -> std::result::Result<(), String> {
+    let hp = host_port(url);
+    let addrs: Vec<_> = hp
         .to_socket_addrs()
-        .ok()
-        .into_iter()
-        .flatten()
-        .any(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
-    if reachable {
-        return Some(url);
+        .map_err(|e| format!("cannot resolve {hp}: {e}"))?
+        .collect();
+    if addrs
+        .iter()
+        .any(|a| TcpStream::connect_timeout(a, Duration::from_secs(2)).is_ok())
+    {
+        Ok(())
+    } else {
+        Err(format!("nothing accepts connections at {hp}"))
     }
-    let msg = format!(
-        "{service:?} is not reachable at {hp} ({} = {url}); start it with `dev/services up`",
-        service.env_var()
-    );
-    if in_ci() {
-        panic!("{msg}");
+}
+
+/// Checks that `service` accepts TCP connections and returns its URL. When it does not, the
+/// test fails naming the service and how to start it — unless skipping was asked for
+/// explicitly ([`skipping_allowed`]): then a visible SKIP line and `None`.
+pub fn require(service: Service) -> Option<String> {
+    let name = format!("{service:?}");
+    let external = External::new(&name, service.env_var(), service.default_url())
+        .how_to_start("start it with `dev/services up`");
+    external.require()
+}
+
+/// For a test that loops over several optional services: fails when none of them answered,
+/// unless skipping was asked for explicitly — a loop over nothing is a silent pass.
+pub fn require_any<T>(what: &str, found: Vec<T>) -> Vec<T> {
+    if found.is_empty() && !skipping_allowed() {
+        panic!("none of {what} answers; start them with `dev/services up`");
     }
-    eprintln!("SKIP: {msg}");
-    None
+    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_server_fails_naming_itself_and_its_variable() {
+        let r = std::panic::catch_unwind(|| {
+            External::new("thing", "RIVUS_TEST_NO_SUCH_VAR", "thing://127.0.0.1:1/")
+                .how_to_start("start the thing")
+                .require()
+        });
+        if skipping_allowed() {
+            assert_eq!(r.ok().flatten(), None);
+            return;
+        }
+        let msg = *r.unwrap_err().downcast::<String>().unwrap();
+        assert!(
+            msg.contains("thing does not answer at thing://127.0.0.1:1/"),
+            "{msg}"
+        );
+        assert!(msg.contains("RIVUS_TEST_NO_SUCH_VAR"), "{msg}");
+        assert!(msg.contains("start the thing"), "{msg}");
+    }
+
+    #[test]
+    fn a_custom_probe_decides() {
+        let url = External::new("thing", "RIVUS_TEST_NO_SUCH_VAR", "thing://x/")
+            .probe(|u| {
+                if u.starts_with("thing://") {
+                    Ok(())
+                } else {
+                    Err("no".into())
+                }
+            })
+            .require();
+        assert_eq!(url.as_deref(), Some("thing://x/"));
+    }
 
     #[test]
     fn host_port_from_urls() {

@@ -31,6 +31,15 @@ pub fn databases() -> Vec<Db> {
     out
 }
 
+/// PostgreSQL and MariaDB, those that answer; a test looping over them fails when neither does
+/// (unless skipping was asked for).
+pub fn servers() -> Vec<Db> {
+    rivus_testkit::services::require_any(
+        "PostgreSQL and MariaDB",
+        [postgres(), mariadb()].into_iter().flatten().collect(),
+    )
+}
+
 pub fn postgres() -> Option<Db> {
     require(Service::Postgres).map(|url| Db {
         name: "postgres",

@@ -26,6 +26,26 @@ pub struct StreamEntry<'a> {
     pub fields: &'a [(String, Vec<u8>)],
 }
 
+/// What a dead letter keeps of an entry that could not be decoded: its position and its
+/// content, losslessly — a single field's raw value (the field named in the position), or
+/// `field=value` lines of the raw bytes.
+fn dead_letter(entry: &StreamEntry<'_>) -> (String, Vec<u8>) {
+    let position = format!("{}#{}", entry.stream, entry.id);
+    match entry.fields {
+        [(name, value)] => (format!("{position} field {name}"), value.clone()),
+        fields => {
+            let mut out = Vec::new();
+            for (name, value) in fields {
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'=');
+                out.extend_from_slice(value);
+                out.push(b'\n');
+            }
+            (position, out)
+        }
+    }
+}
+
 impl StreamEntry<'_> {
     /// The value of field `name`.
     pub fn field(&self, name: &str) -> Option<&[u8]> {
@@ -350,6 +370,15 @@ fn fields_of(map: &std::collections::HashMap<String, redis::Value>) -> Vec<(Stri
 #[async_trait]
 impl<T: Send + 'static> RichFunction for StreamsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        if !ctx.is_checkpointing_enabled() {
+            // Entries are acknowledged (XACK) only when a checkpoint completes: without
+            // checkpoints the group's pending list would grow without end.
+            return Err(Error::config(
+                "checkpoint",
+                "the Redis Streams source acknowledges entries when a checkpoint completes, \
+                 and this job takes no checkpoints: enable checkpointing",
+            ));
+        }
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         let mut con = self.connect().await?;
@@ -497,9 +526,8 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
                     match decode(&entry) {
                         Ok(v) => ctx.collect(v).await?,
                         Err(err) => {
-                            handler
-                                .handle(format!("{}#{}", key.key, e.id), &err, &[])
-                                .await?
+                            let (position, payload) = dead_letter(&entry);
+                            handler.handle(position, &err, &payload).await?
                         }
                     }
                 }
@@ -521,6 +549,32 @@ mod tests {
 
     /// A read batch of five entries; a checkpoint taken after the second one is reported to
     /// the source only after all five were emitted. Its completion acknowledges the first two.
+    #[test]
+    fn a_dead_letter_keeps_the_entry_content() {
+        let one = [("v".to_owned(), vec![0xff, 0xfe])];
+        let entry = StreamEntry {
+            stream: "s",
+            id: "1-0",
+            fields: &one,
+        };
+        assert_eq!(
+            dead_letter(&entry),
+            ("s#1-0 field v".to_owned(), vec![0xff, 0xfe])
+        );
+        let two = [
+            ("a".to_owned(), b"1".to_vec()),
+            ("b".to_owned(), vec![0xff]),
+        ];
+        let entry = StreamEntry {
+            fields: &two,
+            ..entry
+        };
+        assert_eq!(
+            dead_letter(&entry),
+            ("s#1-0".to_owned(), b"a=1\nb=\xff\n".to_vec())
+        );
+    }
+
     #[test]
     fn a_completed_checkpoint_acknowledges_only_what_its_state_covers() {
         let mut source = StreamsSource::builder("redis://127.0.0.1:1/")
