@@ -157,7 +157,8 @@ async fn a_redis_stream_is_read_with_a_consumer_group() {
         dir.path(),
         "stream.toml",
         &format!(
-            "name = \"stream\"\n[source]\ntype = \"redis-streams\"\nurl = \"{redis_url}\"\n\
+            "name = \"stream\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"redis-streams\"\nurl = \"{redis_url}\"\n\
              streams = [\"{stream}\"]\ngroup = \"g\"\njson_field = \"payload\"\n\
              [[transform]]\ntype = \"filter\"\nfield = \"n\"\nop = \">=\"\nvalue = 15\n\
              [sink]\ntype = \"stdout\"\n"

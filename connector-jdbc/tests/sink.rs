@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{databases, mariadb, postgres, sqlite, Db};
+use common::{databases, postgres, servers, sqlite, Db};
 use rivus_connector_jdbc::{JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
 use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};

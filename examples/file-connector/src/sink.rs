@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use rivus::prelude::*;
+use rivus_core::prelude::*;
 
 /// Writes each record as a line of `dir/part-<subtask>`.
 #[derive(Debug)]

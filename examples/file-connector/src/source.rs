@@ -5,8 +5,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rivus::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus::prelude::*;
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
 
 /// Reads `dir/*` line by line; file `k` (in name order) goes to subtask `k % parallelism`.
 #[derive(Debug, Clone)]

@@ -1,8 +1,8 @@
 //! The file connector certified by the rivus conformance suites.
 use std::io::Write;
 
-use rivus::error_policy::ErrorPolicy;
-use rivus::prelude::*;
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::prelude::*;
 use rivus_example_file_connector::{FileSink, FileSource};
 use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
 
