@@ -21,7 +21,7 @@ pub enum RowChange {
     /// Delete the row with the key found in these fields.
     Delete(Row),
     /// Like `Write`, with the values in the order of the sink's columns (the configured
-    /// [`columns`](JdbcSinkBuilder::columns), else the table's): no field names to look up,
+    /// [`columns`](crate::JdbcSinkBuilder::columns), else the table's): no field names to look up,
     /// the fastest form.
     WriteValues(Vec<Value>),
 }
