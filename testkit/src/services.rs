@@ -121,6 +121,9 @@ pub fn skipping_allowed() -> bool {
         )
 }
 
+/// Tells whether a server answers at an address: `Err` says why not.
+pub type Probe<'a> = Box<dyn Fn(&str) -> std::result::Result<(), String> + 'a>;
+
 /// A server a test needs, named by its connector's author: the environment variable holding
 /// its address, the default address, and how to tell that it answers.
 pub struct External<'a> {
@@ -128,7 +131,7 @@ pub struct External<'a> {
     env_var: &'a str,
     default: &'a str,
     how_to_start: &'a str,
-    probe: Box<dyn Fn(&str) -> std::result::Result<(), String> + 'a>,
+    probe: Probe<'a>,
 }
 
 impl<'a> External<'a> {

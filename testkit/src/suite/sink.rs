@@ -48,6 +48,10 @@ pub trait SinkExternal: Send + Sync {
     }
 }
 
+/// Splits of input records, each tagged (with its split, or with whether it is followed by a
+/// bad record).
+type Splits<Tag, R> = Arc<Vec<Vec<(Tag, R)>>>;
+
 /// Runs the sink cases against one [`SinkExternal`].
 pub struct SinkSuite<C> {
     pub(super) ctx: C,
@@ -129,7 +133,7 @@ impl<C: SinkExternal> SinkSuite<C> {
             .collect()
     }
 
-    fn input(&self, rounds: usize) -> Arc<Vec<Vec<(usize, C::Record)>>> {
+    fn input(&self, rounds: usize) -> Splits<usize, C::Record> {
         Arc::new(
             (0..4)
                 .map(|s| {
@@ -348,7 +352,7 @@ impl<C: SinkExternal> SinkSuite<C> {
             let lifecycle = LifecycleLog::default();
             let ctx = &self.ctx;
             // The bad record follows the first record of split 0.
-            let data: Arc<Vec<Vec<(bool, C::Record)>>> = Arc::new(
+            let data: Splits<bool, C::Record> = Arc::new(
                 self.input(1)
                     .iter()
                     .map(|split| {
