@@ -11,6 +11,7 @@
 
 mod bounded;
 mod dead_letters;
+mod external;
 mod observed;
 mod records;
 mod report;
@@ -22,11 +23,12 @@ mod source_failures;
 
 pub use bounded::BoundedSourceSuite;
 pub use dead_letters::MemoryDeadLetters;
+pub use external::{SinkExternal, SourceExternal};
 pub use observed::{LifecycleLog, ObservedSink, ObservedSource};
 pub use records::{test_record, verify, Verdict};
 pub use report::{CaseOutcome, CaseRow, SuiteReport};
-pub use sink::{SinkExternal, SinkSuite};
-pub use source::{SourceExternal, SourceSuite};
+pub use sink::SinkSuite;
+pub use source::SourceSuite;
 
 use std::time::Duration;
 

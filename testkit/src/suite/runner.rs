@@ -10,8 +10,8 @@ use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 
+use super::external::SourceExternal;
 use super::observed::{Faults, LifecycleLog, ObservedSink, ObservedSource};
-use super::SourceExternal;
 use crate::{TransactionalSink, TxnStore};
 
 /// The records a source emits, kept by the suite's transactional sink.

@@ -12,41 +12,8 @@ use rivus_core::prelude::*;
 use super::observed::{Faults, LifecycleLog, ObservedSink};
 use super::records::{test_record, verify};
 use super::report::{CaseError, Recorder, SuiteReport};
-use super::{failure, MemoryDeadLetters, SuiteFailure};
+use super::{failure, MemoryDeadLetters, SinkExternal, SuiteFailure};
 use crate::VecSource;
-
-/// How a suite drives one sink connector and reads back what reached the external system.
-#[async_trait]
-pub trait SinkExternal: Send + Sync {
-    /// The record type the sink consumes.
-    type Record: Clone + Send + Sync + 'static;
-    /// The connector under test.
-    type Sink: SinkFunction<Self::Record> + 'static;
-
-    /// Creates a fresh, empty destination (a topic, an index, a table).
-    async fn prepare(&mut self) -> Result<()>;
-
-    /// Creates subtask `subtask` of `parallelism` writing to the prepared destination, sending
-    /// records it cannot write to `policy`.
-    fn create_sink(&self, subtask: usize, parallelism: usize, policy: ErrorPolicy) -> Self::Sink;
-
-    /// The sink's record carrying the test string `test`.
-    fn to_record(&self, test: &str) -> Self::Record;
-
-    /// A record the external system will reject, if the connector has such a notion (the
-    /// bad-record case is skipped otherwise, and the report says so).
-    fn bad_record(&self) -> Option<Self::Record> {
-        None
-    }
-
-    /// Every test string visible in the destination (for exactly-once sinks: committed only).
-    async fn read_back(&self) -> Result<Vec<String>>;
-
-    /// True when `read_back` returns each split's records in the order they were written.
-    fn preserves_order(&self) -> bool {
-        true
-    }
-}
 
 /// Splits of input records, each tagged (with its split, or with whether it is followed by a
 /// bad record).

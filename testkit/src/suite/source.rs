@@ -11,56 +11,8 @@ use rivus_core::prelude::*;
 use super::records::{test_record, verify};
 use super::report::{CaseError, Recorder, SuiteReport};
 use super::runner::{run_source, RunOutcome, SourceRun, Store};
-use super::{failure, MemoryDeadLetters, SuiteFailure, ARRIVAL_TIMEOUT};
+use super::{failure, MemoryDeadLetters, SourceExternal, SuiteFailure, ARRIVAL_TIMEOUT};
 use crate::TxnStore;
-
-/// How a suite drives one source connector and its external system.
-#[async_trait]
-pub trait SourceExternal: Send + Sync {
-    /// The connector under test.
-    type Source: SourceFunction + 'static;
-
-    /// Creates a fresh, empty external resource (a topic, a queue, a key) with `splits` splits.
-    async fn prepare(&mut self, splits: usize) -> Result<()>;
-
-    /// Appends `records` to `split`, in order. Each record is a test string; write it as the
-    /// payload the source decodes back into the same string.
-    async fn write(&mut self, split: usize, records: &[String]) -> Result<()>;
-
-    /// Appends a record the source cannot decode to `split`, or returns `false` when the
-    /// connector has no notion of a bad record (the bad-record case is then skipped, and the
-    /// report says so).
-    async fn write_bad(&mut self, _split: usize) -> Result<bool> {
-        Ok(false)
-    }
-
-    /// Creates subtask `subtask` of `parallelism` reading the prepared resource without end
-    /// (until stopped), sending bad records to `policy`.
-    fn create_source(
-        &self,
-        subtask: usize,
-        parallelism: usize,
-        policy: ErrorPolicy,
-    ) -> Self::Source;
-
-    /// The test string a record of the source carries.
-    fn to_test_record(&self, record: &<Self::Source as SourceFunction>::Out) -> String;
-
-    /// True when the source commits its positions to the external system when a checkpoint
-    /// completes (consumer-group offsets, acknowledgements), so that a start *without* a
-    /// checkpoint resumes after what was committed. Such a source is held to it by
-    /// `source::restart_without_checkpoint`; for the others that case is skipped.
-    fn commits_positions(&self) -> bool {
-        false
-    }
-
-    /// True when the source restores into a different number of subtasks
-    /// (`SourceFunction::restore_state` redistributes positions); otherwise the rescale case
-    /// is skipped.
-    fn rescales(&self) -> bool {
-        true
-    }
-}
 
 /// Runs the source cases against one [`SourceExternal`].
 pub struct SourceSuite<C> {
@@ -121,6 +73,8 @@ impl<C: SourceExternal> SourceSuite<C> {
             let _ = self.failure_in_snapshot(p).await;
             let _ = self.failure_during_restore(p).await;
         }
+        let _ = self.failure_and_rescale(2, 1).await;
+        let _ = self.failure_and_rescale(1, 2).await;
         let _ = self.bad_records().await;
         self.recorder.finish()
     }

@@ -61,9 +61,37 @@ impl<C: SourceExternal> SourceSuite<C> {
         let case = "source::failure_after_checkpoints";
         self.recorder.begin();
         let r = self
-            .fail_then_restart(case, parallelism, FailAt::WriteAfterCommit, false)
+            .fail_then_restart(
+                case,
+                parallelism,
+                parallelism,
+                FailAt::WriteAfterCommit,
+                false,
+            )
             .await;
         self.recorder.end(case, parallelism, r)
+    }
+
+    /// [`failure_after_checkpoints`](Self::failure_after_checkpoints) with `from` subtasks,
+    /// restarted with `to`: the positions of the failed run are redistributed. Skipped for a
+    /// source that does not rescale.
+    pub async fn failure_and_rescale(
+        &mut self,
+        from: usize,
+        to: usize,
+    ) -> Result<(), SuiteFailure> {
+        let case = "source::failure_and_rescale";
+        self.recorder.begin();
+        let r = if self.ctx.rescales() {
+            self.fail_then_restart(case, from, to, FailAt::WriteAfterCommit, false)
+                .await
+        } else {
+            Err(CaseError::Skipped(
+                "the source does not restore into another parallelism (SourceExternal::rescales)"
+                    .into(),
+            ))
+        };
+        self.recorder.end(case, to, r)
     }
 
     /// The sink (in a task of its own, not chained to the source) fails inside
@@ -74,7 +102,7 @@ impl<C: SourceExternal> SourceSuite<C> {
         let case = "source::failure_in_snapshot";
         self.recorder.begin();
         let r = self
-            .fail_then_restart(case, parallelism, FailAt::Snapshot, false)
+            .fail_then_restart(case, parallelism, parallelism, FailAt::Snapshot, false)
             .await;
         self.recorder.end(case, parallelism, r)
     }
@@ -86,15 +114,24 @@ impl<C: SourceExternal> SourceSuite<C> {
         let case = "source::failure_during_restore";
         self.recorder.begin();
         let r = self
-            .fail_then_restart(case, parallelism, FailAt::WriteAfterCommit, true)
+            .fail_then_restart(
+                case,
+                parallelism,
+                parallelism,
+                FailAt::WriteAfterCommit,
+                true,
+            )
             .await;
         self.recorder.end(case, parallelism, r)
     }
 
+    /// Fails a run of `p` subtasks at `at`, writes a second round, restarts with `restart`
+    /// subtasks (after a failed first open of the restore, with `fail_restore`) and judges.
     async fn fail_then_restart(
         &mut self,
         case: &str,
         p: usize,
+        restart: usize,
         at: FailAt,
         fail_restore: bool,
     ) -> Result<(), CaseError> {
@@ -119,12 +156,14 @@ impl<C: SourceExternal> SourceSuite<C> {
         let second = self.write_round(case, 2, 1).await?;
         let all = [first, second].concat();
         if fail_restore {
-            let mut spec = self.spec(p, all.len());
+            let mut spec = self.spec(restart, all.len());
             spec.source_faults.open_after_restore = Some(Arc::new(AtomicBool::new(true)));
             let crashed = self.run(&backend, &store, spec).await;
             self.expect_injected(case, &crashed)?;
         }
-        let out = self.run(&backend, &store, self.spec(p, all.len())).await;
+        let out = self
+            .run(&backend, &store, self.spec(restart, all.len()))
+            .await;
         if out.result.as_ref().is_ok_and(|s| s.restored_from.is_none()) {
             return Err(failure(case, "the restart did not restore from a checkpoint").into());
         }
