@@ -21,32 +21,29 @@ impl<C: SinkExternal> SinkSuite<C> {
         &mut self,
         parallelism: usize,
     ) -> Result<(), SuiteFailure> {
-        let case = "sink::failure_after_checkpoints";
         let faults = Faults {
             invoke: Some(Trigger::AfterCheckpoints(2)),
             ..Faults::default()
         };
-        self.recorder.begin();
-        let r = self
-            .fail_then_restart(case, parallelism, faults, false)
-            .await;
-        self.recorder.end(case, parallelism, r)
+        self.failure_case(
+            "sink::failure_after_checkpoints",
+            parallelism,
+            faults,
+            false,
+        )
+        .await
     }
 
     /// The sink fails inside `snapshot_state`, after its own snapshot (a flush or a
     /// pre-commit), so the checkpoint never completes; more data comes; the restart must drop
     /// or replay what that checkpoint held, never commit it twice.
     pub async fn failure_in_snapshot(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
-        let case = "sink::failure_in_snapshot";
         let faults = Faults {
             snapshot: Some(Trigger::AfterCheckpoints(1)),
             ..Faults::default()
         };
-        self.recorder.begin();
-        let r = self
-            .fail_then_restart(case, parallelism, faults, false)
-            .await;
-        self.recorder.end(case, parallelism, r)
+        self.failure_case("sink::failure_in_snapshot", parallelism, faults, false)
+            .await
     }
 
     /// After a failure behind a completed checkpoint, the first `open` of the restored run
@@ -54,14 +51,25 @@ impl<C: SinkExternal> SinkSuite<C> {
     /// task failed); the next restore must still end with every record, once for
     /// exactly-once sinks.
     pub async fn failure_during_restore(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
-        let case = "sink::failure_during_restore";
         let faults = Faults {
             invoke: Some(Trigger::AfterCheckpoints(1)),
             ..Faults::default()
         };
+        self.failure_case("sink::failure_during_restore", parallelism, faults, true)
+            .await
+    }
+
+    /// Runs the failure case `case` and reports it.
+    async fn failure_case(
+        &mut self,
+        case: &str,
+        parallelism: usize,
+        faults: Faults,
+        fail_restore: bool,
+    ) -> Result<(), SuiteFailure> {
         self.recorder.begin();
         let r = self
-            .fail_then_restart(case, parallelism, faults, true)
+            .fail_then_restart(case, parallelism, faults, fail_restore)
             .await;
         self.recorder.end(case, parallelism, r)
     }

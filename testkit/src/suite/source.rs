@@ -23,6 +23,13 @@ pub struct SourceSuite<C> {
     pub(super) recorder: Recorder,
 }
 
+/// Why a rescaling case does not apply.
+pub(super) fn no_rescale() -> CaseError {
+    CaseError::Skipped(
+        "the source does not restore into another parallelism (SourceExternal::rescales)".into(),
+    )
+}
+
 impl<C: SourceExternal> SourceSuite<C> {
     /// A suite writing `per_split` records per split in each round (default 200).
     pub fn new(ctx: C) -> Self {
@@ -347,10 +354,7 @@ impl<C: SourceExternal> SourceSuite<C> {
         let r = if self.ctx.rescales() {
             self.rescale_case(case).await
         } else {
-            Err(CaseError::Skipped(
-                "the source does not restore into another parallelism (SourceExternal::rescales)"
-                    .into(),
-            ))
+            Err(no_rescale())
         };
         self.recorder.end(case, 1, r)
     }

@@ -12,8 +12,32 @@ use rivus_core::prelude::*;
 use super::observed::Trigger;
 use super::report::CaseError;
 use super::runner::{RunOutcome, Store};
+use super::source::no_rescale;
 use super::{failure, SourceExternal, SourceSuite, SuiteFailure};
 use crate::TxnStore;
+
+/// How a failure case runs: where the first run fails, and how the job restarts.
+#[derive(Clone, Copy)]
+struct Plan {
+    /// Subtasks of the run that fails.
+    parallelism: usize,
+    /// Subtasks of the restarted runs.
+    restart: usize,
+    at: FailAt,
+    /// The first `open` of the restored run fails too.
+    fail_restore: bool,
+}
+
+impl Plan {
+    fn new(parallelism: usize, at: FailAt) -> Self {
+        Plan {
+            parallelism,
+            restart: parallelism,
+            at,
+            fail_restore: false,
+        }
+    }
+}
 
 /// Where the first run of a failure case fails.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,18 +82,9 @@ impl<C: SourceExternal> SourceSuite<C> {
         &mut self,
         parallelism: usize,
     ) -> Result<(), SuiteFailure> {
-        let case = "source::failure_after_checkpoints";
-        self.recorder.begin();
-        let r = self
-            .fail_then_restart(
-                case,
-                parallelism,
-                parallelism,
-                FailAt::WriteAfterCommit,
-                false,
-            )
-            .await;
-        self.recorder.end(case, parallelism, r)
+        let plan = Plan::new(parallelism, FailAt::WriteAfterCommit);
+        self.failure_case("source::failure_after_checkpoints", plan)
+            .await
     }
 
     /// [`failure_after_checkpoints`](Self::failure_after_checkpoints) with `from` subtasks,
@@ -80,18 +95,11 @@ impl<C: SourceExternal> SourceSuite<C> {
         from: usize,
         to: usize,
     ) -> Result<(), SuiteFailure> {
-        let case = "source::failure_and_rescale";
-        self.recorder.begin();
-        let r = if self.ctx.rescales() {
-            self.fail_then_restart(case, from, to, FailAt::WriteAfterCommit, false)
-                .await
-        } else {
-            Err(CaseError::Skipped(
-                "the source does not restore into another parallelism (SourceExternal::rescales)"
-                    .into(),
-            ))
+        let plan = Plan {
+            restart: to,
+            ..Plan::new(from, FailAt::WriteAfterCommit)
         };
-        self.recorder.end(case, to, r)
+        self.failure_case("source::failure_and_rescale", plan).await
     }
 
     /// The sink (in a task of its own, not chained to the source) fails inside
@@ -99,42 +107,43 @@ impl<C: SourceExternal> SourceSuite<C> {
     /// restarts from the last completed checkpoint. A source that commits when a checkpoint is
     /// triggered, before it is stored, loses what that checkpoint would have covered.
     pub async fn failure_in_snapshot(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
-        let case = "source::failure_in_snapshot";
-        self.recorder.begin();
-        let r = self
-            .fail_then_restart(case, parallelism, parallelism, FailAt::Snapshot, false)
-            .await;
-        self.recorder.end(case, parallelism, r)
+        let plan = Plan::new(parallelism, FailAt::Snapshot);
+        self.failure_case("source::failure_in_snapshot", plan).await
     }
 
     /// After a failure behind completed checkpoints, the first `open` of the restored run fails
     /// too (the source opened, did what its restore does, then the task failed); the next
     /// restart must still deliver everything, once for exactly-once sources.
     pub async fn failure_during_restore(&mut self, parallelism: usize) -> Result<(), SuiteFailure> {
-        let case = "source::failure_during_restore";
-        self.recorder.begin();
-        let r = self
-            .fail_then_restart(
-                case,
-                parallelism,
-                parallelism,
-                FailAt::WriteAfterCommit,
-                true,
-            )
-            .await;
-        self.recorder.end(case, parallelism, r)
+        let plan = Plan {
+            fail_restore: true,
+            ..Plan::new(parallelism, FailAt::WriteAfterCommit)
+        };
+        self.failure_case("source::failure_during_restore", plan)
+            .await
     }
 
-    /// Fails a run of `p` subtasks at `at`, writes a second round, restarts with `restart`
-    /// subtasks (after a failed first open of the restore, with `fail_restore`) and judges.
-    async fn fail_then_restart(
-        &mut self,
-        case: &str,
-        p: usize,
-        restart: usize,
-        at: FailAt,
-        fail_restore: bool,
-    ) -> Result<(), CaseError> {
+    /// Runs the failure case `case` as `plan` says, and reports it (skipped when it rescales a
+    /// source that cannot).
+    async fn failure_case(&mut self, case: &str, plan: Plan) -> Result<(), SuiteFailure> {
+        self.recorder.begin();
+        let r = if plan.restart != plan.parallelism && !self.ctx.rescales() {
+            Err(no_rescale())
+        } else {
+            self.fail_then_restart(case, plan).await
+        };
+        self.recorder.end(case, plan.restart, r)
+    }
+
+    /// Fails a run as `plan` says, writes a second round, restarts (after a failed first open
+    /// of the restore, with `fail_restore`) and judges.
+    async fn fail_then_restart(&mut self, case: &str, plan: Plan) -> Result<(), CaseError> {
+        let Plan {
+            parallelism: p,
+            restart,
+            at,
+            fail_restore,
+        } = plan;
         self.prepare(case, 2).await?;
         let (backend, store): (_, Store<C>) = (MemoryStateBackend::new(), TxnStore::new());
         let first = self.write_round(case, 2, 0).await?;
