@@ -2,9 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
+use rdkafka::error::KafkaError;
 use rdkafka::ClientConfig;
+use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
+
+use crate::security::{SaslAuth, Security};
 
 /// librdkafka properties (`bootstrap.servers`, `security.protocol`, `sasl.password`, ...).
 ///
@@ -13,7 +18,12 @@ use rivus_core::{Error, Result};
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct KafkaProperties {
     props: BTreeMap<String, String>,
+    security: Security,
+    connect_timeout: Option<Duration>,
 }
+
+/// How long opening a source or sink waits for the cluster's first answer by default.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// True when `key` names a secret.
 pub fn is_secret(key: &str) -> bool {
@@ -41,6 +51,12 @@ impl fmt::Debug for KafkaProperties {
                 m.entry(k, v);
             }
         }
+        if let Some(tls) = &self.security.tls {
+            m.entry(&"tls", tls);
+        }
+        if let Some(sasl) = &self.security.sasl {
+            m.entry(&"sasl", sasl);
+        }
         m.finish()
     }
 }
@@ -64,6 +80,40 @@ impl KafkaProperties {
         self.props.get(key).map(String::as_str)
     }
 
+    /// Connects over TLS with these files (see [`security`](crate::security)).
+    pub fn set_tls(&mut self, tls: TlsFiles) -> &mut Self {
+        self.security.tls = Some(tls);
+        self
+    }
+
+    /// Authenticates with SASL (over TLS unless `security.protocol` says `SASL_PLAINTEXT`).
+    pub fn set_sasl(&mut self, sasl: SaslAuth) -> &mut Self {
+        self.security.sasl = Some(sasl);
+        self
+    }
+
+    /// How long opening a source or sink waits for the cluster's first answer before it fails
+    /// (default [`DEFAULT_CONNECT_TIMEOUT`]); refused authentication or TLS fails at once.
+    pub fn set_connect_timeout(&mut self, d: Duration) -> &mut Self {
+        self.connect_timeout = Some(d);
+        self
+    }
+
+    /// See [`set_connect_timeout`](Self::set_connect_timeout).
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// The bootstrap servers and how the client authenticates, for messages:
+    /// `127.0.0.1:9095 (SASL_SSL, SCRAM-SHA-512, user alice)`.
+    pub fn endpoint(&self) -> String {
+        format!(
+            "{} ({})",
+            self.get("bootstrap.servers").unwrap_or("?"),
+            self.security.describe(self.get("security.protocol"))
+        )
+    }
+
     /// Checks what rivus relies on; `path` prefixes field names (e.g. `source.kafka`).
     pub fn validate(&self, path: &str) -> Result<()> {
         match self.get("bootstrap.servers") {
@@ -83,7 +133,40 @@ impl KafkaProperties {
                 ));
             }
         }
+        self.security
+            .validate(path, self.get("security.protocol"))?;
+        // librdkafka checks each property as it is set; a configuration built offline
+        // refuses what a client would (unknown names, bad values, features not built in).
+        self.client_config(&[])
+            .create_native_config()
+            .map_err(|e| match e {
+                KafkaError::ClientConfig(_, desc, key, _) => Error::config(
+                    format!("{path}.properties.{key}"),
+                    self.redact(&format!("refused by librdkafka: {desc}")),
+                ),
+                other => Error::config(
+                    format!("{path}.properties"),
+                    self.redact(&other.to_string()),
+                ),
+            })?;
         Ok(())
+    }
+
+    /// `text` with every secret value replaced by `<redacted>`.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        let secrets = self
+            .props
+            .iter()
+            .filter(|(k, _)| is_secret(k))
+            .map(|(_, v)| v.as_str())
+            .chain(self.security.sasl.as_ref().map(|s| s.password.as_str()));
+        for v in secrets {
+            if !v.is_empty() {
+                out = out.replace(v, "<redacted>");
+            }
+        }
+        out
     }
 
     /// The rdkafka configuration, with `overrides` applied last.
@@ -92,6 +175,7 @@ impl KafkaProperties {
         for (k, v) in &self.props {
             c.set(k, v);
         }
+        self.security.apply(&mut c);
         for (k, v) in overrides {
             c.set(*k, *v);
         }
@@ -99,14 +183,11 @@ impl KafkaProperties {
     }
 
     /// Wraps an rdkafka error from building a client, without echoing secret values.
-    pub(crate) fn build_error(&self, what: &str, e: rdkafka::error::KafkaError) -> Error {
-        let mut msg = e.to_string();
-        for (k, v) in &self.props {
-            if is_secret(k) && !v.is_empty() {
-                msg = msg.replace(v.as_str(), "<redacted>");
-            }
-        }
-        Error::connector(format!("kafka: creating the {what}"), msg)
+    pub(crate) fn build_error(&self, what: &str, e: KafkaError) -> Error {
+        Error::connector(
+            format!("kafka: creating the {what} for {}", self.endpoint()),
+            self.redact(&e.to_string()),
+        )
     }
 }
 
@@ -135,5 +216,37 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("x.enable.auto.commit"));
+    }
+
+    #[test]
+    fn librdkafka_refusals_name_the_property_without_its_secret() {
+        let mut p = KafkaProperties::new("127.0.0.1:9092");
+        p.set("security.protocol", "SASL_SSL")
+            .set("sasl.mechanism", "SCRAM-SHA-512")
+            .set("sasl.password", "hunter2");
+        p.validate("source.kafka")
+            .expect("SSL and SASL are built in");
+        p.set("fetch.wait.max.ms", "soon");
+        let e = p.validate("source.kafka").unwrap_err().to_string();
+        assert!(
+            e.contains("source.kafka.properties.fetch.wait.max.ms"),
+            "{e}"
+        );
+        p.set("fetch.wait.max.ms", "100")
+            .set("no.such.property", "1");
+        let e = p.validate("sink.kafka").unwrap_err().to_string();
+        assert!(e.contains("sink.kafka.properties.no.such.property"), "{e}");
+        p.set("no.such.property", "hunter2");
+        let e = p.validate("sink.kafka").unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let mut p = KafkaProperties::new("h:9095");
+        p.set_sasl(SaslAuth::new("PLAIN", "alice", "s3cr3t-pw"));
+        assert_eq!(p.endpoint(), "h:9095 (SASL_SSL, PLAIN, user alice)");
+        let shown = format!("{p:?}");
+        assert!(
+            !shown.contains("s3cr3t-pw") && shown.contains("alice"),
+            "{shown}"
+        );
+        assert_eq!(p.redact("x s3cr3t-pw y"), "x <redacted> y");
     }
 }

@@ -17,7 +17,9 @@
 
 pub mod assign;
 pub mod config;
+pub mod connect;
 pub mod record;
+pub mod security;
 mod sink;
 mod source;
 
@@ -25,6 +27,7 @@ pub use config::KafkaProperties;
 pub use record::{
     KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
 };
+pub use security::SaslAuth;
 pub use sink::{KafkaSink, KafkaSinkBuilder, PendingTxn, SinkDelivery, StoredRecord};
 pub use source::{
     KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,

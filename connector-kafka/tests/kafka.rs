@@ -5,144 +5,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::FutureProducer;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
     KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets, ValueDeserializer,
 };
-use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::StringSchema;
 use rivus_testkit::services::{require, Service};
-use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
+use rivus_testkit::suite::{SinkSuite, SourceSuite};
 use rivus_testkit::{CollectingSink, SequenceSource};
 
 use rivus_testkit::services::unique_name as unique;
 
 mod common;
+use common::suites::{Conn, SinkCtx, SourceCtx};
 use common::{create_topic, produce, producer, read_topic};
 
-// ---- source conformance ----
-
-struct SourceCtx {
-    bootstrap: String,
-    topic: String,
-    producer: FutureProducer,
-}
-
-#[async_trait]
-impl SourceExternal for SourceCtx {
-    type Source = KafkaSource<String>;
-
-    async fn prepare(&mut self, splits: usize) -> Result<()> {
-        self.topic = unique("src");
-        create_topic(&self.bootstrap, &self.topic, splits as i32).await;
-        Ok(())
-    }
-
-    async fn write(&mut self, split: usize, records: &[String]) -> Result<()> {
-        let values: Vec<Vec<u8>> = records.iter().map(|r| r.as_bytes().to_vec()).collect();
-        produce(&self.producer, &self.topic, split as i32, &values).await;
-        Ok(())
-    }
-
-    async fn write_bad(&mut self, split: usize) -> Result<bool> {
-        produce(
-            &self.producer,
-            &self.topic,
-            split as i32,
-            &[vec![0xff, 0xfe, 0x00]],
-        )
-        .await;
-        Ok(true)
-    }
-
-    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSource<String> {
-        KafkaSource::builder(&self.bootstrap)
-            .topics([self.topic.clone()])
-            .group_id(format!("{}-group", self.topic))
-            .start(StartOffsets::Committed {
-                reset_to_earliest: true,
-            })
-            .error_policy(policy)
-            .build(ValueDeserializer(StringSchema))
-            .unwrap()
-    }
-
-    fn to_test_record(&self, record: &String) -> String {
-        record.clone()
-    }
-
-    /// Offsets are committed to the group when a checkpoint completes.
-    fn commits_positions(&self) -> bool {
-        true
-    }
-}
+// ---- conformance ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_passes_the_conformance_suite() {
     let Some(bootstrap) = require(Service::Kafka) else {
         return;
     };
-    let ctx = SourceCtx {
-        producer: producer(&bootstrap),
-        bootstrap,
-        topic: String::new(),
-    };
-    let mut suite = SourceSuite::new(ctx).records_per_split(200);
+    let mut suite =
+        SourceSuite::new(SourceCtx::new(Conn::plain(&bootstrap))).records_per_split(200);
     if let Err(f) = suite.run_all().await {
         panic!("{f}");
-    }
-}
-
-// ---- sink conformance ----
-
-struct SinkCtx {
-    bootstrap: String,
-    topic: String,
-    delivery: SinkDelivery,
-}
-
-#[async_trait]
-impl SinkExternal for SinkCtx {
-    type Record = String;
-    type Sink = KafkaSink<String>;
-
-    async fn prepare(&mut self) -> Result<()> {
-        self.topic = unique("sink");
-        create_topic(&self.bootstrap, &self.topic, 3).await;
-        Ok(())
-    }
-
-    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> KafkaSink<String> {
-        KafkaSink::builder(&self.bootstrap)
-            .topic(&self.topic)
-            .delivery(self.delivery)
-            .transactional_id_prefix(self.topic.clone())
-            .error_policy(policy)
-            .property("linger.ms", "5")
-            .build(|v: &String| {
-                // Key by split, so each split's records share a partition and keep their order.
-                let split = v.split('-').next().unwrap_or("").to_owned();
-                Ok(OutRecord {
-                    key: Some(split.into_bytes()),
-                    value: Some(v.clone().into_bytes()),
-                    ..Default::default()
-                })
-            })
-            .unwrap()
-    }
-
-    fn to_record(&self, test: &str) -> String {
-        test.to_owned()
-    }
-
-    async fn read_back(&self) -> Result<Vec<String>> {
-        let (b, t) = (self.bootstrap.clone(), self.topic.clone());
-        let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
-            .await
-            .unwrap();
-        Ok(got.into_iter().map(|(_, v)| v).collect())
     }
 }
 
@@ -151,11 +40,10 @@ async fn sink_passes_the_conformance_suite() {
     let Some(bootstrap) = require(Service::Kafka) else {
         return;
     };
-    let mut suite = SinkSuite::new(SinkCtx {
-        bootstrap,
-        topic: String::new(),
-        delivery: SinkDelivery::AtLeastOnce,
-    })
+    let mut suite = SinkSuite::new(SinkCtx::new(
+        Conn::plain(&bootstrap),
+        SinkDelivery::AtLeastOnce,
+    ))
     .records_per_split(200);
     if let Err(f) = suite.run_all().await {
         panic!("{f}");
@@ -379,11 +267,10 @@ async fn transactional_sink_passes_the_conformance_suite_exactly_once() {
     let Some(bootstrap) = require(Service::Kafka) else {
         return;
     };
-    let mut suite = SinkSuite::new(SinkCtx {
-        bootstrap,
-        topic: String::new(),
-        delivery: SinkDelivery::ExactlyOnce,
-    })
+    let mut suite = SinkSuite::new(SinkCtx::new(
+        Conn::plain(&bootstrap),
+        SinkDelivery::ExactlyOnce,
+    ))
     .records_per_split(150);
     if let Err(f) = suite.run_all().await {
         panic!("{f}");

@@ -55,6 +55,13 @@ impl TlsFiles {
                 ),
             ));
         }
+        self.validate_files(path)
+    }
+
+    /// Checks that a certificate comes with its key and that every file is readable, for
+    /// clients without a TLS URL scheme (Kafka, SQL). Errors name `{path}.tls.client_key` and
+    /// so on.
+    pub fn validate_files(&self, path: &str) -> Result<()> {
         match (&self.client_cert, &self.client_key) {
             (Some(_), None) => {
                 return Err(Error::config(

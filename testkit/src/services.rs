@@ -14,6 +14,12 @@ use std::time::Duration;
 pub enum Service {
     /// Apache Kafka (KRaft), `RIVUS_KAFKA_BOOTSTRAP`, default `127.0.0.1:9092`.
     Kafka,
+    /// The same broker's mutual-TLS listener, `RIVUS_KAFKA_SSL_BOOTSTRAP`, default
+    /// `127.0.0.1:9094` (client certificate from [`tls_dir`] required).
+    KafkaSsl,
+    /// The same broker's SASL_SSL listener (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN; see
+    /// [`kafka_sasl_user`]), `RIVUS_KAFKA_SASL_BOOTSTRAP`, default `127.0.0.1:9095`.
+    KafkaSasl,
     /// Elasticsearch/OpenSearch, `RIVUS_ES_URL`, default `http://127.0.0.1:9200`.
     Elasticsearch,
     /// RabbitMQ, `RIVUS_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
@@ -33,6 +39,12 @@ pub enum Service {
     Postgres,
     /// MariaDB/MySQL, `RIVUS_MYSQL_URL`, default `mysql://root@127.0.0.1:3306/rivus`.
     MySql,
+    /// PostgreSQL over TLS (`sslmode=verify-full`, a user refused without TLS),
+    /// `RIVUS_PG_TLS_URL`; the default trusts the CA in [`tls_dir`].
+    PostgresTls,
+    /// MariaDB over TLS (`ssl-mode=VERIFY_IDENTITY`, a user refused without TLS),
+    /// `RIVUS_MYSQL_TLS_URL`; the default trusts the CA in [`tls_dir`].
+    MySqlTls,
 }
 
 impl Service {
@@ -40,6 +52,8 @@ impl Service {
     pub fn env_var(self) -> &'static str {
         match self {
             Service::Kafka => "RIVUS_KAFKA_BOOTSTRAP",
+            Service::KafkaSsl => "RIVUS_KAFKA_SSL_BOOTSTRAP",
+            Service::KafkaSasl => "RIVUS_KAFKA_SASL_BOOTSTRAP",
             Service::Elasticsearch => "RIVUS_ES_URL",
             Service::RabbitMq => "RIVUS_AMQP_URL",
             Service::RabbitMqTls => "RIVUS_AMQPS_URL",
@@ -48,13 +62,17 @@ impl Service {
             Service::RedisCluster => "RIVUS_REDIS_CLUSTER_URLS",
             Service::Postgres => "RIVUS_PG_URL",
             Service::MySql => "RIVUS_MYSQL_URL",
+            Service::PostgresTls => "RIVUS_PG_TLS_URL",
+            Service::MySqlTls => "RIVUS_MYSQL_TLS_URL",
         }
     }
 
-    /// The loopback default used by `dev/services`.
+    /// The loopback default used by `dev/services` (`{ca}` stands for the test CA's path).
     pub fn default_url(self) -> &'static str {
         match self {
             Service::Kafka => "127.0.0.1:9092",
+            Service::KafkaSsl => "127.0.0.1:9094",
+            Service::KafkaSasl => "127.0.0.1:9095",
             Service::Elasticsearch => "http://127.0.0.1:9200",
             Service::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
             Service::RabbitMqTls => "amqps://guest:guest@127.0.0.1:5671/%2f",
@@ -65,12 +83,22 @@ impl Service {
             }
             Service::Postgres => "postgres://rivus@127.0.0.1:5432/rivus",
             Service::MySql => "mysql://root@127.0.0.1:3306/rivus",
+            Service::PostgresTls => {
+                "postgres://rivus_tls:rivus-pg-pw@127.0.0.1:5432/rivus?sslmode=verify-full&sslrootcert={ca}"
+            }
+            Service::MySqlTls => {
+                "mysql://rivus_tls:rivus-mysql-pw@127.0.0.1:3306/rivus?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"
+            }
         }
     }
 
     /// The address to use: the environment variable, or the default.
     pub fn url(self) -> String {
-        std::env::var(self.env_var()).unwrap_or_else(|_| self.default_url().to_owned())
+        std::env::var(self.env_var()).unwrap_or_else(|_| {
+            let ca = tls_dir().join("ca.crt");
+            self.default_url()
+                .replace("{ca}", &ca.display().to_string())
+        })
     }
 
     /// `host:port` of the service, taken from its URL.
@@ -94,6 +122,28 @@ pub fn tls_dir() -> std::path::PathBuf {
         Some(d) => d.into(),
         None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services/tls"),
     }
+}
+
+/// The SASL user with every right on the dev broker's SASL_SSL listener:
+/// `RIVUS_KAFKA_SASL_USERNAME` / `RIVUS_KAFKA_SASL_PASSWORD` (defaults as `dev/services`).
+pub fn kafka_sasl_user() -> (String, String) {
+    (
+        env_or("RIVUS_KAFKA_SASL_USERNAME", "rivus"),
+        env_or("RIVUS_KAFKA_SASL_PASSWORD", "rivus-kafka-pw"),
+    )
+}
+
+/// The SASL user allowed only `public-*` topics and groups: `RIVUS_KAFKA_GUEST_USERNAME` /
+/// `RIVUS_KAFKA_GUEST_PASSWORD`.
+pub fn kafka_guest_user() -> (String, String) {
+    (
+        env_or("RIVUS_KAFKA_GUEST_USERNAME", "guest"),
+        env_or("RIVUS_KAFKA_GUEST_PASSWORD", "guest-kafka-pw"),
+    )
+}
+
+fn env_or(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
 }
 
 /// A name no earlier test run used: `prefix-<nanoseconds since the epoch>` (for topics,
@@ -203,7 +253,8 @@ pub fn tcp_probe(url: &str) -> std::result::Result<(), String> {
 /// explicitly ([`skipping_allowed`]): then a visible SKIP line and `None`.
 pub fn require(service: Service) -> Option<String> {
     let name = format!("{service:?}");
-    let external = External::new(&name, service.env_var(), service.default_url())
+    let default = service.url();
+    let external = External::new(&name, service.env_var(), &default)
         .how_to_start("start it with `dev/services up`");
     external.require()
 }

@@ -114,6 +114,26 @@ impl KafkaSinkBuilder {
         self
     }
 
+    /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
+    /// for mutual TLS. See [`security`](crate::security).
+    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
+        self.props.set_tls(tls);
+        self
+    }
+
+    /// Authenticates with SASL by user name and password, over TLS.
+    pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
+        self.props.set_sasl(sasl);
+        self
+    }
+
+    /// How long opening waits for the cluster's first answer (default 30 s); a refused
+    /// password or certificate fails at once, naming the endpoint.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.props.set_connect_timeout(d);
+        self
+    }
+
     /// Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...).
     pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.props.set(key, value);
@@ -285,6 +305,9 @@ impl<T: Send + 'static> KafkaSink<T> {
 impl<T: Send + 'static> RichFunction for KafkaSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = Arc::clone(&self.settings);
+        // A refused password, certificate or topic fails here, not as a silent retry loop.
+        let topics: Vec<String> = s.topic.iter().cloned().collect();
+        crate::connect::probe(&s.props, &topics, s.props.connect_timeout()).await?;
         self.handler = Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()));
         self.sent = Some(ctx.metrics().counter("rivus_kafka_records_sent_total"));
         let queue_full = ctx

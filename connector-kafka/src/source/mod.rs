@@ -130,6 +130,26 @@ impl KafkaSourceBuilder {
         self
     }
 
+    /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
+    /// for mutual TLS. See [`security`](crate::security).
+    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
+        self.props.set_tls(tls);
+        self
+    }
+
+    /// Authenticates with SASL by user name and password, over TLS.
+    pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
+        self.props.set_sasl(sasl);
+        self
+    }
+
+    /// How long opening waits for the cluster's first answer (default 30 s); a refused
+    /// password or certificate fails at once, naming the endpoint.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.props.set_connect_timeout(d);
+        self
+    }
+
     /// Any librdkafka consumer property.
     pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.props.set(key, value);
@@ -295,6 +315,13 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         let s = &self.settings;
+        // A refused password, certificate or topic fails here, not as a silent retry loop.
+        crate::connect::probe(
+            &s.props,
+            &s.subscription.named_topics(),
+            s.props.connect_timeout(),
+        )
+        .await?;
         let mut config = s.props.client_config(&[
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),

@@ -20,6 +20,18 @@ pub enum Subscription {
 }
 
 impl Subscription {
+    /// The topics named outright (none for a pattern), each once.
+    pub(crate) fn named_topics(&self) -> Vec<String> {
+        let mut out: Vec<String> = match self {
+            Subscription::Topics(t) => t.clone(),
+            Subscription::Partitions(ps) => ps.iter().map(|(t, _)| t.clone()).collect(),
+            Subscription::Pattern(_) => Vec::new(),
+        };
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The partitions this subscription covers now, sorted.
     pub(crate) fn partitions(
         &self,

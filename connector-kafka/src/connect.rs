@@ -1,0 +1,167 @@
+//! Reaching the cluster before a job starts: one metadata round trip that turns librdkafka's
+//! background retries into an answer — the brokers and topics, or an error that names the
+//! endpoint, how the client authenticated and what the broker or the TLS layer refused.
+//!
+//! librdkafka reconnects forever and reports authentication and TLS failures only through its
+//! error callback; without this a wrong password or an unknown CA is a job that hangs.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientContext;
+use rivus_core::{Error, Result};
+
+use crate::config::KafkaProperties;
+
+/// What one metadata request found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// Brokers in the cluster.
+    pub brokers: usize,
+    /// Topics the client may see (all of them, or the ones asked for).
+    pub topics: usize,
+}
+
+/// What librdkafka reported in the background: the first refusal (kept: a refusal is followed
+/// by "all brokers are down") and the last error of any kind.
+#[derive(Default)]
+struct ErrorCapture(Mutex<Captured>);
+
+#[derive(Default, Clone)]
+struct Captured {
+    refusal: Option<(RDKafkaErrorCode, String)>,
+    last: Option<String>,
+}
+
+impl ClientContext for ErrorCapture {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let code = error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
+        tracing::debug!(%error, reason, "kafka client error");
+        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if c.refusal.is_none() {
+            if is_refusal(code) {
+                c.refusal = Some((code, reason.to_owned()));
+            } else if is_tls_alert(code, reason) {
+                c.refusal = Some((RDKafkaErrorCode::SSL, reason.to_owned()));
+            }
+        }
+        c.last = Some(reason.to_owned());
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for ErrorCapture {}
+
+impl ErrorCapture {
+    fn captured(&self) -> Captured {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Failures that retrying cannot fix.
+fn is_refusal(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::Authentication
+            | RDKafkaErrorCode::SaslAuthenticationFailed
+            | RDKafkaErrorCode::SSL
+            | RDKafkaErrorCode::UnsupportedSASLMechanism
+            | RDKafkaErrorCode::IllegalSASLState
+    )
+}
+
+/// A transport failure that is the server's TLS alert: it refused the client's certificate (or
+/// its absence) after a handshake the client believed complete (TLS 1.3).
+fn is_tls_alert(code: RDKafkaErrorCode, reason: &str) -> bool {
+    code == RDKafkaErrorCode::BrokerTransportFailure
+        && (reason.contains("SSL routines") || reason.contains("tls alert"))
+}
+
+/// Fetches the cluster's metadata (for `topics` only, when given) within `timeout`. Refused
+/// authentication or TLS ends the wait at once; a topic the client may not read or write is an
+/// authorization error naming the topic. Errors never contain secrets.
+pub async fn probe(
+    props: &KafkaProperties,
+    topics: &[String],
+    timeout: Duration,
+) -> Result<ClusterInfo> {
+    let endpoint = props.endpoint();
+    let consumer: BaseConsumer<ErrorCapture> = props
+        .client_config(&[("group.id", "rivus-probe")])
+        .create_with_context(ErrorCapture::default())
+        .map_err(|e| props.build_error("client", e))?;
+    let topics = topics.to_vec();
+    let outcome = tokio::task::spawn_blocking(move || fetch(&consumer, &topics, timeout))
+        .await
+        .map_err(|e| Error::connector("kafka: metadata task", e.to_string()))?;
+    outcome.map_err(|m| Error::connector(format!("kafka: cannot use {endpoint}"), props.redact(&m)))
+}
+
+/// The blocking part of [`probe`]: short metadata requests until one answers, a refusal shows
+/// in the error callback, or time is up.
+fn fetch(
+    consumer: &BaseConsumer<ErrorCapture>,
+    topics: &[String],
+    timeout: Duration,
+) -> std::result::Result<ClusterInfo, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let step = deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_secs(1))
+            .max(Duration::from_millis(100));
+        // One topic per request: librdkafka asks for one topic or all of them.
+        let answer = match topics {
+            [] => consumer.fetch_metadata(None, step).map(|m| vec![m]),
+            _ => topics
+                .iter()
+                .map(|t| consumer.fetch_metadata(Some(t), step))
+                .collect(),
+        };
+        // Serving the client's events hands background errors to the context.
+        while consumer.poll(Duration::ZERO).is_some() {}
+        if let Some((code, reason)) = consumer.context().captured().refusal {
+            return Err(refusal_text(code, &reason));
+        }
+        match answer {
+            Ok(metadata) => {
+                for m in &metadata {
+                    for t in m.topics() {
+                        if let Some(e) = t.error() {
+                            let code = RDKafkaErrorCode::from(e);
+                            if code == RDKafkaErrorCode::TopicAuthorizationFailed {
+                                return Err(format!(
+                                    "authorization refused: not allowed to use topic `{}` ({code})",
+                                    t.name()
+                                ));
+                            }
+                        }
+                    }
+                }
+                let brokers = metadata.first().map_or(0, |m| m.brokers().len());
+                let topics = metadata.iter().map(|m| m.topics().len()).sum();
+                return Ok(ClusterInfo { brokers, topics });
+            }
+            Err(e) if Instant::now() >= deadline => {
+                let background = consumer
+                    .context()
+                    .captured()
+                    .last
+                    .map(|r| format!(" (last client error: {r})"))
+                    .unwrap_or_default();
+                return Err(format!("no answer within {:?}: {e}{background}", timeout));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn refusal_text(code: RDKafkaErrorCode, reason: &str) -> String {
+    let what = match code {
+        RDKafkaErrorCode::SSL => "TLS handshake failed",
+        _ => "authentication failed",
+    };
+    format!("{what}: {reason}")
+}
