@@ -121,3 +121,34 @@ pub(crate) fn redis_endpoint(
     };
     e.tls(tls.clone())
 }
+
+/// The Kafka client properties of a `kafka` source or sink: bootstrap servers, TLS, SASL and
+/// raw librdkafka properties.
+pub(crate) fn kafka_properties(
+    bootstrap_servers: &str,
+    tls: &Option<rivus_core::tls::TlsFiles>,
+    sasl: &Option<rivus_connector_kafka::SaslAuth>,
+    properties: &std::collections::BTreeMap<String, String>,
+) -> rivus_connector_kafka::KafkaProperties {
+    let mut p = rivus_connector_kafka::KafkaProperties::new(bootstrap_servers);
+    for (k, v) in properties {
+        p.set(k, v);
+    }
+    if let Some(t) = tls {
+        p.set_tls(t.clone());
+    }
+    if let Some(s) = sasl {
+        p.set_sasl(s.clone());
+    }
+    p
+}
+
+/// The URL of a `jdbc` source or sink with its `tls` files as the driver's parameters (the
+/// same URL for the job, the setup script, `rivus check` and the report).
+pub(crate) fn jdbc_url(
+    url: &str,
+    tls: &rivus_core::tls::TlsFiles,
+    path: &str,
+) -> rivus_core::Result<String> {
+    rivus_connector_jdbc::tls::url_with_tls(url, tls, path)
+}

@@ -3,9 +3,6 @@
 
 use std::time::Duration;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::ClientConfig;
-
 use rivus_connector_es::{EsAuth, EsConfig};
 use rivus_core::secrets::redact_url;
 
@@ -19,25 +16,12 @@ pub struct Reach {
     pub outcome: Result<String, String>,
 }
 
-async fn kafka(
-    bootstrap: &str,
-    props: &std::collections::BTreeMap<String, String>,
-) -> Result<String, String> {
-    let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", bootstrap);
-    for (k, v) in props {
-        cfg.set(k, v);
-    }
-    let consumer: BaseConsumer = cfg.create().map_err(|e| e.to_string())?;
-    let md = tokio::task::spawn_blocking(move || {
-        consumer
-            .fetch_metadata(None, Duration::from_secs(5))
-            .map(|m| (m.brokers().len(), m.topics().len()))
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())?;
-    Ok(format!("{} broker(s), {} topic(s)", md.0, md.1))
+async fn kafka(props: rivus_connector_kafka::KafkaProperties) -> Result<String, String> {
+    props.validate("kafka").map_err(|e| e.to_string())?;
+    let info = rivus_connector_kafka::connect::probe(&props, &[], Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(format!("{} broker(s), {} topic(s)", info.brokers, info.topics))
 }
 
 async fn elasticsearch(config: EsConfig) -> Result<String, String> {
@@ -105,22 +89,32 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             address: "built in".into(),
             outcome: Ok("nothing to reach".into()),
         },
-        SourceConfig::Jdbc { url, table, .. } => Reach {
+        SourceConfig::Jdbc {
+            url, table, tls, ..
+        } => Reach {
             role: "source",
             kind: "jdbc",
             address: redact_url(url),
-            outcome: jdbc(url, table.as_deref()).await,
+            outcome: match crate::build::jdbc_url(url, tls, "source") {
+                Ok(url) => jdbc(&url, table.as_deref()).await,
+                Err(e) => Err(e.to_string()),
+            },
         },
         SourceConfig::Kafka {
             bootstrap_servers,
+            tls,
+            sasl,
             properties,
             ..
-        } => Reach {
-            role: "source",
-            kind: "kafka",
-            address: bootstrap_servers.clone(),
-            outcome: kafka(bootstrap_servers, properties).await,
-        },
+        } => {
+            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            Reach {
+                role: "source",
+                kind: "kafka",
+                address: props.endpoint(),
+                outcome: kafka(props).await,
+            }
+        }
         SourceConfig::Rabbitmq { uri, tls, .. } => Reach {
             role: "source",
             kind: "rabbitmq",
@@ -145,24 +139,36 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             outcome: Ok("nothing to reach".into()),
         },
         SinkConfig::Jdbc {
-            url, table, setup, ..
+            url,
+            table,
+            setup,
+            tls,
+            ..
         } => Reach {
             role: "sink",
             kind: "jdbc",
             address: redact_url(url),
             // A table the setup script creates may not exist yet.
-            outcome: jdbc(url, setup.is_none().then_some(table.as_str())).await,
+            outcome: match crate::build::jdbc_url(url, tls, "sink") {
+                Ok(url) => jdbc(&url, setup.is_none().then_some(table.as_str())).await,
+                Err(e) => Err(e.to_string()),
+            },
         },
         SinkConfig::Kafka {
             bootstrap_servers,
+            tls,
+            sasl,
             properties,
             ..
-        } => Reach {
-            role: "sink",
-            kind: "kafka",
-            address: bootstrap_servers.clone(),
-            outcome: kafka(bootstrap_servers, properties).await,
-        },
+        } => {
+            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            Reach {
+                role: "sink",
+                kind: "kafka",
+                address: props.endpoint(),
+                outcome: kafka(props).await,
+            }
+        }
         SinkConfig::Elasticsearch {
             url,
             username,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use rivus_connector_kafka::SaslAuth;
 use rivus_core::tls::TlsFiles;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -98,6 +99,11 @@ pub enum SourceConfig {
         poll_interval: Option<Duration>,
         splits: Option<usize>,
         fetch_size: Option<usize>,
+        /// TLS: `{ ca_file, client_cert, client_key }` (PEM files), added to the URL as the
+        /// driver's parameters; with any file set and no `sslmode` / `ssl-mode` in the URL,
+        /// the server's certificate and name are verified.
+        #[serde(default)]
+        tls: TlsFiles,
     },
     /// Kafka topics; values decoded as JSON (rivus-connector-kafka).
     Kafka {
@@ -110,6 +116,12 @@ pub enum SourceConfig {
         /// Stop at the offsets that are the latest at start (a backfill that ends).
         #[serde(default)]
         bounded: bool,
+        /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
+        /// roots). With a client certificate: mutual TLS.
+        tls: Option<TlsFiles>,
+        /// SASL over TLS: `{ mechanism, username, password }` (PLAIN, SCRAM-SHA-256,
+        /// SCRAM-SHA-512).
+        sasl: Option<SaslAuth>,
         /// Any librdkafka setting.
         #[serde(default)]
         properties: BTreeMap<String, String>,
@@ -192,6 +204,9 @@ pub enum SinkConfig {
         setup: Option<String>,
         #[serde(default)]
         ignore_unknown_fields: bool,
+        /// TLS, as for the `jdbc` source.
+        #[serde(default)]
+        tls: TlsFiles,
     },
     /// A Kafka topic; records written as JSON (rivus-connector-kafka).
     Kafka {
@@ -201,6 +216,10 @@ pub enum SinkConfig {
         key_field: Option<String>,
         #[serde(default)]
         exactly_once: bool,
+        /// TLS, as for the Kafka source.
+        tls: Option<TlsFiles>,
+        /// SASL over TLS, as for the Kafka source.
+        sasl: Option<SaslAuth>,
         #[serde(default)]
         properties: BTreeMap<String, String>,
     },

@@ -126,8 +126,12 @@ async fn run(
     match result {
         Ok(summary) => {
             let mut text = status::summary(&config.name, &summary, &built.counts, guarantee);
-            if let SinkConfig::Jdbc { url, table, .. } = &config.sink {
-                match rivus_connector_jdbc::table_report(url, table, 3).await {
+            if let SinkConfig::Jdbc {
+                url, table, tls, ..
+            } = &config.sink
+            {
+                let url = build::jdbc_url(url, tls, "sink").unwrap_or_else(|_| url.clone());
+                match rivus_connector_jdbc::table_report(&url, table, 3).await {
                     Ok((n, rows)) => {
                         text.push_str(&format!(
                             "  table `{table}` now holds {n} rows; the first:\n"

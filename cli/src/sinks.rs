@@ -58,8 +58,10 @@ pub async fn attach(
             batch_size,
             setup,
             ignore_unknown_fields,
+            tls,
         } => {
             let mut b = JdbcSink::builder(url, table)
+                .tls(tls.clone())
                 .mode(match mode {
                     JdbcWriteMode::Insert => WriteMode::Insert,
                     JdbcWriteMode::Upsert => WriteMode::Upsert,
@@ -78,7 +80,8 @@ pub async fn attach(
             }
             let sink = b.build_json()?;
             if let (Some(sql), false) = (setup, dry) {
-                rivus_connector_jdbc::run_script(url, sql).await?;
+                let url = crate::build::jdbc_url(url, tls, "sink")?;
+                rivus_connector_jdbc::run_script(&url, sql).await?;
             }
             finish(stream, config, sink, counts, policy, check_errors)?
         }
@@ -87,9 +90,12 @@ pub async fn attach(
             topic,
             key_field,
             exactly_once,
+            tls,
+            sasl,
             properties,
         } => {
-            let mut b = KafkaSink::builder(bootstrap_servers)
+            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            let b = KafkaSink::builder_with(props)
                 .topic(topic)
                 .delivery(if *exactly_once {
                     SinkDelivery::ExactlyOnce
@@ -97,9 +103,6 @@ pub async fn attach(
                     SinkDelivery::AtLeastOnce
                 })
                 .error_policy(policy.clone());
-            for (k, v) in properties {
-                b = b.property(k, v);
-            }
             let mut ser = ValueSerializer::new(JsonSchema::<Value>::new());
             if let Some(f) = key_field.clone() {
                 ser = ser.with_key(move |v: &Value| match v.get(&f) {

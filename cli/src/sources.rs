@@ -45,8 +45,11 @@ pub fn attach(
             poll_interval,
             splits,
             fetch_size,
+            tls,
         } => {
-            let mut b = JdbcSource::builder(url).track_by(track_by.clone());
+            let mut b = JdbcSource::builder(url)
+                .tls(tls.clone())
+                .track_by(track_by.clone());
             match (table, query) {
                 (Some(_), Some(_)) => {
                     return Err(Error::config(
@@ -78,9 +81,12 @@ pub fn attach(
             group_id,
             start,
             bounded,
+            tls,
+            sasl,
             properties,
         } => {
-            let mut b = KafkaSource::builder(bootstrap_servers)
+            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            let mut b = KafkaSource::builder_with(props)
                 .topics(topics.clone())
                 .start(match start {
                     KafkaStart::Committed => StartOffsets::Committed {
@@ -95,9 +101,6 @@ pub fn attach(
             }
             if *bounded {
                 b = b.stop(StopOffsets::LatestAtStart);
-            }
-            for (k, v) in properties {
-                b = b.property(k, v);
             }
             let s = b.build(ValueDeserializer(JsonSchema::<Value>::new()))?;
             (pipeline.source("source", p, |_| s.clone()), None)

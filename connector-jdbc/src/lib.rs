@@ -23,6 +23,7 @@ mod sink;
 mod source;
 mod statement;
 mod table;
+pub mod tls;
 mod value;
 
 pub use admin::{run_script, table_report};

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{databases, postgres, servers, sqlite, Db};
+use common::{databases, postgres, servers, sqlite, tls_servers, Db};
 use rivus_connector_jdbc::{JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
 use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
@@ -41,6 +41,7 @@ impl SinkExternal for TableCtx {
 
     fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSink<Value> {
         JdbcSink::builder(&self.db.url, &self.table)
+            .tls(self.db.tls.clone())
             .columns(["v"])
             .batch_size(100)
             .exactly_once(self.exactly_once)
@@ -94,6 +95,12 @@ async fn sink_passes_the_conformance_suite_at_least_once_on_every_database() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_passes_the_conformance_suite_exactly_once_on_postgres_and_mariadb() {
     certify(servers(), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_passes_the_conformance_suite_over_verified_tls() {
+    certify(tls_servers(), false).await;
+    certify(tls_servers(), true).await;
 }
 
 /// `(op, id, qty)`: `w` writes, `d` deletes.
@@ -653,4 +660,40 @@ async fn exactly_once_sink_closes_after_a_failure_with_an_open_transaction() {
         0,
         "unprepared rows were rolled back"
     );
+}
+
+/// TLS refusals name the problem: a server certificate from an unknown CA, and a user the
+/// server admits only over TLS connecting without it. The password never shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_refusals_name_the_problem_without_the_password() {
+    use rivus_core::tls::TlsFiles;
+    let Some(url) = rivus_testkit::services::require(rivus_testkit::services::Service::PostgresTls)
+    else {
+        return;
+    };
+    let base = url.split('?').next().unwrap().to_owned();
+    let password = "rivus-pg-pw";
+    // The client certificate is no CA: the server's certificate cannot be verified.
+    let wrong_ca = TlsFiles {
+        ca_file: Some(rivus_testkit::services::tls_dir().join("client.crt")),
+        ..TlsFiles::default()
+    };
+    let sink = JdbcSink::builder(&base, "t")
+        .tls(wrong_ca)
+        .build_json()
+        .unwrap();
+    let err = run_records_into("tls-wrong-ca", vec![json!({"v": 1})], |_| sink.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert!(!err.contains(password), "{err}");
+    // Without TLS the server refuses this user.
+    let plain = format!("{base}?sslmode=disable");
+    let err = rivus_connector_jdbc::run_script(&plain, "SELECT 1")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no encryption"), "{err}");
+    assert!(!err.contains(password), "{err}");
 }

@@ -77,7 +77,7 @@ impl SourceExternal for TablesCtx {
     }
 
     fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSource<String> {
-        let mut b = JdbcSource::builder(&self.db.url);
+        let mut b = JdbcSource::builder(&self.db.url).tls(self.db.tls.clone());
         for t in &self.tables {
             b = b.query(format!("SELECT id, v FROM {t}"));
         }
@@ -95,6 +95,21 @@ impl SourceExternal for TablesCtx {
 
     fn to_test_record(&self, record: &String) -> String {
         record.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continuous_source_passes_the_conformance_suite_over_verified_tls() {
+    for db in common::tls_servers() {
+        let mut suite = SourceSuite::new(TablesCtx {
+            db: db.clone(),
+            tables: vec![],
+            bounded: false,
+        })
+        .records_per_split(100);
+        if let Err(f) = suite.run_all().await {
+            panic!("{} over TLS: {f}", db.name);
+        }
     }
 }
 

@@ -35,6 +35,7 @@ pub(super) struct Settings {
 #[derive(Debug)]
 pub struct JdbcSinkBuilder {
     s: Settings,
+    tls: rivus_core::tls::TlsFiles,
 }
 
 impl JdbcSinkBuilder {
@@ -116,6 +117,13 @@ impl JdbcSinkBuilder {
         self
     }
 
+    /// TLS files: the CA to trust and a client certificate (see [`crate::tls`]); the URL's own
+    /// `sslmode` / `ssl-mode` wins, else the server's certificate and name are verified.
+    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
+        self.tls = tls;
+        self
+    }
+
     fn validate(&self) -> Result<Dialect> {
         let s = &self.s;
         let dialect = Dialect::of_url(&s.url, "sink.jdbc.url")?;
@@ -171,6 +179,7 @@ impl JdbcSinkBuilder {
         mut self,
         mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSink<T>> {
+        self.s.url = crate::tls::url_with_tls(&self.s.url, &self.tls, "sink.jdbc")?;
         let dialect = self.validate()?;
         // SQLite has one writer; a transaction spans a checkpoint; upserts must land in order
         // (two batches in flight may commit in either order, and an older value would win).
@@ -240,6 +249,7 @@ impl JdbcSink<()> {
                 ignore_unknown: false,
                 timeout: Duration::from_secs(10),
             },
+            tls: rivus_core::tls::TlsFiles::default(),
         }
     }
 }

@@ -74,6 +74,7 @@ type Decode<T> = dyn Fn(Row) -> Result<T, SchemaError> + Send + Sync;
 #[derive(Debug)]
 pub struct JdbcSourceBuilder {
     s: Settings,
+    tls: rivus_core::tls::TlsFiles,
 }
 
 impl JdbcSourceBuilder {
@@ -135,11 +136,19 @@ impl JdbcSourceBuilder {
         self
     }
 
+    /// TLS files: the CA to trust and a client certificate (see [`crate::tls`]); the URL's own
+    /// `sslmode` / `ssl-mode` wins, else the server's certificate and name are verified.
+    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// Checks the settings; `decode` turns each row (column → JSON value) into a record.
     pub fn build<T: Send + 'static>(
-        self,
+        mut self,
         decode: impl Fn(Row) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSource<T>> {
+        self.s.url = crate::tls::url_with_tls(&self.s.url, &self.tls, "source.jdbc")?;
         let s = &self.s;
         Dialect::of_url(&s.url, "source.jdbc.url")?;
         if s.queries.is_empty() {
@@ -253,6 +262,7 @@ impl JdbcSource<()> {
                 policy: ErrorPolicy::Fail,
                 timeout: Duration::from_secs(10),
             },
+            tls: rivus_core::tls::TlsFiles::default(),
         }
     }
 }

@@ -2,14 +2,16 @@
 //! temporary file) and plain sqlx access to set up tables and read them back.
 #![allow(dead_code)]
 
-use rivus_testkit::services::{require, Service};
+use rivus_core::tls::TlsFiles;
+use rivus_testkit::services::{require, tls_dir, Service};
 use sqlx::{Connection, Executor, Row};
 
-/// One database under test.
+/// One database under test: the URL and TLS files the connector is given.
 #[derive(Debug, Clone)]
 pub struct Db {
     pub name: &'static str,
     pub url: String,
+    pub tls: TlsFiles,
 }
 
 /// PostgreSQL, MariaDB and SQLite (a file under a temporary directory kept for the test run).
@@ -19,12 +21,14 @@ pub fn databases() -> Vec<Db> {
         out.push(Db {
             name: "postgres",
             url,
+            tls: TlsFiles::default(),
         });
     }
     if let Some(url) = require(Service::MySql) {
         out.push(Db {
             name: "mariadb",
             url,
+            tls: TlsFiles::default(),
         });
     }
     out.push(sqlite());
@@ -44,6 +48,7 @@ pub fn postgres() -> Option<Db> {
     require(Service::Postgres).map(|url| Db {
         name: "postgres",
         url,
+        tls: TlsFiles::default(),
     })
 }
 
@@ -51,6 +56,7 @@ pub fn mariadb() -> Option<Db> {
     require(Service::MySql).map(|url| Db {
         name: "mariadb",
         url,
+        tls: TlsFiles::default(),
     })
 }
 
@@ -59,7 +65,33 @@ pub fn sqlite() -> Db {
     Db {
         name: "sqlite",
         url: format!("sqlite:{}", dir.join("test.db").display()),
+        tls: TlsFiles::default(),
     }
+}
+
+/// PostgreSQL and MariaDB over TLS, as users the servers refuse without it: PostgreSQL through
+/// the `tls` option (the URL without its query; the CA and the client certificate as files,
+/// so `sslmode=verify-full` comes from the connector), MariaDB through the URL's own
+/// `ssl-mode=VERIFY_IDENTITY` and `ssl-ca`.
+pub fn tls_servers() -> Vec<Db> {
+    let pg = require(Service::PostgresTls).map(|url| Db {
+        name: "postgres",
+        url: url.split('?').next().unwrap_or(&url).to_owned(),
+        tls: TlsFiles {
+            ca_file: Some(tls_dir().join("ca.crt")),
+            client_cert: Some(tls_dir().join("client.crt")),
+            client_key: Some(tls_dir().join("client.key")),
+        },
+    });
+    let my = require(Service::MySqlTls).map(|url| Db {
+        name: "mariadb",
+        url,
+        tls: TlsFiles::default(),
+    });
+    rivus_testkit::services::require_any(
+        "PostgreSQL and MariaDB over TLS",
+        [pg, my].into_iter().flatten().collect(),
+    )
 }
 
 impl Db {
@@ -67,15 +99,20 @@ impl Db {
         self.name == name
     }
 
+    /// The URL with the TLS files as the driver's parameters, for the test's own connections.
+    pub fn conn_url(&self) -> String {
+        rivus_connector_jdbc::tls::url_with_tls(&self.url, &self.tls, "test").unwrap()
+    }
+
     /// Runs statements (separated by `;`).
     pub async fn exec(&self, sql: &str) {
         match self.name {
             "postgres" => {
-                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                let mut c = sqlx::PgConnection::connect(&self.conn_url()).await.unwrap();
                 c.execute(sqlx::raw_sql(sql)).await.unwrap();
             }
             "mariadb" => {
-                let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                let mut c = sqlx::MySqlConnection::connect(&self.conn_url()).await.unwrap();
                 c.execute(sqlx::raw_sql(sql)).await.unwrap();
             }
             _ => {
@@ -102,15 +139,15 @@ impl Db {
         }
         match self.name {
             "postgres" => {
-                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                let mut c = sqlx::PgConnection::connect(&self.conn_url()).await.unwrap();
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
             "mariadb" => {
-                let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                let mut c = sqlx::MySqlConnection::connect(&self.conn_url()).await.unwrap();
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
             _ => {
-                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                let mut c = sqlx::SqliteConnection::connect(&self.conn_url()).await.unwrap();
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
         }
@@ -118,7 +155,7 @@ impl Db {
 
     /// MariaDB: the ids of the prepared XA transactions.
     pub async fn xa_ids(&self) -> Vec<String> {
-        let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+        let mut c = sqlx::MySqlConnection::connect(&self.conn_url()).await.unwrap();
         let rows = c.fetch_all(sqlx::raw_sql("XA RECOVER")).await.unwrap();
         rows.iter()
             .map(|r| String::from_utf8(r.get::<Vec<u8>, _>("data")).unwrap())

@@ -240,8 +240,13 @@ impl<T> Clone for KafkaSink<T> {
 impl KafkaSink<()> {
     /// Starts a builder for a sink writing to `bootstrap_servers`.
     pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSinkBuilder {
+        Self::builder_with(KafkaProperties::new(bootstrap_servers))
+    }
+
+    /// Starts a builder from client properties made elsewhere (bootstrap servers, TLS, SASL).
+    pub fn builder_with(props: KafkaProperties) -> KafkaSinkBuilder {
         KafkaSinkBuilder {
-            props: KafkaProperties::new(bootstrap_servers),
+            props,
             topic: None,
             delivery: SinkDelivery::AtLeastOnce,
             policy: ErrorPolicy::Fail,

@@ -255,8 +255,13 @@ impl<T> Clone for KafkaSource<T> {
 impl KafkaSource<()> {
     /// Starts a builder for a source reading from `bootstrap_servers`.
     pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSourceBuilder {
+        Self::builder_with(KafkaProperties::new(bootstrap_servers))
+    }
+
+    /// Starts a builder from client properties made elsewhere (bootstrap servers, TLS, SASL).
+    pub fn builder_with(props: KafkaProperties) -> KafkaSourceBuilder {
         KafkaSourceBuilder {
-            props: KafkaProperties::new(bootstrap_servers),
+            props,
             subscription: None,
             start: StartOffsets::Committed {
                 reset_to_earliest: true,

@@ -1,0 +1,111 @@
+//! TLS for the SQL connectors: the `tls` option's files written into the URL as the driver's
+//! own parameters, so every connection (sink, source, admin statements) carries them.
+//!
+//! | database | CA | client certificate and key | mode when a file is set and the URL names none |
+//! |---|---|---|---|
+//! | PostgreSQL | `sslrootcert` | `sslcert`, `sslkey` | `sslmode=verify-full` |
+//! | MySQL, MariaDB | `ssl-ca` | `ssl-cert`, `ssl-key` | `ssl-mode=VERIFY_IDENTITY` |
+//!
+//! A URL may carry these parameters itself; the `tls` option then adds nothing it already has.
+
+use rivus_core::tls::TlsFiles;
+use rivus_core::{Error, Result};
+
+use crate::dialect::Dialect;
+
+/// `url` with the files of `tls` as query parameters; `path` is the settings path
+/// (`sink.jdbc`) for errors. An empty `tls` returns `url` unchanged.
+pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
+    if tls.is_empty() {
+        return Ok(url.to_owned());
+    }
+    tls.validate_files(path)?;
+    let (mode, ca, cert, key) = match Dialect::of_url(url, &format!("{path}.url"))? {
+        Dialect::Postgres => (("sslmode", "verify-full"), "sslrootcert", "sslcert", "sslkey"),
+        Dialect::MySql => (("ssl-mode", "VERIFY_IDENTITY"), "ssl-ca", "ssl-cert", "ssl-key"),
+        Dialect::Sqlite => {
+            return Err(Error::config(
+                format!("{path}.tls"),
+                "SQLite is a local file: it has no TLS",
+            ))
+        }
+    };
+    let mut out = url.to_owned();
+    let mut add = |name: &str, value: &str| {
+        if has_param(&out, name) {
+            return;
+        }
+        out.push(if out.contains('?') { '&' } else { '?' });
+        out.push_str(name);
+        out.push('=');
+        out.push_str(&encode(value));
+    };
+    add(mode.0, mode.1);
+    let files = [(ca, &tls.ca_file), (cert, &tls.client_cert), (key, &tls.client_key)];
+    for (name, file) in files {
+        if let Some(f) = file {
+            add(name, &f.display().to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn has_param(url: &str, name: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, q)| {
+        q.split('&')
+            .any(|kv| kv.split('=').next() == Some(name))
+    })
+}
+
+/// Percent-encodes what a query value cannot hold as is (paths keep their slashes).
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files() -> TlsFiles {
+        TlsFiles {
+            ca_file: Some("/etc/hostname".into()),
+            client_cert: Some("/etc/hostname".into()),
+            client_key: Some("/etc/hostname".into()),
+        }
+    }
+
+    #[test]
+    fn files_become_the_drivers_parameters() {
+        let pg = url_with_tls("postgres://u@h/db", &files(), "sink.jdbc").unwrap();
+        assert_eq!(
+            pg,
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=/etc/hostname\
+             &sslcert=/etc/hostname&sslkey=/etc/hostname"
+        );
+        let my = url_with_tls("mysql://u@h/db?ssl-mode=REQUIRED", &files(), "s").unwrap();
+        assert!(my.starts_with("mysql://u@h/db?ssl-mode=REQUIRED&ssl-ca=/etc/hostname"), "{my}");
+        assert!(!my.contains("VERIFY_IDENTITY"), "{my}");
+        assert_eq!(
+            url_with_tls("postgres://h/db", &TlsFiles::default(), "s").unwrap(),
+            "postgres://h/db"
+        );
+        let e = url_with_tls("sqlite:x.db", &files(), "sink.jdbc").unwrap_err();
+        assert!(e.to_string().contains("sink.jdbc.tls"), "{e}");
+        let missing = TlsFiles {
+            ca_file: Some("/no/such/ca.pem".into()),
+            ..TlsFiles::default()
+        };
+        let e = url_with_tls("postgres://h/db", &missing, "source.jdbc").unwrap_err();
+        assert!(e.to_string().contains("source.jdbc.tls.ca_file"), "{e}");
+        assert_eq!(encode("/a b/c&d"), "/a%20b/c%26d");
+    }
+}
