@@ -21,7 +21,10 @@ async fn kafka(props: rivus_connector_kafka::KafkaProperties) -> Result<String, 
     let info = rivus_connector_kafka::connect::probe(&props, &[], Duration::from_secs(10))
         .await
         .map_err(|e| e.to_string())?;
-    Ok(format!("{} broker(s), {} topic(s)", info.brokers, info.topics))
+    Ok(format!(
+        "{} broker(s), {} topic(s)",
+        info.brokers, info.topics
+    ))
 }
 
 async fn elasticsearch(config: EsConfig) -> Result<String, String> {

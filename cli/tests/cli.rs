@@ -134,6 +134,22 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9092\"\ntopics = []\n[sink]\ntype = \"stdout\"\n",
             "source.kafka.topics",
         ),
+        (
+            "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9095\"\ntopics = [\"a\"]\nproperties = { \"security.protocol\" = \"SASL_SSLX\", \"sasl.password\" = \"hunter2\" }\n[sink]\ntype = \"stdout\"\n",
+            "source.kafka.properties.security.protocol",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"kafka\"\nbootstrap_servers = \"h:9095\"\ntopic = \"a\"\nsasl = { mechanism = \"SCRAM-SHA-1\", username = \"u\", password = \"hunter2\" }\n",
+            "sink.kafka.sasl.mechanism",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"kafka\"\nbootstrap_servers = \"h:9095\"\ntopic = \"a\"\ntls = { ca_file = \"/no/such/ca.pem\" }\n",
+            "sink.kafka.tls.ca_file",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"sqlite:x.db\"\ntable = \"t\"\ntls = { ca_file = \"/etc/hostname\" }\n",
+            "`sink.jdbc.tls`: SQLite is a local file",
+        ),
     ];
     for (i, (config, expected)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("case{i}.toml"));

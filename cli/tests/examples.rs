@@ -1,5 +1,6 @@
 //! The example pipelines of `examples/`, run in a chain against the real servers:
-//! generator → Kafka, Kafka → PostgreSQL, PostgreSQL → Elasticsearch.
+//! generator → Kafka, Kafka → PostgreSQL, PostgreSQL → Elasticsearch; and the secured one,
+//! Kafka over SASL_SSL → PostgreSQL over verified TLS.
 
 use std::path::Path;
 use std::process::Command;
@@ -104,4 +105,41 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
         .await
         .unwrap();
     assert_eq!(doc["_source"]["customer"], "user-7", "{doc}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secured_example_reads_kafka_over_sasl_ssl_into_postgres_over_tls() {
+    let (Some(kafka), Some(sasl), Some(pg_tls)) = (
+        require(Service::Kafka),
+        require(Service::KafkaSasl),
+        require(Service::PostgresTls),
+    ) else {
+        return;
+    };
+    let (user, password) = rivus_testkit::services::kafka_sasl_user();
+    let ca = rivus_testkit::services::tls_dir().join("ca.crt");
+    let env = [
+        ("RIVUS_KAFKA_BOOTSTRAP", kafka),
+        ("RIVUS_KAFKA_SASL_BOOTSTRAP", sasl),
+        ("RIVUS_KAFKA_SASL_USERNAME", user),
+        ("RIVUS_KAFKA_SASL_PASSWORD", password.clone()),
+        ("RIVUS_TLS_CA", ca.display().to_string()),
+        ("RIVUS_PG_TLS_URL", pg_tls.clone()),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let unique = unique_name("orders_tls").replace('-', "_");
+    let out = run_example(dir.path(), "generator-to-kafka", &unique, &env);
+    assert!(out.contains("written     10000 records"), "{out}");
+    let out = run_example(dir.path(), "kafka-sasl-to-postgres-tls", &unique, &env);
+    assert!(out.contains("read        10000 records"), "{out}");
+    assert!(out.contains("now holds 10000 rows"), "{out}");
+    assert!(!out.contains(&password), "{out}");
+    let mut c = sqlx::PgConnection::connect(&pg_tls).await.unwrap();
+    let (rows, tls): (i64, bool) = sqlx::query_as(&format!(
+        "SELECT (SELECT COUNT(*) FROM {unique}), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+    ))
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!((rows, tls), (10_000, true));
 }

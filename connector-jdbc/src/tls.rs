@@ -14,15 +14,28 @@ use rivus_core::{Error, Result};
 use crate::dialect::Dialect;
 
 /// `url` with the files of `tls` as query parameters; `path` is the settings path
-/// (`sink.jdbc`) for errors. An empty `tls` returns `url` unchanged.
+/// (`sink.jdbc`) for errors. An empty `tls` returns `url` unchanged. A secret parameter the
+/// driver does not read (`sslpassword`: encrypted client keys) is refused: the driver would
+/// log it, value and all, as unrecognised.
 pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
+    refuse_unread_secrets(url, path)?;
     if tls.is_empty() {
         return Ok(url.to_owned());
     }
     tls.validate_files(path)?;
     let (mode, ca, cert, key) = match Dialect::of_url(url, &format!("{path}.url"))? {
-        Dialect::Postgres => (("sslmode", "verify-full"), "sslrootcert", "sslcert", "sslkey"),
-        Dialect::MySql => (("ssl-mode", "VERIFY_IDENTITY"), "ssl-ca", "ssl-cert", "ssl-key"),
+        Dialect::Postgres => (
+            ("sslmode", "verify-full"),
+            "sslrootcert",
+            "sslcert",
+            "sslkey",
+        ),
+        Dialect::MySql => (
+            ("ssl-mode", "VERIFY_IDENTITY"),
+            "ssl-ca",
+            "ssl-cert",
+            "ssl-key",
+        ),
         Dialect::Sqlite => {
             return Err(Error::config(
                 format!("{path}.tls"),
@@ -41,7 +54,11 @@ pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
         out.push_str(&encode(value));
     };
     add(mode.0, mode.1);
-    let files = [(ca, &tls.ca_file), (cert, &tls.client_cert), (key, &tls.client_key)];
+    let files = [
+        (ca, &tls.ca_file),
+        (cert, &tls.client_cert),
+        (key, &tls.client_key),
+    ];
     for (name, file) in files {
         if let Some(f) = file {
             add(name, &f.display().to_string());
@@ -50,11 +67,29 @@ pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
     Ok(out)
 }
 
+/// Secret query parameters other than the password, which only PostgreSQL's driver reads.
+fn refuse_unread_secrets(url: &str, path: &str) -> Result<()> {
+    let Some((_, query)) = url.split_once('?') else {
+        return Ok(());
+    };
+    let postgres = matches!(Dialect::of_url(url, path), Ok(Dialect::Postgres));
+    for name in query.split('&').filter_map(|kv| kv.split('=').next()) {
+        if rivus_core::secrets::is_secret_name(name) && !(postgres && name == "password") {
+            return Err(Error::config(
+                format!("{path}.url"),
+                format!(
+                    "the parameter `{name}` is not supported here (client keys must be \
+                     unencrypted PKCS#8; a password goes in the URL's user part)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn has_param(url: &str, name: &str) -> bool {
-    url.split_once('?').is_some_and(|(_, q)| {
-        q.split('&')
-            .any(|kv| kv.split('=').next() == Some(name))
-    })
+    url.split_once('?')
+        .is_some_and(|(_, q)| q.split('&').any(|kv| kv.split('=').next() == Some(name)))
 }
 
 /// Percent-encodes what a query value cannot hold as is (paths keep their slashes).
@@ -92,7 +127,10 @@ mod tests {
              &sslcert=/etc/hostname&sslkey=/etc/hostname"
         );
         let my = url_with_tls("mysql://u@h/db?ssl-mode=REQUIRED", &files(), "s").unwrap();
-        assert!(my.starts_with("mysql://u@h/db?ssl-mode=REQUIRED&ssl-ca=/etc/hostname"), "{my}");
+        assert!(
+            my.starts_with("mysql://u@h/db?ssl-mode=REQUIRED&ssl-ca=/etc/hostname"),
+            "{my}"
+        );
         assert!(!my.contains("VERIFY_IDENTITY"), "{my}");
         assert_eq!(
             url_with_tls("postgres://h/db", &TlsFiles::default(), "s").unwrap(),
@@ -107,5 +145,17 @@ mod tests {
         let e = url_with_tls("postgres://h/db", &missing, "source.jdbc").unwrap_err();
         assert!(e.to_string().contains("source.jdbc.tls.ca_file"), "{e}");
         assert_eq!(encode("/a b/c&d"), "/a%20b/c%26d");
+        let e = url_with_tls(
+            "postgres://h/db?sslpassword=pw9",
+            &TlsFiles::default(),
+            "sink.jdbc",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("sink.jdbc.url") && e.contains("sslpassword") && !e.contains("pw9"),
+            "{e}"
+        );
+        assert!(url_with_tls("postgres://h/db?password=x", &TlsFiles::default(), "s").is_ok());
     }
 }

@@ -112,7 +112,9 @@ impl Db {
                 c.execute(sqlx::raw_sql(sql)).await.unwrap();
             }
             "mariadb" => {
-                let mut c = sqlx::MySqlConnection::connect(&self.conn_url()).await.unwrap();
+                let mut c = sqlx::MySqlConnection::connect(&self.conn_url())
+                    .await
+                    .unwrap();
                 c.execute(sqlx::raw_sql(sql)).await.unwrap();
             }
             _ => {
@@ -143,11 +145,15 @@ impl Db {
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
             "mariadb" => {
-                let mut c = sqlx::MySqlConnection::connect(&self.conn_url()).await.unwrap();
+                let mut c = sqlx::MySqlConnection::connect(&self.conn_url())
+                    .await
+                    .unwrap();
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
             _ => {
-                let mut c = sqlx::SqliteConnection::connect(&self.conn_url()).await.unwrap();
+                let mut c = sqlx::SqliteConnection::connect(&self.conn_url())
+                    .await
+                    .unwrap();
                 c.fetch_all(sql).await.unwrap().iter().map(text).collect()
             }
         }
@@ -155,7 +161,9 @@ impl Db {
 
     /// MariaDB: the ids of the prepared XA transactions.
     pub async fn xa_ids(&self) -> Vec<String> {
-        let mut c = sqlx::MySqlConnection::connect(&self.conn_url()).await.unwrap();
+        let mut c = sqlx::MySqlConnection::connect(&self.conn_url())
+            .await
+            .unwrap();
         let rows = c.fetch_all(sqlx::raw_sql("XA RECOVER")).await.unwrap();
         rows.iter()
             .map(|r| String::from_utf8(r.get::<Vec<u8>, _>("data")).unwrap())
