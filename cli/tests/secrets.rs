@@ -133,6 +133,12 @@ fn no_secret_appears_in_output_logs_or_files() {
             if cmd == "run" {
                 assert_eq!(ok, case.succeeds, "{}: run: {text}", case.name);
             }
+            if cmd == "check" && case.name == "wrong-sasl-password" {
+                assert!(
+                    !ok && text.contains("authentication failed") && text.contains("SCRAM-SHA-512"),
+                    "check names the refusal: {text}"
+                );
+            }
             printed.push_str(&text);
         }
         assert!(

@@ -20,7 +20,12 @@ kafka_install() {
   KAFKA_JARS=$(resolve_jars kafka "$KAFKA_DEV/pom.xml")
   KAFKA_PROBE=$(compile_class kafka-probe "$KAFKA_JARS" "$KAFKA_DEV/Probe.java")
   KAFKA_SECURITY=$(compile_class kafka-security "$KAFKA_JARS" "$KAFKA_DEV/Security.java")
+  KAFKA_PRODUCE=$(compile_class kafka-produce "$KAFKA_JARS" "$KAFKA_DEV/Produce.java")
 }
+
+# The class path of Kafka's Java client and dev/kafka/Produce.java, for tests that read what
+# Kafka's own producer wrote.
+kafka_java_classpath() { echo "$KAFKA_JARS/*:$KAFKA_PRODUCE"; }
 
 kafka_probe() { "$JAVA_BIN" -Xmx128m -cp "$KAFKA_JARS/*:$KAFKA_PROBE" Probe "127.0.0.1:$KAFKA_PORT" 2>/dev/null; }
 
