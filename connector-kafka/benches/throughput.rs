@@ -3,7 +3,9 @@
 //! `ThreadedProducer` send loop; 100-byte and 1 KiB records. Needs the broker from
 //! `dev/services up kafka`.
 //!
-//! `cargo bench -p rivus-connector-kafka --bench throughput` (`RIVUS_BENCH_RECORDS` to change N).
+//! `cargo bench -p rivus-connector-kafka --bench throughput` (`RIVUS_BENCH_RECORDS` to change N;
+//! `RIVUS_BENCH_KAFKA_LISTENER=sasl_ssl` or `mtls` runs both sides over the broker's SCRAM-SHA-512
+//! or mutual-TLS listener, with the same client settings).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -15,8 +17,11 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
-    KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets,
+    KafkaDeserializer, KafkaProperties, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SaslAuth,
+    StartOffsets, StopOffsets,
 };
+use rivus_core::tls::TlsFiles;
+use rivus_testkit::services::{kafka_sasl_user, tls_dir, Service};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_testkit::bench::{compare, rounds, runs_raw, selected};
@@ -33,6 +38,50 @@ const PRODUCER_SETTINGS: [(&str, &str); 3] = [
 const CONSUMER_SETTINGS: [(&str, &str); 1] = [("queued.min.messages", "1000000")];
 
 use rivus_testkit::services::unique_name as unique;
+
+/// Where both sides connect: the listener chosen by `RIVUS_BENCH_KAFKA_LISTENER`, as client
+/// properties (TLS and SASL included). Topics are made and removed on the plaintext listener.
+#[derive(Clone)]
+struct Listener {
+    props: KafkaProperties,
+}
+
+impl Listener {
+    fn from_env() -> Self {
+        let which = std::env::var("RIVUS_BENCH_KAFKA_LISTENER").unwrap_or_default();
+        let ca = || TlsFiles {
+            ca_file: Some(tls_dir().join("ca.crt")),
+            ..TlsFiles::default()
+        };
+        let props = match which.as_str() {
+            "" | "plaintext" => KafkaProperties::new(Service::Kafka.url()),
+            "sasl_ssl" => {
+                let (user, password) = kafka_sasl_user();
+                let mut p = KafkaProperties::new(Service::KafkaSasl.url());
+                p.set_tls(ca())
+                    .set_sasl(SaslAuth::new("SCRAM-SHA-512", user, password));
+                p
+            }
+            "mtls" => {
+                let mut p = KafkaProperties::new(Service::KafkaSsl.url());
+                p.set_tls(TlsFiles {
+                    client_cert: Some(tls_dir().join("client.crt")),
+                    client_key: Some(tls_dir().join("client.key")),
+                    ..ca()
+                });
+                p
+            }
+            other => panic!("RIVUS_BENCH_KAFKA_LISTENER: `{other}` is not plaintext, sasl_ssl or mtls"),
+        };
+        println!("listener: {}", props.endpoint());
+        Listener { props }
+    }
+
+    /// The raw client's configuration: the same properties the connector gives librdkafka.
+    fn raw(&self) -> ClientConfig {
+        self.props.client_config(&[])
+    }
+}
 
 async fn create_topic(bootstrap: &str, topic: &str) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -60,11 +109,10 @@ async fn delete_topics(bootstrap: &str, topics: &[&str]) {
         .unwrap();
 }
 
-fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
+fn raw_produce(l: &Listener, topic: &str, n: u64, size: usize) -> f64 {
     // Timed from the client's creation, as the rivus job is timed from its start.
     let t = Instant::now();
-    let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", bootstrap);
+    let mut c = l.raw();
     for (k, v) in PRODUCER_SETTINGS {
         c.set(k, v);
     }
@@ -91,8 +139,8 @@ fn raw_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-async fn rivus_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64 {
-    let mut b = KafkaSink::builder(bootstrap).topic(topic);
+async fn rivus_produce(l: &Listener, topic: &str, n: u64, size: usize) -> f64 {
+    let mut b = KafkaSink::builder_with(l.props.clone()).topic(topic);
     for (k, v) in PRODUCER_SETTINGS {
         b = b.property(k, v);
     }
@@ -117,10 +165,10 @@ async fn rivus_produce(bootstrap: &str, topic: &str, n: u64, size: usize) -> f64
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-fn raw_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
+fn raw_consume(l: &Listener, topic: &str, n: u64) -> f64 {
     let t = Instant::now();
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
+    let c: BaseConsumer = l
+        .raw()
         .set("group.id", unique("raw"))
         .set("enable.auto.commit", "false")
         .set(CONSUMER_SETTINGS[0].0, CONSUMER_SETTINGS[0].1)
@@ -153,8 +201,8 @@ impl KafkaDeserializer<usize> for Len {
     }
 }
 
-async fn rivus_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
-    let mut b = KafkaSource::builder(bootstrap);
+async fn rivus_consume(l: &Listener, topic: &str, n: u64) -> f64 {
+    let mut b = KafkaSource::builder_with(l.props.clone());
     for kv in std::env::var("RIVUS_BENCH_CONSUMER_PROPS")
         .unwrap_or_default()
         .split(',')
@@ -181,8 +229,8 @@ async fn rivus_consume(bootstrap: &str, topic: &str, n: u64) -> f64 {
 }
 
 fn main() {
-    let bootstrap =
-        std::env::var("RIVUS_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into());
+    let bootstrap = Service::Kafka.url();
+    let l = Listener::from_env();
     let base: u64 = std::env::var("RIVUS_BENCH_RECORDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -215,13 +263,13 @@ fn main() {
             &produce,
             "msgs/s",
             rounds,
-            |r| raw_produce(&bootstrap, &topics[r].0, n, size),
-            |r| rt.block_on(rivus_produce(&bootstrap, &topics[r].1, n, size)),
+            |r| raw_produce(&l, &topics[r].0, n, size),
+            |r| rt.block_on(rivus_produce(&l, &topics[r].1, n, size)),
         );
         if selected(&consume) && !(selected(&produce) && runs_raw()) {
             // The raw producer did not write: the consume comparison still needs the records.
             for (t, _) in &topics {
-                raw_produce(&bootstrap, t, n, size);
+                raw_produce(&l, t, n, size);
             }
         }
         // Both read the topics the raw producer wrote.
@@ -229,8 +277,8 @@ fn main() {
             &consume,
             "msgs/s",
             rounds,
-            |r| raw_consume(&bootstrap, &topics[r].0, n),
-            |r| rt.block_on(rivus_consume(&bootstrap, &topics[r].0, n)),
+            |r| raw_consume(&l, &topics[r].0, n),
+            |r| rt.block_on(rivus_consume(&l, &topics[r].0, n)),
         );
         let all: Vec<&str> = topics
             .iter()

@@ -169,8 +169,9 @@ impl KafkaProperties {
         out
     }
 
-    /// The rdkafka configuration, with `overrides` applied last.
-    pub(crate) fn client_config(&self, overrides: &[(&str, &str)]) -> ClientConfig {
+    /// The rdkafka configuration the connector's clients start from (raw properties, then TLS
+    /// and SASL), with `overrides` applied last — also for a raw client with the same settings.
+    pub fn client_config(&self, overrides: &[(&str, &str)]) -> ClientConfig {
         let mut c = ClientConfig::new();
         for (k, v) in &self.props {
             c.set(k, v);

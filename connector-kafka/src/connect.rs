@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
@@ -52,7 +52,11 @@ impl ClientContext for ErrorCapture {
     }
 }
 
-impl rdkafka::consumer::ConsumerContext for ErrorCapture {}
+impl ProducerContext for ErrorCapture {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
 
 impl ErrorCapture {
     fn captured(&self) -> Captured {
@@ -88,12 +92,14 @@ pub async fn probe(
     timeout: Duration,
 ) -> Result<ClusterInfo> {
     let endpoint = props.endpoint();
-    let consumer: BaseConsumer<ErrorCapture> = props
-        .client_config(&[("group.id", "rivus-probe")])
+    // A producer: it closes at once (a consumer takes 100 ms to leave). It must not create the
+    // topics it asks about.
+    let client: BaseProducer<ErrorCapture> = props
+        .client_config(&[("allow.auto.create.topics", "false")])
         .create_with_context(ErrorCapture::default())
         .map_err(|e| props.build_error("client", e))?;
     let topics = topics.to_vec();
-    let outcome = tokio::task::spawn_blocking(move || fetch(&consumer, &topics, timeout))
+    let outcome = tokio::task::spawn_blocking(move || fetch(&client, &topics, timeout))
         .await
         .map_err(|e| Error::connector("kafka: metadata task", e.to_string()))?;
     outcome.map_err(|m| Error::connector(format!("kafka: cannot use {endpoint}"), props.redact(&m)))
@@ -102,7 +108,7 @@ pub async fn probe(
 /// The blocking part of [`probe`]: short metadata requests until one answers, a refusal shows
 /// in the error callback, or time is up.
 fn fetch(
-    consumer: &BaseConsumer<ErrorCapture>,
+    client: &BaseProducer<ErrorCapture>,
     topics: &[String],
     timeout: Duration,
 ) -> std::result::Result<ClusterInfo, String> {
@@ -114,15 +120,15 @@ fn fetch(
             .max(Duration::from_millis(100));
         // One topic per request: librdkafka asks for one topic or all of them.
         let answer = match topics {
-            [] => consumer.fetch_metadata(None, step).map(|m| vec![m]),
+            [] => client.client().fetch_metadata(None, step).map(|m| vec![m]),
             _ => topics
                 .iter()
-                .map(|t| consumer.fetch_metadata(Some(t), step))
+                .map(|t| client.client().fetch_metadata(Some(t), step))
                 .collect(),
         };
         // Serving the client's events hands background errors to the context.
-        while consumer.poll(Duration::ZERO).is_some() {}
-        if let Some((code, reason)) = consumer.context().captured().refusal {
+        client.poll(Duration::ZERO);
+        if let Some((code, reason)) = client.context().captured().refusal {
             return Err(refusal_text(code, &reason));
         }
         match answer {
@@ -145,7 +151,7 @@ fn fetch(
                 return Ok(ClusterInfo { brokers, topics });
             }
             Err(e) if Instant::now() >= deadline => {
-                let background = consumer
+                let background = client
                     .context()
                     .captured()
                     .last
