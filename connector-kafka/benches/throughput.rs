@@ -20,11 +20,11 @@ use rivus_connector_kafka::{
     KafkaDeserializer, KafkaProperties, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SaslAuth,
     StartOffsets, StopOffsets,
 };
-use rivus_core::tls::TlsFiles;
-use rivus_testkit::services::{kafka_sasl_user, tls_dir, Service};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
+use rivus_core::tls::TlsFiles;
 use rivus_testkit::bench::{compare, rounds, runs_raw, selected};
+use rivus_testkit::services::{kafka_sasl_user, tls_dir, Service};
 use rivus_testkit::{CountingSink, SequenceSource};
 
 const PARTITIONS: i32 = 2;
@@ -71,7 +71,9 @@ impl Listener {
                 });
                 p
             }
-            other => panic!("RIVUS_BENCH_KAFKA_LISTENER: `{other}` is not plaintext, sasl_ssl or mtls"),
+            other => {
+                panic!("RIVUS_BENCH_KAFKA_LISTENER: `{other}` is not plaintext, sasl_ssl or mtls")
+            }
         };
         println!("listener: {}", props.endpoint());
         Listener { props }

@@ -8,8 +8,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
 use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 use rivus_core::{Error, Result};
