@@ -14,7 +14,12 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
         .unwrap()
         .replace("\"orders\"", &format!("\"{unique}\""))
         .replace("EXISTS orders (", &format!("EXISTS {unique} ("))
-        .replace("rivus-orders-to-postgres", &format!("{unique}-group"));
+        .replace("rivus-orders-to-postgres", &format!("{unique}-group"))
+        // Tests run side by side: one job name (and so one set of transactional ids) each.
+        .replace(
+            &format!("name = \"{name}\""),
+            &format!("name = \"{unique}-{name}\""),
+        );
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, text).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));

@@ -132,3 +132,42 @@ mod tests {
         assert!((c.median() - 0.95).abs() < 1e-9);
     }
 }
+
+/// The peak resident set of this process so far, in MiB (`VmHWM` of `/proc/self/status`;
+/// `None` where there is no such file).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+/// The case this process runs when a bench started it with [`run_child`] (`RIVUS_BENCH_CHILD`).
+pub fn child_case() -> Option<String> {
+    std::env::var("RIVUS_BENCH_CHILD").ok()
+}
+
+/// Runs this bench binary again, as a child process running `case` (see [`child_case`]) with
+/// `env` added, and returns the last line it printed — for figures that belong to a process,
+/// such as the peak RSS of one configuration. Panics with the child's output if it fails.
+pub fn run_child(case: &str, env: &[(&str, &str)]) -> String {
+    let exe = std::env::current_exe().expect("the bench binary");
+    let out = std::process::Command::new(exe)
+        .env("RIVUS_BENCH_CHILD", case)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the bench runs itself as a child");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child `{case}` failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().to_owned()
+}

@@ -1,0 +1,155 @@
+//! The Kafka source's memory against its prefetch settings: one process per setting (so each
+//! peak RSS is its own), reading the same topic into a null sink — throughput and peak RSS side
+//! by side, the trade-off curve behind the source's default prefetch. Needs the broker from
+//! `dev/services up kafka`.
+//!
+//! `cargo bench -p rivus-connector-kafka --bench memory` (`RIVUS_BENCH_RECORDS`, default
+//! 2 000 000 records of 100 B over 2 partitions; `RIVUS_BENCH_ROUNDS`, default 3).
+
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::ClientConfig;
+use rivus_connector_kafka::{
+    KafkaDeserializer, KafkaRecord, KafkaSource, StartOffsets, StopOffsets,
+};
+use rivus_core::prelude::*;
+use rivus_core::schema::SchemaError;
+use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child};
+use rivus_testkit::services::{unique_name, Service};
+use rivus_testkit::CountingSink;
+
+/// (name, librdkafka properties) — `default` is what the source sets when you set nothing.
+const SETTINGS: [(&str, &str); 6] = [
+    ("default", ""),
+    ("min=1000000", "queued.min.messages=1000000"),
+    ("min=100000", "queued.min.messages=100000"),
+    ("min=100000,kb=16384", "queued.min.messages=100000,queued.max.messages.kbytes=16384"),
+    ("min=20000,kb=8192", "queued.min.messages=20000,queued.max.messages.kbytes=8192"),
+    ("min=5000,kb=2048", "queued.min.messages=5000,queued.max.messages.kbytes=2048"),
+];
+
+struct Len;
+
+impl KafkaDeserializer<usize> for Len {
+    fn deserialize(&self, r: &KafkaRecord<'_>) -> Result<usize, SchemaError> {
+        Ok(r.value.map_or(0, <[u8]>::len))
+    }
+}
+
+/// In the child: read the whole topic with `props`, print "records/s peak-MiB".
+fn child(topic: &str, n: u64, props: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut b = KafkaSource::builder(Service::Kafka.url());
+    for kv in props.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap();
+        b = b.property(k, v);
+    }
+    let source = b
+        .topics([topic])
+        .start(StartOffsets::Earliest)
+        .stop(StopOffsets::LatestAtStart)
+        .build(Len)
+        .unwrap();
+    let count = CountingSink::new();
+    let job = Pipeline::new("bench-source-memory")
+        .source("kafka", 1, |_| source.clone())
+        .sink("null", 1, |_| count.clone())
+        .unwrap();
+    let t = Instant::now();
+    rt.block_on(job.run()).unwrap();
+    assert_eq!(count.count(), n, "every record read");
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    println!("{rate:.0} {:.1}", peak_rss_mib().unwrap_or(f64::NAN));
+}
+
+fn fill(bootstrap: &str, topic: &str, n: u64) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    rt.block_on(admin.create_topics(
+        &[NewTopic::new(topic, 2, TopicReplication::Fixed(1))],
+        &AdminOptions::new(),
+    ))
+    .unwrap();
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .set("batch.num.messages", "10000")
+        .create()
+        .unwrap();
+    let payload = [b'x'; 100];
+    for i in 0..n {
+        let key = i.to_le_bytes();
+        let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
+            .key(&key[..])
+            .payload(&payload[..]);
+        while let Err((_, back)) = p.send(rec) {
+            rec = back;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    p.flush(Duration::from_secs(120)).unwrap();
+}
+
+fn delete(bootstrap: &str, topic: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let _ = rt.block_on(admin.delete_topics(&[topic], &AdminOptions::new()));
+}
+
+fn main() {
+    let n: u64 = std::env::var("RIVUS_BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000_000);
+    if let Some(case) = child_case() {
+        let topic = std::env::var("RIVUS_BENCH_TOPIC").unwrap();
+        let props = SETTINGS
+            .iter()
+            .find(|(name, _)| *name == case)
+            .map(|(_, p)| *p)
+            .unwrap();
+        child(&topic, n, props);
+        return;
+    }
+    let bootstrap = Service::Kafka.url();
+    let topic = unique_name("bench-memory");
+    fill(&bootstrap, &topic, n);
+    let rounds = rounds(3);
+    println!("source: {n} records of 100 B, 2 partitions, read into a null sink");
+    println!("{:<22} {:>14} {:>14}", "prefetch", "records/s", "peak RSS MiB");
+    for (name, _) in SETTINGS {
+        let mut rates = Vec::new();
+        let mut rss = Vec::new();
+        for _ in 0..rounds {
+            let line = run_child(name, &[("RIVUS_BENCH_TOPIC", &topic)]);
+            let (r, m) = line.split_once(' ').unwrap();
+            rates.push(r.parse::<f64>().unwrap());
+            rss.push(m.parse::<f64>().unwrap());
+        }
+        rates.sort_by(f64::total_cmp);
+        rss.sort_by(f64::total_cmp);
+        println!(
+            "{name:<22} {:>14.0} {:>14.1}   (rates {:.0}–{:.0}, RSS {:.0}–{:.0})",
+            rates[rates.len() / 2],
+            rss[rss.len() / 2],
+            rates[0],
+            rates[rates.len() - 1],
+            rss[0],
+            rss[rss.len() - 1]
+        );
+    }
+    delete(&bootstrap, &topic);
+}
