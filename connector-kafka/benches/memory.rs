@@ -21,14 +21,16 @@ use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child};
 use rivus_testkit::services::{unique_name, Service};
 use rivus_testkit::CountingSink;
 
-/// (name, librdkafka properties) — `default` is what the source sets when you set nothing.
-const SETTINGS: [(&str, &str); 6] = [
+/// (name, librdkafka properties) — `default` is the source's `PREFETCH`; `before` what it set
+/// until the prefetch was bounded in bytes.
+const SETTINGS: [(&str, &str); 7] = [
     ("default", ""),
-    ("min=1000000", "queued.min.messages=1000000"),
+    ("before:min=1000000", "queued.min.messages=1000000"),
     ("min=100000", "queued.min.messages=100000"),
-    ("min=100000,kb=16384", "queued.min.messages=100000,queued.max.messages.kbytes=16384"),
-    ("min=20000,kb=8192", "queued.min.messages=20000,queued.max.messages.kbytes=8192"),
-    ("min=5000,kb=2048", "queued.min.messages=5000,queued.max.messages.kbytes=2048"),
+    ("min=100000,backoff=10", "queued.min.messages=100000,fetch.queue.backoff.ms=10"),
+    ("min=50000,kb=8192,backoff=10", "queued.min.messages=50000,queued.max.messages.kbytes=8192,fetch.queue.backoff.ms=10"),
+    ("min=20000,kb=4096,backoff=10", "queued.min.messages=20000,queued.max.messages.kbytes=4096,fetch.queue.backoff.ms=10"),
+    ("min=5000,kb=2048,backoff=5", "queued.min.messages=5000,queued.max.messages.kbytes=2048,fetch.queue.backoff.ms=5"),
 ];
 
 struct Len;
@@ -129,7 +131,7 @@ fn main() {
     fill(&bootstrap, &topic, n);
     let rounds = rounds(3);
     println!("source: {n} records of 100 B, 2 partitions, read into a null sink");
-    println!("{:<22} {:>14} {:>14}", "prefetch", "records/s", "peak RSS MiB");
+    println!("{:<30} {:>14} {:>14}", "prefetch", "records/s", "peak RSS MiB");
     for (name, _) in SETTINGS {
         let mut rates = Vec::new();
         let mut rss = Vec::new();
@@ -142,7 +144,7 @@ fn main() {
         rates.sort_by(f64::total_cmp);
         rss.sort_by(f64::total_cmp);
         println!(
-            "{name:<22} {:>14.0} {:>14.1}   (rates {:.0}–{:.0}, RSS {:.0}–{:.0})",
+            "{name:<30} {:>14.0} {:>14.1}   (rates {:.0}–{:.0}, RSS {:.0}–{:.0})",
             rates[rates.len() / 2],
             rss[rss.len() / 2],
             rates[0],

@@ -34,8 +34,6 @@ const PRODUCER_SETTINGS: [(&str, &str); 3] = [
     ("queue.buffering.max.messages", "200000"),
 ];
 
-/// The source's default prefetch depth, given to the raw consumer too (same settings).
-const CONSUMER_SETTINGS: [(&str, &str); 1] = [("queued.min.messages", "1000000")];
 
 use rivus_testkit::services::unique_name as unique;
 
@@ -169,11 +167,14 @@ async fn rivus_produce(l: &Listener, topic: &str, n: u64, size: usize) -> f64 {
 
 fn raw_consume(l: &Listener, topic: &str, n: u64) -> f64 {
     let t = Instant::now();
-    let c: BaseConsumer = l
-        .raw()
+    // The source's default prefetch, given to the raw consumer too (same settings).
+    let mut cfg = l.raw();
+    for (k, v) in rivus_connector_kafka::PREFETCH {
+        cfg.set(k, v);
+    }
+    let c: BaseConsumer = cfg
         .set("group.id", unique("raw"))
         .set("enable.auto.commit", "false")
-        .set(CONSUMER_SETTINGS[0].0, CONSUMER_SETTINGS[0].1)
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();

@@ -31,6 +31,7 @@ pub use security::SaslAuth;
 pub use sink::{KafkaSink, KafkaSinkBuilder, PendingTxn, SinkDelivery, StoredRecord};
 pub use source::{
     KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,
+    PREFETCH,
 };
 
 /// Errors from the Kafka client, with what was being done.
