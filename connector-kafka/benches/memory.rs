@@ -27,10 +27,22 @@ const SETTINGS: [(&str, &str); 7] = [
     ("default", ""),
     ("before:min=1000000", "queued.min.messages=1000000"),
     ("min=100000", "queued.min.messages=100000"),
-    ("min=100000,backoff=10", "queued.min.messages=100000,fetch.queue.backoff.ms=10"),
-    ("min=50000,kb=8192,backoff=10", "queued.min.messages=50000,queued.max.messages.kbytes=8192,fetch.queue.backoff.ms=10"),
-    ("min=20000,kb=4096,backoff=10", "queued.min.messages=20000,queued.max.messages.kbytes=4096,fetch.queue.backoff.ms=10"),
-    ("min=5000,kb=2048,backoff=5", "queued.min.messages=5000,queued.max.messages.kbytes=2048,fetch.queue.backoff.ms=5"),
+    (
+        "min=100000,backoff=10",
+        "queued.min.messages=100000,fetch.queue.backoff.ms=10",
+    ),
+    (
+        "min=50000,kb=8192,backoff=10",
+        "queued.min.messages=50000,queued.max.messages.kbytes=8192,fetch.queue.backoff.ms=10",
+    ),
+    (
+        "min=20000,kb=4096,backoff=10",
+        "queued.min.messages=20000,queued.max.messages.kbytes=4096,fetch.queue.backoff.ms=10",
+    ),
+    (
+        "min=5000,kb=2048,backoff=5",
+        "queued.min.messages=5000,queued.max.messages.kbytes=2048,fetch.queue.backoff.ms=5",
+    ),
 ];
 
 struct Len;
@@ -131,7 +143,10 @@ fn main() {
     fill(&bootstrap, &topic, n);
     let rounds = rounds(3);
     println!("source: {n} records of 100 B, 2 partitions, read into a null sink");
-    println!("{:<30} {:>14} {:>14}", "prefetch", "records/s", "peak RSS MiB");
+    println!(
+        "{:<30} {:>14} {:>14}",
+        "prefetch", "records/s", "peak RSS MiB"
+    );
     for (name, _) in SETTINGS {
         let mut rates = Vec::new();
         let mut rss = Vec::new();

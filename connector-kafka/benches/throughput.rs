@@ -34,7 +34,6 @@ const PRODUCER_SETTINGS: [(&str, &str); 3] = [
     ("queue.buffering.max.messages", "200000"),
 ];
 
-
 use rivus_testkit::services::unique_name as unique;
 
 /// Where both sides connect: the listener chosen by `RIVUS_BENCH_KAFKA_LISTENER`, as client

@@ -75,51 +75,48 @@ fn props(conn: &Conn) -> KafkaProperties {
 
 // ---- the suites over each secured listener ----
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_passes_the_suite_over_sasl_ssl() {
-    let Some(conn) = sasl("SCRAM-SHA-512") else {
-        return;
-    };
+async fn source_suite(conn: Conn) {
     let mut suite = SourceSuite::new(SourceCtx::new(conn)).records_per_split(100);
     if let Err(f) = suite.run_all().await {
         panic!("{f}");
+    }
+}
+
+/// The sink suite at-least-once and exactly-once.
+async fn sink_suites(conn: Conn) {
+    for delivery in [SinkDelivery::AtLeastOnce, SinkDelivery::ExactlyOnce] {
+        let mut suite = SinkSuite::new(SinkCtx::new(conn.clone(), delivery)).records_per_split(100);
+        if let Err(f) = suite.run_all().await {
+            panic!("{delivery:?}: {f}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_passes_the_suite_over_sasl_ssl() {
+    if let Some(conn) = sasl("SCRAM-SHA-512") {
+        source_suite(conn).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sinks_pass_the_suite_over_sasl_ssl() {
-    let Some(conn) = sasl("SCRAM-SHA-512") else {
-        return;
-    };
-    for delivery in [SinkDelivery::AtLeastOnce, SinkDelivery::ExactlyOnce] {
-        let mut suite = SinkSuite::new(SinkCtx::new(conn.clone(), delivery)).records_per_split(100);
-        if let Err(f) = suite.run_all().await {
-            panic!("{delivery:?}: {f}");
-        }
+    if let Some(conn) = sasl("SCRAM-SHA-512") {
+        sink_suites(conn).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_passes_the_suite_over_mutual_tls() {
-    let Some(conn) = mutual_tls() else {
-        return;
-    };
-    let mut suite = SourceSuite::new(SourceCtx::new(conn)).records_per_split(100);
-    if let Err(f) = suite.run_all().await {
-        panic!("{f}");
+    if let Some(conn) = mutual_tls() {
+        source_suite(conn).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sinks_pass_the_suite_over_mutual_tls() {
-    let Some(conn) = mutual_tls() else {
-        return;
-    };
-    for delivery in [SinkDelivery::AtLeastOnce, SinkDelivery::ExactlyOnce] {
-        let mut suite = SinkSuite::new(SinkCtx::new(conn.clone(), delivery)).records_per_split(100);
-        if let Err(f) = suite.run_all().await {
-            panic!("{delivery:?}: {f}");
-        }
+    if let Some(conn) = mutual_tls() {
+        sink_suites(conn).await;
     }
 }
 

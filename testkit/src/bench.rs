@@ -107,32 +107,6 @@ pub fn compare(
     c
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn alternates_and_takes_the_median() {
-        let mut order = Vec::new();
-        let order_ref = std::cell::RefCell::new(&mut order);
-        let c = compare(
-            "t",
-            "x/s",
-            3,
-            |r| {
-                order_ref.borrow_mut().push(format!("raw{r}"));
-                100.0
-            },
-            |r| {
-                order_ref.borrow_mut().push(format!("us{r}"));
-                [90.0, 200.0, 95.0][r]
-            },
-        );
-        assert_eq!(order, ["raw0", "us0", "us1", "raw1", "raw2", "us2"]);
-        assert!((c.median() - 0.95).abs() < 1e-9);
-    }
-}
-
 /// The peak resident set of this process so far, in MiB (`VmHWM` of `/proc/self/status`;
 /// `None` where there is no such file).
 pub fn peak_rss_mib() -> Option<f64> {
@@ -170,4 +144,30 @@ pub fn run_child(case: &str, env: &[(&str, &str)]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout.lines().last().unwrap_or_default().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternates_and_takes_the_median() {
+        let mut order = Vec::new();
+        let order_ref = std::cell::RefCell::new(&mut order);
+        let c = compare(
+            "t",
+            "x/s",
+            3,
+            |r| {
+                order_ref.borrow_mut().push(format!("raw{r}"));
+                100.0
+            },
+            |r| {
+                order_ref.borrow_mut().push(format!("us{r}"));
+                [90.0, 200.0, 95.0][r]
+            },
+        );
+        assert_eq!(order, ["raw0", "us0", "us1", "raw1", "raw2", "us2"]);
+        assert!((c.median() - 0.95).abs() < 1e-9);
+    }
 }
