@@ -16,15 +16,22 @@ pub struct Reach {
     pub outcome: Result<String, String>,
 }
 
-async fn kafka(props: rivus_connector_kafka::KafkaProperties) -> Result<String, String> {
-    props.validate("kafka").map_err(|e| e.to_string())?;
-    let info = rivus_connector_kafka::connect::probe(&props, &[], Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(format!(
-        "{} broker(s), {} topic(s)",
-        info.brokers, info.topics
-    ))
+/// A Kafka source's or sink's reach: one metadata round trip through the connector's probe.
+async fn kafka(role: &'static str, props: rivus_connector_kafka::KafkaProperties) -> Reach {
+    let address = props.endpoint();
+    let outcome = match props.validate("kafka") {
+        Err(e) => Err(e.to_string()),
+        Ok(()) => rivus_connector_kafka::connect::probe(&props, &[], Duration::from_secs(10))
+            .await
+            .map(|info| format!("{} broker(s), {} topic(s)", info.brokers, info.topics))
+            .map_err(|e| e.to_string()),
+    };
+    Reach {
+        role,
+        kind: "kafka",
+        address,
+        outcome,
+    }
 }
 
 async fn elasticsearch(config: EsConfig) -> Result<String, String> {
@@ -98,7 +105,7 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             role: "source",
             kind: "jdbc",
             address: redact_url(url),
-            outcome: match crate::build::jdbc_url(url, tls, "source") {
+            outcome: match crate::endpoints::jdbc_url(url, tls, "source") {
                 Ok(url) => jdbc(&url, table.as_deref()).await,
                 Err(e) => Err(e.to_string()),
             },
@@ -110,13 +117,11 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             properties,
             ..
         } => {
-            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
-            Reach {
-                role: "source",
-                kind: "kafka",
-                address: props.endpoint(),
-                outcome: kafka(props).await,
-            }
+            kafka(
+                "source",
+                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties),
+            )
+            .await
         }
         SourceConfig::Rabbitmq { uri, tls, .. } => Reach {
             role: "source",
@@ -130,7 +135,7 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             role: "source",
             kind: "redis-streams",
             address: redact_url(url),
-            outcome: redis(crate::build::redis_endpoint(url, *cluster, tls)).await,
+            outcome: redis(crate::endpoints::redis_endpoint(url, *cluster, tls)).await,
         },
     };
     out.push(source);
@@ -152,7 +157,7 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             kind: "jdbc",
             address: redact_url(url),
             // A table the setup script creates may not exist yet.
-            outcome: match crate::build::jdbc_url(url, tls, "sink") {
+            outcome: match crate::endpoints::jdbc_url(url, tls, "sink") {
                 Ok(url) => jdbc(&url, setup.is_none().then_some(table.as_str())).await,
                 Err(e) => Err(e.to_string()),
             },
@@ -164,13 +169,11 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             properties,
             ..
         } => {
-            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
-            Reach {
-                role: "sink",
-                kind: "kafka",
-                address: props.endpoint(),
-                outcome: kafka(props).await,
-            }
+            kafka(
+                "sink",
+                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties),
+            )
+            .await
         }
         SinkConfig::Elasticsearch {
             url,
@@ -207,7 +210,7 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             role: "sink",
             kind: "redis",
             address: redact_url(url),
-            outcome: redis(crate::build::redis_endpoint(url, *cluster, tls)).await,
+            outcome: redis(crate::endpoints::redis_endpoint(url, *cluster, tls)).await,
         },
     };
     out.push(sink);

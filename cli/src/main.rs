@@ -12,6 +12,7 @@ mod catalog;
 mod check;
 mod config;
 mod counted;
+mod endpoints;
 mod generator;
 mod sinks;
 mod sources;
@@ -130,7 +131,7 @@ async fn run(
                 url, table, tls, ..
             } = &config.sink
             {
-                let url = build::jdbc_url(url, tls, "sink").unwrap_or_else(|_| url.clone());
+                let url = endpoints::jdbc_url(url, tls, "sink").unwrap_or_else(|_| url.clone());
                 match rivus_connector_jdbc::table_report(&url, table, 3).await {
                     Ok((n, rows)) => {
                         text.push_str(&format!(

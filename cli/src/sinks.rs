@@ -80,7 +80,7 @@ pub async fn attach(
             }
             let sink = b.build_json()?;
             if let (Some(sql), false) = (setup, dry) {
-                let url = crate::build::jdbc_url(url, tls, "sink")?;
+                let url = crate::endpoints::jdbc_url(url, tls, "sink")?;
                 rivus_connector_jdbc::run_script(&url, sql).await?;
             }
             finish(stream, config, sink, counts, policy, check_errors)?
@@ -94,7 +94,8 @@ pub async fn attach(
             sasl,
             properties,
         } => {
-            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            let props =
+                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties);
             let b = KafkaSink::builder_with(props)
                 .topic(topic)
                 .delivery(if *exactly_once {
@@ -197,7 +198,7 @@ pub async fn attach(
             if command == RedisCommandName::Hset && field.is_none() {
                 return Err(Error::config("sink.field", "hset needs a hash field"));
             }
-            let sink = RedisSink::builder(crate::build::redis_endpoint(url, *cluster, tls))
+            let sink = RedisSink::builder(crate::endpoints::redis_endpoint(url, *cluster, tls))
                 .error_policy(policy.clone())
                 .build(move |v: &Value| {
                     let k = template(&key, v)?;

@@ -85,7 +85,8 @@ pub fn attach(
             sasl,
             properties,
         } => {
-            let props = crate::build::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            let props =
+                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties);
             let mut b = KafkaSource::builder_with(props)
                 .topics(topics.clone())
                 .start(match start {
@@ -144,7 +145,7 @@ pub fn attach(
             json_field,
         } => {
             let json_field = json_field.clone();
-            let s = StreamsSource::builder(crate::build::redis_endpoint(url, *cluster, tls))
+            let s = StreamsSource::builder(crate::endpoints::redis_endpoint(url, *cluster, tls))
                 .streams(streams.clone())
                 .group(group)
                 .error_policy(policy.clone())
