@@ -10,7 +10,8 @@
 //!   committed to the group when a checkpoint completes. Exactly-once with checkpoints.
 //! - [`KafkaSink`]: fixed or per-record topic, key, headers, partition and timestamp;
 //!   many sends in flight, a full local queue back-pressures; at-least-once by flushing and
-//!   checking every delivery before a checkpoint completes.
+//!   checking every delivery before a checkpoint completes; exactly-once with one transaction
+//!   per checkpoint whose records wait in a write-ahead log on disk until it commits.
 //!
 //! Layering follows rdkafka's: [`config`] wraps client properties (secrets redacted), the
 //! source and sink sit on rdkafka's `BaseConsumer` and `ThreadedProducer`.
@@ -28,7 +29,7 @@ pub use record::{
     KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
 };
 pub use security::SaslAuth;
-pub use sink::{KafkaSink, KafkaSinkBuilder, PendingTxn, SinkDelivery, StoredRecord};
+pub use sink::{KafkaSink, KafkaSinkBuilder, PendingTxn, SinkDelivery, TxnHook, TxnStep, WalRef};
 pub use source::{
     KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,
     PREFETCH,

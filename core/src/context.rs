@@ -47,6 +47,7 @@ pub struct RuntimeContext {
     metrics: MetricsGroup,
     completed: CompletedCheckpoints,
     checkpoint_interval: Option<Duration>,
+    local_dir: Option<Arc<std::path::Path>>,
 }
 
 impl RuntimeContext {
@@ -74,6 +75,7 @@ impl RuntimeContext {
             metrics,
             completed: CompletedCheckpoints::none(),
             checkpoint_interval: None,
+            local_dir: None,
         }
     }
 
@@ -82,6 +84,22 @@ impl RuntimeContext {
     pub fn with_checkpoint_interval(mut self, interval: Option<Duration>) -> Self {
         self.checkpoint_interval = interval;
         self
+    }
+
+    /// The same context with `dir` as the place for files that checkpointed state refers to
+    /// (see [`local_dir`](Self::local_dir)).
+    pub fn with_local_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.local_dir = dir.map(Into::into);
+        self
+    }
+
+    /// A directory on this machine for files that this function's checkpointed state refers
+    /// to and that must outlive a crash (a transactional sink's write-ahead log), given by the
+    /// job's state backend ([`StateBackend::local_dir`](crate::checkpoint::StateBackend::local_dir));
+    /// `None` without checkpoints or when the backend has none. Files go into a subdirectory
+    /// named after the function (it may not exist yet).
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local_dir.as_deref()
     }
 
     /// True when the job takes checkpoints. A source that acknowledges or commits to its

@@ -5,12 +5,20 @@
 //! ```text
 //! kafka-copy <bootstrap> <from-topic> <to-topic> <state-dir> <txn-id-prefix> [parallelism]
 //! ```
+//!
+//! `KAFKA_COPY_CRASH=<step>:<n>` kills the process with SIGKILL the `n`-th time a sink
+//! transaction of a checkpoint reaches `<step>` (`pre-commit`, `commit` or `committed`, see
+//! [`TxnStep`]), after printing `crash at <step> <checkpoint>`. Every transaction restored and written again
+//! from its log prints `recovered <checkpoint>`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rivus_connector_kafka::{
     KafkaRecord, KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets,
+    TxnStep,
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -29,6 +37,41 @@ struct Copy;
 impl rivus_connector_kafka::KafkaDeserializer<OutRecord> for Copy {
     fn deserialize(&self, r: &KafkaRecord<'_>) -> Result<OutRecord, SchemaError> {
         copy(r)
+    }
+}
+
+/// The hook of `KAFKA_COPY_CRASH`: `(step, n)`.
+fn crash_hook(spec: Option<String>) -> impl Fn(TxnStep) + Send + Sync + 'static {
+    let spec = spec.map(|s| {
+        let (step, n) = s.split_once(':').expect("KAFKA_COPY_CRASH=<step>:<n>");
+        (
+            step.to_owned(),
+            n.parse::<u64>().expect("KAFKA_COPY_CRASH: n"),
+        )
+    });
+    let seen = AtomicU64::new(0);
+    move |step| {
+        let (name, checkpoint) = match step {
+            TxnStep::PreCommit(c) => ("pre-commit", c),
+            TxnStep::Commit(c) => ("commit", c),
+            TxnStep::Committed(c) => ("committed", c),
+            TxnStep::Recovered(c) => {
+                println!("recovered {c}");
+                return;
+            }
+        };
+        let Some((want, n)) = &spec else { return };
+        // `u64::MAX`: the commit at the end of the input, which no checkpoint covers.
+        if name == want && checkpoint != u64::MAX && seen.fetch_add(1, Ordering::SeqCst) + 1 == *n {
+            println!("crash at {name} {checkpoint}");
+            let pid = std::process::id().to_string();
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid])
+                .status();
+            loop {
+                std::thread::park();
+            }
+        }
     }
 }
 
@@ -51,6 +94,7 @@ async fn main() -> Result<()> {
         .delivery(SinkDelivery::ExactlyOnce)
         .transactional_id_prefix(prefix.clone())
         .property("linger.ms", "5")
+        .transaction_hook(crash_hook(std::env::var("KAFKA_COPY_CRASH").ok()))
         .build(|r: &OutRecord| Ok(r.clone()))?;
     let backend = Arc::new(FsStateBackend::new(dir, 3)?);
     let job = Pipeline::new("kafka-copy")

@@ -1,9 +1,11 @@
 //! [`KafkaSink`]: records produced with many sends in flight; a full local queue
 //! back-pressures. At-least-once by flushing and checking every delivery before a checkpoint
-//! completes; exactly-once with one Kafka transaction per checkpoint (see `txn.rs`).
+//! completes; exactly-once with one Kafka transaction per checkpoint (see `txn.rs`), whose
+//! records wait in a write-ahead log on disk (`wal.rs`), not in memory or in the checkpoint.
 
 mod producer;
 mod txn;
+mod wal;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,8 @@ use std::time::Duration;
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 
-pub use txn::{PendingTxn, StoredRecord};
+pub use txn::{PendingTxn, TxnHook, TxnStep};
+pub use wal::WalRef;
 
 use crate::config::KafkaProperties;
 use crate::record::KafkaSerializer;
@@ -111,6 +114,23 @@ impl KafkaSinkBuilder {
     /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum).
     pub fn transaction_timeout(mut self, d: Duration) -> Self {
         self.txn.timeout = d;
+        self
+    }
+
+    /// Exactly-once: the directory of the transactions' write-ahead logs (default: the state
+    /// backend's local directory + `kafka-txn-log`, e.g. `<checkpoint dir>/local/kafka-txn-log`;
+    /// without one, the system's temporary directory). Each log holds one checkpoint
+    /// interval's records of one subtask; it must survive a crash of the process, on the
+    /// machine that restarts the job.
+    pub fn transaction_log_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.txn.log_dir = Some(dir.into());
+        self
+    }
+
+    /// Exactly-once: calls `hook` at each [`TxnStep`] of every transaction, on the sink's
+    /// task (for tests that stop the process at a chosen point, and for tracing).
+    pub fn transaction_hook(mut self, hook: impl Fn(TxnStep) + Send + Sync + 'static) -> Self {
+        self.txn.hook = Some(std::sync::Arc::new(hook));
         self
     }
 
@@ -256,6 +276,8 @@ impl KafkaSink<()> {
                 pool: 3,
                 marker_topic: None,
                 timeout: Duration::from_secs(900),
+                log_dir: None,
+                hook: None,
             },
         }
     }
@@ -324,8 +346,15 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
                 });
                 let prefix = format!("{}-{}", ctx.job_name(), ctx.task_name());
-                self.txn =
-                    Some(TxnManager::open(&s.props, &s.txn, prefix, restored, queue_full).await?);
+                let log_dir = s.txn.log_dir.clone().unwrap_or_else(|| {
+                    ctx.local_dir()
+                        .map_or_else(std::env::temp_dir, ToOwned::to_owned)
+                        .join("kafka-txn-log")
+                });
+                self.txn = Some(
+                    TxnManager::open(&s.props, &s.txn, prefix, log_dir, restored, queue_full)
+                        .await?,
+                );
             }
             SinkDelivery::AtLeastOnce | SinkDelivery::None => {
                 let overrides: &[(&str, &str)] = if s.delivery == SinkDelivery::AtLeastOnce {
@@ -356,7 +385,8 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
 
 #[async_trait]
 impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
-    /// The pre-committed, uncommitted transactions (exactly-once only).
+    /// The pre-committed, uncommitted transactions (exactly-once only): a reference to each
+    /// one's log, never its records.
     type State = Vec<PendingTxn>;
 
     async fn initialize_state(&mut self, restored: Restored<Vec<PendingTxn>>) -> Result<()> {

@@ -2,24 +2,29 @@
 //! `notify_checkpoint_complete`.
 //!
 //! librdkafka cannot resume another producer's transaction after a crash (Flink's Java client
-//! does it by reflection), so a crash between "checkpoint N stored" and "transaction N
-//! committed" needs another way to finish transaction N. rivus makes each transaction
-//! self-describing and recoverable:
+//! does it by reflection; Kafka's own two-phase participation, KIP-939, is not in librdkafka),
+//! so a crash between "checkpoint N stored" and "transaction N committed" needs another way to
+//! finish transaction N. rivus makes each transaction self-describing and recoverable:
 //!
 //! - every transaction also writes a **marker** record (key: the transactional id, value: the
 //!   checkpoint id) to a compacted marker topic; the marker is visible to a `read_committed`
 //!   reader exactly when the transaction committed;
-//! - the checkpoint state holds the **records** of every pre-committed, not yet committed
-//!   transaction;
+//! - every record sent in a transaction is also appended to the transaction's **write-ahead
+//!   log** on local disk (`wal.rs`), made durable at pre-commit; the checkpoint state holds only
+//!   a reference to it (path, count, length, checksum) per pending transaction;
 //! - on restore, `init_transactions` fences and aborts whatever the crashed run left open, the
-//!   markers tell which restored transactions committed, and the others are written again in a
-//!   new transaction (with their marker) and committed.
+//!   markers tell which restored transactions committed, and the others are read back from
+//!   their logs and written again in a new transaction (with their marker) and committed.
 //!
 //! Transactional ids are `<prefix>-<subtask>-<slot>` with a fixed pool of slots per subtask:
 //! stable across restarts, never growing. A slot holds one transaction from its first record
-//! until its checkpoint's completion; the next checkpoint's records go to another slot.
+//! until its checkpoint's completion; the next checkpoint's records go to another slot. Each
+//! slot has one log file, `<log dir>/<transactional id>.txlog`, written anew by each of its
+//! transactions and emptied once one commits.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -32,88 +37,65 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use rivus_core::{Error, Restored, Result};
 
 use super::producer::ProducerHandle;
+use super::wal::{self, WalReader, WalRef, WalWriter};
 use crate::config::KafkaProperties;
 use crate::record::OutRecord;
 
-/// A record kept in checkpoint state until its transaction commits (bytes hex-encoded).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StoredRecord {
-    topic: String,
-    key: Option<String>,
-    value: Option<String>,
-    headers: Vec<(String, String)>,
-    partition: Option<i32>,
-    timestamp: Option<i64>,
-}
-
-/// A pre-committed transaction, as checkpointed.
+/// A pre-committed transaction, as checkpointed: metadata only, its records are in its log.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PendingTxn {
     /// The transactional id that holds it.
     pub tid: String,
     /// The checkpoint it belongs to.
     pub checkpoint: u64,
-    /// Its records, to write again if it never committed.
-    pub records: Vec<StoredRecord>,
+    /// Its write-ahead log, read only if it never committed.
+    pub log: WalRef,
 }
 
-fn hex(b: &[u8]) -> String {
-    const D: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        s.push(D[(x >> 4) as usize] as char);
-        s.push(D[(x & 15) as usize] as char);
-    }
-    s
+/// A step in the life of a transaction, reported to a
+/// [`transaction_hook`](super::KafkaSinkBuilder::transaction_hook). Crash tests stop the
+/// process at one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnStep {
+    /// Checkpoint `n`'s barrier arrived; the transaction is open with its records sent but
+    /// neither flushed nor logged durably yet.
+    PreCommit(u64),
+    /// Checkpoint `n` is stored and complete; its transaction is about to be committed.
+    Commit(u64),
+    /// The broker committed checkpoint `n`'s transaction; the sink has not yet recorded it.
+    Committed(u64),
+    /// On restore: checkpoint `n`'s transaction had not committed and was written again from
+    /// its log.
+    Recovered(u64),
 }
 
-fn unhex(s: &str) -> Result<Vec<u8>> {
-    let bad = || Error::checkpoint(0, "kafka sink state: a stored record is not valid hex");
-    if s.len() % 2 != 0 {
-        return Err(bad());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| bad()))
-        .collect()
-}
-
-impl StoredRecord {
-    fn new(topic: &str, r: &OutRecord) -> Self {
-        StoredRecord {
-            topic: topic.to_owned(),
-            key: r.key.as_deref().map(hex),
-            value: r.value.as_deref().map(hex),
-            headers: r.headers.iter().map(|(k, v)| (k.clone(), hex(v))).collect(),
-            partition: r.partition,
-            timestamp: r.timestamp,
-        }
-    }
-
-    fn to_out(&self) -> Result<OutRecord> {
-        Ok(OutRecord {
-            topic: Some(self.topic.clone()),
-            key: self.key.as_deref().map(unhex).transpose()?,
-            value: self.value.as_deref().map(unhex).transpose()?,
-            headers: self
-                .headers
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), unhex(v)?)))
-                .collect::<Result<_>>()?,
-            partition: self.partition,
-            timestamp: self.timestamp,
-        })
-    }
-}
+/// Called at each [`TxnStep`] of every transaction.
+pub type TxnHook = Arc<dyn Fn(TxnStep) + Send + Sync>;
 
 /// Settings of the transactional mode.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct TxnSettings {
     pub prefix: Option<String>,
     pub pool: usize,
     /// `None`: `rivus-txn-markers.<prefix>`.
     pub marker_topic: Option<String>,
     pub timeout: Duration,
+    /// `None`: the state backend's local directory, else the system's temporary directory.
+    pub log_dir: Option<PathBuf>,
+    pub hook: Option<TxnHook>,
+}
+
+impl std::fmt::Debug for TxnSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnSettings")
+            .field("prefix", &self.prefix)
+            .field("pool", &self.pool)
+            .field("marker_topic", &self.marker_topic)
+            .field("timeout", &self.timeout)
+            .field("log_dir", &self.log_dir)
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
 }
 
 struct Slot {
@@ -125,17 +107,28 @@ struct Slot {
 /// The transactions of one sink subtask.
 pub(crate) struct TxnManager {
     slots: Vec<Slot>,
-    current: Option<(usize, Vec<StoredRecord>)>,
+    current: Option<(usize, WalWriter)>,
     pending: Vec<(usize, PendingTxn)>,
     marker_topic: String,
     timeout: Duration,
+    log_dir: PathBuf,
+    hook: Option<TxnHook>,
+    /// Tells one transaction's log from the next one written to the same file.
+    nonce: u64,
 }
 
 /// The default marker topic of a sink: `rivus-txn-markers.<prefix>`, with characters Kafka
 /// does not allow in topic names replaced by `_`.
 pub(crate) fn marker_topic_for(prefix: &str) -> String {
-    let clean: String = prefix
-        .chars()
+    let mut t = format!("rivus-txn-markers.{}", clean_name(prefix));
+    t.truncate(249);
+    t
+}
+
+/// `name` with every character but ASCII letters, digits, `.`, `_` and `-` replaced by `_`
+/// (safe as a topic name and as a file name).
+fn clean_name(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
                 c
@@ -143,10 +136,7 @@ pub(crate) fn marker_topic_for(prefix: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    let mut t = format!("rivus-txn-markers.{clean}");
-    t.truncate(249);
-    t
+        .collect()
 }
 
 fn subtask_of(tid: &str) -> Option<usize> {
@@ -157,11 +147,12 @@ fn subtask_of(tid: &str) -> Option<usize> {
 
 impl TxnManager {
     /// Creates the pool, fences what a crashed run left open, and finishes the restored
-    /// transactions this subtask inherits.
+    /// transactions this subtask inherits. `log_dir` holds the slots' logs.
     pub async fn open(
         props: &KafkaProperties,
         s: &TxnSettings,
         default_prefix: String,
+        log_dir: PathBuf,
         restored: Restored<Vec<PendingTxn>>,
         queue_full: metrics::Counter,
     ) -> Result<Self> {
@@ -217,12 +208,19 @@ impl TxnManager {
             .filter(|t| subtask_of(&t.tid).is_some_and(|s| s % p == me))
             .collect();
         inherited.sort_by_key(|t| t.checkpoint);
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ ((me as u64) << 48);
         let mut mgr = TxnManager {
             slots,
             current: None,
             pending: Vec::new(),
             marker_topic: marker_topic.clone(),
             timeout: s.timeout,
+            log_dir,
+            hook: s.hook.clone(),
+            nonce,
         };
         if !inherited.is_empty() {
             let committed = read_markers(props, &marker_topic).await?;
@@ -230,12 +228,20 @@ impl TxnManager {
                 if committed.get(&t.tid).is_some_and(|c| *c >= t.checkpoint) {
                     continue;
                 }
-                tracing::warn!(tid = %t.tid, checkpoint = t.checkpoint, records = t.records.len(),
-                    "kafka sink: transaction of a completed checkpoint never committed; writing it again");
+                tracing::warn!(tid = %t.tid, checkpoint = t.checkpoint, records = t.log.records,
+                    log = %t.log.path.display(),
+                    "kafka sink: transaction of a completed checkpoint never committed; writing it again from its log");
                 mgr.recover(&t).await?;
+                mgr.step(TxnStep::Recovered(t.checkpoint));
             }
         }
         Ok(mgr)
+    }
+
+    fn step(&self, step: TxnStep) {
+        if let Some(hook) = &self.hook {
+            hook(step);
+        }
     }
 
     async fn begin(&mut self) -> Result<usize> {
@@ -256,27 +262,27 @@ impl TxnManager {
         Ok(slot)
     }
 
+    fn log_path(&self, tid: &str) -> PathBuf {
+        self.log_dir.join(format!("{}.txlog", clean_name(tid)))
+    }
+
     /// Writes a record into the current transaction (starting one if needed).
     pub async fn send(
         &mut self,
         topic: &str,
         rec: &OutRecord,
     ) -> Result<std::result::Result<(), KafkaError>> {
-        let slot = match &self.current {
-            Some((slot, _)) => *slot,
-            None => {
-                let slot = self.begin().await?;
-                self.current = Some((slot, Vec::new()));
-                slot
-            }
-        };
-        let r = self.slots[slot].handle.send(topic, rec).await;
+        if self.current.is_none() {
+            let slot = self.begin().await?;
+            self.nonce = self.nonce.wrapping_add(1);
+            let tid = &self.slots[slot].tid;
+            let log = WalWriter::create(self.log_path(tid), tid, self.nonce).await?;
+            self.current = Some((slot, log));
+        }
+        let (slot, log) = self.current.as_mut().expect("a transaction is open");
+        let r = self.slots[*slot].handle.send(topic, rec).await;
         if r.is_ok() {
-            self.current
-                .as_mut()
-                .expect("current")
-                .1
-                .push(StoredRecord::new(topic, rec));
+            log.append(topic, rec).await?;
         }
         Ok(r)
     }
@@ -294,19 +300,23 @@ impl TxnManager {
             .map_err(|e| Error::connector("kafka sink: writing the transaction marker", e))
     }
 
-    /// Checkpoint `checkpoint`'s barrier: flush the current transaction, add its marker, and
-    /// keep it pending. Returns every pending transaction (the state to checkpoint).
+    /// Checkpoint `checkpoint`'s barrier: flush the current transaction and add its marker,
+    /// make its log durable, and keep it pending. Returns every pending transaction (the
+    /// state to checkpoint).
     pub async fn pre_commit(&mut self, checkpoint: u64) -> Result<Vec<PendingTxn>> {
-        if let Some((slot, records)) = self.current.take() {
+        if let Some((slot, log)) = self.current.take() {
+            self.step(TxnStep::PreCommit(checkpoint));
             let tid = self.slots[slot].tid.clone();
             self.write_marker(slot, &tid, checkpoint).await?;
-            self.slots[slot].handle.flush(self.timeout).await?;
+            // The broker's acknowledgements and the disk's, at the same time.
+            let (_, log) =
+                tokio::try_join!(self.slots[slot].handle.flush(self.timeout), log.seal())?;
             self.pending.push((
                 slot,
                 PendingTxn {
                     tid,
                     checkpoint,
-                    records,
+                    log,
                 },
             ));
         }
@@ -321,31 +331,37 @@ impl TxnManager {
             .position(|(_, t)| t.checkpoint <= checkpoint)
         {
             let (slot, t) = self.pending.remove(pos);
-            let timeout = self.timeout;
-            self.slots[slot]
-                .handle
-                .blocking("commit_transaction", move |p| p.commit_transaction(timeout))
-                .await
-                .map_err(|e| {
-                    Error::connector(
-                        format!(
-                            "kafka sink: committing {} (checkpoint {})",
-                            t.tid, t.checkpoint
-                        ),
-                        e,
-                    )
-                })?;
-            self.slots[slot].busy = false;
+            self.step(TxnStep::Commit(t.checkpoint));
+            self.commit(slot, &t.tid, t.checkpoint).await?;
+            self.step(TxnStep::Committed(t.checkpoint));
+            wal::discard(&t.log.path).await;
         }
         Ok(())
     }
 
-    /// Writes a restored transaction again, with its original marker, and commits it.
+    async fn commit(&mut self, slot: usize, tid: &str, checkpoint: u64) -> Result<()> {
+        let timeout = self.timeout;
+        self.slots[slot]
+            .handle
+            .blocking("commit_transaction", move |p| p.commit_transaction(timeout))
+            .await
+            .map_err(|e| {
+                Error::connector(
+                    format!("kafka sink: committing {tid} (checkpoint {checkpoint})"),
+                    e,
+                )
+            })?;
+        self.slots[slot].busy = false;
+        Ok(())
+    }
+
+    /// Writes a restored transaction again from its log, with its original marker, and
+    /// commits it. A log that does not match its reference fails the restore before anything
+    /// is committed.
     async fn recover(&mut self, t: &PendingTxn) -> Result<()> {
+        let mut log = WalReader::open(&t.log, &t.tid).await?;
         let slot = self.begin().await?;
-        for r in &t.records {
-            let out = r.to_out()?;
-            let topic = out.topic.clone().unwrap_or_default();
+        while let Some((topic, out)) = log.next().await? {
             self.slots[slot]
                 .handle
                 .send(&topic, &out)
@@ -354,12 +370,8 @@ impl TxnManager {
         }
         self.write_marker(slot, &t.tid, t.checkpoint).await?;
         self.slots[slot].handle.flush(self.timeout).await?;
-        let timeout = self.timeout;
-        self.slots[slot]
-            .handle
-            .blocking("commit_transaction", move |p| p.commit_transaction(timeout))
-            .await?;
-        self.slots[slot].busy = false;
+        self.commit(slot, &t.tid, t.checkpoint).await?;
+        wal::discard(&t.log.path).await;
         Ok(())
     }
 
@@ -457,29 +469,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stored_records_round_trip_and_tids_name_their_subtask() {
-        let r = OutRecord {
-            topic: None,
-            key: Some(vec![0, 255, 16]),
-            value: Some(b"hello".to_vec()),
-            headers: vec![("h".into(), vec![1, 2])],
-            partition: Some(3),
-            timestamp: Some(42),
-        };
-        let back = StoredRecord::new("t", &r).to_out().unwrap();
-        assert_eq!(
-            back,
-            OutRecord {
-                topic: Some("t".into()),
-                ..r
-            }
-        );
-        assert!(unhex("abc").is_err());
+    fn tids_name_their_subtask_and_names_are_cleaned() {
         assert_eq!(subtask_of("job-sink-2-0"), Some(2));
         assert_eq!(subtask_of("my-prefix-with-dashes-11-4"), Some(11));
         assert_eq!(
             marker_topic_for("job 1-sink/x"),
             "rivus-txn-markers.job_1-sink_x"
         );
+        assert_eq!(clean_name("a/../b c"), "a_.._b_c");
     }
 }

@@ -19,6 +19,13 @@ pub trait StateBackend: Send + Sync {
 
     /// A short description for logs (`fs:/var/lib/rivus/orders`, `memory`).
     fn describe(&self) -> String;
+
+    /// A directory on this machine where functions keep files that their checkpointed state
+    /// refers to (a sink's write-ahead log), kept as long as the checkpoints are. `None`
+    /// (the default): the backend has no such place, and a function picks its own.
+    fn local_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// Keeps checkpoints in memory. Clones share storage, so a job restarted in the same process

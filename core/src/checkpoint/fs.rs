@@ -160,6 +160,11 @@ impl StateBackend for FsStateBackend {
         .map_err(|e| Error::checkpoint(0, e))?
     }
 
+    /// `<dir>/local`: files that checkpoints refer to live next to them.
+    fn local_dir(&self) -> Option<PathBuf> {
+        Some(self.dir.join("local"))
+    }
+
     fn describe(&self) -> String {
         format!("fs:{}", self.dir.display())
     }

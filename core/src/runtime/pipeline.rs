@@ -151,7 +151,8 @@ impl Pipeline {
 
     fn runtime_context(&self, name: &str, subtask: usize, parallelism: usize) -> RuntimeContext {
         let mut ctx = RuntimeContext::new(self.name.as_str(), name, subtask, parallelism, None)
-            .with_checkpoint_interval(self.checkpoint.as_ref().map(|c| c.interval));
+            .with_checkpoint_interval(self.checkpoint.as_ref().map(|c| c.interval))
+            .with_local_dir(self.checkpoint.as_ref().and_then(|c| c.backend.local_dir()));
         ctx.set_completed_checkpoints(CompletedCheckpoints::new(self.completed.subscribe()));
         ctx
     }
