@@ -5,7 +5,8 @@
 //! file and the largest transaction log. Needs the broker from `dev/services up kafka`.
 //!
 //! `cargo bench -p rivus-connector-kafka --bench exactly_once` (`RIVUS_BENCH_RECORDS`, default
-//! 1 000 000; `RIVUS_BENCH_ROUNDS`, default 3; `RIVUS_BENCH_FILTER` picks cases by label).
+//! 1 000 000; `RIVUS_BENCH_ROUNDS`, default 3; `RIVUS_BENCH_FILTER` picks cases by label;
+//! `RIVUS_BENCH_SINK_PROPS=k=v,k=v` adds producer properties to both sinks).
 //! Cases: 100 B records with checkpoints every 1 s, 200 ms and 10 s; 1 KiB records every 1 s;
 //! and Kafka → Kafka (`k2k`, a topic of 2 M records of 100 B on 2 partitions read by the Kafka
 //! source) every 1 s.
@@ -39,7 +40,7 @@ const CASES: [(&str, usize, u64, u64); 5] = [
     ("100B/200ms", 100, 200, 10),
     ("100B/10s", 100, 10_000, 60),
     ("1KiB/1s", 1024, 1000, 3),
-    ("k2k-100B/1s", 100, 1000, 20),
+    ("k2k-100B-1s", 100, 1000, 20),
 ];
 
 /// Values of the Kafka → Kafka case, copied as they are.
@@ -110,10 +111,18 @@ fn child(
             }
         })
     };
-    let sink = KafkaSink::builder(Service::Kafka.url())
+    let mut sink = KafkaSink::builder(Service::Kafka.url())
         .topic(topic)
         .delivery(delivery)
         .transactional_id_prefix(topic);
+    for kv in std::env::var("RIVUS_BENCH_SINK_PROPS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = kv.split_once('=').expect("RIVUS_BENCH_SINK_PROPS: k=v,k=v");
+        sink = sink.property(k, v);
+    }
     let pipeline = Pipeline::new("bench-exactly-once").checkpointing(CheckpointConfig::new(
         Duration::from_millis(interval_ms),
         backend,
@@ -275,7 +284,7 @@ fn main() {
             "EO log B",
             "ckpts"
         );
-        let mut ratios = Vec::new();
+        let (mut ratios, mut alo_rate, mut eo_rate) = (Vec::new(), Vec::new(), Vec::new());
         let (mut alo_rss, mut eo_rss, mut ckpt, mut logs) = (vec![], vec![], vec![], vec![]);
         for round in 0..rounds {
             let (alo_topic, eo_topic) = (unique_name("bench-alo"), unique_name("bench-eo"));
@@ -303,18 +312,24 @@ fn main() {
                 eo.checkpoints
             );
             ratios.push(eo.rate / alo.rate);
+            alo_rate.push(alo.rate);
+            eo_rate.push(eo.rate);
             alo_rss.push(alo.rss);
             eo_rss.push(eo.rss);
             ckpt.push(eo.checkpoint as f64);
             logs.push(eo.log as f64);
         }
         let (r, rlo, rhi) = median(ratios);
+        let (ar, _, _) = median(alo_rate);
+        let (er, _, _) = median(eo_rate);
         let (a, _, ahi) = median(alo_rss);
         let (e, _, ehi) = median(eo_rss);
         let (c, _, chi) = median(ckpt);
         let (l, _, _) = median(logs);
         println!(
-            "{label}: exactly-once / at-least-once throughput {r:.2} ({rlo:.2}–{rhi:.2}); peak RSS at-least-once {a:.0} MiB (max {ahi:.0}), exactly-once {e:.0} MiB (max {ehi:.0}); largest checkpoint {c:.0} B (max {chi:.0}); largest transaction log {:.1} MiB",
+            "{label}: exactly-once / at-least-once throughput {r:.2} ({rlo:.2}–{rhi:.2}; medians {:.0} k and {:.0} k rec/s); peak RSS at-least-once {a:.0} MiB (max {ahi:.0}), exactly-once {e:.0} MiB (max {ehi:.0}); largest checkpoint {c:.0} B (max {chi:.0}); largest transaction log {:.1} MiB",
+            er / 1000.0,
+            ar / 1000.0,
             l / 1048576.0
         );
         if label.starts_with("k2k") {

@@ -277,8 +277,9 @@ async fn transactional_sink_passes_the_conformance_suite_exactly_once() {
     }
 }
 
-/// Kafka → Kafka exactly-once in a separate process, killed with SIGKILL several times
-/// mid-stream and restarted: a read_committed reader sees every input record exactly once.
+/// Kafka → Kafka exactly-once in a separate process, killed with SIGKILL three times
+/// mid-stream (wherever each run happens to be) and restarted: a read_committed reader sees
+/// every input record exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
     let Some(bootstrap) = require(Service::Kafka) else {
@@ -287,7 +288,7 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
     let (from, to) = (unique("kill-from"), unique("kill-to"));
     create_topic(&bootstrap, &from, 3).await;
     create_topic(&bootstrap, &to, 3).await;
-    let n = 30_000;
+    let n = 300_000;
     let p = producer(&bootstrap);
     for part in 0..3 {
         let values: Vec<Vec<u8>> = (0..n / 3)
@@ -312,17 +313,49 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
             .spawn()
             .unwrap()
     };
-    let mut kills = 0;
-    for delay_ms in [1500u64, 900, 1200] {
-        let mut child = run();
-        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap(); // SIGKILL
-            kills += 1;
+    // Each run is killed once it has written a further 20 000 records (open transactions
+    // included): mid-stream, however fast the job is.
+    let (b, t) = (bootstrap.clone(), to.clone());
+    let kills = tokio::task::spawn_blocking({
+        let run = run.clone();
+        move || {
+            let watch: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &b)
+                .create()
+                .unwrap();
+            let written = || -> i64 {
+                (0..3)
+                    .map(|p| {
+                        watch
+                            .fetch_watermarks(&t, p, Duration::from_secs(10))
+                            .unwrap()
+                            .1
+                    })
+                    .sum()
+            };
+            let mut kills = 0;
+            for _ in 0..3 {
+                let start = written();
+                let mut child = run();
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while child.try_wait().unwrap().is_none()
+                    && written() < start + 20_000
+                    && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if child.try_wait().unwrap().is_none() {
+                    child.kill().unwrap(); // SIGKILL
+                    kills += 1;
+                }
+                child.wait().unwrap();
+            }
+            kills
         }
-        child.wait().unwrap();
-    }
-    assert!(kills >= 2, "the job was killed mid-stream ({kills} kills)");
+    })
+    .await
+    .unwrap();
+    assert_eq!(kills, 3, "each run was killed mid-stream");
     let out = tokio::task::spawn_blocking(move || run().wait_with_output().unwrap())
         .await
         .unwrap();

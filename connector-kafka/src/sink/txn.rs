@@ -185,16 +185,28 @@ impl TxnManager {
             })?;
             Ok::<_, Error>(h)
         };
-        let mut slots = Vec::with_capacity(s.pool);
-        for k in 0..s.pool {
-            let tid = format!("{prefix}-{me}-{k}");
-            let handle = init(make(&tid)?, tid.clone()).await?;
-            slots.push(Slot {
+        // Each fencing is a round trip to the transaction coordinator: all slots at once.
+        let tids: Vec<String> = (0..s.pool).map(|k| format!("{prefix}-{me}-{k}")).collect();
+        let handles = tids
+            .iter()
+            .map(|tid| make(tid))
+            .collect::<Result<Vec<_>>>()?;
+        let handles = futures::future::try_join_all(
+            handles
+                .into_iter()
+                .zip(&tids)
+                .map(|(h, tid)| init(h, tid.clone())),
+        )
+        .await?;
+        let slots: Vec<Slot> = tids
+            .into_iter()
+            .zip(handles)
+            .map(|(tid, handle)| Slot {
                 tid,
                 handle,
                 busy: false,
-            });
-        }
+            })
+            .collect();
         // Subtasks that no longer exist may have left transactions open: fence them too.
         for old in (p..restored.previous_parallelism()).filter(|s| s % p == me) {
             for k in 0..s.pool {
@@ -304,13 +316,19 @@ impl TxnManager {
     /// make its log durable, and keep it pending. Returns every pending transaction (the
     /// state to checkpoint).
     pub async fn pre_commit(&mut self, checkpoint: u64) -> Result<Vec<PendingTxn>> {
+        self.pre_commit_with(checkpoint, true).await
+    }
+
+    async fn pre_commit_with(&mut self, checkpoint: u64, durable: bool) -> Result<Vec<PendingTxn>> {
         if let Some((slot, log)) = self.current.take() {
             self.step(TxnStep::PreCommit(checkpoint));
             let tid = self.slots[slot].tid.clone();
             self.write_marker(slot, &tid, checkpoint).await?;
             // The broker's acknowledgements and the disk's, at the same time.
-            let (_, log) =
-                tokio::try_join!(self.slots[slot].handle.flush(self.timeout), log.seal())?;
+            let (_, log) = tokio::try_join!(
+                self.slots[slot].handle.flush(self.timeout),
+                log.seal(durable)
+            )?;
             self.pending.push((
                 slot,
                 PendingTxn {
@@ -375,9 +393,11 @@ impl TxnManager {
         Ok(())
     }
 
-    /// Commits the current transaction at once (end of input without checkpoints).
+    /// Commits the current transaction at once (end of input). No checkpoint refers to it, so
+    /// its log need not be durable: after a crash the input is read again from the last
+    /// checkpoint.
     pub async fn commit_now(&mut self) -> Result<()> {
-        self.pre_commit(u64::MAX).await?;
+        self.pre_commit_with(u64::MAX, false).await?;
         self.commit_up_to(u64::MAX).await
     }
 

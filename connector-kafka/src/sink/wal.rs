@@ -124,10 +124,12 @@ impl WalWriter {
         let (file, spare) = self.settle().await?;
         let mut full = std::mem::replace(&mut self.buf, spare);
         self.crc.update(&full);
+        let offset = self.bytes;
         self.bytes += full.len() as u64;
         self.writing = Some(tokio::task::spawn_blocking(move || {
             let mut file = file;
             file.write_all(&full)?;
+            start_writeback(&file, offset, full.len() as u64);
             full.clear();
             Ok((file, full))
         }));
@@ -150,12 +152,17 @@ impl WalWriter {
         }
     }
 
-    /// Writes what is buffered and makes the log durable (file and directory synced).
-    pub async fn seal(mut self) -> Result<WalRef> {
+    /// Writes what is buffered and, if `durable`, makes the log durable (file and directory
+    /// synced). A transaction committed at once, which no checkpoint refers to, needs no
+    /// durable log.
+    pub async fn seal(mut self, durable: bool) -> Result<WalRef> {
         self.spill().await?;
         let (file, _) = self.settle().await?;
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            if !durable {
+                return Ok(());
+            }
             file.sync_data()?;
             if let Some(dir) = path.parent() {
                 File::open(dir)?.sync_all()?;
@@ -174,6 +181,27 @@ impl WalWriter {
         })
     }
 }
+
+/// Starts writing `len` bytes at `offset` back to the disk without waiting, so that the sync at
+/// pre-commit finds little left to do (Linux `sync_file_range`; elsewhere the sync does it all).
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the duration of the call; the call only schedules
+    // write-back of the file's pages and reads no memory of ours. A failure (old kernel, odd
+    // file system) only leaves the work to the sync at pre-commit.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_: &File, _: u64, _: u64) {}
 
 /// Empties a log whose transaction committed (its space back; the next transaction of the
 /// slot writes it anew).
@@ -467,7 +495,7 @@ mod tests {
             let topic = if i % 10 < 7 { "orders" } else { "audit" };
             w.append(topic, &rec(i)).await.unwrap();
         }
-        let wal = w.seal().await.unwrap();
+        let wal = w.seal(true).await.unwrap();
         assert_eq!(wal.records, n as u64);
         wal
     }

@@ -1,0 +1,326 @@
+//! Memory under a stalled destination, for every sink: a `rivus run` job (an unbounded
+//! generator at a fixed rate, parallelism 2, checkpoints every second) writes into one real
+//! server; after a warm-up the server's processes are frozen with SIGSTOP for 30 s, then
+//! thawed. The bench reports the job's peak RSS (before and across the stall), how many records
+//! the source still emitted while the server was frozen (back-pressure: a bounded number, not
+//! the generator's rate × 30 s), and whether records flowed again after the thaw.
+//!
+//! `cargo bench -p rivus-cli --bench stall` after `dev/services up` (`RIVUS_BENCH_FILTER`
+//! picks cases by name; `RIVUS_BENCH_STALL_SECS`, default 30). Not part of `dev/test`: it
+//! freezes the shared servers. Every frozen process is thawed again, also when a case fails.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rivus_testkit::bench::selected;
+use rivus_testkit::services::{unique_name, Service};
+
+/// Records per second per subtask (two subtasks).
+const RATE: u64 = 10_000;
+const METRICS_PORT: u16 = 9899;
+
+/// The server's processes: the pid `dev/services` recorded and all its descendants.
+fn server_pids(service: &str) -> Vec<u32> {
+    let dir = std::env::var("RIVUS_SERVICES_DIR").map_or_else(
+        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services"),
+        PathBuf::from,
+    );
+    let file = dir.join(service).join("pid");
+    let root: u32 = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e} (dev/services up {service})", file.display()))
+        .trim()
+        .parse()
+        .expect("a pid");
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+        {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+fn signal(pids: &[u32], sig: &str) {
+    let args: Vec<String> = std::iter::once(format!("-{sig}"))
+        .chain(pids.iter().map(u32::to_string))
+        .collect();
+    let _ = Command::new("kill").args(&args).status();
+}
+
+/// Frozen processes, thawed when dropped (also when a case panics).
+struct Frozen(Vec<u32>);
+
+impl Frozen {
+    fn new(pids: Vec<u32>) -> Self {
+        signal(&pids, "STOP");
+        Frozen(pids)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(&self.0, "CONT");
+    }
+}
+
+/// (current, peak) resident set of a process, in MiB.
+fn rss_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Records the generator emitted so far (from the job's Prometheus endpoint), if it answers.
+fn emitted() -> Option<u64> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    let total = body
+        .lines()
+        .filter(|l| l.starts_with("rivus_records_out_total{") && l.contains("task=\"source"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>();
+    Some(total as u64)
+}
+
+/// One destination: its pipeline's `[sink]` table, the services to freeze, and what to
+/// prepare before and remove after.
+struct Case {
+    name: &'static str,
+    freeze: &'static [&'static str],
+    sink: String,
+}
+
+fn cases(tag: &str) -> Vec<Case> {
+    let kafka = Service::Kafka.url();
+    let pg = Service::Postgres.url();
+    let my = Service::MySql.url();
+    let es = Service::Elasticsearch.url();
+    let redis = Service::Redis.url();
+    let amqp = Service::RabbitMq.url();
+    // The generator's `user` is renamed `customer` (a reserved word in neither database).
+    let table = || {
+        format!(
+            "table = \"{tag}\"\nsetup = \"CREATE TABLE IF NOT EXISTS {tag} (id BIGINT, customer VARCHAR(32), amount DOUBLE PRECISION, status VARCHAR(16), ts BIGINT)\"\n"
+        )
+    };
+    vec![
+        Case {
+            name: "kafka at-least-once",
+            freeze: &["kafka"],
+            sink: format!(
+                "type = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{tag}-alo\"\n"
+            ),
+        },
+        Case {
+            name: "kafka exactly-once",
+            freeze: &["kafka"],
+            sink: format!(
+                "type = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{tag}-eo\"\nexactly_once = true\n"
+            ),
+        },
+        Case {
+            name: "elasticsearch",
+            freeze: &["elasticsearch"],
+            sink: format!("type = \"elasticsearch\"\nurl = \"{es}\"\nindex = \"{tag}\"\nid_field = \"id\"\n"),
+        },
+        Case {
+            name: "redis",
+            freeze: &["redis"],
+            // One key per user: the server's memory stays small however long the run.
+            sink: format!(
+                "type = \"redis\"\nurl = \"{redis}\"\ncommand = \"set\"\nkey = \"{tag}:{{user}}\"\n"
+            ),
+        },
+        Case {
+            name: "rabbitmq",
+            freeze: &["rabbitmq"],
+            sink: format!(
+                "type = \"rabbitmq\"\nuri = \"{amqp}\"\nexchange = \"amq.fanout\"\nrouting_key = \"{tag}\"\n"
+            ),
+        },
+        Case {
+            name: "postgres at-least-once",
+            freeze: &["postgres"],
+            sink: format!("type = \"jdbc\"\nurl = \"{pg}\"\n{}", table()),
+        },
+        Case {
+            name: "postgres exactly-once",
+            freeze: &["postgres"],
+            sink: format!(
+                "type = \"jdbc\"\nurl = \"{pg}\"\nexactly_once = true\n{}",
+                table()
+            ),
+        },
+        Case {
+            name: "mariadb exactly-once",
+            freeze: &["mariadb"],
+            sink: format!(
+                "type = \"jdbc\"\nurl = \"{my}\"\nexactly_once = true\n{}",
+                table()
+            ),
+        },
+    ]
+}
+
+/// Figures of one case.
+struct Outcome {
+    rss_before: f64,
+    peak: f64,
+    emitted_in_stall: u64,
+    emitted_after: u64,
+    exit: String,
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn run_case(case: &Case, dir: &Path, stall: Duration) -> Outcome {
+    let file = dir.join(format!("{}.toml", case.name.replace(' ', "-")));
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"stall-{}\"\nparallelism = 2\n[checkpoint]\ninterval = \"1s\"\ndir = \"{}\"\n\
+             [source]\ntype = \"generator\"\nrate = {RATE}\n\
+             [[transform]]\ntype = \"rename\"\nfields = {{ user = \"customer\" }}\n\
+             [sink]\n{}",
+            case.name.replace(' ', "-"),
+            dir.join(format!("state-{}", case.name.replace(' ', "-")))
+                .display(),
+            case.sink
+        ),
+    )
+    .unwrap();
+    let mut child: Child = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .args(["--metrics-addr", &format!("127.0.0.1:{METRICS_PORT}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Warm-up: records flow for 10 s.
+    wait_for("the job's first records", Duration::from_secs(60), || {
+        emitted().is_some_and(|n| n > 0)
+    });
+    std::thread::sleep(Duration::from_secs(10));
+    let (rss_before, _) = rss_mib(pid);
+    let at_freeze = emitted().unwrap_or(0);
+    let frozen = Frozen::new(case.freeze.iter().flat_map(|s| server_pids(s)).collect());
+    // Buffers fill in the first seconds of the stall; after that, back-pressure must hold
+    // the source still.
+    std::thread::sleep(Duration::from_secs(5).min(stall / 2));
+    let settled = emitted().unwrap_or(0);
+    std::thread::sleep(stall - Duration::from_secs(5).min(stall / 2));
+    let at_thaw = emitted().unwrap_or(0);
+    drop(frozen);
+    std::thread::sleep(Duration::from_secs(10));
+    let after = emitted().unwrap_or(0);
+    let (_, peak) = rss_mib(pid);
+    signal(&[pid], "INT");
+    let t = Instant::now();
+    let exit = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break if status.success() {
+                "stopped cleanly".to_owned()
+            } else {
+                let mut err = String::new();
+                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                format!(
+                    "{status}: {}",
+                    err.lines()
+                        .last()
+                        .unwrap_or_default()
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
+                )
+            };
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            break "did not stop within 60 s of SIGINT".to_owned();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    println!(
+        "{:<24} before {:>6.1} MiB  peak {:>6.1} MiB  emitted: {:>7} in the stall's first 5 s, {:>6} in the rest of it, {:>7} in 10 s after  {exit}",
+        case.name,
+        rss_before,
+        peak,
+        settled - at_freeze,
+        at_thaw - settled,
+        after - at_thaw
+    );
+    Outcome {
+        rss_before,
+        peak,
+        emitted_in_stall: at_thaw - at_freeze,
+        emitted_after: after - at_thaw,
+        exit,
+    }
+}
+
+fn main() {
+    let stall = Duration::from_secs(
+        std::env::var("RIVUS_BENCH_STALL_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(30),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let tag = unique_name("stall").replace('-', "_");
+    println!(
+        "generator ({RATE} records/s × 2 subtasks, checkpoints every 1 s) → each sink; the server frozen (SIGSTOP) for {stall:?}"
+    );
+    let mut rows = Vec::new();
+    for case in cases(&tag) {
+        if !selected(case.name) {
+            continue;
+        }
+        let o = run_case(&case, dir.path(), stall);
+        rows.push((case.name, o));
+    }
+    println!("\n| sink | RSS before | peak RSS | emitted while frozen (of {}) | after the thaw (10 s) | end |", RATE * 2 * stall.as_secs());
+    println!("|---|---|---|---|---|---|");
+    for (name, o) in rows {
+        println!(
+            "| {name} | {:.0} MiB | {:.0} MiB | {} | {} | {} |",
+            o.rss_before, o.peak, o.emitted_in_stall, o.emitted_after, o.exit
+        );
+    }
+}
