@@ -96,7 +96,8 @@ fn rss_mib(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// Records the generator emitted so far (from the job's Prometheus endpoint), if it answers.
+/// Records the generator has handed to the sink so far (`rivus_records_in_total` of the sink
+/// task, from the job's Prometheus endpoint; the source is chained to the sink), if it answers.
 fn emitted() -> Option<u64> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
@@ -106,7 +107,7 @@ fn emitted() -> Option<u64> {
     s.read_to_string(&mut body).ok()?;
     let total = body
         .lines()
-        .filter(|l| l.starts_with("rivus_records_out_total{") && l.contains("task=\"source"))
+        .filter(|l| l.starts_with("rivus_records_in_total{") && l.contains("task=\"sink\""))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum::<f64>();
     Some(total as u64)
@@ -158,15 +159,14 @@ fn cases(tag: &str) -> Vec<Case> {
             freeze: &["redis"],
             // One key per user: the server's memory stays small however long the run.
             sink: format!(
-                "type = \"redis\"\nurl = \"{redis}\"\ncommand = \"set\"\nkey = \"{tag}:{{user}}\"\n"
+                "type = \"redis\"\nurl = \"{redis}\"\ncommand = \"set\"\nkey = \"{tag}:{{customer}}\"\n"
             ),
         },
         Case {
             name: "rabbitmq",
             freeze: &["rabbitmq"],
-            sink: format!(
-                "type = \"rabbitmq\"\nuri = \"{amqp}\"\nexchange = \"amq.fanout\"\nrouting_key = \"{tag}\"\n"
-            ),
+            // Into a queue declared by `prepare` that keeps its newest 200 000 messages.
+            sink: format!("type = \"rabbitmq\"\nuri = \"{amqp}\"\nrouting_key = \"{tag}\"\n"),
         },
         Case {
             name: "postgres at-least-once",
@@ -201,10 +201,21 @@ struct Outcome {
     exit: String,
 }
 
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+/// Waits until `f` holds; else stops the job and fails with what it printed.
+fn wait_for(
+    child: &mut Child,
+    log: &Path,
+    what: &str,
+    limit: Duration,
+    mut f: impl FnMut() -> bool,
+) {
     let t = Instant::now();
     while !f() {
-        assert!(t.elapsed() < limit, "{what} within {limit:?}");
+        if t.elapsed() > limit || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let err = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("no {what} within {limit:?}: {err}");
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -225,18 +236,24 @@ fn run_case(case: &Case, dir: &Path, stall: Duration) -> Outcome {
         ),
     )
     .unwrap();
+    // The job's log goes to a file: a pipe nobody reads would stall the job once full.
+    let log = dir.join(format!("{}.log", case.name.replace(' ', "-")));
     let mut child: Child = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap()])
         .args(["--metrics-addr", &format!("127.0.0.1:{METRICS_PORT}")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let pid = child.id();
     // Warm-up: records flow for 10 s.
-    wait_for("the job's first records", Duration::from_secs(60), || {
-        emitted().is_some_and(|n| n > 0)
-    });
+    wait_for(
+        &mut child,
+        &log,
+        "records from the job",
+        Duration::from_secs(60),
+        || emitted().is_some_and(|n| n > 0),
+    );
     std::thread::sleep(Duration::from_secs(10));
     let (rss_before, _) = rss_mib(pid);
     let at_freeze = emitted().unwrap_or(0);
@@ -258,8 +275,7 @@ fn run_case(case: &Case, dir: &Path, stall: Duration) -> Outcome {
             break if status.success() {
                 "stopped cleanly".to_owned()
             } else {
-                let mut err = String::new();
-                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                let err = std::fs::read_to_string(&log).unwrap_or_default();
                 format!(
                     "{status}: {}",
                     err.lines()
@@ -295,6 +311,36 @@ fn run_case(case: &Case, dir: &Path, stall: Duration) -> Outcome {
     }
 }
 
+/// The RabbitMQ case's queue, bounded so that the broker's memory stays small.
+fn declare_queue(name: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conn = lapin::Connection::connect(&Service::RabbitMq.url(), Default::default())
+            .await
+            .unwrap();
+        let ch = conn.create_channel().await.unwrap();
+        let mut args = lapin::types::FieldTable::default();
+        args.insert(
+            "x-max-length".into(),
+            lapin::types::AMQPValue::LongInt(200_000),
+        );
+        args.insert(
+            "x-overflow".into(),
+            lapin::types::AMQPValue::LongString("drop-head".into()),
+        );
+        ch.queue_declare(
+            name.into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args,
+        )
+        .await
+        .unwrap();
+    });
+}
+
 fn main() {
     let stall = Duration::from_secs(
         std::env::var("RIVUS_BENCH_STALL_SECS")
@@ -302,25 +348,40 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(30),
     );
-    let dir = tempfile::tempdir().unwrap();
+    // Kept when a case fails (its job's log is there); removed after a complete run.
+    let dir = std::env::temp_dir().join(unique_name("rivus-stall"));
+    std::fs::create_dir_all(&dir).unwrap();
+    println!("job files and logs in {}", dir.display());
     let tag = unique_name("stall").replace('-', "_");
     println!(
         "generator ({RATE} records/s × 2 subtasks, checkpoints every 1 s) → each sink; the server frozen (SIGSTOP) for {stall:?}"
     );
-    let mut rows = Vec::new();
+    let mut rows: Vec<(&str, Outcome)> = Vec::new();
     for case in cases(&tag) {
         if !selected(case.name) {
             continue;
         }
-        let o = run_case(&case, dir.path(), stall);
+        if case.name == "rabbitmq" {
+            declare_queue(&tag);
+        }
+        let o = run_case(&case, &dir, stall);
         rows.push((case.name, o));
     }
+    let clean = rows.iter().all(|(_, o)| o.exit == "stopped cleanly");
     println!("\n| sink | RSS before | peak RSS | emitted while frozen (of {}) | after the thaw (10 s) | end |", RATE * 2 * stall.as_secs());
     println!("|---|---|---|---|---|---|");
     for (name, o) in rows {
         println!(
             "| {name} | {:.0} MiB | {:.0} MiB | {} | {} | {} |",
             o.rss_before, o.peak, o.emitted_in_stall, o.emitted_after, o.exit
+        );
+    }
+    if clean {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        println!(
+            "a job did not stop cleanly: its log is in {}",
+            dir.display()
         );
     }
 }

@@ -16,10 +16,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::ClientConfig;
 use rivus_connector_kafka::{
     KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets,
     StopOffsets,
@@ -29,6 +25,8 @@ use rivus_core::schema::SchemaError;
 use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child, selected};
 use rivus_testkit::services::{unique_name, Service};
 use rivus_testkit::SequenceSource;
+
+mod common;
 
 const PARALLELISM: usize = 2;
 
@@ -177,47 +175,6 @@ fn child(
     );
 }
 
-fn topics(bootstrap: &str, create: &[String], delete: bool) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let names: Vec<&str> = create.iter().map(String::as_str).collect();
-    if delete {
-        let _ = rt.block_on(admin.delete_topics(&names, &AdminOptions::new()));
-    } else {
-        let new: Vec<NewTopic<'_>> = names
-            .iter()
-            .map(|t| NewTopic::new(t, 2, TopicReplication::Fixed(1)))
-            .collect();
-        rt.block_on(admin.create_topics(&new, &AdminOptions::new()))
-            .unwrap();
-    }
-}
-
-/// Writes `n` records of `size` bytes to `topic` with a raw producer.
-fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) {
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .set("batch.num.messages", "10000")
-        .create()
-        .unwrap();
-    let payload = vec![b'x'; size];
-    for i in 0..n {
-        let key = i.to_le_bytes();
-        let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
-            .key(&key[..])
-            .payload(&payload[..]);
-        while let Err((_, back)) = p.send(rec) {
-            rec = back;
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    p.flush(Duration::from_secs(120)).unwrap();
-}
-
 fn run(case: &str, topic: &str, input: &str) -> Run {
     let line = run_child(
         case,
@@ -269,8 +226,8 @@ fn main() {
         println!("{label}: {} records", records(tenths));
         let input = unique_name("bench-eo-input");
         if label.starts_with("k2k") {
-            topics(&bootstrap, &[input.clone()], false);
-            fill(&bootstrap, &input, records(tenths), size);
+            common::create_topics(&bootstrap, &[&input]);
+            common::fill(&bootstrap, &input, records(tenths), size);
         }
         println!(
             "{:<6} {:>14} {:>14} {:>7} {:>9} {:>9} {:>12} {:>12} {:>6}",
@@ -288,7 +245,7 @@ fn main() {
         let (mut alo_rss, mut eo_rss, mut ckpt, mut logs) = (vec![], vec![], vec![], vec![]);
         for round in 0..rounds {
             let (alo_topic, eo_topic) = (unique_name("bench-alo"), unique_name("bench-eo"));
-            topics(&bootstrap, &[alo_topic.clone(), eo_topic.clone()], false);
+            common::create_topics(&bootstrap, &[&alo_topic, &eo_topic]);
             let (alo, eo) = if round % 2 == 0 {
                 let a = run(&format!("{label} at-least-once"), &alo_topic, &input);
                 (a, run(&format!("{label} exactly-once"), &eo_topic, &input))
@@ -299,7 +256,7 @@ fn main() {
                     e,
                 )
             };
-            topics(&bootstrap, &[alo_topic, eo_topic], true);
+            common::delete_topics(&bootstrap, &[&alo_topic, &eo_topic]);
             println!(
                 "{round:<6} {:>14.0} {:>14.0} {:>7.2} {:>9.1} {:>9.1} {:>12} {:>12} {:>6}",
                 alo.rate,
@@ -333,7 +290,7 @@ fn main() {
             l / 1048576.0
         );
         if label.starts_with("k2k") {
-            topics(&bootstrap, &[input], true);
+            common::delete_topics(&bootstrap, &[&input]);
         }
     }
 }

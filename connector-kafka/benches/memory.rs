@@ -6,12 +6,9 @@
 //! `cargo bench -p rivus-connector-kafka --bench memory` (`RIVUS_BENCH_RECORDS`, default
 //! 2 000 000 records of 100 B over 2 partitions; `RIVUS_BENCH_ROUNDS`, default 3).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
-use rdkafka::ClientConfig;
+mod common;
 use rivus_connector_kafka::{
     KafkaDeserializer, KafkaRecord, KafkaSource, StartOffsets, StopOffsets,
 };
@@ -83,46 +80,6 @@ fn child(topic: &str, n: u64, props: &str) {
     println!("{rate:.0} {:.1}", peak_rss_mib().unwrap_or(f64::NAN));
 }
 
-fn fill(bootstrap: &str, topic: &str, n: u64) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    rt.block_on(admin.create_topics(
-        &[NewTopic::new(topic, 2, TopicReplication::Fixed(1))],
-        &AdminOptions::new(),
-    ))
-    .unwrap();
-    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .set("batch.num.messages", "10000")
-        .create()
-        .unwrap();
-    let payload = [b'x'; 100];
-    for i in 0..n {
-        let key = i.to_le_bytes();
-        let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
-            .key(&key[..])
-            .payload(&payload[..]);
-        while let Err((_, back)) = p.send(rec) {
-            rec = back;
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    p.flush(Duration::from_secs(120)).unwrap();
-}
-
-fn delete(bootstrap: &str, topic: &str) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let _ = rt.block_on(admin.delete_topics(&[topic], &AdminOptions::new()));
-}
-
 fn main() {
     let n: u64 = std::env::var("RIVUS_BENCH_RECORDS")
         .ok()
@@ -140,7 +97,8 @@ fn main() {
     }
     let bootstrap = Service::Kafka.url();
     let topic = unique_name("bench-memory");
-    fill(&bootstrap, &topic, n);
+    common::create_topics(&bootstrap, &[&topic]);
+    common::fill(&bootstrap, &topic, n, 100);
     let rounds = rounds(3);
     println!("source: {n} records of 100 B, 2 partitions, read into a null sink");
     println!(
@@ -168,5 +126,5 @@ fn main() {
             rss[rss.len() - 1]
         );
     }
-    delete(&bootstrap, &topic);
+    common::delete_topics(&bootstrap, &[&topic]);
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
     KafkaDeserializer, KafkaProperties, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SaslAuth,
@@ -26,6 +26,8 @@ use rivus_core::tls::TlsFiles;
 use rivus_testkit::bench::{compare, rounds, runs_raw, selected};
 use rivus_testkit::services::{kafka_sasl_user, tls_dir, Service};
 use rivus_testkit::{CountingSink, SequenceSource};
+
+mod common;
 
 const PARTITIONS: i32 = 2;
 const PRODUCER_SETTINGS: [(&str, &str); 3] = [
@@ -118,23 +120,7 @@ fn raw_produce(l: &Listener, topic: &str, n: u64, size: usize) -> f64 {
     // What the at-least-once sink sets on its producer (no duplicates or reordering on retries).
     c.set("enable.idempotence", "true");
     let p: ThreadedProducer<DefaultProducerContext> = c.create().unwrap();
-    let payload = vec![b'x'; size];
-    for i in 0..n {
-        let key = i.to_le_bytes();
-        let mut rec = BaseRecord::<[u8], [u8]>::to(topic)
-            .key(&key[..])
-            .payload(&payload[..]);
-        loop {
-            match p.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    rec = back;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-    }
-    p.flush(Duration::from_secs(120)).unwrap();
+    common::send_all(&p, topic, n, size);
     n as f64 / t.elapsed().as_secs_f64()
 }
 

@@ -11,7 +11,7 @@ use rivus_testkit::services::unique_name as unique;
 use rivus_testkit::services::{require, Service};
 
 mod common;
-use common::{create_topic, produce, producer, read_topic};
+use common::{assert_exactly_once, create_topic, produce, producer};
 
 /// Enough for a run of about a second at 100 ms checkpoints: the crash, at the second
 /// checkpoint, comes long before the end of the input (a run that ends without reaching it
@@ -83,24 +83,13 @@ async fn crash_and_rerun(bootstrap: &str, crash: &str) -> (u64, Vec<u64>) {
         "the second run completes: {}",
         String::from_utf8_lossy(&rerun.stderr)
     );
-    let (b, t) = (bootstrap.to_owned(), to.clone());
-    let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
-        .await
-        .unwrap();
-    let mut values: Vec<String> = got.into_iter().map(|(_, v)| v).collect();
-    values.sort();
-    let total = values.len();
-    values.dedup();
-    assert_eq!(
-        total - values.len(),
-        0,
-        "duplicated records after a crash at {crash}"
-    );
-    assert_eq!(
-        values.len(),
+    assert_exactly_once(
+        bootstrap,
+        &to,
         RECORDS,
-        "every record after a crash at {crash}"
-    );
+        &format!("after a crash at {crash}"),
+    )
+    .await;
     // The checkpoints hold references to logs, never records.
     for e in std::fs::read_dir(&dir).unwrap().flatten() {
         if e.file_name().to_string_lossy().ends_with(".ckpt") {

@@ -19,7 +19,7 @@ use rivus_testkit::services::unique_name as unique;
 
 mod common;
 use common::suites::{Conn, SinkCtx, SourceCtx};
-use common::{create_topic, produce, producer, read_topic};
+use common::{assert_exactly_once, create_topic, produce, producer, read_topic};
 
 // ---- conformance ----
 
@@ -360,21 +360,7 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
         .await
         .unwrap();
     assert!(out.status.success(), "the final run completes");
-    let (b, t) = (bootstrap.clone(), to.clone());
-    let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
-        .await
-        .unwrap();
-    let mut values: Vec<String> = got.into_iter().map(|(_, v)| v).collect();
-    values.sort();
-    let total = values.len();
-    values.dedup();
-    assert_eq!(
-        total,
-        values.len(),
-        "{} duplicated records",
-        total - values.len()
-    );
-    assert_eq!(values.len(), n as usize, "every input record arrived");
+    assert_exactly_once(&bootstrap, &to, n as usize, "after three kills").await;
 }
 
 fn tempfile_dir() -> std::path::PathBuf {

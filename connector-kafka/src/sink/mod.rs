@@ -13,6 +13,7 @@ use std::time::Duration;
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 
+pub use producer::PRODUCER_QUEUE;
 pub use txn::{PendingTxn, TxnHook, TxnStep};
 pub use wal::WalRef;
 

@@ -63,14 +63,16 @@ fn io_err(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
     )
 }
 
+/// A write in flight: gives back the file and its (emptied) buffer.
+type Writing = JoinHandle<std::io::Result<(File, Vec<u8>)>>;
+
 /// Appends one transaction's records to its log.
 pub(crate) struct WalWriter {
     path: PathBuf,
     nonce: u64,
     /// The file, while no write is in flight.
     file: Option<File>,
-    /// The write in flight: gives back the file and its (emptied) buffer.
-    writing: Option<JoinHandle<std::io::Result<(File, Vec<u8>)>>>,
+    writing: Option<Writing>,
     buf: Vec<u8>,
     crc: crc32fast::Hasher,
     records: u64,

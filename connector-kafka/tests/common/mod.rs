@@ -105,3 +105,18 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
     }
     out
 }
+
+/// Reads `topic` read_committed and checks that it holds `n` distinct values, none twice;
+/// `when` says after what, in the failure message.
+pub async fn assert_exactly_once(bootstrap: &str, topic: &str, n: usize, when: &str) {
+    let (b, t) = (bootstrap.to_owned(), topic.to_owned());
+    let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
+        .await
+        .unwrap();
+    let mut values: Vec<String> = got.into_iter().map(|(_, v)| v).collect();
+    values.sort();
+    let total = values.len();
+    values.dedup();
+    assert_eq!(total - values.len(), 0, "duplicated records {when}");
+    assert_eq!(values.len(), n, "every input record {when}");
+}
