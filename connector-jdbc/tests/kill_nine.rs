@@ -7,7 +7,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivus_testkit::process::{example_binary, kill_repeatedly};
+use rivus_testkit::process::{example_binary, kill_after_progress};
 use rivus_testkit::services::unique_name;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,8 +42,9 @@ async fn killed_and_restarted(db: &common::Db, n: u64) {
             .spawn()
             .unwrap()
     };
-    let waits = [500, 400, 600].map(Duration::from_millis);
-    let mid_stream = kill_repeatedly(&spawn, &waits, n as usize, || db.count(&table)).await;
+    // Each run is killed once it has committed a further tenth of the numbers.
+    let mid_stream =
+        kill_after_progress(&spawn, 3, n as usize / 10, n as usize, || db.count(&table)).await;
     assert!(
         mid_stream >= 2,
         "killed mid-stream ({mid_stream} of 3 kills)"

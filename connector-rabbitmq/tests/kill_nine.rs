@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rivus_testkit::process::{example_binary, lines_in};
+use rivus_testkit::process::{example_binary, kill_after_progress, lines_in};
 use rivus_testkit::services::{require, unique_name, Service};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,20 +72,9 @@ async fn kill_dash_nine_with_correlation_ids_is_exactly_once() {
             .spawn()
             .unwrap()
     };
-    let mut kills = 0;
-    let mut mid_stream = 0;
-    for wait_ms in [700u64, 600, 800] {
-        let mut child = spawn();
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap(); // SIGKILL
-            kills += 1;
-        }
-        child.wait().unwrap();
-        let written = lines_in(&out).len();
-        mid_stream += (written > 0 && written < n) as usize;
-    }
-    assert_eq!(kills, 3, "the job ran until killed each time");
+    // Each run is killed once it has written a further tenth of the messages.
+    let mid_stream =
+        kill_after_progress(&spawn, 3, n / 10, n, || async { lines_in(&out).len() }).await;
     assert!(
         mid_stream >= 2,
         "killed mid-stream ({mid_stream} of 3 kills)"

@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivus_testkit::process::{example_binary, kill_repeatedly, lines_in};
+use rivus_testkit::process::{example_binary, kill_after_progress, lines_in};
 use rivus_testkit::services::{require, unique_name, Service};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,8 +49,8 @@ async fn kill_dash_nine_stream_to_files_exactly_once() {
             .spawn()
             .unwrap()
     };
-    let waits = [700, 600, 800].map(Duration::from_millis);
-    let mid_stream = kill_repeatedly(&spawn, &waits, n as usize, || async {
+    // Each run is killed once it has written a further tenth of the entries.
+    let mid_stream = kill_after_progress(&spawn, 3, n as usize / 10, n as usize, || async {
         lines_in(&out).len()
     })
     .await;

@@ -36,13 +36,15 @@ pub fn lines_in(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Starts the job with `spawn` once per entry of `waits`, lets it run that long, checks it is
-/// still running and kills it with SIGKILL. After each kill `written()` says how many records
-/// the destination holds; returns how many kills came mid-stream (some written, fewer than
-/// `total`).
-pub async fn kill_repeatedly<F, Fut>(
+/// Starts the job with `spawn` `kills` times and kills each run with SIGKILL once
+/// `written()` (the records the destination holds) has grown by `step` since that run
+/// started — mid-stream however fast or slow the job is, with no guessed delay. Returns how
+/// many kills came mid-stream (the run had written something, and fewer than `total`). A run
+/// that makes no progress within 60 s, or ends by itself, is not killed and not counted.
+pub async fn kill_after_progress<F, Fut>(
     spawn: impl Fn() -> std::process::Child,
-    waits: &[std::time::Duration],
+    kills: usize,
+    step: usize,
     total: usize,
     mut written: F,
 ) -> usize
@@ -51,17 +53,25 @@ where
     Fut: std::future::Future<Output = usize>,
 {
     let mut mid_stream = 0;
-    for wait in waits {
+    for _ in 0..kills {
+        let before = written().await;
         let mut child = spawn();
-        tokio::time::sleep(*wait).await;
-        assert!(
-            child.try_wait().expect("checking the job").is_none(),
-            "the job was still running"
-        );
-        child.kill().expect("SIGKILL");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut now = before;
+        while child.try_wait().expect("checking the job").is_none()
+            && now < before + step
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            now = written().await;
+        }
+        let running = child.try_wait().expect("checking the job").is_none();
+        if running {
+            child.kill().expect("SIGKILL");
+        }
         child.wait().expect("reaping the job");
         let n = written().await;
-        mid_stream += (n > 0 && n < total) as usize;
+        mid_stream += (running && n > before && n < total) as usize;
     }
     mid_stream
 }
