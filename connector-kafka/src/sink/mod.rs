@@ -86,7 +86,8 @@ impl KafkaSinkBuilder {
         self
     }
 
-    /// Longest wait for outstanding deliveries at a checkpoint (default 60 s).
+    /// Longest wait for outstanding deliveries at a checkpoint, at either guarantee (default
+    /// 60 s); past it the checkpoint fails with the count of records still unacknowledged.
     pub fn flush_timeout(mut self, d: Duration) -> Self {
         self.flush_timeout = d;
         self
@@ -353,8 +354,16 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                         .join("kafka-txn-log")
                 });
                 self.txn = Some(
-                    TxnManager::open(&s.props, &s.txn, prefix, log_dir, restored, queue_full)
-                        .await?,
+                    TxnManager::open(
+                        &s.props,
+                        &s.txn,
+                        prefix,
+                        log_dir,
+                        s.flush_timeout,
+                        restored,
+                        queue_full,
+                    )
+                    .await?,
                 );
             }
             SinkDelivery::AtLeastOnce | SinkDelivery::None => {

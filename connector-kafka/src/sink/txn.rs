@@ -111,6 +111,8 @@ pub(crate) struct TxnManager {
     pending: Vec<(usize, PendingTxn)>,
     marker_topic: String,
     timeout: Duration,
+    /// Longest wait for the deliveries of a transaction at pre-commit.
+    flush_timeout: Duration,
     log_dir: PathBuf,
     hook: Option<TxnHook>,
     /// Tells one transaction's log from the next one written to the same file.
@@ -147,12 +149,14 @@ fn subtask_of(tid: &str) -> Option<usize> {
 
 impl TxnManager {
     /// Creates the pool, fences what a crashed run left open, and finishes the restored
-    /// transactions this subtask inherits. `log_dir` holds the slots' logs.
+    /// transactions this subtask inherits. `log_dir` holds the slots' logs; a pre-commit
+    /// waits at most `flush_timeout` for its deliveries.
     pub async fn open(
         props: &KafkaProperties,
         s: &TxnSettings,
         default_prefix: String,
         log_dir: PathBuf,
+        flush_timeout: Duration,
         restored: Restored<Vec<PendingTxn>>,
         queue_full: metrics::Counter,
     ) -> Result<Self> {
@@ -230,6 +234,7 @@ impl TxnManager {
             pending: Vec::new(),
             marker_topic: marker_topic.clone(),
             timeout: s.timeout,
+            flush_timeout,
             log_dir,
             hook: s.hook.clone(),
             nonce,
@@ -326,7 +331,7 @@ impl TxnManager {
             self.write_marker(slot, &tid, checkpoint).await?;
             // The broker's acknowledgements and the disk's, at the same time.
             let (_, log) = tokio::try_join!(
-                self.slots[slot].handle.flush(self.timeout),
+                self.slots[slot].handle.flush(self.flush_timeout),
                 log.seal(durable)
             )?;
             self.pending.push((
@@ -387,7 +392,7 @@ impl TxnManager {
                 .map_err(|e| Error::connector("kafka sink: recovering a transaction", e))?;
         }
         self.write_marker(slot, &t.tid, t.checkpoint).await?;
-        self.slots[slot].handle.flush(self.timeout).await?;
+        self.slots[slot].handle.flush(self.flush_timeout).await?;
         self.commit(slot, &t.tid, t.checkpoint).await?;
         wal::discard(&t.log.path).await;
         Ok(())
