@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivus_testkit::bench::selected;
+use rivus_testkit::bench::{rss_mib, selected};
 use rivus_testkit::services::{unique_name, Service};
 
 /// Records per second per subtask (two subtasks).
@@ -83,17 +83,9 @@ impl Drop for Frozen {
     }
 }
 
-/// (current, peak) resident set of a process, in MiB.
-fn rss_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+/// (current, peak) resident set of a process, in MiB (NaN once it is gone).
+fn rss(pid: u32) -> (f64, f64) {
+    rss_mib(&pid.to_string()).unwrap_or((f64::NAN, f64::NAN))
 }
 
 /// Records the generator has handed to the sink so far (`rivus_records_in_total` of the sink
@@ -255,7 +247,7 @@ fn run_case(case: &Case, dir: &Path, stall: Duration) -> Outcome {
         || emitted().is_some_and(|n| n > 0),
     );
     std::thread::sleep(Duration::from_secs(10));
-    let (rss_before, _) = rss_mib(pid);
+    let (rss_before, _) = rss(pid);
     let at_freeze = emitted().unwrap_or(0);
     let frozen = Frozen::new(case.freeze.iter().flat_map(|s| server_pids(s)).collect());
     // Buffers fill in the first seconds of the stall; after that, back-pressure must hold
@@ -267,7 +259,7 @@ fn run_case(case: &Case, dir: &Path, stall: Duration) -> Outcome {
     drop(frozen);
     std::thread::sleep(Duration::from_secs(10));
     let after = emitted().unwrap_or(0);
-    let (_, peak) = rss_mib(pid);
+    let (_, peak) = rss(pid);
     signal(&[pid], "INT");
     let t = Instant::now();
     let exit = loop {

@@ -110,16 +110,25 @@ pub fn compare(
 /// The peak resident set of this process so far, in MiB (`VmHWM` of `/proc/self/status`;
 /// `None` where there is no such file).
 pub fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+    rss_mib("self").map(|(_, peak)| peak)
+}
+
+/// The current and the peak resident set of process `pid` (a number, or `self`), in MiB
+/// (`VmRSS` and `VmHWM` of `/proc/<pid>/status`; `None` where there is no such file).
+pub fn rss_mib(pid: &str) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// The case this process runs when a bench started it with [`run_child`] (`RIVUS_BENCH_CHILD`).
