@@ -35,6 +35,16 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// The external system refused the job's credentials, certificate or permissions
+    /// (authentication failed, authorization denied): a restart cannot fix it.
+    #[error("{context}: {message}")]
+    Refused {
+        /// What was being done, e.g. `kafka: cannot use 127.0.0.1:9093`.
+        context: String,
+        /// What the system refused (never a secret).
+        message: String,
+    },
+
     /// A checkpoint could not be written, read or restored.
     #[error("checkpoint {checkpoint_id}: {message}")]
     Checkpoint {
@@ -111,6 +121,14 @@ impl Error {
         }
     }
 
+    /// Builds an [`Error::Refused`] error: authentication or authorization refused.
+    pub fn refused(context: impl Into<String>, message: impl fmt::Display) -> Self {
+        Error::Refused {
+            context: context.into(),
+            message: message.to_string(),
+        }
+    }
+
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
@@ -124,6 +142,24 @@ impl Error {
         Error::Checkpoint {
             checkpoint_id,
             message: message.to_string(),
+        }
+    }
+
+    /// True when restarting the job from its last checkpoint may get past this failure (a lost
+    /// connection, a server error, a failed checkpoint write). False for what a restart cannot
+    /// fix: bad configuration, refused credentials or permissions, a record rejected under the
+    /// `fail` policy, undecodable state, and cancellation (not a failure).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Connector { .. } | Error::Checkpoint { .. } | Error::Closed(_) => true,
+            Error::Io { .. } => true,
+            Error::Task { source, .. } => source.is_retryable(),
+            Error::Schema(_)
+            | Error::Config { .. }
+            | Error::Refused { .. }
+            | Error::State { .. }
+            | Error::Cancelled
+            | Error::Record { .. } => false,
         }
     }
 

@@ -42,7 +42,8 @@ pub use function::{
 };
 pub use guarantee::DeliveryGuarantee;
 pub use runtime::{
-    CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, SourceContext, Stream, Waited,
+    CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, RestartStatus, RestartStrategy,
+    SourceContext, Stream, Supervisor, Waited,
 };
 pub use state::Restored;
 
@@ -52,7 +53,8 @@ pub mod prelude {
     pub use crate::checkpoint::{CheckpointConfig, FsStateBackend, MemoryStateBackend};
     pub use crate::{
         CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
-        JobHandle, JobSummary, Pipeline, Restored, Result, RichFunction, RuntimeContext,
-        SinkContext, SinkFunction, SourceContext, SourceFunction, Waited,
+        JobHandle, JobSummary, Pipeline, RestartStrategy, Restored, Result, RichFunction,
+        RuntimeContext, SinkContext, SinkFunction, SourceContext, SourceFunction, Supervisor,
+        Waited,
     };
 }

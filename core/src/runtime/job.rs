@@ -1,6 +1,7 @@
-//! Running a built pipeline: restore from the newest checkpoint, start every task and the
-//! coordinator, surface the first failure (cancelling the rest), and stop gracefully on request
-//! or on SIGINT/SIGTERM.
+//! Running a built pipeline once: restore from the newest checkpoint, start every task and the
+//! coordinator, surface the first failure (cancelling the rest and waiting for them), and stop
+//! gracefully on request or on SIGINT/SIGTERM. Restarts are the
+//! [`Supervisor`](super::Supervisor)'s.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,14 +14,18 @@ use tokio_util::sync::CancellationToken;
 use super::control::Mailbox;
 use super::coordinator::Coordinator;
 use super::pipeline::Pipeline;
+use super::restart::RestartStrategy;
 use super::task::TaskEnv;
 use crate::error::{Error, Result};
 use crate::guarantee::DeliveryGuarantee;
 
-/// A pipeline ready to run (single use: it owns the function instances).
+/// A pipeline ready to run (single use: it owns the function instances). [`Job::run`] runs it
+/// once; a [`Supervisor`](super::Supervisor) builds and runs it again after a failure, as its
+/// [`RestartStrategy`] says.
 pub struct Job {
     pipeline: Pipeline,
     guarantee: DeliveryGuarantee,
+    restart: RestartStrategy,
     stop: watch::Sender<bool>,
     cancel: CancellationToken,
 }
@@ -30,6 +35,7 @@ impl std::fmt::Debug for Job {
         f.debug_struct("Job")
             .field("pipeline", &self.pipeline)
             .field("guarantee", &self.guarantee)
+            .field("restart", &self.restart)
             .finish()
     }
 }
@@ -37,8 +43,8 @@ impl std::fmt::Debug for Job {
 /// Stops a running job from elsewhere (another task, a signal handler, a test).
 #[derive(Debug, Clone)]
 pub struct JobHandle {
-    stop: watch::Sender<bool>,
-    cancel: CancellationToken,
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl JobHandle {
@@ -104,15 +110,25 @@ pub struct JobSummary {
     pub duration: Duration,
     /// Records the sources emitted during this run.
     pub records_read: u64,
-    /// Records handed to the sinks during this run.
+    /// Records handed to the sinks during this run (with a supervisor: in every attempt,
+    /// replays after a restart included).
     pub records_written: u64,
+    /// Times the job was restarted after a failure (by a [`Supervisor`](super::Supervisor)).
+    pub restarts: u32,
+    /// The failure that caused the last restart.
+    pub last_failure: Option<String>,
 }
 
 impl Job {
-    pub(crate) fn new(pipeline: Pipeline, guarantee: DeliveryGuarantee) -> Self {
+    pub(crate) fn new(
+        pipeline: Pipeline,
+        guarantee: DeliveryGuarantee,
+        restart: RestartStrategy,
+    ) -> Self {
         Job {
             pipeline,
             guarantee,
+            restart,
             stop: watch::channel(false).0,
             cancel: CancellationToken::new(),
         }
@@ -122,6 +138,23 @@ impl Job {
     /// checkpoints.
     pub fn delivery_guarantee(&self) -> DeliveryGuarantee {
         self.guarantee
+    }
+
+    /// How a [`Supervisor`](super::Supervisor) restarts this job after a failure.
+    pub fn restart_strategy(&self) -> &RestartStrategy {
+        &self.restart
+    }
+
+    /// Makes `handle` stop or cancel this job (a supervisor's handle, which outlives each
+    /// attempt). A failure inside this job cancels only this job.
+    pub(crate) fn attach(&mut self, handle: &JobHandle) {
+        self.stop = handle.stop.clone();
+        self.cancel = handle.cancel.child_token();
+    }
+
+    /// The sender of this job's newest completed checkpoint.
+    pub(crate) fn completed_sender(&self) -> &Arc<watch::Sender<Option<u64>>> {
+        &self.pipeline.completed
     }
 
     /// The job's name.
@@ -143,16 +176,41 @@ impl Job {
     }
 
     /// Runs the job to its end: bounded sources finished, a graceful stop, or the first error.
+    /// One attempt: a failure is returned, not restarted from.
     pub async fn run(self) -> Result<JobSummary> {
+        let (summary, failure) = self.run_once().await;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(summary),
+        }
+    }
+
+    /// One attempt; what it did is summarised whether it failed or not.
+    pub(crate) async fn run_once(self) -> (JobSummary, Option<Error>) {
         let started = Instant::now();
         let Job {
             pipeline,
             stop,
             cancel,
             guarantee: _,
+            restart: _,
         } = self;
+        let mut summary = JobSummary {
+            restored_from: None,
+            checkpoints_completed: 0,
+            checkpoints_aborted: 0,
+            last_checkpoint: None,
+            duration: Duration::ZERO,
+            records_read: 0,
+            records_written: 0,
+            restarts: 0,
+            last_failure: None,
+        };
         let restore = match &pipeline.checkpoint {
-            Some(c) => c.backend.latest(&pipeline.name).await?.map(Arc::new),
+            Some(c) => match c.backend.latest(&pipeline.name).await {
+                Ok(latest) => latest.map(Arc::new),
+                Err(e) => return (summary, Some(e)),
+            },
             None => None,
         };
         let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
@@ -194,7 +252,14 @@ impl Job {
             is_source,
             operators: pipeline.operators.clone(),
             reports: report_rx,
-            stop: stop.subscribe(),
+            stop: {
+                // A stop asked for before this attempt began (between two attempts) counts.
+                let mut rx = stop.subscribe();
+                if *rx.borrow() {
+                    rx.mark_changed();
+                }
+                rx
+            },
             cancel: cancel.clone(),
             next_id: restored_from.map_or(1, |id| id + 1),
             buffer_timeout: pipeline.buffer_timeout,
@@ -234,20 +299,16 @@ impl Job {
                 Default::default()
             }
         };
-        if let Some(e) = first {
-            return Err(e);
+        summary.restored_from = restored_from;
+        summary.checkpoints_completed = stats.completed;
+        summary.checkpoints_aborted = stats.aborted;
+        summary.last_checkpoint = stats.last_completed;
+        summary.duration = started.elapsed();
+        summary.records_read = pipeline_counters.read.load(Ordering::Relaxed);
+        summary.records_written = pipeline_counters.written.load(Ordering::Relaxed);
+        if first.is_none() && hard_cancelled {
+            first = Some(Error::Cancelled);
         }
-        if hard_cancelled {
-            return Err(Error::Cancelled);
-        }
-        Ok(JobSummary {
-            restored_from,
-            checkpoints_completed: stats.completed,
-            checkpoints_aborted: stats.aborted,
-            last_checkpoint: stats.last_completed,
-            duration: started.elapsed(),
-            records_read: pipeline_counters.read.load(Ordering::Relaxed),
-            records_written: pipeline_counters.written.load(Ordering::Relaxed),
-        })
+        (summary, first)
     }
 }

@@ -1,7 +1,8 @@
 //! The pipeline runtime: tasks connected by bounded channels carrying batches, operator
 //! chaining, checkpoint barriers with alignment, a checkpoint coordinator, graceful stop.
 //!
-//! Build a job with [`Pipeline`], run it with [`Job::run`].
+//! Build a job with [`Pipeline`], run it once with [`Job::run`], or with restarts from the
+//! newest checkpoint with a [`Supervisor`].
 
 mod chain;
 mod control;
@@ -11,10 +12,14 @@ mod input_gate;
 mod job;
 mod output;
 mod pipeline;
+mod restart;
 mod sink_output;
 mod source_context;
+mod supervisor;
 mod task;
 
 pub use job::{Job, JobHandle, JobSummary};
 pub use pipeline::{Pipeline, Stream};
+pub use restart::RestartStrategy;
 pub use source_context::{CheckpointEvent, Collect, SourceContext, Waited};
+pub use supervisor::{RestartStatus, Supervisor};

@@ -15,6 +15,7 @@ use super::event::Event;
 use super::input_gate::InputGate;
 use super::job::Job;
 use super::output::{hash_key, ChannelOutput, Output, Partitioner};
+use super::restart::RestartStrategy;
 use super::sink_output::SinkOutput;
 use super::task::{run_exchange, run_source, TaskSpec};
 use crate::checkpoint::CheckpointConfig;
@@ -38,6 +39,7 @@ fn task_name<T: Send + 'static>(stage: &str, out: &dyn Output<T>) -> String {
 pub struct Pipeline {
     pub(crate) name: String,
     pub(crate) checkpoint: Option<CheckpointConfig>,
+    restart: Option<RestartStrategy>,
     pub(crate) batch_size: usize,
     pub(crate) channel_capacity: usize,
     pub(crate) buffer_timeout: Duration,
@@ -76,6 +78,7 @@ impl Pipeline {
         Pipeline {
             name: name.into(),
             checkpoint: None,
+            restart: None,
             batch_size: 1024,
             channel_capacity: 8,
             buffer_timeout: Duration::from_millis(100),
@@ -95,6 +98,16 @@ impl Pipeline {
             self.errors.push(e);
         }
         self.checkpoint = Some(config);
+        self
+    }
+
+    /// How a [`Supervisor`](super::Supervisor) restarts the job after a failure (default:
+    /// [`RestartStrategy::exponential_delay`] with checkpoints, none without).
+    pub fn restart_strategy(mut self, strategy: RestartStrategy) -> Self {
+        if let Err(e) = strategy.validate("pipeline.restart") {
+            self.errors.push(e);
+        }
+        self.restart = Some(strategy);
         self
     }
 
@@ -412,6 +425,10 @@ impl<T: Send + 'static> Stream<T> {
         } else {
             DeliveryGuarantee::AtMostOnce
         };
-        Ok(Job::new(pipeline, guarantee))
+        let restart = pipeline
+            .restart
+            .clone()
+            .unwrap_or_else(|| RestartStrategy::default_for(pipeline.checkpoint.is_some()));
+        Ok(Job::new(pipeline, guarantee, restart))
     }
 }
