@@ -69,7 +69,15 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
 /// Builds the job. With `dry`, nothing is created or contacted (validation): no dead-letter
 /// file, no state directory, no setup script.
 pub async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
-    let counts = Arc::new(Counts::default());
+    build_counting(config, dry, Arc::new(Counts::default())).await
+}
+
+/// Builds the job counting into `counts` (shared by the attempts of a restarted job).
+pub async fn build_counting(
+    config: &PipelineConfig,
+    dry: bool,
+    counts: Arc<Counts>,
+) -> Result<Built> {
     let policy = policy(config, &counts, dry).await?;
     let mut pipeline = Pipeline::new(config.name.clone());
     if let Some(cp) = &config.checkpoint {
@@ -79,6 +87,9 @@ pub async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
             Arc::new(FsStateBackend::new(&cp.dir, 3)?)
         };
         pipeline = pipeline.checkpointing(CheckpointConfig::new(cp.interval, backend));
+    }
+    if let Some(restart) = &config.restart {
+        pipeline = pipeline.restart_strategy(restart.strategy());
     }
     let (stream, total) = crate::sources::attach(pipeline, config, &policy)?;
     let read = Arc::clone(&counts);

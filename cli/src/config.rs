@@ -21,6 +21,8 @@ pub struct PipelineConfig {
     pub parallelism: usize,
     /// Checkpoints: interval and state directory. Without it, no checkpoints.
     pub checkpoint: Option<CheckpointSection>,
+    /// Restarts after a failure (default with checkpoints: exponential delay, unlimited).
+    pub restart: Option<RestartSection>,
     /// What to do with records that cannot be read or written.
     #[serde(default)]
     pub errors: ErrorsSection,
@@ -46,6 +48,102 @@ pub struct CheckpointSection {
     pub interval: Duration,
     /// Directory of the checkpoint files; a restart resumes from the newest.
     pub dir: String,
+}
+
+/// `[restart]`, by `strategy`: how the job restarts from its newest checkpoint after a failure
+/// that a restart may fix.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "strategy", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum RestartSection {
+    /// Waits growing from `initial_delay` by `multiplier` up to `max_delay`, ± `jitter`; a run
+    /// that lasted `reset_after` starts again at `initial_delay`.
+    ExponentialDelay {
+        #[serde(default = "one_second", deserialize_with = "duration")]
+        initial_delay: Duration,
+        #[serde(default = "one_minute", deserialize_with = "duration")]
+        max_delay: Duration,
+        #[serde(default = "one_and_a_half")]
+        multiplier: f64,
+        #[serde(default = "a_tenth")]
+        jitter: f64,
+        #[serde(default = "one_hour", deserialize_with = "duration")]
+        reset_after: Duration,
+        /// Restarts in a row before giving up (unlimited when absent).
+        max_attempts: Option<u32>,
+    },
+    /// `delay` before each restart, at most `max_attempts` restarts.
+    FixedDelay {
+        #[serde(default = "one_second", deserialize_with = "duration")]
+        delay: Duration,
+        max_attempts: u32,
+    },
+    /// Restart after `delay` unless more than `max_failures` failed within `interval`.
+    FailureRate {
+        max_failures: u32,
+        #[serde(deserialize_with = "duration")]
+        interval: Duration,
+        #[serde(default = "one_second", deserialize_with = "duration")]
+        delay: Duration,
+    },
+    /// Never restart.
+    None,
+}
+
+fn one_second() -> Duration {
+    Duration::from_secs(1)
+}
+fn one_minute() -> Duration {
+    Duration::from_secs(60)
+}
+fn one_hour() -> Duration {
+    Duration::from_secs(3600)
+}
+fn one_and_a_half() -> f64 {
+    1.5
+}
+fn a_tenth() -> f64 {
+    0.1
+}
+
+impl RestartSection {
+    /// The core strategy these settings describe.
+    pub fn strategy(&self) -> rivus_core::RestartStrategy {
+        use rivus_core::RestartStrategy as S;
+        match *self {
+            RestartSection::ExponentialDelay {
+                initial_delay,
+                max_delay,
+                multiplier,
+                jitter,
+                reset_after,
+                max_attempts,
+            } => S::ExponentialDelay {
+                initial: initial_delay,
+                max: max_delay,
+                multiplier,
+                jitter,
+                reset_after,
+                max_attempts,
+            },
+            RestartSection::FixedDelay {
+                delay,
+                max_attempts,
+            } => S::FixedDelay {
+                delay,
+                max_attempts,
+            },
+            RestartSection::FailureRate {
+                max_failures,
+                interval,
+                delay,
+            } => S::FailureRate {
+                max_failures,
+                interval,
+                delay,
+            },
+            RestartSection::None => S::None,
+        }
+    }
 }
 
 /// `[errors]`.
@@ -434,6 +532,12 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
     if config.parallelism == 0 {
         return Err("parallelism: must be at least 1".into());
     }
+    if let Some(r) = &config.restart {
+        r.strategy().validate("restart").map_err(|e| match e {
+            rivus_core::Error::Config { path, message } => format!("{path}: {message}"),
+            e => e.to_string(),
+        })?;
+    }
     if config.errors.policy == PolicyName::DeadLetter && config.errors.dead_letter.is_none() {
         return Err("errors.dead_letter: the dead-letter policy needs a file".into());
     }
@@ -450,13 +554,22 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
     Ok(config)
 }
 
-/// Inside a section chosen by `type`, serde reports the section, not the field: find the
-/// field holding the value an "unknown variant" error names.
+/// Inside a section chosen by `type` or `strategy`, serde reports the section, not the field:
+/// name the unknown field, or find the field holding the value the error quotes (an unknown
+/// variant, a bad duration).
 fn refine(text: &str, path: &str, message: &str) -> String {
-    let Some(bad) = message
-        .strip_prefix("unknown variant `")
+    if let Some(field) = message
+        .strip_prefix("unknown field `")
         .and_then(|m| m.split('`').next())
-    else {
+    {
+        return format!("{path}.{field}");
+    }
+    let quoted = message.strip_prefix("unknown variant `").or_else(|| {
+        message
+            .strip_prefix('`')
+            .filter(|_| message.contains("` is not a"))
+    });
+    let Some(bad) = quoted.and_then(|m| m.split('`').next()) else {
         return path.to_owned();
     };
     let Ok(root) = text.parse::<toml::Table>() else {
@@ -517,5 +630,57 @@ mod tests {
             e,
             "line 2: environment variable RIVUS_NOT_SET_ANYWHERE is not set"
         );
+    }
+
+    fn with_restart(section: &str) -> Result<PipelineConfig, String> {
+        parse(&format!(
+            "name = \"r\"\n[restart]\n{section}\n[source]\ntype = \"generator\"\n\
+             [sink]\ntype = \"stdout\"\n"
+        ))
+    }
+
+    #[test]
+    fn restart_sections() {
+        use rivus_core::RestartStrategy as S;
+        let c = with_restart("strategy = \"exponential-delay\"").unwrap();
+        assert_eq!(
+            c.restart.unwrap().strategy(),
+            S::exponential_delay(),
+            "the defaults are Flink's"
+        );
+        let c =
+            with_restart("strategy = \"fixed-delay\"\ndelay = \"2s\"\nmax_attempts = 3").unwrap();
+        assert_eq!(
+            c.restart.unwrap().strategy(),
+            S::FixedDelay {
+                delay: Duration::from_secs(2),
+                max_attempts: 3
+            }
+        );
+        let c = with_restart("strategy = \"none\"").unwrap();
+        assert_eq!(c.restart.unwrap().strategy(), S::None);
+        for (section, path) in [
+            ("strategy = \"fixed-delay\"", "restart"),
+            (
+                "strategy = \"fixed-delay\"\nmax_attempts = 3\ndelya = \"1s\"",
+                "restart.delya",
+            ),
+            (
+                "strategy = \"exponential-delay\"\nmultiplier = 0.5",
+                "restart.multiplier",
+            ),
+            (
+                "strategy = \"exponential-delay\"\ninitial_delay = \"soon\"",
+                "restart.initial_delay",
+            ),
+            (
+                "strategy = \"failure-rate\"\nmax_failures = 0\ninterval = \"1m\"",
+                "restart.max_failures",
+            ),
+            ("strategy = \"sometimes\"", "restart"),
+        ] {
+            let e = with_restart(section).unwrap_err();
+            assert!(e.starts_with(path), "{section}: {e}");
+        }
     }
 }

@@ -113,15 +113,34 @@ async fn run(
         rivus_core::DeliveryGuarantee::AtLeastOnce => "at-least-once",
         _ => "at-most-once (no checkpoints)",
     };
-    built.job.handle().stop_on_signals();
+    // The first attempt's job is built above (bad configuration ends the run before it
+    // starts); each restart builds the job anew, counting into the same totals.
+    let counts = std::sync::Arc::clone(&built.counts);
+    let mut first = Some(built.job);
+    let supervisor = rivus_core::Supervisor::new(|| {
+        let job = first.take();
+        let (config, counts) = (&config, std::sync::Arc::clone(&counts));
+        async move {
+            match job {
+                Some(job) => Ok(job),
+                None => build::build_counting(config, false, counts)
+                    .await
+                    .map(|b| b.job),
+            }
+        }
+    })
+    .await
+    .expect("the first attempt's job is already built");
+    supervisor.handle().stop_on_signals();
     let reporter = tokio::spawn(status::report(
         config.name.clone(),
         std::sync::Arc::clone(&built.counts),
         built.total,
-        built.job.completed_checkpoints(),
+        supervisor.completed_checkpoints(),
+        supervisor.restarts(),
         status_interval,
     ));
-    let result = built.job.run().await;
+    let result = supervisor.run().await;
     reporter.abort();
     status::clear();
     match result {

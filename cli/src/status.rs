@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_core::{CompletedCheckpoints, JobSummary};
+use rivus_core::{CompletedCheckpoints, JobSummary, RestartStatus};
 
 use crate::counted::Counts;
 
@@ -27,6 +27,7 @@ pub async fn report(
     counts: Arc<Counts>,
     total: Option<u64>,
     checkpoints: CompletedCheckpoints,
+    restarts: tokio::sync::watch::Receiver<RestartStatus>,
     every: Option<Duration>,
 ) {
     let terminal = std::io::stderr().is_terminal();
@@ -76,9 +77,17 @@ pub async fn report(
             }
             _ => String::new(),
         };
+        let restarted = {
+            let r = restarts.borrow();
+            match (&r.last_failure, r.restarting) {
+                (_, true) => format!(" RESTARTING (restart {})", r.restarts),
+                (Some(_), false) => format!(" restarts {}", r.restarts),
+                (None, _) => String::new(),
+            }
+        };
         let line = format!(
             "{name}: in {read} ({in_rate:.0}/s) out {written} ({out_rate:.0}/s) errors {errors} \
-             {checkpoint}{progress}"
+             {checkpoint}{restarted}{progress}"
         );
         if terminal {
             let mut err = std::io::stderr().lock();
@@ -122,6 +131,13 @@ pub fn summary(name: &str, s: &JobSummary, counts: &Counts, guarantee: &str) -> 
     );
     if let Some(id) = s.restored_from {
         out.push_str(&format!("  resumed     from checkpoint #{id}\n"));
+    }
+    if s.restarts > 0 {
+        out.push_str(&format!(
+            "  restarts    {} (last failure: {})\n",
+            s.restarts,
+            s.last_failure.as_deref().unwrap_or("?")
+        ));
     }
     out.push_str(&format!(
         "  checkpoints {} completed, {} aborted{}\n  guarantee   {guarantee}\n",

@@ -64,10 +64,13 @@ impl BulkSender<BulkItem> for EsBulkSender {
         if !status.is_success() {
             let text = response.text().await.unwrap_or_default();
             let text: String = text.chars().take(500).collect();
-            return SendOutcome::Failed(Error::connector(
-                "elasticsearch bulk",
-                format!("HTTP {status}: {text}"),
-            ));
+            let message = format!("HTTP {status}: {text}");
+            // 401/403: the credentials or the role were refused; a restart cannot fix that.
+            return SendOutcome::Failed(if matches!(status.as_u16(), 401 | 403) {
+                Error::refused("elasticsearch bulk", message)
+            } else {
+                Error::connector("elasticsearch bulk", message)
+            });
         }
         let v: Value = match response.json().await {
             Ok(v) => v,

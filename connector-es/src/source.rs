@@ -198,6 +198,12 @@ impl<T: Send + 'static> EsSource<T> {
             .await
             .map_err(|e| es_err("opening a point in time", e))?;
         let status = r.status_code();
+        if matches!(status.as_u16(), 401 | 403) {
+            return Err(Error::refused(
+                "elasticsearch source: opening a point in time",
+                format!("HTTP {status}"),
+            ));
+        }
         let v: Value = r
             .json()
             .await

@@ -67,10 +67,13 @@ impl Pool {
         path: &str,
     ) -> Result<Pool> {
         let failed = |e: sqlx::Error| {
-            Error::connector(
-                format!("{path}: connecting to {}", crate::redact(url)),
-                crate::redact(&e.to_string()),
-            )
+            let context = format!("{path}: connecting to {}", crate::redact(url));
+            let message = crate::redact(&e.to_string());
+            if is_refusal(&e) {
+                Error::refused(context, message)
+            } else {
+                Error::connector(context, message)
+            }
         };
         Ok(match Dialect::of_url(url, path)? {
             Dialect::Postgres => Pool::Pg(
@@ -263,6 +266,29 @@ impl Conn {
             Conn::My(c) => drop(c.detach()),
             Conn::Lite(c) => drop(c.detach()),
         }
+    }
+}
+
+/// True when the server refused the credentials or a permission (PostgreSQL class 28 and
+/// 42501; MySQL/MariaDB 1044, 1045, 1142, 1143, 1227, 1698): a restart cannot fix it.
+pub(crate) fn is_refusal(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return matches!(my.number(), 1044 | 1045 | 1142 | 1143 | 1227 | 1698);
+    }
+    let code = db.code().unwrap_or_default();
+    code.starts_with("28") || code == "42501"
+}
+
+/// `e` as a rivus error with `context` and the server's detail: [`Error::Refused`] when it is
+/// a refusal ([`is_refusal`]), else [`Error::Connector`].
+pub(crate) fn sql_error(context: String, e: &sqlx::Error) -> Error {
+    if is_refusal(e) {
+        Error::refused(context, describe(e))
+    } else {
+        Error::connector(context, describe(e))
     }
 }
 

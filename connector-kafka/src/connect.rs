@@ -102,16 +102,24 @@ pub async fn probe(
     let outcome = tokio::task::spawn_blocking(move || fetch(&client, &topics, timeout))
         .await
         .map_err(|e| Error::connector("kafka: metadata task", e.to_string()))?;
-    outcome.map_err(|m| Error::connector(format!("kafka: cannot use {endpoint}"), props.redact(&m)))
+    outcome.map_err(|(refused, m)| {
+        let context = format!("kafka: cannot use {endpoint}");
+        if refused {
+            Error::refused(context, props.redact(&m))
+        } else {
+            Error::connector(context, props.redact(&m))
+        }
+    })
 }
 
 /// The blocking part of [`probe`]: short metadata requests until one answers, a refusal shows
-/// in the error callback, or time is up.
+/// in the error callback, or time is up. The error says whether it is a refusal
+/// (authentication, TLS, authorization: a restart cannot fix it) and what happened.
 fn fetch(
     client: &BaseProducer<ErrorCapture>,
     topics: &[String],
     timeout: Duration,
-) -> std::result::Result<ClusterInfo, String> {
+) -> std::result::Result<ClusterInfo, (bool, String)> {
     let deadline = Instant::now() + timeout;
     loop {
         let step = deadline
@@ -129,7 +137,7 @@ fn fetch(
         // Serving the client's events hands background errors to the context.
         client.poll(Duration::ZERO);
         if let Some((code, reason)) = client.context().captured().refusal {
-            return Err(refusal_text(code, &reason));
+            return Err((true, refusal_text(code, &reason)));
         }
         match answer {
             Ok(metadata) => {
@@ -138,9 +146,12 @@ fn fetch(
                         if let Some(e) = t.error() {
                             let code = RDKafkaErrorCode::from(e);
                             if code == RDKafkaErrorCode::TopicAuthorizationFailed {
-                                return Err(format!(
-                                    "authorization refused: not allowed to use topic `{}` ({code})",
-                                    t.name()
+                                return Err((
+                                    true,
+                                    format!(
+                                        "authorization refused: not allowed to use topic `{}` ({code})",
+                                        t.name()
+                                    ),
                                 ));
                             }
                         }
@@ -157,7 +168,10 @@ fn fetch(
                     .last
                     .map(|r| format!(" (last client error: {r})"))
                     .unwrap_or_default();
-                return Err(format!("no answer within {:?}: {e}{background}", timeout));
+                return Err((
+                    false,
+                    format!("no answer within {:?}: {e}{background}", timeout),
+                ));
             }
             Err(_) => {}
         }

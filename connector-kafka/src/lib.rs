@@ -37,10 +37,28 @@ pub use source::{
     PREFETCH,
 };
 
-/// Errors from the Kafka client, with what was being done.
+/// Errors from the Kafka client, with what was being done. Refused authentication or
+/// authorization is [`rivus_core::Error::Refused`] (a restart cannot fix it).
 pub(crate) fn kafka_err(
     context: impl Into<String>,
     e: rdkafka::error::KafkaError,
 ) -> rivus_core::Error {
-    rivus_core::Error::connector(context, e)
+    use rdkafka::types::RDKafkaErrorCode as C;
+    let refused = matches!(
+        e.rdkafka_error_code(),
+        Some(
+            C::TopicAuthorizationFailed
+                | C::GroupAuthorizationFailed
+                | C::ClusterAuthorizationFailed
+                | C::TransactionalIdAuthorizationFailed
+                | C::SaslAuthenticationFailed
+                | C::Authentication
+                | C::DelegationTokenAuthorizationFailed
+        )
+    );
+    if refused {
+        rivus_core::Error::refused(context, e)
+    } else {
+        rivus_core::Error::connector(context, e)
+    }
 }

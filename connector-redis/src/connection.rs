@@ -182,10 +182,7 @@ impl Endpoint {
     }
 
     fn failed(&self, e: redis::RedisError) -> Error {
-        Error::connector(
-            format!("redis: connecting to {}", self.describe()),
-            redact(&e.to_string()),
-        )
+        crate::redis_error(format!("redis: connecting to {}", self.describe()), &e)
     }
 
     /// The client of a one-server endpoint.

@@ -43,6 +43,20 @@ pub(crate) fn transient(e: &redis::RedisError) -> bool {
         )
 }
 
+/// `e` as a rivus error with `context` (URLs redacted): [`rivus_core::Error::Refused`] when
+/// the server refused the credentials or a permission (WRONGPASS, NOAUTH, NOPERM), which a
+/// restart cannot fix; else [`rivus_core::Error::Connector`].
+pub(crate) fn redis_error(context: String, e: &redis::RedisError) -> rivus_core::Error {
+    let text = redact(&e.to_string());
+    let refused = e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"));
+    if refused {
+        rivus_core::Error::refused(context, text)
+    } else {
+        rivus_core::Error::connector(context, text)
+    }
+}
+
 pub(crate) fn open_client(url: &str, path: &str) -> rivus_core::Result<redis::Client> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
     {

@@ -162,7 +162,8 @@ async fn supervise_failing(
 
 #[tokio::test]
 async fn failures_a_restart_cannot_fix_end_the_job_at_once() {
-    let cases: [(&str, fn() -> Error); 3] = [
+    type Case = (&'static str, fn() -> Error);
+    let cases: [Case; 3] = [
         ("config", || Error::config("source.topic", "no such topic")),
         ("refused", || {
             Error::refused("kafka: cannot use 127.0.0.1:9093", "authentication failed")

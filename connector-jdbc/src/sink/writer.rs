@@ -255,10 +255,9 @@ impl Writer {
     fn failed(&self, e: WriteError, what: &str) -> Error {
         match e {
             WriteError::Policy(e) => e,
-            WriteError::Sql(e) => Error::connector(
-                format!("jdbc sink: {what} {}", self.plan.table),
-                describe(&e),
-            ),
+            WriteError::Sql(e) => {
+                crate::db::sql_error(format!("jdbc sink: {what} {}", self.plan.table), &e)
+            }
         }
     }
 

@@ -238,7 +238,7 @@ impl StreamsSource<()> {
 }
 
 fn rerr(what: &str, e: redis::RedisError) -> Error {
-    Error::connector(format!("redis source: {what}"), redact(&e.to_string()))
+    crate::redis_error(format!("redis source: {what}"), &e)
 }
 
 impl<T: Send + 'static> StreamsSource<T> {
