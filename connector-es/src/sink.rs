@@ -188,7 +188,8 @@ impl<T: Send + 'static> RichFunction for EsSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
         let client = s.config.client("sink.elasticsearch")?;
-        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name());
+        let handler =
+            ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("elasticsearch");
         let m = ctx.metrics();
         let sender = EsBulkSender {
             client,

@@ -253,10 +253,10 @@ impl<T: Send + 'static> RichFunction for EsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.slice = (ctx.subtask_index(), ctx.parallelism());
         self.client = Some(self.settings.config.client("source.elasticsearch")?);
-        self.handler = Some(ErrorHandler::new(
-            self.settings.policy.clone(),
-            ctx.display_name(),
-        ));
+        self.handler = Some(
+            ErrorHandler::new(self.settings.policy.clone(), ctx.display_name())
+                .connector("elasticsearch"),
+        );
         Ok(())
     }
 }

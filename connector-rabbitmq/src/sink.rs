@@ -399,10 +399,10 @@ impl<T: Send + 'static> RabbitSink<T> {
 impl<T: Send + 'static> RichFunction for RabbitSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.conn = Some(self.open_channel().await?);
-        self.handler = Some(ErrorHandler::new(
-            self.settings.policy.clone(),
-            ctx.display_name(),
-        ));
+        self.handler = Some(
+            ErrorHandler::new(self.settings.policy.clone(), ctx.display_name())
+                .connector("rabbitmq"),
+        );
         Ok(())
     }
 

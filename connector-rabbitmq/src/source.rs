@@ -454,7 +454,8 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
         let handler = ErrorHandler::new(
             s.policy.clone(),
             format!("rabbitmq-source[{}]", self.subtask),
-        );
+        )
+        .connector("rabbitmq");
         if self.channels.is_empty() {
             ctx.wait_for(std::future::pending::<()>()).await?;
             return Ok(());

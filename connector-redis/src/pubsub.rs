@@ -112,7 +112,8 @@ impl<T: Send + 'static> SourceFunction for PubSubSource<T> {
         for p in &self.patterns {
             pubsub.psubscribe(p).await.map_err(what)?;
         }
-        let handler = ErrorHandler::new(self.policy.clone(), "redis-pubsub");
+        let handler =
+            ErrorHandler::new(self.policy.clone(), "redis-pubsub").connector("redis-pubsub");
         let mut messages = pubsub.into_on_message();
         loop {
             let msg = match ctx.wait_for(messages.next()).await? {

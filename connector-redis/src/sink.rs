@@ -230,7 +230,7 @@ impl<T: Send + 'static> RichFunction for RedisSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
         let con = s.endpoint.connect("sink.redis", true).await?;
-        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name());
+        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("redis");
         let sender = PipelineSender {
             con,
             handler: handler.clone(),

@@ -186,7 +186,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             None
         };
         drop(conn);
-        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name());
+        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc");
         let metrics = ctx.metrics().with_label("table", s.table.clone());
         let writer = Arc::new(Writer {
             pool: pool.clone(),

@@ -404,7 +404,8 @@ impl<T: Send + 'static> RichFunction for JdbcSource<T> {
         self.subtask = (ctx.subtask_index(), ctx.parallelism());
         let s = &self.settings;
         self.pool = Some(Pool::connect(&s.url, 2, s.timeout, "source.jdbc").await?);
-        self.handler = Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()));
+        self.handler =
+            Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc"));
         self.rows = Some(ctx.metrics().counter("rivus_jdbc_source_rows_total"));
         Ok(())
     }

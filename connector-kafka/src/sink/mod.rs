@@ -337,7 +337,8 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         let topics: Vec<String> = s.topic.iter().cloned().collect();
         crate::connect::probe(&s.props, &topics, s.props.connect_timeout()).await?;
-        self.handler = Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()));
+        self.handler =
+            Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka"));
         self.sent = Some(ctx.metrics().counter("rivus_kafka_records_sent_total"));
         let queue_full = ctx
             .metrics()

@@ -373,7 +373,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             handover: Arc::new(Handover::new()),
             alive: Arc::new(AtomicBool::new(true)),
             thread: None,
-            handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()),
+            handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka"),
             commit_ok: m
                 .with_label("result", "ok")
                 .counter("rivus_kafka_commits_total"),

@@ -440,7 +440,8 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
         let handler = ErrorHandler::new(
             self.settings.policy.clone(),
             format!("redis-streams[{}]", self.subtask),
-        );
+        )
+        .connector("redis-streams");
         let decode = Arc::clone(&self.settings.decode);
         self.claim_pending(&owned).await?;
         // First this consumer's pending entries (delivered before a crash, never acknowledged),
@@ -527,7 +528,9 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
                         Ok(v) => ctx.collect(v).await?,
                         Err(err) => {
                             let (position, payload) = dead_letter(&entry);
-                            handler.handle(position, &err, &payload).await?
+                            handler
+                                .handle_fields(position, &err, &payload, fields.clone())
+                                .await?
                         }
                     }
                 }

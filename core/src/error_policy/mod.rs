@@ -3,40 +3,18 @@
 //! destination whose write is confirmed before the record counts as done.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::io::AsyncWriteExt;
-use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
 
-/// A record that failed, as handed to the error policy.
-#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeadLetter {
-    /// The task that rejected it, e.g. `kafka-source[2]`.
-    pub origin: String,
-    /// Where the record came from or was going: `topic/partition@offset`, a row key...
-    pub position: String,
-    /// Why it was rejected.
-    pub reason: String,
-    /// The record's raw bytes as received (or as encoded, for sinks), when available.
-    pub payload: Vec<u8>,
-}
+mod file;
+mod letter;
 
-impl fmt::Debug for DeadLetter {
-    // The payload may hold anything, secrets included: print its size only.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DeadLetter")
-            .field("origin", &self.origin)
-            .field("position", &self.position)
-            .field("reason", &self.reason)
-            .field("payload_len", &self.payload.len())
-            .finish()
-    }
-}
+pub use file::FileDeadLetterQueue;
+pub use letter::DeadLetter;
 
 /// A destination for rejected records. `send` returns only once the record is durably stored.
 #[async_trait]
@@ -61,6 +39,7 @@ pub enum ErrorPolicy {
 #[derive(Debug, Clone)]
 pub struct ErrorHandler {
     policy: ErrorPolicy,
+    connector: String,
     origin: String,
     skipped: Arc<AtomicU64>,
     dead_lettered: Arc<AtomicU64>,
@@ -71,10 +50,17 @@ impl ErrorHandler {
     pub fn new(policy: ErrorPolicy, origin: impl Into<String>) -> Self {
         ErrorHandler {
             policy,
+            connector: String::new(),
             origin: origin.into(),
             skipped: Arc::default(),
             dead_lettered: Arc::default(),
         }
+    }
+
+    /// Names the connector in the letters (`kafka`, `redis-streams`, ...).
+    pub fn connector(mut self, name: impl Into<String>) -> Self {
+        self.connector = name.into();
+        self
     }
 
     /// The policy in force.
@@ -90,6 +76,19 @@ impl ErrorHandler {
         reason: impl fmt::Display,
         payload: &[u8],
     ) -> Result<()> {
+        self.handle_fields(position, reason, payload, Vec::new())
+            .await
+    }
+
+    /// [`handle`](Self::handle) for a record made of named fields (a Redis stream entry): the
+    /// letter keeps each field.
+    pub async fn handle_fields(
+        &self,
+        position: impl fmt::Display,
+        reason: impl fmt::Display,
+        payload: &[u8],
+        fields: Vec<(String, Vec<u8>)>,
+    ) -> Result<()> {
         match &self.policy {
             ErrorPolicy::Fail => Err(Error::Record {
                 position: position.to_string(),
@@ -104,10 +103,13 @@ impl ErrorHandler {
             }
             ErrorPolicy::DeadLetter(dlq) => {
                 let letter = DeadLetter {
+                    connector: self.connector.clone(),
                     origin: self.origin.clone(),
                     position: position.to_string(),
                     reason: reason.to_string(),
                     payload: payload.to_vec(),
+                    fields,
+                    time_ms: letter::now_ms(),
                 };
                 dlq.send(letter).await.map_err(|e| Error::Record {
                     position: position.to_string(),
@@ -129,68 +131,6 @@ impl ErrorHandler {
     /// Records dead-lettered so far by this handler (and its clones).
     pub fn dead_lettered(&self) -> u64 {
         self.dead_lettered.load(Ordering::Relaxed)
-    }
-}
-
-/// A dead-letter queue writing JSON lines to a local file, fsynced before `send` returns.
-#[derive(Debug)]
-pub struct FileDeadLetterQueue {
-    path: PathBuf,
-    file: Mutex<tokio::fs::File>,
-}
-
-impl FileDeadLetterQueue {
-    /// Opens (appending) or creates the file at `path`.
-    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(|e| Error::io(format!("creating dead-letter dir {}", dir.display()), e))?;
-        }
-        let file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .await
-            .map_err(|e| Error::io(format!("opening dead-letter file {}", path.display()), e))?;
-        Ok(FileDeadLetterQueue {
-            path,
-            file: Mutex::new(file),
-        })
-    }
-
-    /// Reads every letter stored in the file at `path`.
-    pub async fn read_all(path: impl AsRef<Path>) -> Result<Vec<DeadLetter>> {
-        let path = path.as_ref();
-        let text = tokio::fs::read_to_string(path)
-            .await
-            .map_err(|e| Error::io(format!("reading dead-letter file {}", path.display()), e))?;
-        text.lines()
-            .enumerate()
-            .map(|(i, l)| {
-                serde_json::from_str(l).map_err(|e| Error::Record {
-                    position: format!("{}:{}", path.display(), i + 1),
-                    reason: e.to_string(),
-                })
-            })
-            .collect()
-    }
-}
-
-#[async_trait]
-impl DeadLetterQueue for FileDeadLetterQueue {
-    async fn send(&self, letter: DeadLetter) -> Result<()> {
-        let mut line = serde_json::to_vec(&letter).map_err(|e| Error::State {
-            operator: "dead-letter".into(),
-            source: e,
-        })?;
-        line.push(b'\n');
-        let mut f = self.file.lock().await;
-        let ctx = || format!("writing dead-letter file {}", self.path.display());
-        f.write_all(&line).await.map_err(|e| Error::io(ctx(), e))?;
-        f.sync_data().await.map_err(|e| Error::io(ctx(), e))?;
-        Ok(())
     }
 }
 
