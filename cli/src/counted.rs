@@ -77,7 +77,8 @@ fn is_error(v: &Value) -> bool {
 #[async_trait]
 impl<S: SinkFunction<Value>> RichFunction for Counted<S> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        self.handler = Some(ErrorHandler::new(self.policy.clone(), ctx.display_name()).connector("transform"));
+        self.handler =
+            Some(ErrorHandler::new(self.policy.clone(), ctx.display_name()).connector("transform"));
         self.inner.open(ctx).await
     }
 

@@ -12,6 +12,7 @@
 
 pub mod bench;
 mod counting;
+pub mod fault_proxy;
 mod memory_log;
 pub mod process;
 pub mod restart;
