@@ -90,6 +90,31 @@ impl FaultProxy {
         })
     }
 
+    /// A proxy in front of the server of `url` (`scheme://[user@]host:port/...`), and `url`
+    /// pointing at the proxy instead.
+    pub async fn in_front_of(url: &str) -> std::io::Result<(Self, String)> {
+        let after_scheme = url.find("://").map_or(0, |i| i + 3);
+        let rest = &url[after_scheme..];
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let host_start = rest[..authority_end].rfind('@').map_or(0, |i| i + 1);
+        let host_port = &rest[host_start..authority_end];
+        if !host_port.contains(':') {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("no host:port in the URL's authority `{host_port}`"),
+            ));
+        }
+        let proxy = Self::start(host_port).await?;
+        let start = after_scheme + host_start;
+        let proxied = format!(
+            "{}{}{}",
+            &url[..start],
+            proxy.addr(),
+            &url[after_scheme + authority_end..]
+        );
+        Ok((proxy, proxied))
+    }
+
     /// Where clients connect.
     pub fn addr(&self) -> SocketAddr {
         self.addr
@@ -336,6 +361,23 @@ mod tests {
         let mut back = vec![0u8; bytes.len()];
         c.read_exact(&mut back).await?;
         Ok(back)
+    }
+
+    #[tokio::test]
+    async fn urls_are_pointed_at_the_proxy() {
+        let up = echo().await;
+        let (p, url) = FaultProxy::in_front_of(&format!("postgres://u:pw@{up}/db?x=1"))
+            .await
+            .unwrap();
+        assert_eq!(url, format!("postgres://u:pw@{}/db?x=1", p.addr()));
+        assert_eq!(p.upstream(), up.to_string());
+        let (p, url) = FaultProxy::in_front_of(&format!("http://{up}"))
+            .await
+            .unwrap();
+        assert_eq!(url, format!("http://{}", p.addr()));
+        assert!(FaultProxy::in_front_of("redis://localhost/0")
+            .await
+            .is_err());
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@
 pub mod bench;
 mod counting;
 pub mod fault_proxy;
+pub mod faults;
 mod memory_log;
 pub mod process;
 pub mod restart;

@@ -15,6 +15,8 @@ pub struct SequenceSource {
     parallelism: u64,
     limit: Option<u64>,
     emitted: Arc<AtomicU64>,
+    rate: Option<u64>,
+    next: Option<Arc<AtomicU64>>,
 }
 
 impl SequenceSource {
@@ -31,7 +33,23 @@ impl SequenceSource {
             parallelism: parallelism as u64,
             limit,
             emitted,
+            rate: None,
+            next: None,
         }
+    }
+
+    /// Keeps in `next` the highest next value of this subtask (across restarts: replayed
+    /// values do not count twice). With parallelism 1, everything below it was emitted.
+    pub fn track_next(mut self, next: Arc<AtomicU64>) -> Self {
+        self.next = Some(next);
+        self
+    }
+
+    /// Emits at most `per_second` records per second (per subtask), serving checkpoints and
+    /// stop requests while it waits.
+    pub fn paced(mut self, per_second: u64) -> Self {
+        self.rate = Some(per_second.max(1));
+        self
     }
 }
 
@@ -52,11 +70,25 @@ impl SourceFunction for SequenceSource {
         let mut next = ctx.state().unwrap_or(self.subtask);
         let limit = self.limit.unwrap_or(u64::MAX);
         let mut count = 0u64;
+        let started = std::time::Instant::now();
+        let mut sent = 0u64;
         while next < limit && !ctx.is_stopping() {
+            if let Some(rate) = self.rate {
+                // Ahead of the rate: wait (in 100 records' steps) while serving checkpoints.
+                let due = std::time::Duration::from_secs_f64(sent as f64 / rate as f64);
+                if let Some(ahead) = due.checked_sub(started.elapsed()) {
+                    ctx.wait_for(tokio::time::sleep(ahead)).await?;
+                    continue;
+                }
+                sent += 1;
+            }
             let v = next;
             next += self.parallelism;
             *ctx.state_mut() = Some(next);
             ctx.collect(v).await?;
+            if let Some(high) = &self.next {
+                high.fetch_max(next, Ordering::Relaxed);
+            }
             count += 1;
             if count == 1024 {
                 self.emitted.fetch_add(count, Ordering::Relaxed);

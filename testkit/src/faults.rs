@@ -1,0 +1,225 @@
+//! Network and server faults under a running job: a paced, checkpointed sequence job writes
+//! into a connector's sink (or reads through a connector's source) via a [`FaultProxy`] in
+//! front of the real server, under a [`Supervisor`](rivus_core::Supervisor); a [`Fault`] is
+//! applied mid-stream; the run measures how long the job took to make progress again and
+//! hands the caller what it must find at the destination.
+//!
+//! Put these tests alone in their own test file when they restart a server
+//! ([`Fault::ServerRestart`]): cargo runs test binaries one after another.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_core::prelude::*;
+
+use crate::fault_proxy::FaultProxy;
+
+/// A fault applied once the job has made progress.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Nothing passes the proxy for this long (connections stay open).
+    Blackhole(Duration),
+    /// Every connection through the proxy is reset this many times, this far apart.
+    Resets {
+        /// Time between two resets.
+        every: Duration,
+        /// Resets in all.
+        times: u32,
+    },
+    /// Every chunk through the proxy is delayed (each way) for a while.
+    Latency {
+        /// The delay (jitter: a tenth of it).
+        delay: Duration,
+        /// How long the latency stays on.
+        lasting: Duration,
+    },
+    /// The server is stopped and started again (`dev/services` name), down for a second.
+    ServerRestart(&'static str),
+}
+
+impl Fault {
+    /// The faults of the fault table: a blackhole of `blackhole`, resets every 2 s (3 times),
+    /// 200 ms latency for 5 s, and a restart of `service`.
+    pub fn table(blackhole: Duration, service: &'static str) -> Vec<Fault> {
+        vec![
+            Fault::Blackhole(blackhole),
+            Fault::Resets {
+                every: Duration::from_secs(2),
+                times: 3,
+            },
+            Fault::Latency {
+                delay: Duration::from_millis(200),
+                lasting: Duration::from_secs(5),
+            },
+            Fault::ServerRestart(service),
+        ]
+    }
+
+    /// A short name for reports: `blackhole 30s`, `resets 3x2s`, `latency 200ms`, `restart`.
+    pub fn name(&self) -> String {
+        match self {
+            Fault::Blackhole(d) => format!("blackhole {}s", d.as_secs()),
+            Fault::Resets { every, times } => format!("resets {times}x{}s", every.as_secs()),
+            Fault::Latency { delay, .. } => format!("latency {}ms", delay.as_millis()),
+            Fault::ServerRestart(_) => "server restart".into(),
+        }
+    }
+
+    /// The blackhole length for fault tests: `RIVUS_FAULT_BLACKHOLE_SECS` (the fault table's
+    /// runs use 30), else 5 s so that `dev/test` stays short.
+    pub fn blackhole_from_env() -> Duration {
+        Duration::from_secs(
+            std::env::var("RIVUS_FAULT_BLACKHOLE_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(5),
+        )
+    }
+
+    async fn apply(&self, proxy: &FaultProxy) {
+        match self {
+            Fault::Blackhole(d) => {
+                proxy.set_blackhole(true);
+                tokio::time::sleep(*d).await;
+                proxy.set_blackhole(false);
+            }
+            Fault::Resets { every, times } => {
+                for _ in 0..*times {
+                    proxy.reset_all();
+                    tokio::time::sleep(*every).await;
+                }
+            }
+            Fault::Latency { delay, lasting } => {
+                proxy.set_latency(*delay, *delay / 10);
+                tokio::time::sleep(*lasting).await;
+                proxy.clear();
+            }
+            Fault::ServerRestart(service) => {
+                crate::restart::bounce(service, Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// What one fault run found.
+#[derive(Debug, Clone)]
+pub struct FaultRun {
+    /// The fault's name.
+    pub fault: String,
+    /// From the end of the fault to the next record at the destination.
+    pub recovered_after: Duration,
+    /// Restarts the supervisor made.
+    pub restarts: u32,
+    /// Records the source emitted: every value of `0..emitted`, each once (replays after a
+    /// restart not counted).
+    pub emitted: u64,
+}
+
+impl FaultRun {
+    /// One line for the fault table.
+    pub fn report(&self, connector: &str) -> String {
+        format!(
+            "FAULT {connector} | {} | ok: nothing lost | recovered after {:.1}s | {} restart(s) | {} records",
+            self.fault,
+            self.recovered_after.as_secs_f64(),
+            self.restarts,
+            self.emitted
+        )
+    }
+}
+
+/// Runs a sequence job (`rate` records per second, checkpoints every 500 ms, restarts after
+/// 200 ms growing to 2 s) into the sink `sink()` — which reaches its server through `proxy` —,
+/// applies `fault` once `delivered()` (a count at the destination) passed 200, waits for the
+/// destination to grow again, runs two more seconds and stops gracefully. Panics when the job
+/// fails or stalls; the caller then checks the destination against `0..emitted`.
+pub async fn sink_under_fault<S, MS, D, DF>(
+    name: &str,
+    proxy: &FaultProxy,
+    fault: Fault,
+    rate: u64,
+    sink: MS,
+    delivered: D,
+) -> FaultRun
+where
+    S: SinkFunction<u64> + 'static,
+    MS: Fn() -> S + Clone + Send + 'static,
+    D: Fn() -> DF,
+    DF: Future<Output = u64>,
+{
+    let backend = MemoryStateBackend::new();
+    let emitted = Arc::new(AtomicU64::new(0));
+    let build = {
+        let (name, emitted) = (name.to_owned(), Arc::clone(&emitted));
+        move || {
+            let sink = sink.clone();
+            let job = Pipeline::new(name.as_str())
+                .checkpointing(
+                    CheckpointConfig::new(Duration::from_millis(500), Arc::new(backend.clone()))
+                        .with_timeout(Duration::from_secs(300)),
+                )
+                .restart_strategy(RestartStrategy::ExponentialDelay {
+                    initial: Duration::from_millis(200),
+                    max: Duration::from_secs(2),
+                    multiplier: 2.0,
+                    jitter: 0.1,
+                    reset_after: Duration::from_secs(60),
+                    max_attempts: Some(60),
+                })
+                .source("seq", 1, |i| {
+                    crate::SequenceSource::new(i, 1, None, Arc::default())
+                        .paced(rate)
+                        .track_next(Arc::clone(&emitted))
+                })
+                .sink("sink", 1, move |_| sink());
+            async move { job }
+        }
+    };
+    let supervisor = Supervisor::new(build).await.expect("the job builds");
+    let handle = supervisor.handle();
+    let running = tokio::spawn(supervisor.run());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let wait_past = |n: u64, what: &'static str| {
+        let delivered = &delivered;
+        let running = &running;
+        async move {
+            loop {
+                let got = delivered().await;
+                if got > n {
+                    return got;
+                }
+                assert!(
+                    !running.is_finished(),
+                    "{what}: the job ended (at {got} delivered)"
+                );
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: stuck at {got} delivered"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    wait_past(200, "before the fault").await;
+    fault.apply(proxy).await;
+    let ended = Instant::now();
+    let at_end = delivered().await;
+    wait_past(at_end, "after the fault").await;
+    let recovered_after = ended.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    handle.stop();
+    let summary = tokio::time::timeout(Duration::from_secs(120), running)
+        .await
+        .expect("the job stops within two minutes")
+        .expect("the job task")
+        .unwrap_or_else(|e| panic!("{name} under {}: the job failed: {e}", fault.name()));
+    FaultRun {
+        fault: fault.name(),
+        recovered_after,
+        restarts: summary.restarts,
+        emitted: emitted.load(Ordering::SeqCst),
+    }
+}
