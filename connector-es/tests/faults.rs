@@ -1,0 +1,89 @@
+//! Network faults and a node restart between the Elasticsearch sink and the node, through the
+//! testkit's fault proxy: a blackhole mid-stream, connection resets every two seconds, 200 ms
+//! latency, the node restarted. The job keeps running or restarts itself and ends with every
+//! record a document (ids are the sequence numbers, so a replay overwrites). Alone in this
+//! file: it restarts the node.
+
+use std::time::Duration;
+
+use elasticsearch::http::transport::Transport;
+use elasticsearch::indices::IndicesRefreshParts;
+use elasticsearch::{CountParts, Elasticsearch};
+use rivus_connector_es::EsSink;
+use rivus_testkit::fault_proxy::FaultProxy;
+use rivus_testkit::faults::{sink_under_fault, Fault};
+use rivus_testkit::services::{require, unique_name, Service};
+use serde_json::{json, Value};
+
+/// Documents in `index` (after a refresh), retried while the node is away.
+async fn count(url: &str, index: &str) -> u64 {
+    let c = Elasticsearch::new(Transport::single_node(url).unwrap());
+    loop {
+        let got = async {
+            c.indices()
+                .refresh(IndicesRefreshParts::Index(&[index]))
+                .send()
+                .await
+                .ok()?;
+            let r = c.count(CountParts::Index(&[index])).send().await.ok()?;
+            if !r.status_code().is_success() {
+                // The index is created by the first bulk request.
+                return Some(0);
+            }
+            r.json::<Value>().await.ok()?["count"].as_u64()
+        };
+        if let Ok(Some(n)) = tokio::time::timeout(Duration::from_secs(5), got).await {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sink_rides_out_network_faults_and_a_node_restart() {
+    let Some(url) = require(Service::Elasticsearch) else {
+        return;
+    };
+    let (proxy, proxied) = FaultProxy::in_front_of(&url).await.unwrap();
+    for fault in Fault::table(Fault::blackhole_from_env(), "elasticsearch") {
+        let index = unique_name("faults");
+        let sink = {
+            let (proxied, index) = (proxied.clone(), index.clone());
+            move || {
+                let index = index.clone();
+                EsSink::builder(&proxied)
+                    .max_actions(200)
+                    .backoff(rivus_testkit::restart::outage_backoff())
+                    .build(move |n: &u64, idx| {
+                        idx.index(&index, Some(n.to_string()), json!({"n": n}));
+                        Ok(())
+                    })
+                    .unwrap()
+            }
+        };
+        let run = sink_under_fault(
+            "faults-elasticsearch",
+            &proxy,
+            fault.clone(),
+            2_000,
+            sink,
+            || {
+                let (url, index) = (url.clone(), index.clone());
+                async move { count(&url, &index).await }
+            },
+        )
+        .await;
+        proxy.clear();
+        // Ids are 0..emitted: as many documents as records means every one is there.
+        let n = count(&url, &index).await;
+        assert_eq!(
+            n, run.emitted,
+            "elasticsearch under {}: every record a document",
+            run.fault
+        );
+        eprintln!(
+            "{}",
+            run.report("elasticsearch sink (at-least-once, idempotent ids)")
+        );
+    }
+}
