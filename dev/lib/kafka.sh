@@ -9,6 +9,10 @@
 KAFKA_PORT=${RIVUS_KAFKA_PORT:-9092}
 KAFKA_SSL_PORT=${RIVUS_KAFKA_SSL_PORT:-9094}
 KAFKA_SASL_PORT=${RIVUS_KAFKA_SASL_PORT:-9095}
+# A plaintext listener advertised at another port, where a fault-injecting proxy of a test
+# listens and forwards to it: clients that bootstrap through the proxy stay behind it.
+KAFKA_PROXIED_PORT=${RIVUS_KAFKA_PROXIED_PORT:-9096}
+KAFKA_PROXY_PORT=${RIVUS_KAFKA_PROXY_PORT:-9097}
 KAFKA_SASL_USERNAME=rivus
 KAFKA_SASL_PASSWORD=rivus-kafka-pw
 KAFKA_GUEST_USERNAME=guest
@@ -32,7 +36,7 @@ kafka_probe() { "$JAVA_BIN" -Xmx128m -cp "$KAFKA_JARS/*:$KAFKA_PROBE" Probe "127
 # Answers on the plaintext listener, and runs with today's listeners (a broker started by an
 # older checkout lacks the secured ones and is restarted).
 kafka_check() {
-  grep -q "SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT" "$(svc_dir kafka)/server.properties" 2>/dev/null \
+  grep -q "PROXIED://127.0.0.1:$KAFKA_PROXY_PORT" "$(svc_dir kafka)/server.properties" 2>/dev/null \
     && kafka_probe | grep -q '^kafka '
 }
 
@@ -49,6 +53,7 @@ kafka_version() { ls "$KAFKA_JARS" | sed -n 's/^kafka_2.13-\(.*\)\.jar$/\1/p'; }
 kafka_address() { echo "127.0.0.1:$KAFKA_PORT"; }
 kafka_ssl_address() { echo "127.0.0.1:$KAFKA_SSL_PORT"; }
 kafka_sasl_address() { echo "127.0.0.1:$KAFKA_SASL_PORT"; }
+kafka_proxied_address() { echo "127.0.0.1:$KAFKA_PROXIED_PORT"; }
 
 kafka_log() { echo "$(svc_dir kafka)/logs/server.log"; }
 
@@ -64,11 +69,11 @@ kafka_start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$((KAFKA_PORT + 1))
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$((KAFKA_PORT + 1)),SSL://127.0.0.1:$KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$((KAFKA_PORT + 1)),SSL://127.0.0.1:$KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,PROXIED:PLAINTEXT
 ssl.keystore.type=PEM
 ssl.keystore.location=$d/server.pem
 ssl.truststore.type=PEM

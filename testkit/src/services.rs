@@ -20,6 +20,10 @@ pub enum Service {
     /// The same broker's SASL_SSL listener (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN; see
     /// [`kafka_sasl_user`]), `RIVUS_KAFKA_SASL_BOOTSTRAP`, default `127.0.0.1:9095`.
     KafkaSasl,
+    /// The same broker's plaintext listener that advertises the port of a test's fault proxy
+    /// ([`kafka_proxy_addr`]), `RIVUS_KAFKA_PROXIED_LISTENER`, default `127.0.0.1:9096`:
+    /// a client bootstrapping through a proxy there stays behind it.
+    KafkaProxied,
     /// Elasticsearch/OpenSearch, `RIVUS_ES_URL`, default `http://127.0.0.1:9200`.
     Elasticsearch,
     /// RabbitMQ, `RIVUS_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
@@ -54,6 +58,7 @@ impl Service {
             Service::Kafka => "RIVUS_KAFKA_BOOTSTRAP",
             Service::KafkaSsl => "RIVUS_KAFKA_SSL_BOOTSTRAP",
             Service::KafkaSasl => "RIVUS_KAFKA_SASL_BOOTSTRAP",
+            Service::KafkaProxied => "RIVUS_KAFKA_PROXIED_LISTENER",
             Service::Elasticsearch => "RIVUS_ES_URL",
             Service::RabbitMq => "RIVUS_AMQP_URL",
             Service::RabbitMqTls => "RIVUS_AMQPS_URL",
@@ -73,6 +78,7 @@ impl Service {
             Service::Kafka => "127.0.0.1:9092",
             Service::KafkaSsl => "127.0.0.1:9094",
             Service::KafkaSasl => "127.0.0.1:9095",
+            Service::KafkaProxied => "127.0.0.1:9096",
             Service::Elasticsearch => "http://127.0.0.1:9200",
             Service::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
             Service::RabbitMqTls => "amqps://guest:guest@127.0.0.1:5671/%2f",
@@ -122,6 +128,14 @@ pub fn tls_dir() -> std::path::PathBuf {
         Some(d) => d.into(),
         None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services/tls"),
     }
+}
+
+/// Where a fault proxy in front of [`Service::KafkaProxied`] must listen — the address that
+/// listener advertises: `RIVUS_KAFKA_PROXY_ADDR`, default `127.0.0.1:9097`.
+pub fn kafka_proxy_addr() -> std::net::SocketAddr {
+    env_or("RIVUS_KAFKA_PROXY_ADDR", "127.0.0.1:9097")
+        .parse()
+        .expect("RIVUS_KAFKA_PROXY_ADDR is host:port")
 }
 
 /// The SASL user with every right on the dev broker's SASL_SSL listener:
