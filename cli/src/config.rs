@@ -518,7 +518,14 @@ pub fn load(path: &Path) -> Result<PipelineConfig, String> {
 /// Parses the text of a pipeline file.
 pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
     let text = expand_env(raw)?;
-    let de = toml::Deserializer::parse(&text).map_err(|e| e.message().to_owned())?;
+    let de = toml::Deserializer::parse(&text).map_err(|e| match e.span() {
+        Some(span) => format!(
+            "line {}: {}",
+            text[..span.start.min(text.len())].matches('\n').count() + 1,
+            e.message()
+        ),
+        None => e.message().to_owned(),
+    })?;
     let config: PipelineConfig = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
@@ -562,6 +569,10 @@ fn refine(text: &str, path: &str, message: &str) -> String {
         .strip_prefix("unknown field `")
         .and_then(|m| m.split('`').next())
     {
+        // Outside a tagged section serde's path already ends with the field.
+        if path.rsplit('.').next() == Some(field) {
+            return path.to_owned();
+        }
         return format!("{path}.{field}");
     }
     let quoted = message.strip_prefix("unknown variant `").or_else(|| {
@@ -682,5 +693,72 @@ mod tests {
             let e = with_restart(section).unwrap_err();
             assert!(e.starts_with(path), "{section}: {e}");
         }
+    }
+
+    /// Where an error of `parse` points: a line, a field path, or the field it names.
+    fn located(e: &str) -> bool {
+        const TOP: [&str; 8] = [
+            "name",
+            "parallelism",
+            "checkpoint",
+            "restart",
+            "errors",
+            "source",
+            "transform",
+            "sink",
+        ];
+        let head = e.split(':').next().unwrap_or_default();
+        e.starts_with("line ")
+            || TOP.iter().any(|t| head.starts_with(t))
+            || e.starts_with("missing field `")
+            || e.starts_with("unknown field `")
+            || head
+                .rsplit('.')
+                .next()
+                .is_some_and(|last| e.contains(&format!("unknown field `{last}`")))
+    }
+
+    const VALID: &str =
+        "name = \"p\"\nparallelism = 2\n[checkpoint]\ninterval = \"1s\"\ndir = \"d\"\n\
+        [restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\n\
+        [errors]\npolicy = \"dead-letter\"\ndead_letter = \"x.jsonl\"\n\
+        [source]\ntype = \"generator\"\ncount = 10\n\
+        [[transform]]\ntype = \"filter\"\nfield = \"status\"\nop = \"!=\"\nvalue = \"new\"\n\
+        [sink]\ntype = \"jdbc\"\nurl = \"sqlite:x.db\"\ntable = \"t\"\n";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn any_text_is_parsed_or_refused_saying_where(text in ".{0,200}") {
+            if let Err(e) = parse(&text) {
+                proptest::prop_assert!(located(&e), "{text:?}: {e}");
+            }
+        }
+
+        #[test]
+        fn a_damaged_file_is_refused_saying_where(
+            edits in proptest::collection::vec((0usize..400, ".{0,3}"), 1..4)
+        ) {
+            let mut text = VALID.to_owned();
+            for (at, with) in edits {
+                let mut at = at % text.len();
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let end = text[at..].chars().next().map_or(at, |c| at + c.len_utf8());
+                text.replace_range(at..end, &with);
+            }
+            if let Err(e) = parse(&text) {
+                proptest::prop_assert!(located(&e), "{text:?}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let e = parse("name = \"x\"\n[source\ntype = 1\n").unwrap_err();
+        assert!(e.starts_with("line 2: "), "{e}");
+        assert!(parse(VALID).is_ok(), "{:?}", parse(VALID).err());
     }
 }

@@ -294,4 +294,37 @@ mod tests {
         let e = super::template("order:{nope}", &v).unwrap_err();
         assert!(e.to_string().contains("no field `nope`"), "{e}");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Any template over any record: filled in, or refused naming the missing field.
+        #[test]
+        fn templates_never_panic_and_name_the_missing_field(
+            template in "[a-z{}:]{0,30}",
+            fields in proptest::collection::btree_map("[a-z]{1,3}", ".{0,8}", 0..4),
+        ) {
+            let record = serde_json::Value::Object(
+                fields.iter().map(|(k, v)| (k.clone(), json!(v))).collect(),
+            );
+            match super::template(&template, &record) {
+                Ok(out) => {
+                    if !template.contains('{') {
+                        proptest::prop_assert_eq!(out, template);
+                    }
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    let missing = text
+                        .split("no field `")
+                        .nth(1)
+                        .and_then(|r| r.split('`').next())
+                        .unwrap_or_default()
+                        .to_owned();
+                    proptest::prop_assert!(template.contains(&format!("{{{missing}}}")), "{text}");
+                    proptest::prop_assert!(!fields.contains_key(&missing));
+                }
+            }
+        }
+    }
 }
