@@ -9,7 +9,7 @@ use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 
-use crate::config::{PipelineConfig, PolicyName, TransformConfig};
+use crate::config::{DeadLetterDestination, PipelineConfig, PolicyName, TransformConfig};
 use crate::counted::Counts;
 use crate::transform::Transforms;
 
@@ -55,15 +55,53 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
         PolicyName::Fail => return Ok(ErrorPolicy::Fail),
         PolicyName::Skip => None,
         PolicyName::DeadLetter if dry => None,
-        PolicyName::DeadLetter => {
-            let path = config.errors.dead_letter.as_deref().unwrap_or_default();
-            Some(Arc::new(FileDeadLetterQueue::open(path).await?))
-        }
+        PolicyName::DeadLetter => match &config.errors.destination {
+            Some(d) => Some(destination(d)?),
+            None => {
+                let path = config.errors.dead_letter.as_deref().unwrap_or_default();
+                Some(Arc::new(FileDeadLetterQueue::open(path).await?))
+            }
+        },
     };
     Ok(ErrorPolicy::DeadLetter(Arc::new(CountingQueue {
         inner,
         counts: Arc::clone(counts),
     })))
+}
+
+/// The dead-letter queue of `[errors.destination]` (connecting at the first letter).
+fn destination(d: &DeadLetterDestination) -> Result<Arc<dyn DeadLetterQueue>> {
+    const PATH: &str = "errors.destination";
+    Ok(match d {
+        DeadLetterDestination::Kafka {
+            bootstrap_servers,
+            topic,
+            tls,
+            sasl,
+            properties,
+        } => {
+            let props =
+                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties);
+            Arc::new(rivus_connector_kafka::KafkaDeadLetterQueue::new(
+                props, topic, PATH,
+            )?)
+        }
+        DeadLetterDestination::Rabbitmq { uri, tls, queue } => {
+            let amqp = rivus_connector_rabbitmq::AmqpConfig {
+                tls: tls.clone(),
+                ..rivus_connector_rabbitmq::AmqpConfig::new(uri)
+            };
+            Arc::new(rivus_connector_rabbitmq::RabbitDeadLetterQueue::new(
+                amqp, queue, PATH,
+            )?)
+        }
+        DeadLetterDestination::Redis { url, tls, stream } => {
+            let endpoint = crate::endpoints::redis_endpoint(url, false, tls);
+            Arc::new(rivus_connector_redis::RedisDeadLetterQueue::new(
+                endpoint, stream, PATH,
+            )?)
+        }
+    })
 }
 
 /// Builds the job. With `dry`, nothing is created or contacted (validation): no dead-letter

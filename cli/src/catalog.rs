@@ -13,6 +13,12 @@ pub struct Entry {
 pub const CATALOG: &[Entry] = &[
     Entry {
         role: "source",
+        name: "dead-letters",
+        guarantee: "exactly-once",
+        options: "path (a dead-letter file), connector (only its letters); payloads parsed as JSON",
+    },
+    Entry {
+        role: "source",
         name: "generator",
         guarantee: "exactly-once",
         options: "count (unbounded if absent), rate (records/s per subtask), users (50)",

@@ -93,6 +93,15 @@ async fn redis(endpoint: rivus_connector_redis::Endpoint) -> Result<String, Stri
 pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
     let mut out = Vec::new();
     let source = match &config.source {
+        SourceConfig::DeadLetters { path, .. } => Reach {
+            role: "source",
+            kind: "dead-letters",
+            address: path.clone(),
+            outcome: match std::fs::metadata(path) {
+                Ok(m) => Ok(format!("{} bytes", m.len())),
+                Err(e) => Err(format!("cannot read: {e}")),
+            },
+        },
         SourceConfig::Generator { .. } => Reach {
             role: "source",
             kind: "generator",

@@ -155,6 +155,38 @@ pub struct ErrorsSection {
     pub policy: PolicyName,
     /// The dead-letter file (JSON lines), for `dead-letter`.
     pub dead_letter: Option<String>,
+    /// Or a dead-letter destination in Kafka, RabbitMQ or Redis, for `dead-letter`.
+    pub destination: Option<DeadLetterDestination>,
+}
+
+/// `[errors.destination]`, by `type`: where dead letters go instead of a file. Each letter is
+/// confirmed by the destination before the record counts as done.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum DeadLetterDestination {
+    /// A Kafka topic (acks=all, idempotent producer).
+    Kafka {
+        bootstrap_servers: String,
+        topic: String,
+        tls: Option<TlsFiles>,
+        sasl: Option<SaslAuth>,
+        #[serde(default)]
+        properties: BTreeMap<String, String>,
+    },
+    /// A RabbitMQ queue (persistent messages, publisher confirms); the queue must exist.
+    Rabbitmq {
+        uri: String,
+        #[serde(default)]
+        tls: TlsFiles,
+        queue: String,
+    },
+    /// A Redis stream (`XADD`).
+    Redis {
+        url: String,
+        #[serde(default)]
+        tls: TlsFiles,
+        stream: String,
+    },
 }
 
 /// The error policies by name.
@@ -174,6 +206,14 @@ pub enum PolicyName {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SourceConfig {
+    /// The records of a dead-letter file, payloads parsed as JSON (replaying what was
+    /// rejected once the cause is fixed).
+    DeadLetters {
+        /// The dead-letter file (JSON lines).
+        path: String,
+        /// Only the letters of this connector (`kafka`, `rabbitmq`, `redis-streams`, ...).
+        connector: Option<String>,
+    },
     /// Built-in generator of order-like records.
     Generator {
         /// Records to emit; unbounded when absent.
@@ -545,8 +585,22 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
             e => e.to_string(),
         })?;
     }
-    if config.errors.policy == PolicyName::DeadLetter && config.errors.dead_letter.is_none() {
-        return Err("errors.dead_letter: the dead-letter policy needs a file".into());
+    if config.errors.policy == PolicyName::DeadLetter {
+        match (&config.errors.dead_letter, &config.errors.destination) {
+            (None, None) => {
+                return Err(
+                    "errors.dead_letter: the dead-letter policy needs a file (or an \
+                     errors.destination)"
+                        .into(),
+                )
+            }
+            (Some(_), Some(_)) => {
+                return Err(
+                    "errors.destination: give either a dead_letter file or a destination".into(),
+                )
+            }
+            _ => {}
+        }
     }
     for (i, t) in config.transforms.iter().enumerate() {
         if let TransformConfig::Filter { op, value, .. } = t {

@@ -14,6 +14,7 @@ mod config;
 mod counted;
 mod endpoints;
 mod generator;
+mod replay;
 mod sinks;
 mod sources;
 mod status;
@@ -253,6 +254,7 @@ fn out(text: &str) {
 
 fn source_name(c: &PipelineConfig) -> &'static str {
     match c.source {
+        config::SourceConfig::DeadLetters { .. } => "dead-letters",
         config::SourceConfig::Generator { .. } => "generator",
         config::SourceConfig::Jdbc { .. } => "jdbc",
         config::SourceConfig::Kafka { .. } => "kafka",

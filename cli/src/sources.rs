@@ -23,6 +23,16 @@ pub fn attach(
 ) -> Result<(Stream<Value>, Option<u64>)> {
     let p = config.parallelism;
     Ok(match &config.source {
+        SourceConfig::DeadLetters { path, connector } => {
+            let stream = pipeline.source("source", p, |i| crate::replay::DeadLetterReplay {
+                path: path.clone(),
+                connector: connector.clone(),
+                policy: policy.clone(),
+                subtask: i,
+                parallelism: p,
+            });
+            (stream, None)
+        }
         SourceConfig::Generator { count, rate, users } => {
             let gen = Generator {
                 count: *count,

@@ -19,12 +19,14 @@
 pub mod assign;
 pub mod config;
 pub mod connect;
+mod dead_letters;
 pub mod record;
 pub mod security;
 mod sink;
 mod source;
 
 pub use config::KafkaProperties;
+pub use dead_letters::KafkaDeadLetterQueue;
 pub use record::{
     KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
 };

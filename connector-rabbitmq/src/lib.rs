@@ -13,9 +13,11 @@
 //!   error policy.
 
 mod config;
+mod dead_letters;
 mod sink;
 mod source;
 
 pub use config::AmqpConfig;
+pub use dead_letters::RabbitDeadLetterQueue;
 pub use sink::{OutMessage, RabbitSink, RabbitSinkBuilder};
 pub use source::{RabbitMessage, RabbitSource, RabbitSourceBuilder, RabbitSourceState};

@@ -16,12 +16,14 @@
 
 mod command;
 mod connection;
+mod dead_letters;
 mod pubsub;
 mod sink;
 mod streams;
 
 pub use command::RedisCommand;
 pub use connection::{Endpoint, RedisConnection};
+pub use dead_letters::RedisDeadLetterQueue;
 pub use pubsub::PubSubSource;
 pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};

@@ -1,0 +1,77 @@
+//! The `dead-letters` source: reads a dead-letter file back and emits each letter's payload
+//! (parsed as JSON) into the pipeline — the way to replay rejected records once the cause is
+//! fixed. Its position (the next line) is checkpointed, so a replay that stops resumes where it
+//! was, without repeats. A payload that still is not JSON goes to the error policy again, as a
+//! letter with the original position.
+
+use serde_json::Value;
+
+use rivus_core::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+
+/// Subtask `subtask` of `parallelism` replays lines `n` with `n % parallelism == subtask`.
+#[derive(Debug, Clone)]
+pub struct DeadLetterReplay {
+    pub path: String,
+    /// Only letters of this connector (`kafka`, `redis-streams`, ...), when set.
+    pub connector: Option<String>,
+    pub policy: ErrorPolicy,
+    pub subtask: usize,
+    pub parallelism: usize,
+}
+
+#[async_trait]
+impl RichFunction for DeadLetterReplay {}
+
+#[async_trait]
+impl SourceFunction for DeadLetterReplay {
+    type Out = Value;
+    /// The next line to read (0-based).
+    type State = u64;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<Value, u64>) -> Result<()> {
+        let text = tokio::fs::read_to_string(&self.path)
+            .await
+            .map_err(|e| Error::io(format!("source.path: reading {}", self.path), e))?;
+        let handler = ErrorHandler::new(
+            self.policy.clone(),
+            format!("dead-letters[{}]", self.subtask),
+        )
+        .connector("dead-letters");
+        let lines: Vec<&str> = text.lines().collect();
+        let mut next = *ctx.state() as usize;
+        while next < lines.len() && !ctx.is_stopping() {
+            let n = next;
+            next += 1;
+            *ctx.state_mut() = next as u64;
+            if n % self.parallelism != self.subtask || lines[n].trim().is_empty() {
+                continue;
+            }
+            let letter = DeadLetter::from_json(lines[n].as_bytes()).map_err(|e| Error::Record {
+                position: format!("{}:{}", self.path, n + 1),
+                reason: format!("not a dead letter: {e}"),
+            })?;
+            if self
+                .connector
+                .as_deref()
+                .is_some_and(|c| c != letter.connector)
+            {
+                continue;
+            }
+            match serde_json::from_slice::<Value>(&letter.payload) {
+                Ok(v) => ctx.collect(v).await?,
+                Err(e) => {
+                    let reason = format!("still not JSON: {e} (first: {})", letter.reason);
+                    handler
+                        .handle_fields(&letter.position, reason, &letter.payload, letter.fields)
+                        .await?
+                }
+            }
+        }
+        Ok(())
+    }
+}

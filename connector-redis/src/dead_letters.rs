@@ -1,0 +1,71 @@
+//! A dead-letter destination in Redis: each letter is an entry of a stream (`XADD`), with the
+//! fields `position`, `reason` and `letter` (the JSON of
+//! [`DeadLetter`](rivus_core::error_policy::DeadLetter)); `send` returns once the server
+//! answered the `XADD`, so the letter is stored (as durably as the server's persistence
+//! settings make it) before the checkpoint that passes the record.
+
+use async_trait::async_trait;
+use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
+use rivus_core::{Error, Result};
+use tokio::sync::OnceCell;
+
+use crate::connection::{Endpoint, RedisConnection};
+
+/// Writes dead letters to a Redis stream.
+pub struct RedisDeadLetterQueue {
+    endpoint: Endpoint,
+    stream: String,
+    conn: OnceCell<RedisConnection>,
+}
+
+impl std::fmt::Debug for RedisDeadLetterQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisDeadLetterQueue")
+            .field("endpoint", &self.endpoint.describe())
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+impl RedisDeadLetterQueue {
+    /// Letters to `stream` on `endpoint`; it connects at the first letter (and reconnects by
+    /// itself after). `path` names the settings in errors.
+    pub fn new(endpoint: Endpoint, stream: impl Into<String>, path: &str) -> Result<Self> {
+        let stream = stream.into();
+        if stream.is_empty() {
+            return Err(Error::config(format!("{path}.stream"), "must not be empty"));
+        }
+        Ok(RedisDeadLetterQueue {
+            endpoint,
+            stream,
+            conn: OnceCell::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl DeadLetterQueue for RedisDeadLetterQueue {
+    async fn send(&self, letter: DeadLetter) -> Result<()> {
+        let conn = self
+            .conn
+            .get_or_try_init(|| self.endpoint.connect("dead_letter", true))
+            .await?;
+        let mut conn = conn.clone();
+        let json = letter.to_json();
+        redis::cmd("XADD")
+            .arg(&self.stream)
+            .arg("*")
+            .arg("position")
+            .arg(&letter.position)
+            .arg("reason")
+            .arg(&letter.reason)
+            .arg("letter")
+            .arg(json)
+            .query_async::<String>(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                crate::redis_error(format!("redis dead-letter stream `{}`", self.stream), &e)
+            })
+    }
+}
