@@ -1,6 +1,7 @@
 //! Network and server faults under a running job: a paced, checkpointed sequence job writes
-//! into a connector's sink (or reads through a connector's source) via a [`FaultProxy`] in
-//! front of the real server, under a [`Supervisor`](rivus_core::Supervisor); a [`Fault`] is
+//! into a connector's sink ([`sink_under_fault`]), or a job reads through a connector's source
+//! while the test keeps writing to the server ([`source_under_fault`]), via a [`FaultProxy`]
+//! in front of the real server, under a [`Supervisor`](rivus_core::Supervisor); a [`Fault`] is
 //! applied mid-stream; the run measures how long the job took to make progress again and
 //! hands the caller what it must find at the destination.
 //!
@@ -131,6 +132,52 @@ impl FaultRun {
     }
 }
 
+/// The restart strategy of fault runs: 200 ms growing to 2 s, at most 60 in a row.
+fn strategy() -> RestartStrategy {
+    RestartStrategy::ExponentialDelay {
+        initial: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+        multiplier: 2.0,
+        jitter: 0.1,
+        reset_after: Duration::from_secs(60),
+        max_attempts: Some(60),
+    }
+}
+
+fn checkpoints(backend: &MemoryStateBackend) -> CheckpointConfig {
+    CheckpointConfig::new(Duration::from_millis(500), Arc::new(backend.clone()))
+        .with_timeout(Duration::from_secs(300))
+}
+
+/// Polls `delivered()` until it passes `n`; panics when the job ended or after the deadline.
+async fn wait_past<D, DF, R>(
+    delivered: &D,
+    running: &tokio::task::JoinHandle<R>,
+    n: u64,
+    deadline: Instant,
+    what: &str,
+) -> u64
+where
+    D: Fn() -> DF,
+    DF: Future<Output = u64>,
+{
+    loop {
+        let got = delivered().await;
+        if got > n {
+            return got;
+        }
+        assert!(
+            !running.is_finished(),
+            "{what}: the job ended (at {got} delivered)"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{what}: stuck at {got} delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Runs a sequence job (`rate` records per second, checkpoints every 500 ms, restarts after
 /// 200 ms growing to 2 s) into the sink `sink()` — which reaches its server through `proxy` —,
 /// applies `fault` once `delivered()` (a count at the destination) passed 200, waits for the
@@ -157,18 +204,8 @@ where
         move || {
             let sink = sink.clone();
             let job = Pipeline::new(name.as_str())
-                .checkpointing(
-                    CheckpointConfig::new(Duration::from_millis(500), Arc::new(backend.clone()))
-                        .with_timeout(Duration::from_secs(300)),
-                )
-                .restart_strategy(RestartStrategy::ExponentialDelay {
-                    initial: Duration::from_millis(200),
-                    max: Duration::from_secs(2),
-                    multiplier: 2.0,
-                    jitter: 0.1,
-                    reset_after: Duration::from_secs(60),
-                    max_attempts: Some(60),
-                })
+                .checkpointing(checkpoints(&backend))
+                .restart_strategy(strategy())
                 .source("seq", 1, |i| {
                     crate::SequenceSource::new(i, 1, None, Arc::default())
                         .paced(rate)
@@ -182,32 +219,11 @@ where
     let handle = supervisor.handle();
     let running = tokio::spawn(supervisor.run());
     let deadline = Instant::now() + Duration::from_secs(120);
-    let wait_past = |n: u64, what: &'static str| {
-        let delivered = &delivered;
-        let running = &running;
-        async move {
-            loop {
-                let got = delivered().await;
-                if got > n {
-                    return got;
-                }
-                assert!(
-                    !running.is_finished(),
-                    "{what}: the job ended (at {got} delivered)"
-                );
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: stuck at {got} delivered"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
-    wait_past(200, "before the fault").await;
+    wait_past(&delivered, &running, 200, deadline, "before the fault").await;
     fault.apply(proxy).await;
     let ended = Instant::now();
     let at_end = delivered().await;
-    wait_past(at_end, "after the fault").await;
+    wait_past(&delivered, &running, at_end, deadline, "after the fault").await;
     let recovered_after = ended.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     handle.stop();
@@ -221,5 +237,112 @@ where
         recovered_after,
         restarts: summary.restarts,
         emitted: emitted.load(Ordering::SeqCst),
+    }
+}
+
+/// What a source fault run found: the run, and what the job received.
+#[derive(Debug, Clone)]
+pub struct SourceFaultRun {
+    /// Fault, recovery time, restarts, and `emitted`: the records written to the server
+    /// (`0..emitted`).
+    pub run: FaultRun,
+    /// Records received more than once (at-least-once sources, restarts).
+    pub duplicates: usize,
+}
+
+/// Runs a job reading through `source()` — which reaches its server through `proxy` — into a
+/// collecting sink (checkpoints every 500 ms, restarts after 200 ms growing to 2 s), while
+/// `produce(from, to)` writes the records `from..to` to the server directly, 100 every 50 ms.
+/// Applies `fault` once 200 arrived, waits for the next record after it, produces two more
+/// seconds, then waits until every record produced arrived and stops the job gracefully.
+/// Panics when the job fails, stalls, or loses a record.
+pub async fn source_under_fault<S, MS, P, PF>(
+    name: &str,
+    proxy: &FaultProxy,
+    fault: Fault,
+    source: MS,
+    produce: P,
+) -> SourceFaultRun
+where
+    S: SourceFunction<Out = u64> + 'static,
+    MS: Fn() -> S + Clone + Send + 'static,
+    P: Fn(u64, u64) -> PF + Send + Sync + 'static,
+    PF: Future<Output = ()> + Send,
+{
+    let backend = MemoryStateBackend::new();
+    let collected = crate::CollectingSink::<u64>::new();
+    let build = {
+        let (name, collected) = (name.to_owned(), collected.clone());
+        move || {
+            let (source, collected) = (source.clone(), collected.clone());
+            let job = Pipeline::new(name.as_str())
+                .checkpointing(checkpoints(&backend))
+                .restart_strategy(strategy())
+                .source("src", 1, move |_| source())
+                .sink("collect", 1, move |_| collected.clone());
+            async move { job }
+        }
+    };
+    let produced = Arc::new(AtomicU64::new(0));
+    let producing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let producer = {
+        let (produced, producing) = (Arc::clone(&produced), Arc::clone(&producing));
+        tokio::spawn(async move {
+            while producing.load(Ordering::SeqCst) {
+                let from = produced.load(Ordering::SeqCst);
+                produce(from, from + 100).await;
+                produced.store(from + 100, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let supervisor = Supervisor::new(build).await.expect("the job builds");
+    let handle = supervisor.handle();
+    let running = tokio::spawn(supervisor.run());
+    let distinct = || {
+        let c = collected.clone();
+        async move {
+            let mut v = c.values();
+            v.sort_unstable();
+            v.dedup();
+            v.len() as u64
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(180);
+    wait_past(&distinct, &running, 200, deadline, "before the fault").await;
+    fault.apply(proxy).await;
+    let ended = Instant::now();
+    let at_end = distinct().await;
+    wait_past(&distinct, &running, at_end, deadline, "after the fault").await;
+    let recovered_after = ended.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    producing.store(false, Ordering::SeqCst);
+    producer.await.expect("the producer");
+    let n = produced.load(Ordering::SeqCst);
+    wait_past(&distinct, &running, n - 1, deadline, "catching up").await;
+    handle.stop();
+    let summary = tokio::time::timeout(Duration::from_secs(120), running)
+        .await
+        .expect("the job stops within two minutes")
+        .expect("the job task")
+        .unwrap_or_else(|e| panic!("{name} under {}: the job failed: {e}", fault.name()));
+    let mut values = collected.values();
+    let total = values.len();
+    values.sort_unstable();
+    values.dedup();
+    assert!(
+        values == (0..n).collect::<Vec<_>>(),
+        "{name} under {}: {} distinct of {n} records received",
+        fault.name(),
+        values.len()
+    );
+    SourceFaultRun {
+        run: FaultRun {
+            fault: fault.name(),
+            recovered_after,
+            restarts: summary.restarts,
+            emitted: n,
+        },
+        duplicates: total - values.len(),
     }
 }
