@@ -178,6 +178,42 @@ where
     }
 }
 
+/// Waits for 200 records at the destination, applies `fault`, and returns the time from its
+/// end to the next record.
+async fn through_fault<D, DF, R>(
+    proxy: &FaultProxy,
+    fault: &Fault,
+    delivered: &D,
+    running: &tokio::task::JoinHandle<R>,
+    deadline: Instant,
+) -> Duration
+where
+    D: Fn() -> DF,
+    DF: Future<Output = u64>,
+{
+    wait_past(delivered, running, 200, deadline, "before the fault").await;
+    fault.apply(proxy).await;
+    let ended = Instant::now();
+    let at_end = delivered().await;
+    wait_past(delivered, running, at_end, deadline, "after the fault").await;
+    ended.elapsed()
+}
+
+/// Stops the job gracefully; panics when it failed or took more than two minutes.
+async fn stop(
+    handle: &JobHandle,
+    running: tokio::task::JoinHandle<Result<JobSummary>>,
+    name: &str,
+    fault: &Fault,
+) -> JobSummary {
+    handle.stop();
+    tokio::time::timeout(Duration::from_secs(120), running)
+        .await
+        .expect("the job stops within two minutes")
+        .expect("the job task")
+        .unwrap_or_else(|e| panic!("{name} under {}: the job failed: {e}", fault.name()))
+}
+
 /// Runs a sequence job (`rate` records per second, checkpoints every 500 ms, restarts after
 /// 200 ms growing to 2 s) into the sink `sink()` — which reaches its server through `proxy` —,
 /// applies `fault` once `delivered()` (a count at the destination) passed 200, waits for the
@@ -219,19 +255,9 @@ where
     let handle = supervisor.handle();
     let running = tokio::spawn(supervisor.run());
     let deadline = Instant::now() + Duration::from_secs(120);
-    wait_past(&delivered, &running, 200, deadline, "before the fault").await;
-    fault.apply(proxy).await;
-    let ended = Instant::now();
-    let at_end = delivered().await;
-    wait_past(&delivered, &running, at_end, deadline, "after the fault").await;
-    let recovered_after = ended.elapsed();
+    let recovered_after = through_fault(proxy, &fault, &delivered, &running, deadline).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    handle.stop();
-    let summary = tokio::time::timeout(Duration::from_secs(120), running)
-        .await
-        .expect("the job stops within two minutes")
-        .expect("the job task")
-        .unwrap_or_else(|e| panic!("{name} under {}: the job failed: {e}", fault.name()));
+    let summary = stop(&handle, running, name, &fault).await;
     FaultRun {
         fault: fault.name(),
         recovered_after,
@@ -309,23 +335,13 @@ where
         }
     };
     let deadline = Instant::now() + Duration::from_secs(180);
-    wait_past(&distinct, &running, 200, deadline, "before the fault").await;
-    fault.apply(proxy).await;
-    let ended = Instant::now();
-    let at_end = distinct().await;
-    wait_past(&distinct, &running, at_end, deadline, "after the fault").await;
-    let recovered_after = ended.elapsed();
+    let recovered_after = through_fault(proxy, &fault, &distinct, &running, deadline).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     producing.store(false, Ordering::SeqCst);
     producer.await.expect("the producer");
     let n = produced.load(Ordering::SeqCst);
     wait_past(&distinct, &running, n - 1, deadline, "catching up").await;
-    handle.stop();
-    let summary = tokio::time::timeout(Duration::from_secs(120), running)
-        .await
-        .expect("the job stops within two minutes")
-        .expect("the job task")
-        .unwrap_or_else(|e| panic!("{name} under {}: the job failed: {e}", fault.name()));
+    let summary = stop(&handle, running, name, &fault).await;
     let mut values = collected.values();
     let total = values.len();
     values.sort_unstable();
