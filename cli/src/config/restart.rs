@@ -1,0 +1,104 @@
+//! `[restart]`: the restart strategy of a pipeline file, read into core's
+//! [`RestartStrategy`](rivus_core::RestartStrategy).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration;
+
+/// `[restart]`, by `strategy`: how the job restarts from its newest checkpoint after a failure
+/// that a restart may fix.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "strategy", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum RestartSection {
+    /// Waits growing from `initial_delay` by `multiplier` up to `max_delay`, ± `jitter`; a run
+    /// that lasted `reset_after` starts again at `initial_delay`.
+    ExponentialDelay {
+        #[serde(default = "one_second", deserialize_with = "duration")]
+        initial_delay: Duration,
+        #[serde(default = "one_minute", deserialize_with = "duration")]
+        max_delay: Duration,
+        #[serde(default = "one_and_a_half")]
+        multiplier: f64,
+        #[serde(default = "a_tenth")]
+        jitter: f64,
+        #[serde(default = "one_hour", deserialize_with = "duration")]
+        reset_after: Duration,
+        /// Restarts in a row before giving up (unlimited when absent).
+        max_attempts: Option<u32>,
+    },
+    /// `delay` before each restart, at most `max_attempts` restarts.
+    FixedDelay {
+        #[serde(default = "one_second", deserialize_with = "duration")]
+        delay: Duration,
+        max_attempts: u32,
+    },
+    /// Restart after `delay` unless more than `max_failures` failed within `interval`.
+    FailureRate {
+        max_failures: u32,
+        #[serde(deserialize_with = "duration")]
+        interval: Duration,
+        #[serde(default = "one_second", deserialize_with = "duration")]
+        delay: Duration,
+    },
+    /// Never restart.
+    None,
+}
+
+fn one_second() -> Duration {
+    Duration::from_secs(1)
+}
+fn one_minute() -> Duration {
+    Duration::from_secs(60)
+}
+fn one_hour() -> Duration {
+    Duration::from_secs(3600)
+}
+fn one_and_a_half() -> f64 {
+    1.5
+}
+fn a_tenth() -> f64 {
+    0.1
+}
+
+impl RestartSection {
+    /// The core strategy these settings describe.
+    pub fn strategy(&self) -> rivus_core::RestartStrategy {
+        use rivus_core::RestartStrategy as S;
+        match *self {
+            RestartSection::ExponentialDelay {
+                initial_delay,
+                max_delay,
+                multiplier,
+                jitter,
+                reset_after,
+                max_attempts,
+            } => S::ExponentialDelay {
+                initial: initial_delay,
+                max: max_delay,
+                multiplier,
+                jitter,
+                reset_after,
+                max_attempts,
+            },
+            RestartSection::FixedDelay {
+                delay,
+                max_attempts,
+            } => S::FixedDelay {
+                delay,
+                max_attempts,
+            },
+            RestartSection::FailureRate {
+                max_failures,
+                interval,
+                delay,
+            } => S::FailureRate {
+                max_failures,
+                interval,
+                delay,
+            },
+            RestartSection::None => S::None,
+        }
+    }
+}
