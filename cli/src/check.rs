@@ -6,7 +6,7 @@ use std::time::Duration;
 use rivus_connector_es::{EsAuth, EsConfig};
 use rivus_core::secrets::redact_url;
 
-use crate::config::{PipelineConfig, SinkConfig, SourceConfig};
+use crate::config::{DeadLetterDestination, PipelineConfig, SinkConfig, SourceConfig};
 
 /// One endpoint's result.
 pub struct Reach {
@@ -223,5 +223,39 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
         },
     };
     out.push(sink);
+    if let Some(d) = &config.errors.destination {
+        out.push(dead_letters(d).await);
+    }
     out
+}
+
+/// The dead-letter destination's reach (role `dead letters`).
+async fn dead_letters(d: &DeadLetterDestination) -> Reach {
+    match d {
+        DeadLetterDestination::Kafka {
+            bootstrap_servers,
+            tls,
+            sasl,
+            properties,
+            ..
+        } => {
+            kafka(
+                "dead letters",
+                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties),
+            )
+            .await
+        }
+        DeadLetterDestination::Rabbitmq { uri, tls, .. } => Reach {
+            role: "dead letters",
+            kind: "rabbitmq",
+            address: redact_url(uri),
+            outcome: rabbitmq(uri, tls).await,
+        },
+        DeadLetterDestination::Redis { url, tls, .. } => Reach {
+            role: "dead letters",
+            kind: "redis",
+            address: redact_url(url),
+            outcome: redis(crate::endpoints::redis_endpoint(url, false, tls)).await,
+        },
+    }
 }

@@ -311,6 +311,15 @@ async fn bad_records_from_every_source_keep_their_content_and_can_be_replayed() 
             ),
         ),
     );
+    let check = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["check", &file])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success() && said.contains("dead letters rabbitmq (amqp://guest:<redacted>@"),
+        "check reaches the dead-letter destination: {said}"
+    );
     let want = bad_payloads().len() as u64 + 1;
     run_until(rivus(dir.path(), &file), || {
         let (amqp, dlq, pg_url, table) = (amqp.clone(), dlq.clone(), pg_url.clone(), table.clone());
