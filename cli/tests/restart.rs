@@ -22,6 +22,17 @@ async fn rows(pg: &mut sqlx::PgConnection, table: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// The Prometheus text served at `addr`.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_to_postgres_restarts_itself_across_two_database_restarts() {
     use sqlx::Connection;
@@ -74,8 +85,15 @@ async fn kafka_to_postgres_restarts_itself_across_two_database_restarts() {
     );
     let mut pg = sqlx::PgConnection::connect(&pg_url).await.unwrap();
     let started = Instant::now();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics_addr = format!("127.0.0.1:{port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", &job, "--status-interval", "1s"])
+        .args(["--metrics-addr", &metrics_addr])
         .current_dir(dir.path())
         .env("RUST_LOG", "warn,rivus::status=info")
         .stdout(Stdio::piped())
@@ -113,6 +131,18 @@ async fn kafka_to_postgres_restarts_itself_across_two_database_restarts() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         recoveries.push(back.elapsed());
+        if bounce == 1 {
+            // Mid-stream, after the first restart: it is counted in the metrics.
+            assert!(child.try_wait().unwrap().is_none(), "still running");
+            let text = scrape(&metrics_addr);
+            let restarts: f64 = text
+                .lines()
+                .find(|l| l.starts_with("rivus_job_restarts_total{job=\"heal\"}"))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            assert!(restarts >= 1.0, "rivus_job_restarts_total: {text}");
+        }
     }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
