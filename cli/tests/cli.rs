@@ -84,7 +84,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
     let cases: &[(&str, &str)] = &[
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\ncoutn = 3\n[sink]\ntype = \"stdout\"\n",
-            "source: unknown field `coutn`",
+            "source.coutn: unknown field `coutn`",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"jdbc\"\nurl = \"sqlite:x.db\"\n[sink]\ntype = \"stdout\"\n",
@@ -100,7 +100,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"mongo\"\n[sink]\ntype = \"stdout\"\n",
-            "source.type: unknown variant `mongo`, expected one of `generator`, `jdbc`, `kafka`",
+            "source.type: unknown variant `mongo`, expected one of `dead-letters`, `generator`, `jdbc`, `kafka`",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"${RIVUS_TEST_NOT_SET}\"\ntable = \"t\"\n",
@@ -128,7 +128,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"rabbitmq\"\nuri = \"amqps://127.0.0.1:5671/%2f\"\nrouting_key = \"q\"\ntls = { cafile = \"ca.pem\" }\n",
-            "sink: unknown field `cafile`, expected one of `ca_file`",
+            "sink.tls.cafile: unknown field `cafile`, expected one of `ca_file`",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9092\"\ntopics = []\n[sink]\ntype = \"stdout\"\n",
@@ -151,6 +151,20 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
             "`sink.jdbc.tls`: SQLite is a local file",
         ),
     ];
+    let cases = [
+        cases,
+        &[
+            (
+                "name = \"t\"\n[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 2\ndelya = \"1s\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+                "restart.delya: unknown field `delya`",
+            ),
+            (
+                "name = \"t\"\n[errors]\npolicy = \"dead-letter\"\ndestination = { type = \"kafka\", bootstrap_servers = \"h:1\", topik = \"x\" }\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+                "errors.destination.topik: unknown field `topik`",
+            ),
+        ][..],
+    ]
+    .concat();
     for (i, (config, expected)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("case{i}.toml"));
         std::fs::write(&file, config).unwrap();
@@ -405,6 +419,7 @@ fn connectors_lists_every_connector_with_its_guarantee() {
     assert!(out.status.success());
     let stdout = text(&out.stdout);
     for (role, name) in [
+        ("source", "dead-letters"),
         ("source", "generator"),
         ("source", "jdbc"),
         ("source", "kafka"),

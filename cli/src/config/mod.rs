@@ -527,53 +527,68 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
 /// name the unknown field, or find the field holding the value the error quotes (an unknown
 /// variant, a bad duration).
 fn refine(text: &str, path: &str, message: &str) -> String {
-    if let Some(field) = message
+    let unknown_field = message
         .strip_prefix("unknown field `")
-        .and_then(|m| m.split('`').next())
-    {
+        .and_then(|m| m.split('`').next());
+    if let Some(field) = unknown_field {
         // Outside a tagged section serde's path already ends with the field.
         if path.rsplit('.').next() == Some(field) {
             return path.to_owned();
         }
-        return format!("{path}.{field}");
     }
     let quoted = message.strip_prefix("unknown variant `").or_else(|| {
         message
             .strip_prefix('`')
             .filter(|_| message.contains("` is not a"))
     });
-    let Some(bad) = quoted.and_then(|m| m.split('`').next()) else {
+    let bad = quoted.and_then(|m| m.split('`').next());
+    if unknown_field.is_none() && bad.is_none() {
+        return path.to_owned();
+    }
+    let Some(node) = text
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|root| lookup(toml::Value::Table(root), path))
+    else {
         return path.to_owned();
     };
-    let Ok(root) = text.parse::<toml::Table>() else {
-        return path.to_owned();
-    };
-    let mut node = toml::Value::Table(root);
+    // The key named by the error (an unknown field) or holding the quoted value, searched
+    // through the section's nested tables (`tls = { cafile = .. }` → `sink.tls.cafile`).
+    let found = find(&node, &|k, v| match unknown_field {
+        Some(f) => k == f,
+        None => v.as_str() == bad,
+    });
+    match found {
+        Some(rest) => format!("{path}.{rest}"),
+        None => path.to_owned(),
+    }
+}
+
+/// The value at a serde path (`transform[0]`, `sink`).
+fn lookup(mut node: toml::Value, path: &str) -> Option<toml::Value> {
     for part in path.split('.') {
         let (key, index) = match part.split_once('[') {
             Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
             None => (part, None),
         };
-        let Some(next) = node.get(key).cloned() else {
-            return path.to_owned();
-        };
+        let next = node.get(key)?.clone();
         node = match index {
-            Some(i) => match next.get(i) {
-                Some(v) => v.clone(),
-                None => return path.to_owned(),
-            },
+            Some(i) => next.get(i)?.clone(),
             None => next,
         };
     }
-    let field = node.as_table().and_then(|t| {
-        t.iter()
-            .find(|(_, v)| v.as_str() == Some(bad))
-            .map(|(k, _)| k.clone())
-    });
-    match field {
-        Some(f) => format!("{path}.{f}"),
-        None => path.to_owned(),
+    Some(node)
+}
+
+/// The dotted path, below `node`, of the first key for which `hit(key, value)` holds.
+fn find(node: &toml::Value, hit: &dyn Fn(&str, &toml::Value) -> bool) -> Option<String> {
+    let table = node.as_table()?;
+    if let Some((k, _)) = table.iter().find(|(k, v)| hit(k, v)) {
+        return Some(k.clone());
     }
+    table
+        .iter()
+        .find_map(|(k, v)| find(v, hit).map(|rest| format!("{k}.{rest}")))
 }
 
 /// A TOML value as JSON.
