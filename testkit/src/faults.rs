@@ -1,7 +1,7 @@
 //! Network and server faults under a running job: a paced, checkpointed sequence job writes
 //! into a connector's sink ([`sink_under_fault`]), or a job reads through a connector's source
 //! while the test keeps writing to the server ([`source_under_fault`]), via a [`FaultProxy`]
-//! in front of the real server, under a [`Supervisor`](rivus_core::Supervisor); a [`Fault`] is
+//! in front of the real server, under a [`Supervisor`]; a [`Fault`] is
 //! applied mid-stream; the run measures how long the job took to make progress again and
 //! hands the caller what it must find at the destination.
 //!
