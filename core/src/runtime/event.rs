@@ -1,5 +1,6 @@
 //! What flows between tasks: batches of records (with an optional timestamp column),
-//! watermarks, and checkpoint barriers. The end of input is the channel closing.
+//! watermarks, checkpoint barriers, and the end of input — an explicit [`Event::End`], since a
+//! channel that closes without it closed because its upstream failed or was cancelled.
 
 use crate::context::NO_TIMESTAMP;
 
