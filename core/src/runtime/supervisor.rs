@@ -32,14 +32,14 @@ pub struct RestartStatus {
 ///
 /// ```no_run
 /// # use rivus_core::prelude::*;
-/// # use rivus_core::runtime::Supervisor;
-/// # async fn build() -> Result<Job> { unimplemented!() }
-/// # async fn demo() -> Result<()> {
-/// let supervisor = Supervisor::new(build).await?;
-/// supervisor.handle().stop_on_signals();
-/// let summary = supervisor.run().await?;
-/// println!("restarted {} times", summary.restarts);
-/// # Ok(()) }
+/// /// Runs the job that `build` makes, again after each failure a restart may fix.
+/// async fn run_healing(build: fn() -> Result<Job>) -> Result<JobSummary> {
+///     let supervisor = Supervisor::new(|| async move { build() }).await?;
+///     supervisor.handle().stop_on_signals();
+///     let summary = supervisor.run().await?;
+///     println!("restarted {} times", summary.restarts);
+///     Ok(summary)
+/// }
 /// ```
 pub struct Supervisor<B> {
     build: B,
