@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::control::Mailbox;
 use super::coordinator::Coordinator;
-use super::pipeline::Pipeline;
+use super::plan::Plan;
 use super::restart::RestartStrategy;
 use super::task::TaskEnv;
 use crate::error::{Error, Result};
@@ -23,7 +23,7 @@ use crate::guarantee::DeliveryGuarantee;
 /// once; a [`Supervisor`](super::Supervisor) builds and runs it again after a failure, as its
 /// [`RestartStrategy`] says.
 pub struct Job {
-    pipeline: Pipeline,
+    plan: Plan,
     guarantee: DeliveryGuarantee,
     restart: RestartStrategy,
     stop: watch::Sender<bool>,
@@ -33,7 +33,7 @@ pub struct Job {
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Job")
-            .field("pipeline", &self.pipeline)
+            .field("plan", &self.plan)
             .field("guarantee", &self.guarantee)
             .field("restart", &self.restart)
             .finish()
@@ -120,13 +120,9 @@ pub struct JobSummary {
 }
 
 impl Job {
-    pub(crate) fn new(
-        pipeline: Pipeline,
-        guarantee: DeliveryGuarantee,
-        restart: RestartStrategy,
-    ) -> Self {
+    pub(crate) fn new(plan: Plan, guarantee: DeliveryGuarantee, restart: RestartStrategy) -> Self {
         Job {
-            pipeline,
+            plan,
             guarantee,
             restart,
             stop: watch::channel(false).0,
@@ -154,17 +150,17 @@ impl Job {
 
     /// The sender of this job's newest completed checkpoint.
     pub(crate) fn completed_sender(&self) -> &Arc<watch::Sender<Option<u64>>> {
-        &self.pipeline.completed
+        &self.plan.completed
     }
 
     /// The job's name.
     pub fn name(&self) -> &str {
-        &self.pipeline.name
+        &self.plan.name
     }
 
     /// Watches the job's newest completed checkpoint (for status displays).
     pub fn completed_checkpoints(&self) -> crate::context::CompletedCheckpoints {
-        crate::context::CompletedCheckpoints::new(self.pipeline.completed.subscribe())
+        crate::context::CompletedCheckpoints::new(self.plan.completed.subscribe())
     }
 
     /// A handle to stop or cancel the job once it runs.
@@ -189,7 +185,7 @@ impl Job {
     pub(crate) async fn run_once(self) -> (JobSummary, Option<Error>) {
         let started = Instant::now();
         let Job {
-            pipeline,
+            plan,
             stop,
             cancel,
             guarantee: _,
@@ -206,23 +202,23 @@ impl Job {
             restarts: 0,
             last_failure: None,
         };
-        let restore = match &pipeline.checkpoint {
-            Some(c) => match c.backend.latest(&pipeline.name).await {
+        let restore = match &plan.checkpoint {
+            Some(c) => match c.backend.latest(&plan.name).await {
                 Ok(latest) => latest.map(Arc::new),
                 Err(e) => return (summary, Some(e)),
             },
             None => None,
         };
         let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
-        let pipeline_counters = Arc::clone(&pipeline.counters);
+        let plan_counters = Arc::clone(&plan.counters);
         if let Some(id) = restored_from {
-            tracing::info!(job = %pipeline.name, checkpoint = id, "restoring from checkpoint");
+            tracing::info!(job = %plan.name, checkpoint = id, "restoring from checkpoint");
         }
         let (report_tx, report_rx) = mpsc::unbounded_channel();
         let mut mailboxes = Vec::new();
         let mut is_source = Vec::new();
         let mut set = JoinSet::new();
-        for (index, spec) in pipeline.tasks.into_iter().enumerate() {
+        for (index, spec) in plan.tasks.into_iter().enumerate() {
             let (tx, mailbox) = Mailbox::new();
             mailboxes.push(tx);
             is_source.push(spec.is_source);
@@ -232,7 +228,7 @@ impl Job {
                 reports: report_tx.clone(),
                 restore: restore.clone(),
                 cancel: cancel.clone(),
-                checkpointing: pipeline.checkpoint.is_some(),
+                checkpointing: plan.checkpoint.is_some(),
             };
             let (name, subtask) = (spec.name, spec.subtask);
             let fut = (spec.start)(env);
@@ -246,11 +242,11 @@ impl Job {
         }
         drop(report_tx);
         let coordinator = Coordinator {
-            job: pipeline.name.clone(),
-            config: pipeline.checkpoint.clone(),
+            job: plan.name.clone(),
+            config: plan.checkpoint.clone(),
             tasks: mailboxes,
             is_source,
-            operators: pipeline.operators.clone(),
+            operators: plan.operators.clone(),
             reports: report_rx,
             stop: {
                 // A stop asked for before this attempt began (between two attempts) counts.
@@ -262,8 +258,8 @@ impl Job {
             },
             cancel: cancel.clone(),
             next_id: restored_from.map_or(1, |id| id + 1),
-            buffer_timeout: pipeline.buffer_timeout,
-            completed: Arc::clone(&pipeline.completed),
+            buffer_timeout: plan.buffer_timeout,
+            completed: Arc::clone(&plan.completed),
         };
         let coord = tokio::spawn(coordinator.run());
 
@@ -274,7 +270,7 @@ impl Job {
                 joined.unwrap_or_else(|e| Err(Error::connector("task panicked", e.to_string())));
             if let Err(e) = result {
                 if first.is_none() && !e.is_cancelled() {
-                    tracing::error!(job = %pipeline.name, error = %e, "task failed: cancelling the job");
+                    tracing::error!(job = %plan.name, error = %e, "task failed: cancelling the job");
                     first = Some(e);
                     cancel.cancel();
                 } else if first.is_none() {
@@ -304,8 +300,8 @@ impl Job {
         summary.checkpoints_aborted = stats.aborted;
         summary.last_checkpoint = stats.last_completed;
         summary.duration = started.elapsed();
-        summary.records_read = pipeline_counters.read.load(Ordering::Relaxed);
-        summary.records_written = pipeline_counters.written.load(Ordering::Relaxed);
+        summary.records_read = plan_counters.read.load(Ordering::Relaxed);
+        summary.records_written = plan_counters.written.load(Ordering::Relaxed);
         if first.is_none() && hard_cancelled {
             first = Some(Error::Cancelled);
         }

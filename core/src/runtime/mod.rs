@@ -7,11 +7,13 @@
 mod chain;
 mod control;
 mod coordinator;
+mod counters;
 mod event;
 mod input_gate;
 mod job;
 mod output;
 mod pipeline;
+mod plan;
 mod restart;
 mod sink_output;
 mod source_context;

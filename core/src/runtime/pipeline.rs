@@ -4,17 +4,18 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::chain::Chained;
+use super::counters::Counters;
 use super::event::Event;
 use super::input_gate::InputGate;
 use super::job::Job;
 use super::output::{hash_key, ChannelOutput, Output, Partitioner};
+use super::plan::Plan;
 use super::restart::RestartStrategy;
 use super::sink_output::SinkOutput;
 use super::task::{run_exchange, run_source, TaskSpec};
@@ -50,13 +51,6 @@ pub struct Pipeline {
     names: HashSet<String>,
     errors: Vec<Error>,
     exchanges: usize,
-}
-
-/// Job-wide record counts, reported in the [`JobSummary`](super::JobSummary).
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub read: AtomicU64,
-    pub written: AtomicU64,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -429,6 +423,15 @@ impl<T: Send + 'static> Stream<T> {
             .restart
             .clone()
             .unwrap_or_else(|| RestartStrategy::default_for(pipeline.checkpoint.is_some()));
-        Ok(Job::new(pipeline, guarantee, restart))
+        let plan = Plan {
+            name: pipeline.name,
+            checkpoint: pipeline.checkpoint,
+            buffer_timeout: pipeline.buffer_timeout,
+            tasks: pipeline.tasks,
+            operators: pipeline.operators,
+            counters: pipeline.counters,
+            completed: pipeline.completed,
+        };
+        Ok(Job::new(plan, guarantee, restart))
     }
 }

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::pipeline::Counters;
+use super::counters::Counters;
 
 use async_trait::async_trait;
 

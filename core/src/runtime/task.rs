@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::control::{Command, Mailbox, Report};
+use super::counters::Counters;
 use super::input_gate::{InputEvent, InputGate};
 use super::output::{Notification, Output};
-use super::pipeline::Counters;
 use super::sink_output::restored_states;
 use super::source_context::SourceContext;
 use crate::checkpoint::CompletedCheckpoint;

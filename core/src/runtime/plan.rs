@@ -1,0 +1,33 @@
+//! A built job's parts, handed from the [`Pipeline`](super::Pipeline) builder to the
+//! [`Job`](super::Job) that runs them: its tasks, the stateful operators, the checkpoint
+//! settings, and the job-wide [`Counters`] and completed-checkpoint watch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::counters::Counters;
+use super::task::TaskSpec;
+use crate::checkpoint::CheckpointConfig;
+
+/// Everything a job needs to run, once its pipeline is complete.
+pub(crate) struct Plan {
+    pub name: String,
+    pub checkpoint: Option<CheckpointConfig>,
+    pub buffer_timeout: Duration,
+    pub tasks: Vec<TaskSpec>,
+    /// Stateful operators with their parallelism (they key checkpointed state).
+    pub operators: Vec<(String, usize)>,
+    pub counters: Arc<Counters>,
+    pub completed: Arc<tokio::sync::watch::Sender<Option<u64>>>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("name", &self.name)
+            .field("checkpoint", &self.checkpoint)
+            .field("tasks", &self.tasks.len())
+            .field("operators", &self.operators)
+            .finish()
+    }
+}
