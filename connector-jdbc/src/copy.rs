@@ -2,7 +2,7 @@
 
 use sqlx::PgConnection;
 
-use crate::sink::Change;
+use crate::change::Change;
 use crate::statement::Plan;
 use crate::value::{Class, SqlValue};
 
@@ -129,7 +129,7 @@ pub(crate) async fn copy_in(
 #[cfg(test)]
 mod tests {
     use super::csv;
-    use crate::sink::Change;
+    use crate::change::Change;
     use crate::value::SqlValue;
 
     #[test]

@@ -16,6 +16,7 @@
 //!   positions checkpointed — exactly-once.
 
 mod admin;
+mod change;
 mod copy;
 mod db;
 mod dialect;

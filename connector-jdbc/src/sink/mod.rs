@@ -22,8 +22,8 @@ use crate::db::{describe, Pool};
 use crate::statement::{Plan, WriteMode};
 use crate::table::describe as describe_table;
 
+pub(crate) use crate::change::Change;
 use prepared::Prepared;
-pub(crate) use writer::Change;
 use writer::Writer;
 
 pub use builder::JdbcSinkBuilder;

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use rivus_core::{Error, Result};
 
-use super::writer::Change;
+use crate::change::Change;
 use crate::statement::{Plan, WriteMode};
 use crate::table::{TableColumn, TableSchema};
 use crate::value::{Class, SqlValue};

@@ -13,23 +13,11 @@ use rivus_core::error_policy::ErrorHandler;
 use rivus_core::prelude::*;
 
 use super::prepared::Prepared;
+use crate::change::Change;
 use crate::db::{classify, describe, Conn, Fault, Pool};
 use crate::dialect::Dialect;
 use crate::statement::{PgMethod, Plan, WriteMode};
 use crate::value::SqlValue;
-
-/// One row to write or delete, its values in the plan's column order.
-#[derive(Debug, Clone)]
-pub(crate) struct Change {
-    pub delete: bool,
-    pub values: Vec<SqlValue>,
-}
-
-impl Change {
-    pub fn size(&self) -> usize {
-        self.values.iter().map(SqlValue::size).sum()
-    }
-}
 
 pub(crate) enum WriteError {
     Sql(sqlx::Error),

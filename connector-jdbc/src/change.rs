@@ -1,0 +1,17 @@
+//! [`Change`]: one row change as the SQL sink writes it — a write or a delete, its values in
+//! the plan's column order — shared by the batch writer and the COPY/UNNEST encoders.
+
+use crate::value::SqlValue;
+
+/// One row to write or delete, its values in the plan's column order.
+#[derive(Debug, Clone)]
+pub(crate) struct Change {
+    pub delete: bool,
+    pub values: Vec<SqlValue>,
+}
+
+impl Change {
+    pub fn size(&self) -> usize {
+        self.values.iter().map(SqlValue::size).sum()
+    }
+}
