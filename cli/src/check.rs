@@ -65,7 +65,17 @@ async fn jdbc(url: &str, table: Option<&str>) -> Result<String, String> {
     }
 }
 
-async fn rabbitmq(uri: &str, tls: &rivus_core::tls::TlsFiles) -> Result<String, String> {
+/// A RabbitMQ source's, sink's or dead-letter queue's reach: connect, then close.
+async fn rabbitmq(role: &'static str, uri: &str, tls: &rivus_core::tls::TlsFiles) -> Reach {
+    Reach {
+        role,
+        kind: "rabbitmq",
+        address: redact_url(uri),
+        outcome: rabbitmq_connect(uri, tls).await,
+    }
+}
+
+async fn rabbitmq_connect(uri: &str, tls: &rivus_core::tls::TlsFiles) -> Result<String, String> {
     let config = rivus_connector_rabbitmq::AmqpConfig {
         tls: tls.clone(),
         connect_timeout: Duration::from_secs(5),
@@ -77,7 +87,22 @@ async fn rabbitmq(uri: &str, tls: &rivus_core::tls::TlsFiles) -> Result<String, 
     Ok("connected".into())
 }
 
-async fn redis(endpoint: rivus_connector_redis::Endpoint) -> Result<String, String> {
+/// A Redis source's, sink's or dead-letter stream's reach: a PING.
+async fn redis(
+    role: &'static str,
+    kind: &'static str,
+    url: &str,
+    endpoint: rivus_connector_redis::Endpoint,
+) -> Reach {
+    Reach {
+        role,
+        kind,
+        address: redact_url(url),
+        outcome: redis_ping(endpoint).await,
+    }
+}
+
+async fn redis_ping(endpoint: rivus_connector_redis::Endpoint) -> Result<String, String> {
     let endpoint = endpoint
         .connect_timeout(Duration::from_secs(5))
         .response_timeout(Duration::from_secs(5));
@@ -132,20 +157,18 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
             )
             .await
         }
-        SourceConfig::Rabbitmq { uri, tls, .. } => Reach {
-            role: "source",
-            kind: "rabbitmq",
-            address: redact_url(uri),
-            outcome: rabbitmq(uri, tls).await,
-        },
+        SourceConfig::Rabbitmq { uri, tls, .. } => rabbitmq("source", uri, tls).await,
         SourceConfig::RedisStreams {
             url, cluster, tls, ..
-        } => Reach {
-            role: "source",
-            kind: "redis-streams",
-            address: redact_url(url),
-            outcome: redis(crate::endpoints::redis_endpoint(url, *cluster, tls)).await,
-        },
+        } => {
+            redis(
+                "source",
+                "redis-streams",
+                url,
+                crate::endpoints::redis_endpoint(url, *cluster, tls),
+            )
+            .await
+        }
     };
     out.push(source);
     let sink = match &config.sink {
@@ -207,20 +230,18 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
                 outcome: elasticsearch(es).await,
             }
         }
-        SinkConfig::Rabbitmq { uri, tls, .. } => Reach {
-            role: "sink",
-            kind: "rabbitmq",
-            address: redact_url(uri),
-            outcome: rabbitmq(uri, tls).await,
-        },
+        SinkConfig::Rabbitmq { uri, tls, .. } => rabbitmq("sink", uri, tls).await,
         SinkConfig::Redis {
             url, cluster, tls, ..
-        } => Reach {
-            role: "sink",
-            kind: "redis",
-            address: redact_url(url),
-            outcome: redis(crate::endpoints::redis_endpoint(url, *cluster, tls)).await,
-        },
+        } => {
+            redis(
+                "sink",
+                "redis",
+                url,
+                crate::endpoints::redis_endpoint(url, *cluster, tls),
+            )
+            .await
+        }
     };
     out.push(sink);
     if let Some(d) = &config.errors.destination {
@@ -245,17 +266,17 @@ async fn dead_letters(d: &DeadLetterDestination) -> Reach {
             )
             .await
         }
-        DeadLetterDestination::Rabbitmq { uri, tls, .. } => Reach {
-            role: "dead letters",
-            kind: "rabbitmq",
-            address: redact_url(uri),
-            outcome: rabbitmq(uri, tls).await,
-        },
-        DeadLetterDestination::Redis { url, tls, .. } => Reach {
-            role: "dead letters",
-            kind: "redis",
-            address: redact_url(url),
-            outcome: redis(crate::endpoints::redis_endpoint(url, false, tls)).await,
-        },
+        DeadLetterDestination::Rabbitmq { uri, tls, .. } => {
+            rabbitmq("dead letters", uri, tls).await
+        }
+        DeadLetterDestination::Redis { url, tls, .. } => {
+            redis(
+                "dead letters",
+                "redis",
+                url,
+                crate::endpoints::redis_endpoint(url, false, tls),
+            )
+            .await
+        }
     }
 }
