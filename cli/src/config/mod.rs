@@ -10,8 +10,10 @@ use rivus_core::tls::TlsFiles;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+mod env;
 mod restart;
 
+pub use env::expand_env;
 pub use restart::RestartSection;
 
 /// A whole pipeline file.
@@ -423,36 +425,6 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 
 fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     duration(d).map(Some)
-}
-
-/// Replaces `${NAME}` with the environment variable `NAME`; a missing one is an error naming
-/// it and the line.
-pub fn expand_env(text: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("line {}: `${{` without `}}`", line_of(text, rest, start)))?;
-        let name = &after[..end];
-        let value = std::env::var(name).map_err(|_| {
-            format!(
-                "line {}: environment variable {name} is not set",
-                line_of(text, rest, start)
-            )
-        })?;
-        out.push_str(&value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-fn line_of(text: &str, rest: &str, at: usize) -> usize {
-    let offset = text.len() - rest.len() + at;
-    text[..offset].matches('\n').count() + 1
 }
 
 /// Reads and checks `path`. The error names the file, the path of the bad field and what was

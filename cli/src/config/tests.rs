@@ -22,6 +22,20 @@ fn environment_references_expand() {
     );
 }
 
+#[test]
+fn a_comment_naming_a_variable_needs_no_variable() {
+    std::env::set_var("RIVUS_TEST_TOPIC", "orders");
+    let c = parse(
+        "# The password comes from ${RIVUS_NOT_SET_ANYWHERE} in production.\n\
+         name = \"c\" # not ${RIVUS_NOT_SET_EITHER}\n\
+         [source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n\
+         # topic = \"${RIVUS_NOT_SET_ANYWHERE}\"\n",
+    );
+    assert!(c.is_ok(), "{:?}", c.err());
+    let e = parse("name = \"${RIVUS_NOT_SET_ANYWHERE}\"\n").unwrap_err();
+    assert!(e.contains("RIVUS_NOT_SET_ANYWHERE is not set"), "{e}");
+}
+
 fn with_restart(section: &str) -> Result<PipelineConfig, String> {
     parse(&format!(
         "name = \"r\"\n[restart]\n{section}\n[source]\ntype = \"generator\"\n\
