@@ -19,19 +19,14 @@ pub struct Counts {
     pub written: AtomicU64,
     pub errors: AtomicU64,
     /// Errors by where they happened (`source`, `transform`, `sink`).
-    pub by_kind: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    pub by_kind: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Counts {
     /// Counts one record that went to the error policy.
     pub fn error(&self, kind: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
-        *self
-            .by_kind
-            .lock()
-            .unwrap()
-            .entry(kind.to_owned())
-            .or_default() += 1;
+        *self.by_kind.lock().entry(kind.to_owned()).or_default() += 1;
     }
 }
 

@@ -113,7 +113,6 @@ pub fn summary(name: &str, s: &JobSummary, counts: &Counts, guarantee: &str) -> 
     let kinds: Vec<String> = counts
         .by_kind
         .lock()
-        .unwrap()
         .iter()
         .map(|(k, n)| format!("{k} {n}"))
         .collect();

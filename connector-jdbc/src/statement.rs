@@ -2,7 +2,9 @@
 //! PostgreSQL's UNNEST and COPY forms, and multi-row DELETE by key.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::dialect::Dialect;
 use crate::table::TableColumn;
@@ -103,7 +105,7 @@ impl Plan {
     }
 
     fn cached(&self, delete: bool, rows: usize, build: impl FnOnce() -> String) -> Arc<str> {
-        let mut cache = self.cache.lock().unwrap();
+        let mut cache = self.cache.lock();
         Arc::clone(
             cache
                 .entry((delete, rows))

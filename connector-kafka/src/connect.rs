@@ -5,7 +5,7 @@
 //! librdkafka reconnects forever and reports authentication and TLS failures only through its
 //! error callback; without this a wrong password or an unknown CA is a job that hangs.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use rdkafka::error::KafkaError;
@@ -40,7 +40,7 @@ impl ClientContext for ErrorCapture {
     fn error(&self, error: KafkaError, reason: &str) {
         let code = error.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Fail);
         tracing::debug!(%error, reason, "kafka client error");
-        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.0.lock();
         if c.refusal.is_none() {
             if is_refusal(code) {
                 c.refusal = Some((code, reason.to_owned()));
@@ -60,7 +60,7 @@ impl ProducerContext for ErrorCapture {
 
 impl ErrorCapture {
     fn captured(&self) -> Captured {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.lock().clone()
     }
 }
 

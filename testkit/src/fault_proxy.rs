@@ -18,7 +18,9 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -138,11 +140,7 @@ impl FaultProxy {
     /// Delays every chunk by `delay` ± `jitter`, each way (throughput is kept: chunks are in
     /// flight together).
     pub fn set_latency(&self, delay: Duration, jitter: Duration) {
-        *self
-            .faults
-            .latency
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = (delay, jitter);
+        *self.faults.latency.lock() = (delay, jitter);
     }
 
     /// Limits each direction of each connection to `bytes_per_second` (0: unlimited).
@@ -277,8 +275,7 @@ async fn pipe(
                     Ok(0) => return Some(()),
                     Ok(n) => {
                         buf.truncate(n);
-                        let (delay, jitter) =
-                            *faults.latency.lock().unwrap_or_else(|p| p.into_inner());
+                        let (delay, jitter) = *faults.latency.lock();
                         seed ^= seed << 13;
                         seed ^= seed >> 7;
                         seed ^= seed << 17;

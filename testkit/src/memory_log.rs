@@ -4,7 +4,9 @@
 //! with a [`LogFault`], the broken connectors they must reject.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
@@ -28,36 +30,35 @@ impl MemoryLog {
     /// A log with `splits` empty splits.
     pub fn new(splits: usize) -> Self {
         let log = MemoryLog::default();
-        log.inner.lock().unwrap().splits = vec![Vec::new(); splits];
+        log.inner.lock().splits = vec![Vec::new(); splits];
         log
     }
 
     /// Appends raw records to `split`.
     pub fn append(&self, split: usize, records: impl IntoIterator<Item = Vec<u8>>) {
-        self.inner.lock().unwrap().splits[split].extend(records);
+        self.inner.lock().splits[split].extend(records);
         self.appended.notify_waiters();
     }
 
     /// Number of splits.
     pub fn splits(&self) -> usize {
-        self.inner.lock().unwrap().splits.len()
+        self.inner.lock().splits.len()
     }
 
     /// Offsets committed by sources on checkpoint completion: split → next offset.
     pub fn committed(&self) -> BTreeMap<usize, usize> {
-        self.inner.lock().unwrap().committed.clone()
+        self.inner.lock().committed.clone()
     }
 
     fn commit(&self, positions: &LogPositions) {
         self.inner
             .lock()
-            .unwrap()
             .committed
             .extend(positions.iter().map(|(s, o)| (*s, *o)));
     }
 
     fn read(&self, split: usize, from: usize, max: usize) -> Vec<Vec<u8>> {
-        let i = self.inner.lock().unwrap();
+        let i = self.inner.lock();
         i.splits[split]
             .iter()
             .skip(from)

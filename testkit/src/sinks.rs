@@ -2,7 +2,9 @@
 //! or stalls on command through its [`SinkControl`].
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rivus_core::prelude::*;
 use tokio::sync::watch;
@@ -96,13 +98,13 @@ impl<T: Clone + Send + 'static> CollectingSink<T> {
 
     /// Everything received so far, in arrival order.
     pub fn values(&self) -> Vec<T> {
-        self.values.lock().unwrap().clone()
+        self.values.lock().clone()
     }
 
     /// The lifecycle log: `open[i]`, `invoke[i]`, `snapshot[i] N`, `complete[i] N`,
     /// `finish[i]`, `close[i]`.
     pub fn log(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
+        self.log.lock().clone()
     }
 
     /// The control shared by all clones.
@@ -115,7 +117,7 @@ impl<T: Clone + Send + 'static> CollectingSink<T> {
             Some((verb, arg)) => format!("{verb}[{}] {arg}", self.subtask),
             None => format!("{what}[{}]", self.subtask),
         };
-        self.log.lock().unwrap().push(entry);
+        self.log.lock().push(entry);
     }
 }
 
@@ -184,7 +186,7 @@ impl<T: Clone + Send + 'static> SinkFunction<T> for CollectingSink<T> {
             return Err(Error::connector("collecting sink", "injected failure"));
         }
         self.note("invoke");
-        self.values.lock().unwrap().extend(values);
+        self.values.lock().extend(values);
         Ok(())
     }
 

@@ -9,7 +9,9 @@
 //!   that holds them completed), and every other prepared transaction of this sink is aborted.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rivus_core::prelude::*;
 
@@ -56,7 +58,7 @@ impl<T> Default for TxnStore<T> {
 impl<T: Clone> TxnStore<T> {
     /// The committed records, in commit order.
     pub fn committed(&self) -> Vec<T> {
-        self.inner.lock().unwrap().committed.clone()
+        self.inner.lock().committed.clone()
     }
 }
 
@@ -68,38 +70,32 @@ impl<T> TxnStore<T> {
 
     /// The committed records, each mapped through `f`, in commit order.
     pub fn committed_map<U>(&self, f: impl FnMut(&T) -> U) -> Vec<U> {
-        self.inner.lock().unwrap().committed.iter().map(f).collect()
+        self.inner.lock().committed.iter().map(f).collect()
     }
 
     /// How many records are committed.
     pub fn committed_len(&self) -> usize {
-        self.inner.lock().unwrap().committed.len()
+        self.inner.lock().committed.len()
     }
 
     /// Ids of transactions prepared and not yet committed or aborted.
     pub fn prepared(&self) -> Vec<TxnId> {
-        self.inner
-            .lock()
-            .unwrap()
-            .prepared
-            .keys()
-            .copied()
-            .collect()
+        self.inner.lock().prepared.keys().copied().collect()
     }
 
     /// Committed transactions with their record counts, in commit order.
     pub fn committed_txns(&self) -> Vec<(TxnId, usize)> {
-        self.inner.lock().unwrap().committed_txns.clone()
+        self.inner.lock().committed_txns.clone()
     }
 
     /// (commits, aborts) so far.
     pub fn counts(&self) -> (u64, u64) {
-        let i = self.inner.lock().unwrap();
+        let i = self.inner.lock();
         (i.commits, i.aborts)
     }
 
     fn commit(&self, id: TxnId) {
-        let mut i = self.inner.lock().unwrap();
+        let mut i = self.inner.lock();
         if let Some(rows) = i.prepared.remove(&id) {
             i.committed_txns.push((id, rows.len()));
             i.committed.extend(rows);
@@ -166,7 +162,7 @@ impl<T: Send + 'static> CheckpointedFunction for TransactionalSink<T> {
                 self.store.commit(id);
             }
         }
-        let mut inner = self.store.inner.lock().unwrap();
+        let mut inner = self.store.inner.lock();
         let doomed: Vec<TxnId> = inner
             .prepared
             .keys()
@@ -183,7 +179,7 @@ impl<T: Send + 'static> CheckpointedFunction for TransactionalSink<T> {
     async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<TxnId>> {
         let id = (self.subtask, checkpoint_id);
         let rows = std::mem::take(&mut self.open_txn);
-        self.store.inner.lock().unwrap().prepared.insert(id, rows);
+        self.store.inner.lock().prepared.insert(id, rows);
         self.pending.push(id);
         Ok(self.pending.clone())
     }

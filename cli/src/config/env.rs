@@ -24,10 +24,7 @@ pub fn expand_env(text: &str) -> Result<String, String> {
 }
 
 /// [`expand_env`] with the variables looked up by `lookup`.
-pub fn expand_with(
-    text: &str,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+pub fn expand_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut at = At::Bare;
     let mut line = 1;
@@ -83,7 +80,13 @@ fn transition(at: At, rest: &str) -> (At, usize) {
 }
 
 /// Writes `value` where the reference stood, escaped for the string it stands in.
-fn push_value(out: &mut String, at: At, name: &str, value: &str, line: usize) -> Result<(), String> {
+fn push_value(
+    out: &mut String,
+    at: At,
+    name: &str,
+    value: &str,
+    line: usize,
+) -> Result<(), String> {
     match at {
         At::Basic | At::MultiBasic => {
             for c in value.chars() {
@@ -142,7 +145,10 @@ mod tests {
         );
         // A `#` inside a string starts no comment.
         assert_eq!(expand_with("a = \"#${X}\"", vars).unwrap(), "a = \"#v\"");
-        assert_eq!(expand_with("a = '#' # ${NOT_SET}", vars).unwrap(), "a = '#' # ${NOT_SET}");
+        assert_eq!(
+            expand_with("a = '#' # ${NOT_SET}", vars).unwrap(),
+            "a = '#' # ${NOT_SET}"
+        );
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             txn: prepared
                 .as_ref()
                 .map(|p| (Arc::clone(p), tokio::sync::Mutex::new(None))),
-            kept: std::sync::Mutex::new(Vec::new()),
+            kept: parking_lot::Mutex::new(Vec::new()),
             rows: metrics.counter("rivus_jdbc_rows_total"),
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
         });

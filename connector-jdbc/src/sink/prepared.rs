@@ -16,7 +16,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext};
 
@@ -220,7 +222,6 @@ impl Prepared {
     pub fn add(&self, checkpoint: u64, gid: String, parked: Option<Conn>) {
         self.pending
             .lock()
-            .unwrap()
             .insert(checkpoint, Pending { gid, parked });
     }
 
@@ -228,7 +229,6 @@ impl Prepared {
     pub fn snapshot(&self) -> Vec<String> {
         self.pending
             .lock()
-            .unwrap()
             .values()
             .map(|p| p.gid.clone())
             .collect()
@@ -237,7 +237,7 @@ impl Prepared {
     /// Lets go of the parked sessions (at close): their prepared transactions stay on the
     /// server, detached, for the next run to resolve.
     pub fn release_parked(&self) {
-        for p in self.pending.lock().unwrap().values_mut() {
+        for p in self.pending.lock().values_mut() {
             if let Some(c) = p.parked.take() {
                 c.discard();
             }
@@ -246,14 +246,14 @@ impl Prepared {
 
     /// The first commit failure of the committer task, if any.
     pub fn check(&self) -> Result<()> {
-        match self.failure.lock().unwrap().clone() {
+        match self.failure.lock().clone() {
             Some(m) => Err(Error::connector("jdbc sink: committing", m)),
             None => Ok(()),
         }
     }
 
     pub fn fail(&self, e: &Error) {
-        self.failure.lock().unwrap().get_or_insert(e.to_string());
+        self.failure.lock().get_or_insert(e.to_string());
     }
 
     async fn prepared_gids(&self) -> Result<Vec<String>> {
@@ -304,7 +304,7 @@ impl Prepared {
         let _one_at_a_time = self.committing.lock().await;
         loop {
             let next = {
-                let mut pending = self.pending.lock().unwrap();
+                let mut pending = self.pending.lock();
                 pending
                     .range_mut(..=checkpoint)
                     .next()
@@ -316,7 +316,7 @@ impl Prepared {
             self.finish(&gid, true, parked).await?;
             metrics::counter!("rivus_jdbc_transactions_committed_total").increment(1);
             tracing::debug!(%gid, "committed prepared transaction");
-            self.pending.lock().unwrap().remove(&id);
+            self.pending.lock().remove(&id);
         }
     }
 

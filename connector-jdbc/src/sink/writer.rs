@@ -47,7 +47,7 @@ pub(crate) struct Writer {
     /// Connections kept between batches, last used on top. The pool hands out its idle
     /// connections in turn; a batch on the connection the previous one used finds its caches
     /// warm (SQLite's page cache is per connection and goes stale whenever another one writes).
-    pub kept: std::sync::Mutex<Vec<Conn>>,
+    pub kept: parking_lot::Mutex<Vec<Conn>>,
     pub rows: metrics::Counter,
     pub refused: metrics::Counter,
 }
@@ -268,7 +268,7 @@ impl Writer {
     /// the database rolls it back; kept connections go back to the pool. Without this the
     /// pool could never close.
     pub async fn abandon_open(&self) {
-        self.kept.lock().unwrap().clear();
+        self.kept.lock().clear();
         if let Some((_, slot)) = &self.txn {
             if let Some(open) = slot.lock().await.take() {
                 open.conn.discard();
@@ -298,7 +298,7 @@ impl BulkSender<Change> for Writer {
     async fn send(&self, items: Vec<Change>) -> SendOutcome<Change> {
         let dialect = self.plan.dialect;
         let Some(slot) = &self.txn else {
-            let kept = self.kept.lock().unwrap().pop();
+            let kept = self.kept.lock().pop();
             let mut conn = match kept {
                 Some(c) => c,
                 None => match self.pool.acquire().await {
@@ -314,7 +314,7 @@ impl BulkSender<Change> for Writer {
             return match self.write_autocommit(&mut conn, &items).await {
                 Ok(()) => {
                     self.rows.increment(items.len() as u64);
-                    self.kept.lock().unwrap().push(conn);
+                    self.kept.lock().push(conn);
                     SendOutcome::Done
                 }
                 Err(WriteError::Sql(e)) if classify(dialect, &e) == Fault::Retry => {

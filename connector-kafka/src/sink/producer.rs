@@ -3,7 +3,9 @@
 //! transactional sink alike.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -57,7 +59,7 @@ impl ProducerContext for SinkClientContext {
         if let Err((e, m)) = result {
             use rdkafka::Message;
             self.0.failed.fetch_add(1, Ordering::Relaxed);
-            let mut first = self.0.first_error.lock().unwrap();
+            let mut first = self.0.first_error.lock();
             if first.is_none() {
                 *first = Some(format!("{}/{}: {e}", m.topic(), m.partition()));
             }
@@ -209,7 +211,7 @@ impl ProducerHandle {
 
     /// Fails if a delivery failed since the last check.
     pub fn check(&self) -> Result<()> {
-        if let Some(e) = self.deliveries.first_error.lock().unwrap().take() {
+        if let Some(e) = self.deliveries.first_error.lock().take() {
             let n = self.deliveries.failed.swap(0, Ordering::Relaxed);
             return Err(Error::connector(
                 "kafka sink: delivery",

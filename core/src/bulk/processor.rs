@@ -1,7 +1,9 @@
 //! The [`BulkProcessor`]: buffer, triggers, bounded in-flight bulks, retries, flush.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -119,7 +121,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
                     tick.tick().await;
                     let Some(shared) = weak.upgrade() else { return };
                     let due = {
-                        let b = shared.buffer.lock().unwrap();
+                        let b = shared.buffer.lock();
                         !b.items.is_empty() && b.last_send.elapsed() >= every
                     };
                     if due && shared.check_failed().is_ok() {
@@ -136,7 +138,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
     pub async fn add(&self, request: R) -> Result<()> {
         self.shared.check_failed()?;
         let full = {
-            let mut b = self.shared.buffer.lock().unwrap();
+            let mut b = self.shared.buffer.lock();
             b.bytes += (self.shared.size_of)(&request);
             b.items.push(request);
             self.shared.full(&b)
@@ -154,7 +156,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
         let mut requests = requests.into_iter().peekable();
         while requests.peek().is_some() {
             let full = {
-                let mut b = self.shared.buffer.lock().unwrap();
+                let mut b = self.shared.buffer.lock();
                 let mut full = false;
                 while !full {
                     let Some(r) = requests.next() else { break };
@@ -189,7 +191,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
 
     /// Requests buffered and not yet sent.
     pub fn buffered(&self) -> usize {
-        self.shared.buffer.lock().unwrap().items.len()
+        self.shared.buffer.lock().items.len()
     }
 
     /// Bulks being sent (including those waiting to retry).
@@ -222,7 +224,7 @@ impl<R: Send + 'static> Shared<R> {
     }
 
     fn check_failed(&self) -> Result<()> {
-        let mut f = self.failure.lock().unwrap();
+        let mut f = self.failure.lock();
         if let Some(e) = f.first.take() {
             return Err(e);
         }
@@ -236,7 +238,7 @@ impl<R: Send + 'static> Shared<R> {
     }
 
     fn fail(&self, e: Error) {
-        let mut f = self.failure.lock().unwrap();
+        let mut f = self.failure.lock();
         if f.message.is_none() {
             f.message = Some(e.to_string());
             f.first = Some(e);
@@ -251,7 +253,7 @@ impl<R: Send + 'static> Shared<R> {
             let room = self.room.notified();
             tokio::pin!(room);
             room.as_mut().enable();
-            if !self.full(&self.buffer.lock().unwrap()) || self.has_failed() {
+            if !self.full(&self.buffer.lock()) || self.has_failed() {
                 return;
             }
             if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
@@ -263,17 +265,17 @@ impl<R: Send + 'static> Shared<R> {
     }
 
     fn has_failed(&self) -> bool {
-        self.failure.lock().unwrap().message.is_some()
+        self.failure.lock().message.is_some()
     }
 
     /// Takes the buffer's requests and their size.
     fn take(&self) -> (Vec<R>, usize) {
-        Self::take_from(&mut self.buffer.lock().unwrap())
+        Self::take_from(&mut self.buffer.lock())
     }
 
     /// Like [`take`](Self::take), when a trigger is reached (under one lock).
     fn take_if_full(&self) -> Option<(Vec<R>, usize)> {
-        let mut b = self.buffer.lock().unwrap();
+        let mut b = self.buffer.lock();
         self.full(&b).then(|| Self::take_from(&mut b))
     }
 

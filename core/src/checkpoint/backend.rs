@@ -1,6 +1,8 @@
 //! The [`StateBackend`] trait and the in-memory backend.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 
@@ -43,7 +45,7 @@ impl MemoryStateBackend {
 
     /// Every checkpoint stored so far, oldest first.
     pub fn checkpoints(&self) -> Vec<CompletedCheckpoint> {
-        self.stored.lock().unwrap().clone()
+        self.stored.lock().clone()
     }
 }
 
@@ -53,7 +55,7 @@ impl StateBackend for MemoryStateBackend {
         let size = serde_json::to_vec(checkpoint)
             .map(|v| v.len() as u64)
             .unwrap_or(0);
-        self.stored.lock().unwrap().push(checkpoint.clone());
+        self.stored.lock().push(checkpoint.clone());
         Ok(size)
     }
 
@@ -61,7 +63,6 @@ impl StateBackend for MemoryStateBackend {
         Ok(self
             .stored
             .lock()
-            .unwrap()
             .iter()
             .filter(|c| c.job == job)
             .max_by_key(|c| c.checkpoint_id)

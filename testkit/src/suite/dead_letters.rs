@@ -1,7 +1,9 @@
 //! [`MemoryDeadLetters`]: a dead-letter queue keeping its letters in memory, for the suites'
 //! dead-letter cases and for connector tests.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
 use rivus_core::prelude::*;
@@ -18,17 +20,14 @@ impl MemoryDeadLetters {
 
     /// The letters received so far, in order.
     pub fn letters(&self) -> Vec<DeadLetter> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.lock().clone()
     }
 }
 
 #[async_trait]
 impl DeadLetterQueue for MemoryDeadLetters {
     async fn send(&self, letter: DeadLetter) -> Result<()> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(letter);
+        self.0.lock().push(letter);
         Ok(())
     }
 }

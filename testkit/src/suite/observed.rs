@@ -3,7 +3,9 @@
 //! that inject the faults of the failure cases around the connector's own calls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rivus_core::prelude::*;
 use rivus_core::CompletedCheckpoints;
@@ -90,12 +92,12 @@ pub struct LifecycleLog(Arc<Mutex<Vec<String>>>);
 
 impl LifecycleLog {
     fn push(&self, what: &str, subtask: usize) {
-        self.0.lock().unwrap().push(format!("{what}[{subtask}]"));
+        self.0.lock().push(format!("{what}[{subtask}]"));
     }
 
     /// The events so far.
     pub fn events(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        self.0.lock().clone()
     }
 
     /// Checks every subtask that was opened: used only after open, closed exactly once, after
