@@ -27,17 +27,30 @@ pub struct Generator {
     pub users: u64,
 }
 
-/// The generator as subtask `subtask` of `parallelism`: it emits the numbers `n` with
-/// `n % parallelism == subtask`, below `count`.
+/// The generator as one subtask: it emits the numbers `n` its [`Share`] owns, below `count`.
 #[derive(Debug, Clone)]
 pub struct GeneratorTask {
     pub gen: Generator,
-    pub subtask: u64,
-    pub parallelism: u64,
+    share: Share,
+}
+
+impl GeneratorTask {
+    /// A subtask of `gen`; which numbers it emits is known at `open`.
+    pub fn new(gen: Generator) -> Self {
+        GeneratorTask {
+            gen,
+            share: Share::whole(),
+        }
+    }
 }
 
 #[async_trait]
-impl RichFunction for GeneratorTask {}
+impl RichFunction for GeneratorTask {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.share = ctx.share();
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl SourceFunction for GeneratorTask {
@@ -55,7 +68,7 @@ impl SourceFunction for GeneratorTask {
         loop {
             for _ in 0..chunk {
                 let k = *ctx.state();
-                let n = k * self.parallelism + self.subtask;
+                let n = self.share.nth(k as usize) as u64;
                 if self.gen.count.is_some_and(|c| n >= c) {
                     return Ok(());
                 }

@@ -9,19 +9,35 @@ use serde_json::Value;
 use rivus_core::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 
-/// Subtask `subtask` of `parallelism` replays lines `n` with `n % parallelism == subtask`.
+/// Each subtask replays the lines its [`Share`] owns (line `n` is split `n`).
 #[derive(Debug, Clone)]
 pub struct DeadLetterReplay {
     pub path: String,
     /// Only letters of this connector (`kafka`, `redis-streams`, ...), when set.
     pub connector: Option<String>,
     pub policy: ErrorPolicy,
-    pub subtask: usize,
-    pub parallelism: usize,
+    share: Share,
+}
+
+impl DeadLetterReplay {
+    /// Replays the letters in `path` (only those of `connector`, when set) under `policy`.
+    pub fn new(path: String, connector: Option<String>, policy: ErrorPolicy) -> Self {
+        DeadLetterReplay {
+            path,
+            connector,
+            policy,
+            share: Share::whole(),
+        }
+    }
 }
 
 #[async_trait]
-impl RichFunction for DeadLetterReplay {}
+impl RichFunction for DeadLetterReplay {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.share = ctx.share();
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl SourceFunction for DeadLetterReplay {
@@ -39,7 +55,7 @@ impl SourceFunction for DeadLetterReplay {
             .map_err(|e| Error::io(format!("source.path: reading {}", self.path), e))?;
         let handler = ErrorHandler::new(
             self.policy.clone(),
-            format!("dead-letters[{}]", self.subtask),
+            format!("dead-letters[{}]", self.share.subtask()),
         )
         .connector("dead-letters");
         let lines: Vec<&str> = text.lines().collect();
@@ -48,7 +64,7 @@ impl SourceFunction for DeadLetterReplay {
             let n = next;
             next += 1;
             *ctx.state_mut() = next as u64;
-            if n % self.parallelism != self.subtask || lines[n].trim().is_empty() {
+            if !self.share.owns(n) || lines[n].trim().is_empty() {
                 continue;
             }
             let letter = DeadLetter::from_json(lines[n].as_bytes()).map_err(|e| Error::Record {

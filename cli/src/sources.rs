@@ -13,6 +13,7 @@ use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
 
 use crate::config::{JdbcSourceMode, KafkaStart, PipelineConfig, SourceConfig};
 use crate::generator::{Generator, GeneratorTask};
+use crate::replay::DeadLetterReplay;
 
 /// Adds the source of `config` to `pipeline`; returns its stream and, when known, how many
 /// records it will emit.
@@ -24,13 +25,8 @@ pub fn attach(
     let p = config.parallelism;
     Ok(match &config.source {
         SourceConfig::DeadLetters { path, connector } => {
-            let stream = pipeline.source("source", p, |i| crate::replay::DeadLetterReplay {
-                path: path.clone(),
-                connector: connector.clone(),
-                policy: policy.clone(),
-                subtask: i,
-                parallelism: p,
-            });
+            let replay = DeadLetterReplay::new(path.clone(), connector.clone(), policy.clone());
+            let stream = pipeline.source("source", p, move |_| replay.clone());
             (stream, None)
         }
         SourceConfig::Generator { count, rate, users } => {
@@ -39,11 +35,7 @@ pub fn attach(
                 rate: *rate,
                 users: *users,
             };
-            let stream = pipeline.source("source", p, |i| GeneratorTask {
-                gen: gen.clone(),
-                subtask: i as u64,
-                parallelism: p as u64,
-            });
+            let stream = pipeline.source("source", p, move |_| GeneratorTask::new(gen.clone()));
             (stream, *count)
         }
         SourceConfig::Jdbc {

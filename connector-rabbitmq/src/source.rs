@@ -147,8 +147,7 @@ impl RabbitSourceBuilder {
             }),
             conn: None,
             seen: HashSet::new(),
-            subtask: 0,
-            parallelism: 1,
+            share: Share::whole(),
             channels: Vec::new(),
             pending: BTreeMap::new(),
             last_tags: Vec::new(),
@@ -165,8 +164,7 @@ pub struct RabbitSource<T> {
     /// multiple-ack never covers a delivery emitted after the barrier.
     channels: Vec<(String, Channel)>,
     seen: HashSet<String>,
-    subtask: usize,
-    parallelism: usize,
+    share: Share,
     /// Checkpoint id → per channel, the highest delivery tag emitted before its barrier.
     pending: BTreeMap<u64, Vec<Option<u64>>>,
     /// Per channel, the highest delivery tag since the last checkpoint barrier.
@@ -180,7 +178,7 @@ impl<T> std::fmt::Debug for RabbitSource<T> {
         f.debug_struct("RabbitSource")
             .field("config", &self.settings.config)
             .field("queues", &self.settings.queues)
-            .field("subtask", &self.subtask)
+            .field("subtask", &self.share.subtask())
             .finish()
     }
 }
@@ -191,8 +189,7 @@ impl<T> Clone for RabbitSource<T> {
             settings: Arc::clone(&self.settings),
             conn: None,
             seen: HashSet::new(),
-            subtask: self.subtask,
-            parallelism: self.parallelism,
+            share: self.share,
             channels: Vec::new(),
             pending: BTreeMap::new(),
             last_tags: Vec::new(),
@@ -245,8 +242,7 @@ impl<T: Send + 'static> RichFunction for RabbitSource<T> {
                  source.rabbitmq.auto_ack = true (at-most-once)",
             ));
         }
-        self.subtask = ctx.subtask_index();
-        self.parallelism = ctx.parallelism();
+        self.share = ctx.share();
         self.connect().await
     }
 
@@ -265,12 +261,9 @@ impl<T: Send + 'static> RabbitSource<T> {
     async fn connect(&mut self) -> Result<()> {
         let conn = self.settings.config.connect().await?;
         let owned: Vec<String> = self
-            .settings
-            .queues
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| k % self.parallelism == self.subtask)
-            .map(|(_, q)| q.clone())
+            .share
+            .pick(self.settings.queues.iter())
+            .cloned()
             .collect();
         self.channels.clear();
         for q in owned {
@@ -300,7 +293,7 @@ impl<T: Send + 'static> RabbitSource<T> {
                     .await
                     .map_err(|e| amqp(&format!("declaring queue {q}"), e))?;
             }
-            let tag = format!("rivus-{}-{q}", self.subtask);
+            let tag = format!("rivus-{}-{q}", self.share.subtask());
             let c = ch
                 .basic_consume(
                     q.as_str().into(),
@@ -330,7 +323,7 @@ impl<T: Send + 'static> RabbitSource<T> {
         why: &str,
     ) -> Result<Option<Deliveries>> {
         tracing::warn!(
-            subtask = self.subtask,
+            subtask = self.share.subtask(),
             reason = why,
             "rabbitmq source: connection lost, reconnecting"
         );
@@ -453,7 +446,7 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
         let s = Arc::clone(&self.settings);
         let handler = ErrorHandler::new(
             s.policy.clone(),
-            format!("rabbitmq-source[{}]", self.subtask),
+            format!("rabbitmq-source[{}]", self.share.subtask()),
         )
         .connector("rabbitmq");
         if self.channels.is_empty() {

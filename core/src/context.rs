@@ -148,6 +148,11 @@ impl RuntimeContext {
         self.parallelism
     }
 
+    /// This subtask's share of a list of splits (split `k` → subtask `k % parallelism`).
+    pub fn share(&self) -> crate::Share {
+        crate::Share::new(self.subtask_index(), self.parallelism())
+    }
+
     /// The checkpoint this run restored from, if any.
     pub fn restored_from(&self) -> Option<u64> {
         self.restored_from

@@ -31,6 +31,7 @@ pub mod offsets;
 pub mod runtime;
 pub mod schema;
 pub mod secrets;
+pub mod share;
 pub mod state;
 pub mod tls;
 
@@ -45,6 +46,7 @@ pub use runtime::{
     CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, RestartStatus, RestartStrategy,
     SourceContext, Stream, Supervisor, Waited,
 };
+pub use share::Share;
 pub use state::Restored;
 
 /// The names a connector or pipeline author usually needs.
@@ -54,7 +56,7 @@ pub mod prelude {
     pub use crate::{
         CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
         JobHandle, JobSummary, Pipeline, RestartStrategy, Restored, Result, RichFunction,
-        RuntimeContext, SinkContext, SinkFunction, SourceContext, SourceFunction, Supervisor,
-        Waited,
+        RuntimeContext, Share, SinkContext, SinkFunction, SourceContext, SourceFunction,
+        Supervisor, Waited,
     };
 }

@@ -20,6 +20,11 @@ pub struct Restored<S> {
 }
 
 impl<S> Restored<S> {
+    /// This subtask's share of a list of splits in this run.
+    pub fn share(&self) -> crate::Share {
+        crate::Share::new(self.subtask, self.parallelism)
+    }
+
     /// A fresh start: nothing restored.
     pub fn fresh(operator: impl Into<String>, subtask: usize, parallelism: usize) -> Self {
         Restored {

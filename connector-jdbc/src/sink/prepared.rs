@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext};
+use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext, Share};
 
 use crate::db::{describe, Conn, Pool};
 use crate::dialect::Dialect;
@@ -335,7 +335,7 @@ impl Prepared {
             let Some(owner) = owner_of(&gid, &self.prefix) else {
                 continue;
             };
-            if owner % parallelism != self.subtask {
+            if !Share::new(self.subtask, parallelism).owns(owner) {
                 continue;
             }
             let commit = restored.contains(&gid);

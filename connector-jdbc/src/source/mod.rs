@@ -204,7 +204,7 @@ impl JdbcSourceBuilder {
             pool: None,
             handler: None,
             rows: None,
-            subtask: (0, 1),
+            share: Share::whole(),
         })
     }
 
@@ -221,7 +221,7 @@ pub struct JdbcSource<T> {
     pool: Option<Pool>,
     handler: Option<ErrorHandler>,
     rows: Option<metrics::Counter>,
-    subtask: (usize, usize),
+    share: Share,
 }
 
 impl<T> std::fmt::Debug for JdbcSource<T> {
@@ -242,7 +242,7 @@ impl<T> Clone for JdbcSource<T> {
             pool: None,
             handler: None,
             rows: None,
-            subtask: self.subtask,
+            share: self.share,
         }
     }
 }
@@ -313,13 +313,13 @@ impl<T: Send + 'static> JdbcSource<T> {
 
     /// This subtask's splits.
     async fn splits(&self) -> Result<Vec<Split>> {
-        let (me, p) = self.subtask;
+        let share = self.share;
         let s = &self.settings;
         match s.mode {
             Mode::Continuous { .. } => {
                 let mut out = Vec::new();
                 for (k, q) in s.queries.iter().enumerate() {
-                    if k % p == me {
+                    if share.owns(k) {
                         out.push(Split {
                             id: format!("q{k}"),
                             page: self.page_query(q).await?,
@@ -372,7 +372,7 @@ impl<T: Send + 'static> JdbcSource<T> {
                 for k in 0..n {
                     let start = lo as i128 + span * k / n;
                     let end = lo as i128 + span * (k + 1) / n;
-                    if k as usize % p == me {
+                    if share.owns(k as usize) {
                         out.push(Split {
                             id: format!("r{k}"),
                             page: page.clone(),
@@ -401,7 +401,7 @@ impl<T: Send + 'static> JdbcSource<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for JdbcSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        self.subtask = (ctx.subtask_index(), ctx.parallelism());
+        self.share = ctx.share();
         let s = &self.settings;
         self.pool = Some(Pool::connect(&s.url, 2, s.timeout, "source.jdbc").await?);
         self.handler =
@@ -431,12 +431,12 @@ impl<T: Send + 'static> SourceFunction for JdbcSource<T> {
     /// subtask keeps the positions of the splits it now owns (split `k` → subtask
     /// `k % parallelism`), whichever old subtask stored them.
     fn restore_state(&mut self, restored: Restored<JdbcSourceState>) -> Result<JdbcSourceState> {
-        let (me, p) = (restored.subtask, restored.parallelism.max(1));
+        let share = restored.share();
         let mut state = JdbcSourceState::default();
         for s in restored.previous.into_iter().flatten() {
             for (id, position) in s.splits {
                 let k: Option<usize> = id.get(1..).and_then(|k| k.parse().ok());
-                if k.is_some_and(|k| k % p == me) {
+                if k.is_some_and(|k| share.owns(k)) {
                     state.splits.insert(id, position);
                 }
             }

@@ -162,6 +162,7 @@ impl TxnManager {
     ) -> Result<Self> {
         let prefix = s.prefix.clone().unwrap_or(default_prefix);
         let (me, p) = (restored.subtask, restored.parallelism);
+        let share = restored.share();
         // One marker topic per sink: a reader of markers waits (read_committed) behind open
         // transactions on the topic, so other jobs' transactions must not be there.
         let marker_topic = s
@@ -212,7 +213,7 @@ impl TxnManager {
             })
             .collect();
         // Subtasks that no longer exist may have left transactions open: fence them too.
-        for old in (p..restored.previous_parallelism()).filter(|s| s % p == me) {
+        for old in (p..restored.previous_parallelism()).filter(|s| share.owns(*s)) {
             for k in 0..s.pool {
                 let tid = format!("{prefix}-{old}-{k}");
                 init(make(&tid)?, tid).await?.shutdown().await;
@@ -221,7 +222,7 @@ impl TxnManager {
         let mut inherited: Vec<PendingTxn> = restored
             .union()
             .flatten()
-            .filter(|t| subtask_of(&t.tid).is_some_and(|s| s % p == me))
+            .filter(|t| subtask_of(&t.tid).is_some_and(|s| share.owns(s)))
             .collect();
         inherited.sort_by_key(|t| t.checkpoint);
         let nonce = std::time::SystemTime::now()

@@ -171,8 +171,7 @@ impl StreamsSourceBuilder {
             }),
             con: None,
             restored: BTreeMap::new(),
-            subtask: 0,
-            parallelism: 1,
+            share: Share::whole(),
             emitted: Vec::new(),
             unacked: Vec::new(),
             broken: false,
@@ -185,8 +184,7 @@ pub struct StreamsSource<T> {
     settings: Arc<Settings<T>>,
     con: Option<RedisConnection>,
     restored: BTreeMap<String, String>,
-    subtask: usize,
-    parallelism: usize,
+    share: Share,
     /// Entries emitted and not yet covered by a completed checkpoint, in emission order.
     emitted: Vec<(String, String)>,
     /// Entries whose XACK failed (connection lost): acknowledged again later.
@@ -211,8 +209,7 @@ impl<T> Clone for StreamsSource<T> {
             settings: Arc::clone(&self.settings),
             con: None,
             restored: BTreeMap::new(),
-            subtask: self.subtask,
-            parallelism: self.parallelism,
+            share: self.share,
             emitted: Vec::new(),
             unacked: Vec::new(),
             broken: false,
@@ -243,16 +240,13 @@ fn rerr(what: &str, e: redis::RedisError) -> Error {
 
 impl<T: Send + 'static> StreamsSource<T> {
     fn consumer(&self) -> String {
-        format!("{}-{}", self.settings.consumer_prefix, self.subtask)
+        format!("{}-{}", self.settings.consumer_prefix, self.share.subtask())
     }
 
     fn owned(&self) -> Vec<String> {
-        self.settings
-            .streams
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| k % self.parallelism == self.subtask)
-            .map(|(_, s)| s.clone())
+        self.share
+            .pick(self.settings.streams.iter())
+            .cloned()
             .collect()
     }
 
@@ -379,8 +373,7 @@ impl<T: Send + 'static> RichFunction for StreamsSource<T> {
                  and this job takes no checkpoints: enable checkpointing",
             ));
         }
-        self.subtask = ctx.subtask_index();
-        self.parallelism = ctx.parallelism();
+        self.share = ctx.share();
         let mut con = self.connect().await?;
         for s in self.owned() {
             let r: redis::RedisResult<()> = con
@@ -439,7 +432,7 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
         }
         let handler = ErrorHandler::new(
             self.settings.policy.clone(),
-            format!("redis-streams[{}]", self.subtask),
+            format!("redis-streams[{}]", self.share.subtask()),
         )
         .connector("redis-streams");
         let decode = Arc::clone(&self.settings.decode);
