@@ -73,34 +73,9 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
 fn destination(d: &DeadLetterDestination) -> Result<Arc<dyn DeadLetterQueue>> {
     const PATH: &str = "errors.destination";
     Ok(match d {
-        DeadLetterDestination::Kafka {
-            bootstrap_servers,
-            topic,
-            tls,
-            sasl,
-            properties,
-        } => {
-            let props =
-                crate::endpoints::kafka_properties(bootstrap_servers, tls, sasl, properties);
-            Arc::new(rivus_connector_kafka::KafkaDeadLetterQueue::new(
-                props, topic, PATH,
-            )?)
-        }
-        DeadLetterDestination::Rabbitmq { uri, tls, queue } => {
-            let amqp = rivus_connector_rabbitmq::AmqpConfig {
-                tls: tls.clone(),
-                ..rivus_connector_rabbitmq::AmqpConfig::new(uri)
-            };
-            Arc::new(rivus_connector_rabbitmq::RabbitDeadLetterQueue::new(
-                amqp, queue, PATH,
-            )?)
-        }
-        DeadLetterDestination::Redis { url, tls, stream } => {
-            let endpoint = crate::endpoints::redis_endpoint(url, false, tls);
-            Arc::new(rivus_connector_redis::RedisDeadLetterQueue::new(
-                endpoint, stream, PATH,
-            )?)
-        }
+        DeadLetterDestination::Kafka(d) => Arc::new(d.queue(PATH)?),
+        DeadLetterDestination::Rabbitmq(d) => Arc::new(d.queue(PATH)?),
+        DeadLetterDestination::Redis(d) => Arc::new(d.queue(PATH)?),
     })
 }
 

@@ -12,7 +12,6 @@ mod catalog;
 mod check;
 mod config;
 mod counted;
-mod endpoints;
 mod generator;
 mod replay;
 mod sinks;
@@ -147,12 +146,9 @@ async fn run(
     match result {
         Ok(summary) => {
             let mut text = status::summary(&config.name, &summary, &built.counts, guarantee);
-            if let SinkConfig::Jdbc {
-                url, table, tls, ..
-            } = &config.sink
-            {
-                let url = endpoints::jdbc_url(url, tls, "sink").unwrap_or_else(|_| url.clone());
-                match rivus_connector_jdbc::table_report(&url, table, 3).await {
+            if let SinkConfig::Jdbc(sink) = &config.sink {
+                let table = &sink.table;
+                match sink.table_report(3).await {
                     Ok((n, rows)) => {
                         text.push_str(&format!(
                             "  table `{table}` now holds {n} rows; the first:\n"
@@ -254,22 +250,22 @@ fn out(text: &str) {
 
 fn source_name(c: &PipelineConfig) -> &'static str {
     match c.source {
-        config::SourceConfig::DeadLetters { .. } => "dead-letters",
-        config::SourceConfig::Generator { .. } => "generator",
-        config::SourceConfig::Jdbc { .. } => "jdbc",
-        config::SourceConfig::Kafka { .. } => "kafka",
-        config::SourceConfig::Rabbitmq { .. } => "rabbitmq",
-        config::SourceConfig::RedisStreams { .. } => "redis-streams",
+        config::SourceConfig::DeadLetters(_) => "dead-letters",
+        config::SourceConfig::Generator(_) => "generator",
+        config::SourceConfig::Jdbc(_) => "jdbc",
+        config::SourceConfig::Kafka(_) => "kafka",
+        config::SourceConfig::Rabbitmq(_) => "rabbitmq",
+        config::SourceConfig::RedisStreams(_) => "redis-streams",
     }
 }
 
 fn sink_name(c: &PipelineConfig) -> &'static str {
     match c.sink {
-        SinkConfig::Stdout => "stdout",
-        SinkConfig::Jdbc { .. } => "jdbc",
-        SinkConfig::Kafka { .. } => "kafka",
-        SinkConfig::Elasticsearch { .. } => "elasticsearch",
-        SinkConfig::Rabbitmq { .. } => "rabbitmq",
-        SinkConfig::Redis { .. } => "redis",
+        SinkConfig::Stdout(_) => "stdout",
+        SinkConfig::Jdbc(_) => "jdbc",
+        SinkConfig::Kafka(_) => "kafka",
+        SinkConfig::Elasticsearch(_) => "elasticsearch",
+        SinkConfig::Rabbitmq(_) => "rabbitmq",
+        SinkConfig::Redis(_) => "redis",
     }
 }

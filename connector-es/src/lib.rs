@@ -16,6 +16,8 @@
 
 pub mod config;
 pub mod failure;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 pub mod request;
 pub mod sender;
 pub mod sink;

@@ -20,6 +20,8 @@ mod change;
 mod copy;
 mod db;
 mod dialect;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod sink;
 mod source;
 mod statement;

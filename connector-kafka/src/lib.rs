@@ -20,6 +20,8 @@ pub mod assign;
 pub mod config;
 pub mod connect;
 mod dead_letters;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 pub mod record;
 pub mod security;
 mod sink;

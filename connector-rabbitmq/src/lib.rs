@@ -14,10 +14,14 @@
 
 mod config;
 mod dead_letters;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod sink;
 mod source;
 
 pub use config::AmqpConfig;
 pub use dead_letters::RabbitDeadLetterQueue;
 pub use sink::{OutMessage, RabbitSink, RabbitSinkBuilder};
-pub use source::{RabbitMessage, RabbitSource, RabbitSourceBuilder, RabbitSourceState};
+pub use source::{
+    QueueDeclare, RabbitMessage, RabbitSource, RabbitSourceBuilder, RabbitSourceState,
+};

@@ -9,7 +9,7 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use lapin::{Confirmation, PublisherConfirm};
-use rivus_core::backoff::BackoffPolicy;
+use rivus_core::backoff::{Attempts, BackoffPolicy};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -222,9 +222,9 @@ impl<T: Send + 'static> RabbitSink<T> {
         if let Some((conn, _)) = self.conn.take() {
             crate::config::close_quietly(&conn, "reconnecting").await;
         }
-        let mut attempt = 0;
+        let mut attempts =
+            Attempts::new("rabbitmq sink: reconnect", &self.settings.config.reconnect);
         'connect: loop {
-            attempt += 1;
             let err = match self.open_channel().await {
                 Ok(c) => {
                     self.conn = Some(c);
@@ -244,11 +244,7 @@ impl<T: Send + 'static> RabbitSink<T> {
                                 self.in_flight.extend(keep);
                                 self.conn = None;
                                 tracing::debug!(error = %e, "rabbitmq sink: republishing failed");
-                                let Some(wait) = self.settings.config.reconnect.delay(attempt)
-                                else {
-                                    return Err(e);
-                                };
-                                tokio::time::sleep(wait).await;
+                                attempts.wait(e).await?;
                                 continue 'connect;
                             }
                         }
@@ -257,11 +253,7 @@ impl<T: Send + 'static> RabbitSink<T> {
                 }
                 Err(e) => e,
             };
-            let Some(wait) = self.settings.config.reconnect.delay(attempt) else {
-                return Err(err);
-            };
-            tracing::debug!(attempt, ?wait, error = %err, "rabbitmq sink: reconnect failed");
-            tokio::time::sleep(wait).await;
+            attempts.wait(err).await?;
         }
     }
 

@@ -6,8 +6,40 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
+
+/// How a source declares its queues, when it declares them (instead of using existing ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDeclare {
+    /// The queue survives a broker restart.
+    pub durable: bool,
+    /// Only this connection may use the queue; it goes with the connection.
+    pub exclusive: bool,
+    /// The queue is deleted when its last consumer goes.
+    pub auto_delete: bool,
+}
+
+impl QueueDeclare {
+    /// A durable, shared queue that stays: what a pipeline that must not lose messages wants.
+    pub fn durable() -> Self {
+        QueueDeclare {
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+        }
+    }
+
+    fn options(self) -> QueueDeclareOptions {
+        QueueDeclareOptions {
+            durable: self.durable,
+            exclusive: self.exclusive,
+            auto_delete: self.auto_delete,
+            ..QueueDeclareOptions::default()
+        }
+    }
+}
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
+use rivus_core::backoff::Attempts;
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -48,7 +80,7 @@ pub struct RabbitSourceState {
 struct Settings<T> {
     config: AmqpConfig,
     queues: Vec<String>,
-    declare: Option<QueueDeclareOptions>,
+    declare: Option<QueueDeclare>,
     prefetch: u16,
     correlation_ids: bool,
     auto_ack: bool,
@@ -61,7 +93,7 @@ struct Settings<T> {
 pub struct RabbitSourceBuilder {
     config: AmqpConfig,
     queues: Vec<String>,
-    declare: Option<QueueDeclareOptions>,
+    declare: Option<QueueDeclare>,
     prefetch: u16,
     correlation_ids: bool,
     auto_ack: bool,
@@ -76,7 +108,7 @@ impl RabbitSourceBuilder {
     }
 
     /// Declares the queues with these options (default: use existing queues).
-    pub fn declare(mut self, options: QueueDeclareOptions) -> Self {
+    pub fn declare(mut self, options: QueueDeclare) -> Self {
         self.declare = Some(options);
         self
     }
@@ -289,7 +321,7 @@ impl<T: Send + 'static> RabbitSource<T> {
         let mut consumers = Vec::new();
         for (i, (q, ch)) in self.channels.iter().enumerate() {
             if let Some(opts) = s.declare {
-                ch.queue_declare(q.as_str().into(), opts, FieldTable::default())
+                ch.queue_declare(q.as_str().into(), opts.options(), FieldTable::default())
                     .await
                     .map_err(|e| amqp(&format!("declaring queue {q}"), e))?;
             }
@@ -337,9 +369,11 @@ impl<T: Send + 'static> RabbitSource<T> {
         if let Some(c) = self.conn.take() {
             crate::config::close_quietly(&c, "reconnecting").await;
         }
-        let mut attempt = 0;
+        let mut attempts = Attempts::new(
+            "rabbitmq source: reconnect",
+            &self.settings.config.reconnect,
+        );
         loop {
-            attempt += 1;
             let err = match self.connect().await {
                 Ok(()) => match self.consume().await {
                     Ok(d) => return Ok(Some(d)),
@@ -347,11 +381,7 @@ impl<T: Send + 'static> RabbitSource<T> {
                 },
                 Err(e) => e,
             };
-            let Some(wait) = self.settings.config.reconnect.delay(attempt) else {
-                return Err(err);
-            };
-            tracing::debug!(attempt, ?wait, error = %err, "rabbitmq source: reconnect failed");
-            if ctx.wait_for(tokio::time::sleep(wait)).await?.is_none() {
+            if !ctx.backoff(&mut attempts, err).await? {
                 return Ok(None);
             }
             for _ in 0..self.on_events(ctx.take_events()).await? {

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_connector_redis::StreamsSource;
+use rivus_connector_redis::RedisStreamsSource;
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_example_file_connector::FileSink;
@@ -21,7 +21,7 @@ async fn main() -> Result<()> {
         eprintln!("usage: stream_to_file <redis-url> <stream> <group> <state-dir> <out-dir>");
         std::process::exit(2);
     }
-    let source = StreamsSource::builder(&args[0])
+    let source = RedisStreamsSource::builder(&args[0])
         .streams([args[1].clone()])
         .group(&args[2])
         .build(|e| {

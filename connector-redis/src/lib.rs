@@ -7,16 +7,18 @@
 //!   `BulkProcessor` sends them as pipelines (count, bytes, interval), per-command errors go to
 //!   the error policy, and every checkpoint waits until nothing is pending — at-least-once
 //!   (effectively exactly-once for idempotent commands: SET, HSET, SADD, ZADD, PFADD, DEL...).
-//! - [`StreamsSource`]: Redis Streams with a consumer group; stream `k` is read by subtask
+//! - [`RedisStreamsSource`]: Redis Streams with a consumer group; stream `k` is read by subtask
 //!   `k % parallelism` as consumer `<prefix>-<subtask>`; the last emitted entry id per stream is
 //!   checkpointed and entries are XACKed when the checkpoint completes; on restart the
 //!   consumer's pending entries come first, and those at or before the checkpointed id are
 //!   acknowledged without being emitted again — exactly-once.
-//! - [`PubSubSource`]: channels and patterns; pub/sub keeps nothing, so it is at-most-once.
+//! - [`RedisPubSubSource`]: channels and patterns; pub/sub keeps nothing, so it is at-most-once.
 
 mod command;
 mod connection;
 mod dead_letters;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod pubsub;
 mod sink;
 mod streams;
@@ -24,9 +26,9 @@ mod streams;
 pub use command::RedisCommand;
 pub use connection::{Endpoint, RedisConnection};
 pub use dead_letters::RedisDeadLetterQueue;
-pub use pubsub::PubSubSource;
+pub use pubsub::RedisPubSubSource;
 pub use sink::{RedisSink, RedisSinkBuilder};
-pub use streams::{StreamsSource, StreamsSourceBuilder, StreamsState};
+pub use streams::{RedisStreamsSource, RedisStreamsSourceBuilder, RedisStreamsState};
 
 pub use rivus_core::secrets::redact_url as redact;
 

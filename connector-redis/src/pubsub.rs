@@ -1,4 +1,4 @@
-//! [`PubSubSource`]: messages of Redis pub/sub channels (or patterns). Pub/sub keeps nothing:
+//! [`RedisPubSubSource`]: messages of Redis pub/sub channels (or patterns). Pub/sub keeps nothing:
 //! a message published while no subscriber listens (a restart, a slow reconnect) is gone, so
 //! this source is honestly **at-most-once**, checkpoints or not.
 
@@ -15,7 +15,7 @@ type Decoder<T> = dyn Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync;
 
 /// Subscribes to channels and patterns; every subtask receives every message (pub/sub fans
 /// out), so run it with parallelism 1 unless duplicates across subtasks are wanted.
-pub struct PubSubSource<T> {
+pub struct RedisPubSubSource<T> {
     endpoint: Endpoint,
     channels: Vec<String>,
     patterns: Vec<String>,
@@ -23,9 +23,9 @@ pub struct PubSubSource<T> {
     decode: Arc<Decoder<T>>,
 }
 
-impl<T> Clone for PubSubSource<T> {
+impl<T> Clone for RedisPubSubSource<T> {
     fn clone(&self) -> Self {
-        PubSubSource {
+        RedisPubSubSource {
             endpoint: self.endpoint.clone(),
             channels: self.channels.clone(),
             patterns: self.patterns.clone(),
@@ -35,9 +35,9 @@ impl<T> Clone for PubSubSource<T> {
     }
 }
 
-impl<T> std::fmt::Debug for PubSubSource<T> {
+impl<T> std::fmt::Debug for RedisPubSubSource<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PubSubSource")
+        f.debug_struct("RedisPubSubSource")
             .field("endpoint", &self.endpoint)
             .field("channels", &self.channels)
             .field("patterns", &self.patterns)
@@ -45,7 +45,7 @@ impl<T> std::fmt::Debug for PubSubSource<T> {
     }
 }
 
-impl<T: Send + 'static> PubSubSource<T> {
+impl<T: Send + 'static> RedisPubSubSource<T> {
     /// A source subscribed to `channels` and `patterns` (`PSUBSCRIBE` globs) on one server
     /// (a URL, or an [`Endpoint`] with TLS files; not a cluster); `decode` gets the channel
     /// name and the payload.
@@ -70,7 +70,7 @@ impl<T: Send + 'static> PubSubSource<T> {
                 "at least one channel or pattern",
             ));
         }
-        Ok(PubSubSource {
+        Ok(RedisPubSubSource {
             endpoint,
             channels,
             patterns,
@@ -81,10 +81,10 @@ impl<T: Send + 'static> PubSubSource<T> {
 }
 
 #[async_trait]
-impl<T: Send + 'static> RichFunction for PubSubSource<T> {}
+impl<T: Send + 'static> RichFunction for RedisPubSubSource<T> {}
 
 #[async_trait]
-impl<T: Send + 'static> SourceFunction for PubSubSource<T> {
+impl<T: Send + 'static> SourceFunction for RedisPubSubSource<T> {
     type Out = T;
     type State = ();
 

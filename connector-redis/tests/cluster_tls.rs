@@ -166,7 +166,7 @@ async fn tls_pubsub_source_receives_published_messages() {
 
 #[test]
 fn pubsub_refuses_a_cluster() {
-    let err = rivus_connector_redis::PubSubSource::new(
+    let err = rivus_connector_redis::RedisPubSubSource::new(
         Endpoint::cluster(["redis://127.0.0.1:7001/"]),
         vec!["c".into()],
         vec![],

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_connector_redis::StreamsSource;
+use rivus_connector_redis::RedisStreamsSource;
 use rivus_core::checkpoint::MemoryStateBackend;
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -28,7 +28,7 @@ async fn checkpoints_inside_a_read_batch_acknowledge_only_what_they_cover() {
     let (stream, group) = (unique_name("midbatch"), unique_name("group"));
     add(&url, &stream, 0..N as u32).await;
 
-    let source = StreamsSource::builder(&url)
+    let source = RedisStreamsSource::builder(&url)
         .streams([stream.clone()])
         .group(&group)
         .count(500)

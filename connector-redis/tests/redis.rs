@@ -1,7 +1,7 @@
 //! The Redis sink and Streams source against the real server started by `dev/services`.
 
 use redis::AsyncCommands;
-use rivus_connector_redis::{RedisCommand, RedisSink, StreamsSource};
+use rivus_connector_redis::{RedisCommand, RedisSink, RedisStreamsSource};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -107,7 +107,7 @@ fn bad_configuration_is_refused_with_the_field_path() {
         .build(|_: &u8| Ok(vec![]))
         .unwrap_err();
     assert!(err.to_string().contains("sink.redis.url"), "{err}");
-    let err = StreamsSource::builder("redis://127.0.0.1/")
+    let err = RedisStreamsSource::builder("redis://127.0.0.1/")
         .streams(["s"])
         .build(|_| Ok(()))
         .unwrap_err();
@@ -155,7 +155,7 @@ async fn pending_entries_of_a_gone_consumer_are_claimed_and_emitted() {
         c.xread_options(&[&stream], &[">"], &opts).await.unwrap();
     assert_eq!(r.keys[0].ids.len(), 40);
 
-    let source = StreamsSource::builder(&url)
+    let source = RedisStreamsSource::builder(&url)
         .streams([stream.clone()])
         .group(&group)
         .build(|e| Ok(String::from_utf8_lossy(e.field("v").unwrap_or_default()).into_owned()))

@@ -3,7 +3,7 @@
 //! latency, the server restarted, while the test keeps adding entries. The job keeps running
 //! or restarts itself and receives every entry. Alone in this file: it restarts the server.
 
-use rivus_connector_redis::StreamsSource;
+use rivus_connector_redis::RedisStreamsSource;
 use rivus_core::schema::SchemaError;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{source_under_fault, Fault};
@@ -20,7 +20,7 @@ async fn streams_source_rides_out_network_faults_and_a_server_restart() {
         let source = {
             let (proxied, stream) = (proxied.clone(), stream.clone());
             move || {
-                StreamsSource::builder(&proxied)
+                RedisStreamsSource::builder(&proxied)
                     .streams([stream.clone()])
                     .group("g")
                     .count(100)

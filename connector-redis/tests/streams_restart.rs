@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_connector_redis::StreamsSource;
+use rivus_connector_redis::RedisStreamsSource;
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_testkit::services::{require, unique_name, Service};
@@ -21,7 +21,7 @@ async fn streams_source_reconnects_after_a_server_restart_exactly_once() {
     };
     let (stream, group) = (unique_name("stream"), unique_name("group"));
     add(&url, &stream, 0..5000).await;
-    let source = StreamsSource::builder(&url)
+    let source = RedisStreamsSource::builder(&url)
         .streams([stream.clone()])
         .group(&group)
         .count(100)

@@ -1,8 +1,10 @@
 //! Backoff policies for retrying failed requests and reconnecting: none, constant, exponential.
-//! The one copy used by the BulkProcessor and by every connector.
+//! The one copy used by the BulkProcessor and by every connector, with [`Attempts`], the
+//! counter of one retry or reconnect loop.
 
-use std::future::Future;
 use std::time::Duration;
+
+use crate::{Error, Result};
 
 /// How long to wait between attempts, and how many retries to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,35 +83,82 @@ impl BackoffPolicy {
     }
 }
 
-/// Runs `op` until it succeeds, the error is not retryable, or the policy is exhausted.
+/// The attempts of one retry or reconnect loop under a [`BackoffPolicy`]: counts them, decides
+/// after each failure whether to try again and how long to wait, and logs it.
 ///
-/// Returns the last error when giving up. `on_retry` is told the retry number, the wait and the
-/// error before each wait (for logs and metrics).
-pub async fn retry<T, E, F, Fut>(
-    policy: &BackoffPolicy,
-    mut op: F,
-    is_retryable: impl Fn(&E) -> bool,
-    mut on_retry: impl FnMut(u32, Duration, &E),
-) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) => {
-                attempt += 1;
-                match policy.delay(attempt) {
-                    Some(wait) if is_retryable(&e) => {
-                        on_retry(attempt, wait, &e);
-                        tokio::time::sleep(wait).await;
-                    }
-                    _ => return Err(e),
-                }
+/// A failure that no retry can fix ([`Error::is_retryable`] is false: refused credentials, bad
+/// configuration) ends the loop at once; so does a spent policy. Inside a source, wait with
+/// [`SourceContext::backoff`](crate::SourceContext::backoff), which keeps serving checkpoints
+/// and stop requests meanwhile; elsewhere with [`Attempts::wait`].
+///
+/// ```
+/// use rivus_core::backoff::{Attempts, BackoffPolicy};
+/// # async fn connect() -> rivus_core::Result<()> { Ok(()) }
+/// # async fn demo() -> rivus_core::Result<()> {
+/// let mut attempts = Attempts::new("my sink: reconnect", &BackoffPolicy::reconnect());
+/// let conn = loop {
+///     match connect().await {
+///         Ok(c) => break c,
+///         Err(e) => attempts.wait(e).await?, // gives the error back when giving up
+///     }
+/// };
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Attempts {
+    policy: BackoffPolicy,
+    what: &'static str,
+    failed: u32,
+}
+
+impl Attempts {
+    /// A loop named `what` (for logs) under `policy`; no attempt failed yet.
+    pub fn new(what: &'static str, policy: &BackoffPolicy) -> Self {
+        Attempts {
+            policy: policy.clone(),
+            what,
+            failed: 0,
+        }
+    }
+
+    /// How many attempts have failed so far.
+    pub fn failed(&self) -> u32 {
+        self.failed
+    }
+
+    /// Counts a failure without an error of its own: the wait before the next attempt, or
+    /// `None` when the policy is spent.
+    pub fn next_delay(&mut self) -> Option<Duration> {
+        self.failed += 1;
+        self.policy.delay(self.failed)
+    }
+
+    /// Counts the failure `err`: the wait before the next attempt, or `err` back when giving
+    /// up (the policy is spent, or `err` is not retryable).
+    pub fn after(&mut self, err: Error) -> Result<Duration> {
+        if !err.is_retryable() {
+            tracing::warn!(what = self.what, error = %err, "not retrying: no retry can fix this");
+            return Err(err);
+        }
+        match self.next_delay() {
+            Some(wait) => {
+                tracing::debug!(what = self.what, attempt = self.failed, ?wait, error = %err,
+                    "attempt failed, retrying");
+                Ok(wait)
+            }
+            None => {
+                tracing::warn!(what = self.what, attempts = self.failed, error = %err,
+                    "giving up: every attempt failed");
+                Err(err)
             }
         }
+    }
+
+    /// Counts the failure `err` and sleeps before the next attempt; `err` back when giving up.
+    pub async fn wait(&mut self, err: Error) -> Result<()> {
+        let wait = self.after(err)?;
+        tokio::time::sleep(wait).await;
+        Ok(())
     }
 }
 
@@ -140,42 +189,34 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn retry_gives_up_after_policy() {
+    async fn attempts_give_up_after_the_policy() {
         let p = BackoffPolicy::Constant {
             delay: Duration::from_millis(100),
             max_retries: 3,
         };
-        let mut calls = 0;
-        let mut retries = Vec::new();
-        let r: Result<(), &str> = retry(
-            &p,
-            || {
-                calls += 1;
-                async { Err("boom") }
-            },
-            |_| true,
-            |n, _, _| retries.push(n),
-        )
-        .await;
-        assert_eq!(r, Err("boom"));
-        assert_eq!(calls, 4);
-        assert_eq!(retries, vec![1, 2, 3]);
+        let mut attempts = Attempts::new("test", &p);
+        let started = tokio::time::Instant::now();
+        for _ in 0..3 {
+            attempts.wait(Error::connector("x", "lost")).await.unwrap();
+        }
+        assert_eq!(started.elapsed(), Duration::from_millis(300));
+        let e = attempts.wait(Error::connector("x", "lost again")).await;
+        assert!(e.unwrap_err().to_string().contains("lost again"));
+        assert_eq!(attempts.failed(), 4);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn retry_stops_on_permanent_error() {
-        let mut calls = 0;
-        let r: Result<(), &str> = retry(
-            &BackoffPolicy::default(),
-            || {
-                calls += 1;
-                async { Err("permanent") }
-            },
-            |e| *e != "permanent",
-            |_, _, _| {},
-        )
-        .await;
-        assert!(r.is_err());
-        assert_eq!(calls, 1);
+    #[test]
+    fn attempts_stop_at_an_error_no_retry_can_fix() {
+        let mut attempts = Attempts::new("test", &BackoffPolicy::reconnect());
+        let refused = Error::Refused {
+            context: "x".into(),
+            message: "wrong password".into(),
+        };
+        assert!(matches!(
+            attempts.after(refused),
+            Err(Error::Refused { .. })
+        ));
+        let d = attempts.after(Error::connector("x", "lost")).unwrap();
+        assert_eq!(d, Duration::from_millis(100));
     }
 }

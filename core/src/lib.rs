@@ -10,7 +10,8 @@
 //!   between tasks (back-pressure), checkpoint barriers with alignment, and graceful stop.
 //! - [`checkpoint`]: completed checkpoints and the state backends that store them.
 //! - Shared primitives connectors reuse: [`handover::Handover`], [`bulk::BulkProcessor`],
-//!   [`backoff::BackoffPolicy`], [`offsets::OffsetTracker`], [`error_policy::ErrorPolicy`],
+//!   [`backoff::BackoffPolicy`] and [`backoff::Attempts`], [`Share`] (split ownership),
+//!   [`error_policy::ErrorPolicy`],
 //!   [`schema`] (bytes, UTF-8, JSON).
 //!
 //! ```
@@ -27,7 +28,7 @@ pub mod error_policy;
 pub mod function;
 pub mod guarantee;
 pub mod handover;
-pub mod offsets;
+pub mod pipeline_file;
 pub mod runtime;
 pub mod schema;
 pub mod secrets;

@@ -5,9 +5,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rivus_connector_kafka::SaslAuth;
-use rivus_core::tls::TlsFiles;
-use serde::{Deserialize, Deserializer};
+use rivus_connector_es::pipeline_file::EsSinkSection;
+use rivus_connector_jdbc::pipeline_file::{JdbcSinkSection, JdbcSourceSection};
+use rivus_connector_kafka::pipeline_file::{
+    KafkaDestinationSection, KafkaSinkSection, KafkaSourceSection,
+};
+use rivus_connector_rabbitmq::pipeline_file::{
+    RabbitDestinationSection, RabbitSinkSection, RabbitSourceSection,
+};
+use rivus_connector_redis::pipeline_file::{
+    RedisDestinationSection, RedisSinkSection, RedisStreamsSection,
+};
+use serde::Deserialize;
 use serde_json::Value;
 
 mod env;
@@ -15,6 +24,7 @@ mod restart;
 
 pub use env::expand_env;
 pub use restart::RestartSection;
+pub use rivus_core::pipeline_file::{duration, parse_duration};
 
 /// A whole pipeline file.
 #[derive(Debug, Clone, Deserialize)]
@@ -72,31 +82,14 @@ pub struct ErrorsSection {
 /// `[errors.destination]`, by `type`: where dead letters go instead of a file. Each letter is
 /// confirmed by the destination before the record counts as done.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "kebab-case")]
 pub enum DeadLetterDestination {
     /// A Kafka topic (acks=all, idempotent producer).
-    Kafka {
-        bootstrap_servers: String,
-        topic: String,
-        tls: Option<TlsFiles>,
-        sasl: Option<SaslAuth>,
-        #[serde(default)]
-        properties: BTreeMap<String, String>,
-    },
+    Kafka(KafkaDestinationSection),
     /// A RabbitMQ queue (persistent messages, publisher confirms); the queue must exist.
-    Rabbitmq {
-        uri: String,
-        #[serde(default)]
-        tls: TlsFiles,
-        queue: String,
-    },
+    Rabbitmq(RabbitDestinationSection),
     /// A Redis stream (`XADD`).
-    Redis {
-        url: String,
-        #[serde(default)]
-        tls: TlsFiles,
-        stream: String,
-    },
+    Redis(RedisDestinationSection),
 }
 
 /// The error policies by name.
@@ -112,243 +105,74 @@ pub enum PolicyName {
     DeadLetter,
 }
 
-/// `[source]`, by `type`.
+/// `[source]`, by `type`: the built-in sources, and each connector's own section.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "kebab-case")]
 pub enum SourceConfig {
     /// The records of a dead-letter file, payloads parsed as JSON (replaying what was
     /// rejected once the cause is fixed).
-    DeadLetters {
-        /// The dead-letter file (JSON lines).
-        path: String,
-        /// Only the letters of this connector (`kafka`, `rabbitmq`, `redis-streams`, ...).
-        connector: Option<String>,
-    },
+    DeadLetters(DeadLettersSection),
     /// Built-in generator of order-like records.
-    Generator {
-        /// Records to emit; unbounded when absent.
-        count: Option<u64>,
-        /// Records per second per subtask (unlimited when absent).
-        rate: Option<u64>,
-        /// Distinct users in the records (default 50).
-        #[serde(default = "fifty")]
-        users: u64,
-    },
+    Generator(GeneratorSection),
     /// A SQL query or table (rivus-connector-jdbc).
-    Jdbc {
-        url: String,
-        table: Option<String>,
-        query: Option<String>,
-        track_by: Vec<String>,
-        /// `continuous` (default) or `bounded`.
-        #[serde(default)]
-        mode: JdbcSourceMode,
-        #[serde(default, deserialize_with = "opt_duration")]
-        poll_interval: Option<Duration>,
-        splits: Option<usize>,
-        fetch_size: Option<usize>,
-        /// TLS: `{ ca_file, client_cert, client_key }` (PEM files), added to the URL as the
-        /// driver's parameters; with any file set and no `sslmode` / `ssl-mode` in the URL,
-        /// the server's certificate and name are verified.
-        #[serde(default)]
-        tls: TlsFiles,
-    },
+    Jdbc(JdbcSourceSection),
     /// Kafka topics; values decoded as JSON (rivus-connector-kafka).
-    Kafka {
-        bootstrap_servers: String,
-        topics: Vec<String>,
-        group_id: Option<String>,
-        /// `committed` (default), `earliest`, `latest`.
-        #[serde(default)]
-        start: KafkaStart,
-        /// Stop at the offsets that are the latest at start (a backfill that ends).
-        #[serde(default)]
-        bounded: bool,
-        /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
-        /// roots). With a client certificate: mutual TLS.
-        tls: Option<TlsFiles>,
-        /// SASL over TLS: `{ mechanism, username, password }` (PLAIN, SCRAM-SHA-256,
-        /// SCRAM-SHA-512).
-        sasl: Option<SaslAuth>,
-        /// Any librdkafka setting.
-        #[serde(default)]
-        properties: BTreeMap<String, String>,
-    },
+    Kafka(KafkaSourceSection),
     /// RabbitMQ queues; bodies decoded as JSON (rivus-connector-rabbitmq).
-    Rabbitmq {
-        uri: String,
-        /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
-        #[serde(default)]
-        tls: TlsFiles,
-        queues: Vec<String>,
-        /// Unacknowledged messages per queue (500).
-        prefetch: Option<u16>,
-        /// Declare the queues (durable) instead of using existing ones.
-        #[serde(default)]
-        declare: bool,
-        /// Drop redeliveries by correlation id (exactly-once).
-        #[serde(default)]
-        correlation_ids: bool,
-    },
+    Rabbitmq(RabbitSourceSection),
     /// Redis Streams through a consumer group (rivus-connector-redis).
-    RedisStreams {
-        url: String,
-        /// A Redis Cluster: `url` names one or more seed nodes, separated by commas.
-        #[serde(default)]
-        cluster: bool,
-        /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
-        #[serde(default)]
-        tls: TlsFiles,
-        streams: Vec<String>,
-        group: String,
-        /// The entry field holding the record as JSON; without it the record is the entry's
-        /// fields as text.
-        json_field: Option<String>,
-    },
+    RedisStreams(RedisStreamsSection),
+}
+
+/// `[source] type = "dead-letters"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLettersSection {
+    /// The dead-letter file (JSON lines).
+    pub path: String,
+    /// Only the letters of this connector (`kafka`, `rabbitmq`, `redis-streams`, ...).
+    pub connector: Option<String>,
+}
+
+/// `[source] type = "generator"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorSection {
+    /// Records to emit; unbounded when absent.
+    pub count: Option<u64>,
+    /// Records per second per subtask (unlimited when absent).
+    pub rate: Option<u64>,
+    /// Distinct users in the records (default 50).
+    #[serde(default = "fifty")]
+    pub users: u64,
 }
 
 fn fifty() -> u64 {
     50
 }
 
-/// Continuous polling or bounded ranges.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum JdbcSourceMode {
-    #[default]
-    Continuous,
-    Bounded,
-}
-
-/// Where a Kafka source starts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum KafkaStart {
-    #[default]
-    Committed,
-    Earliest,
-    Latest,
-}
-
-/// `[sink]`, by `type`.
+/// `[sink]`, by `type`: stdout, and each connector's own section.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "kebab-case")]
 pub enum SinkConfig {
     /// Print each record as a JSON line.
-    Stdout,
+    Stdout(StdoutSection),
     /// A SQL table (rivus-connector-jdbc).
-    Jdbc {
-        url: String,
-        table: String,
-        /// `insert` (default) or `upsert`.
-        #[serde(default)]
-        mode: JdbcWriteMode,
-        key: Option<Vec<String>>,
-        columns: Option<Vec<String>>,
-        #[serde(default)]
-        exactly_once: bool,
-        batch_size: Option<usize>,
-        /// SQL run once before the job starts (e.g. `CREATE TABLE IF NOT EXISTS ...`).
-        setup: Option<String>,
-        #[serde(default)]
-        ignore_unknown_fields: bool,
-        /// TLS, as for the `jdbc` source.
-        #[serde(default)]
-        tls: TlsFiles,
-    },
+    Jdbc(JdbcSinkSection),
     /// A Kafka topic; records written as JSON (rivus-connector-kafka).
-    Kafka {
-        bootstrap_servers: String,
-        topic: String,
-        /// The field whose value is the message key.
-        key_field: Option<String>,
-        #[serde(default)]
-        exactly_once: bool,
-        /// TLS, as for the Kafka source.
-        tls: Option<TlsFiles>,
-        /// SASL over TLS, as for the Kafka source.
-        sasl: Option<SaslAuth>,
-        #[serde(default)]
-        properties: BTreeMap<String, String>,
-    },
+    Kafka(KafkaSinkSection),
     /// An Elasticsearch index (rivus-connector-es).
-    Elasticsearch {
-        url: String,
-        index: String,
-        /// The field whose value is the document id (replays then overwrite).
-        id_field: Option<String>,
-        max_actions: Option<usize>,
-        username: Option<String>,
-        password: Option<String>,
-        /// For `https://`: `{ ca_file, client_cert, client_key }` (PEM files).
-        #[serde(default)]
-        tls: TlsFiles,
-    },
+    Elasticsearch(EsSinkSection),
     /// A RabbitMQ exchange; bodies are the records as JSON (rivus-connector-rabbitmq).
-    Rabbitmq {
-        uri: String,
-        /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
-        #[serde(default)]
-        tls: TlsFiles,
-        /// The exchange (default: the default exchange, routing straight to a queue).
-        #[serde(default)]
-        exchange: String,
-        /// Routing key (for the default exchange: the queue).
-        #[serde(default)]
-        routing_key: String,
-        /// Take the routing key from this field instead.
-        routing_key_field: Option<String>,
-        /// Set the correlation id from this field (a rivus RabbitMQ source can then drop
-        /// redeliveries).
-        correlation_id_field: Option<String>,
-    },
+    Rabbitmq(RabbitSinkSection),
     /// Redis commands (rivus-connector-redis).
-    Redis {
-        url: String,
-        /// A Redis Cluster: `url` names one or more seed nodes, separated by commas.
-        #[serde(default)]
-        cluster: bool,
-        /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
-        #[serde(default)]
-        tls: TlsFiles,
-        command: RedisCommandName,
-        /// The key; `{field}` is replaced by the record's field (`order:{id}`).
-        key: String,
-        /// The hash field for `hset`, same templating.
-        field: Option<String>,
-        ttl_secs: Option<u64>,
-        maxlen: Option<usize>,
-    },
+    Redis(RedisSinkSection),
 }
 
-/// The Redis commands a `redis` sink sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RedisCommandName {
-    /// `SET key <record as JSON>` (with `ttl_secs`).
-    Set,
-    /// `HSET key field <record as JSON>` (with `ttl_secs`).
-    Hset,
-    /// `XADD key * <field> <value>...` — the record's fields as text (with `maxlen`).
-    Xadd,
-    /// `LPUSH key <record as JSON>`.
-    Lpush,
-    /// `RPUSH key <record as JSON>`.
-    Rpush,
-    /// `SADD key <record as JSON>`.
-    Sadd,
-    /// `PUBLISH key <record as JSON>`.
-    Publish,
-}
-
-/// Insert or upsert.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum JdbcWriteMode {
-    #[default]
-    Insert,
-    Upsert,
-}
+/// `[sink] type = "stdout"`: no settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdoutSection {}
 
 /// `[[transform]]`, by `type`.
 #[derive(Debug, Clone, Deserialize)]
@@ -396,35 +220,6 @@ pub enum CompareOp {
     Exists,
     #[serde(rename = "missing")]
     Missing,
-}
-
-/// `500ms`, `2s`, `1.5m`, `1h`: a positive duration.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.')?;
-    let (n, unit) = s.split_at(split);
-    let n: f64 = n.parse().ok()?;
-    let secs = match unit.trim() {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    (secs > 0.0).then(|| Duration::from_secs_f64(secs))
-}
-
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_duration(&s).ok_or_else(|| {
-        serde::de::Error::custom(format!(
-            "`{s}` is not a duration: use a positive number with ms, s, m or h (`500ms`, `2s`)"
-        ))
-    })
-}
-
-fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
 }
 
 /// Reads and checks `path`. The error names the file, the path of the bad field and what was

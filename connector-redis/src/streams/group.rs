@@ -7,10 +7,10 @@ use redis::streams::{
 use redis::AsyncCommands;
 use rivus_core::prelude::*;
 
-use super::{rerr, StreamsSource};
+use super::{rerr, RedisStreamsSource};
 use crate::connection::{by_slot, RedisConnection};
 
-impl<T: Send + 'static> StreamsSource<T> {
+impl<T: Send + 'static> RedisStreamsSource<T> {
     /// Moves every pending entry of the owned streams that another consumer of the group holds
     /// (a subtask of an earlier run with another parallelism, or one that no longer exists)
     /// to this consumer, so the recovery below sees it: without this, entries delivered to a

@@ -1,11 +1,11 @@
-//! [`StreamsSource`]: Redis Streams through a consumer group, with the last emitted id per
+//! [`RedisStreamsSource`]: Redis Streams through a consumer group, with the last emitted id per
 //! stream checkpointed and XACK on checkpoint completion.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use redis::AsyncCommands;
-use rivus_core::backoff::BackoffPolicy;
+use rivus_core::backoff::{Attempts, BackoffPolicy};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -60,7 +60,7 @@ type Decoder<T> = dyn Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sy
 
 /// Checkpointed state: the last entry id emitted per stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StreamsState {
+pub struct RedisStreamsState {
     /// Stream key → last emitted entry id.
     pub last: BTreeMap<String, String>,
 }
@@ -82,9 +82,9 @@ struct Settings<T> {
     decode: Arc<Decoder<T>>,
 }
 
-/// Builds a [`StreamsSource`].
+/// Builds a [`RedisStreamsSource`].
 #[derive(Debug)]
-pub struct StreamsSourceBuilder {
+pub struct RedisStreamsSourceBuilder {
     endpoint: Endpoint,
     streams: Vec<String>,
     group: Option<String>,
@@ -95,7 +95,7 @@ pub struct StreamsSourceBuilder {
     reconnect: BackoffPolicy,
 }
 
-impl StreamsSourceBuilder {
+impl RedisStreamsSourceBuilder {
     /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
     /// attempts); then the job fails and recovers from its checkpoint.
     pub fn reconnect(mut self, b: BackoffPolicy) -> Self {
@@ -137,7 +137,7 @@ impl StreamsSourceBuilder {
     pub fn build<T: Send + 'static>(
         self,
         decode: impl Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
-    ) -> Result<StreamsSource<T>> {
+    ) -> Result<RedisStreamsSource<T>> {
         self.endpoint.validate("source.redis")?;
         if self.endpoint.response_timeout_value().as_millis() <= self.block_ms as u128 {
             return Err(Error::config(
@@ -157,7 +157,7 @@ impl StreamsSourceBuilder {
         if self.count == 0 {
             return Err(Error::config("source.redis.count", "must be at least 1"));
         }
-        Ok(StreamsSource {
+        Ok(RedisStreamsSource {
             settings: Arc::new(Settings {
                 endpoint: self.endpoint,
                 streams: self.streams,
@@ -180,7 +180,7 @@ impl StreamsSourceBuilder {
 }
 
 /// A Redis Streams source. Clone it into each subtask.
-pub struct StreamsSource<T> {
+pub struct RedisStreamsSource<T> {
     settings: Arc<Settings<T>>,
     con: Option<RedisConnection>,
     restored: BTreeMap<String, String>,
@@ -193,9 +193,9 @@ pub struct StreamsSource<T> {
     broken: bool,
 }
 
-impl<T> std::fmt::Debug for StreamsSource<T> {
+impl<T> std::fmt::Debug for RedisStreamsSource<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamsSource")
+        f.debug_struct("RedisStreamsSource")
             .field("endpoint", &self.settings.endpoint)
             .field("streams", &self.settings.streams)
             .field("group", &self.settings.group)
@@ -203,9 +203,9 @@ impl<T> std::fmt::Debug for StreamsSource<T> {
     }
 }
 
-impl<T> Clone for StreamsSource<T> {
+impl<T> Clone for RedisStreamsSource<T> {
     fn clone(&self) -> Self {
-        StreamsSource {
+        RedisStreamsSource {
             settings: Arc::clone(&self.settings),
             con: None,
             restored: BTreeMap::new(),
@@ -217,11 +217,11 @@ impl<T> Clone for StreamsSource<T> {
     }
 }
 
-impl StreamsSource<()> {
+impl RedisStreamsSource<()> {
     /// Starts a builder for a source reading from `endpoint`: a URL (`redis://`, `rediss://`)
     /// or an [`Endpoint`] (a cluster, TLS files, timeouts).
-    pub fn builder(endpoint: impl Into<Endpoint>) -> StreamsSourceBuilder {
-        StreamsSourceBuilder {
+    pub fn builder(endpoint: impl Into<Endpoint>) -> RedisStreamsSourceBuilder {
+        RedisStreamsSourceBuilder {
             endpoint: endpoint.into(),
             streams: Vec::new(),
             group: None,
@@ -238,7 +238,7 @@ fn rerr(what: &str, e: redis::RedisError) -> Error {
     crate::redis_error(format!("redis source: {what}"), &e)
 }
 
-impl<T: Send + 'static> StreamsSource<T> {
+impl<T: Send + 'static> RedisStreamsSource<T> {
     fn consumer(&self) -> String {
         format!("{}-{}", self.settings.consumer_prefix, self.share.subtask())
     }
@@ -286,11 +286,10 @@ impl<T: Send + 'static> StreamsSource<T> {
 
     /// A new connection after a lost one, with backoff; checkpoints are served meanwhile.
     /// `false` when the job stops first.
-    async fn reconnect(&mut self, ctx: &mut SourceContext<T, StreamsState>) -> Result<bool> {
+    async fn reconnect(&mut self, ctx: &mut SourceContext<T, RedisStreamsState>) -> Result<bool> {
         metrics::counter!("rivus_redis_reconnects_total").increment(1);
-        let mut attempt = 0;
+        let mut attempts = Attempts::new("redis source: reconnect", &self.settings.reconnect);
         loop {
-            attempt += 1;
             let err = match self.connect().await {
                 Ok(con) => {
                     self.con = Some(con);
@@ -299,11 +298,7 @@ impl<T: Send + 'static> StreamsSource<T> {
                 }
                 Err(e) => e,
             };
-            let Some(wait) = self.settings.reconnect.delay(attempt) else {
-                return Err(err);
-            };
-            tracing::debug!(attempt, ?wait, error = %err, "redis source: reconnect failed");
-            if ctx.wait_for(tokio::time::sleep(wait)).await?.is_none() {
+            if !ctx.backoff(&mut attempts, err).await? {
                 return Ok(false);
             }
             // Acknowledgements wait for the connection (they are kept meanwhile).
@@ -319,7 +314,7 @@ impl<T: Send + 'static> StreamsSource<T> {
     /// emitted before the events are looked at again, and a checkpoint taken inside one of
     /// its `collect`s covers only the entries before it. (Filing the whole batch under that
     /// checkpoint acknowledged entries no checkpoint covered: a crash then lost them.)
-    fn file_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) {
+    fn file_events(&mut self, events: Vec<CheckpointEvent<RedisStreamsState>>) {
         for ev in events {
             if let CheckpointEvent::Completed { state, .. } = ev {
                 let covered = |(stream, id): &(String, String)| {
@@ -338,7 +333,7 @@ impl<T: Send + 'static> StreamsSource<T> {
     }
 
     /// Files the events, then acknowledges every entry whose checkpoint completed.
-    async fn on_events(&mut self, events: Vec<CheckpointEvent<StreamsState>>) -> Result<()> {
+    async fn on_events(&mut self, events: Vec<CheckpointEvent<RedisStreamsState>>) -> Result<()> {
         self.file_events(events);
         if !self.unacked.is_empty() {
             self.ack(Vec::new()).await?;
@@ -362,7 +357,7 @@ fn fields_of(map: &std::collections::HashMap<String, redis::Value>) -> Vec<(Stri
 }
 
 #[async_trait]
-impl<T: Send + 'static> RichFunction for StreamsSource<T> {
+impl<T: Send + 'static> RichFunction for RedisStreamsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         if !ctx.is_checkpointing_enabled() {
             // Entries are acknowledged (XACK) only when a checkpoint completes: without
@@ -394,15 +389,18 @@ impl<T: Send + 'static> RichFunction for StreamsSource<T> {
 }
 
 #[async_trait]
-impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
+impl<T: Send + 'static> SourceFunction for RedisStreamsSource<T> {
     type Out = T;
-    type State = StreamsState;
+    type State = RedisStreamsState;
 
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
         DeliveryGuarantee::ExactlyOnce
     }
 
-    fn restore_state(&mut self, restored: Restored<StreamsState>) -> Result<StreamsState> {
+    fn restore_state(
+        &mut self,
+        restored: Restored<RedisStreamsState>,
+    ) -> Result<RedisStreamsState> {
         let mut last: BTreeMap<String, String> = BTreeMap::new();
         for s in restored.union() {
             for (k, id) in s.last {
@@ -413,17 +411,17 @@ impl<T: Send + 'static> SourceFunction for StreamsSource<T> {
             }
         }
         self.restored = last.clone();
-        Ok(StreamsState { last })
+        Ok(RedisStreamsState { last })
     }
 
     async fn on_checkpoint_events(
         &mut self,
-        events: Vec<CheckpointEvent<StreamsState>>,
+        events: Vec<CheckpointEvent<RedisStreamsState>>,
     ) -> Result<()> {
         self.on_events(events).await
     }
 
-    async fn run(&mut self, ctx: &mut SourceContext<T, StreamsState>) -> Result<()> {
+    async fn run(&mut self, ctx: &mut SourceContext<T, RedisStreamsState>) -> Result<()> {
         let owned = self.owned();
         ctx.state_mut().last.retain(|k, _| owned.contains(k));
         if owned.is_empty() {
@@ -573,7 +571,7 @@ mod tests {
 
     #[test]
     fn a_completed_checkpoint_acknowledges_only_what_its_state_covers() {
-        let mut source = StreamsSource::builder("redis://127.0.0.1:1/")
+        let mut source = RedisStreamsSource::builder("redis://127.0.0.1:1/")
             .streams(["s"])
             .group("g")
             .build(|_| Ok(()))
@@ -582,7 +580,7 @@ mod tests {
             .into_iter()
             .map(entry)
             .collect();
-        let state = StreamsState {
+        let state = RedisStreamsState {
             last: [("s".to_owned(), "1-1".to_owned())].into(),
         };
         source.file_events(vec![

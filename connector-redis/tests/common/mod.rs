@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use redis::AsyncCommands;
-use rivus_connector_redis::{Endpoint, RedisCommand, RedisConnection, RedisSink, StreamsSource};
+use rivus_connector_redis::{
+    Endpoint, RedisCommand, RedisConnection, RedisSink, RedisStreamsSource,
+};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
@@ -33,7 +35,7 @@ impl StreamsCtx {
 
 #[async_trait]
 impl SourceExternal for StreamsCtx {
-    type Source = StreamsSource<String>;
+    type Source = RedisStreamsSource<String>;
 
     async fn prepare(&mut self, splits: usize) -> Result<()> {
         self.streams = (0..splits).map(|_| unique_name("stream")).collect();
@@ -61,8 +63,8 @@ impl SourceExternal for StreamsCtx {
         Ok(true)
     }
 
-    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> StreamsSource<String> {
-        StreamsSource::builder(self.endpoint.clone())
+    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> RedisStreamsSource<String> {
+        RedisStreamsSource::builder(self.endpoint.clone())
             .streams(self.streams.clone())
             .group(&self.group)
             .error_policy(policy)
@@ -155,9 +157,9 @@ impl SinkExternal for ListCtx {
 /// subscription is seen), and checks that 100 messages arrive in order and an undecodable one
 /// is skipped; the source declares at-most-once.
 pub async fn pubsub_roundtrip(endpoint: Endpoint, plain_url: &str) {
-    use rivus_connector_redis::PubSubSource;
+    use rivus_connector_redis::RedisPubSubSource;
     let channel = unique_name("chan");
-    let source = PubSubSource::new(
+    let source = RedisPubSubSource::new(
         endpoint,
         vec![channel.clone()],
         vec![],

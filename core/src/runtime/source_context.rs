@@ -184,6 +184,21 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         }
     }
 
+    /// After the failed attempt `err` of a retry or reconnect loop: waits out `attempts`' next
+    /// delay while serving checkpoints and stop requests (checkpoint events collect for
+    /// [`take_events`](SourceContext::take_events)). `Ok(true)`: try again; `Ok(false)`: a stop
+    /// was requested, `run` should return; `Err(err)`: giving up (see [`Attempts::after`]).
+    ///
+    /// [`Attempts::after`]: crate::backoff::Attempts::after
+    pub async fn backoff(
+        &mut self,
+        attempts: &mut crate::backoff::Attempts,
+        err: crate::Error,
+    ) -> Result<bool> {
+        let wait = attempts.after(err)?;
+        Ok(self.wait_for(tokio::time::sleep(wait)).await?.is_some())
+    }
+
     /// Like [`wait_for`](SourceContext::wait_for), but also returns (dropping `fut`, which
     /// must be cancel-safe) as soon as a checkpoint event is ready for
     /// [`take_events`](SourceContext::take_events). For sources whose broker waits for them:

@@ -1,0 +1,97 @@
+//! The `elasticsearch` section of a pipeline file (feature `pipeline-file`): `[sink] type =
+//! "elasticsearch"`, read by serde (unknown fields refused), turned into the sink with JSON
+//! documents, and checked by a healthcheck that asks the cluster for its version.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::pipeline_file::Health;
+use rivus_core::secrets::redact_url;
+use rivus_core::tls::TlsFiles;
+use rivus_core::Result;
+
+use crate::{EsAuth, EsConfig, EsSink};
+
+/// `[sink] type = "elasticsearch"`: one index, each record a document.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EsSinkSection {
+    /// `http://` or `https://` URL of a node.
+    pub url: String,
+    /// The index written to.
+    pub index: String,
+    /// The field whose value is the document id (replays then overwrite).
+    pub id_field: Option<String>,
+    /// Actions per bulk request.
+    pub max_actions: Option<usize>,
+    /// Basic authentication: the user.
+    pub username: Option<String>,
+    /// Basic authentication: the password (from `${VAR}`).
+    pub password: Option<String>,
+    /// For `https://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+}
+
+impl EsSinkSection {
+    /// The client settings this section gives.
+    pub fn config(&self) -> EsConfig {
+        let mut es = EsConfig::new(&self.url);
+        es.tls = self.tls.clone();
+        if let Some(user) = &self.username {
+            es.auth = EsAuth::Basic {
+                user: user.clone(),
+                password: self.password.clone().unwrap_or_default(),
+            };
+        }
+        es
+    }
+
+    /// The sink: each record indexed as it is, with its id from `id_field` when set.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<EsSink<Value>> {
+        let mut b = EsSink::builder(&self.url)
+            .config(self.config())
+            .failure_policy(policy);
+        if let Some(n) = self.max_actions {
+            b = b.max_actions(n);
+        }
+        let (index, id_field) = (self.index.clone(), self.id_field.clone());
+        b.build(move |v: &Value, idx| {
+            let id = id_field.as_ref().and_then(|f| match v.get(f) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Null) | None => None,
+                Some(other) => Some(other.to_string()),
+            });
+            idx.index(index.clone(), id, v.clone());
+            Ok(())
+        })
+    }
+
+    /// Asks the cluster for its version (authentication included), writing nothing.
+    pub async fn healthcheck(&self) -> Health {
+        let outcome = async {
+            let mut config = self.config();
+            config.timeout = Duration::from_secs(5);
+            let client = config.client("sink").map_err(|e| e.to_string())?;
+            let r = client
+                .info()
+                .send()
+                .await
+                .map_err(|e| redact_url(&e.to_string()))?;
+            let status = r.status_code();
+            if !status.is_success() {
+                return Err(format!("HTTP {status} (authentication?)"));
+            }
+            let v: Value = r.json().await.map_err(|e| e.to_string())?;
+            Ok(format!(
+                "version {}",
+                v["version"]["number"].as_str().unwrap_or("?")
+            ))
+        }
+        .await;
+        Health::new("elasticsearch", redact_url(&self.url), outcome)
+    }
+}

@@ -1,0 +1,202 @@
+//! The `jdbc` sections of a pipeline file (feature `pipeline-file`): `[source] type = "jdbc"`
+//! and `[sink] type = "jdbc"`, read by serde (unknown fields refused), turned into the
+//! connector with JSON records, and checked by a healthcheck that connects (and counts the
+//! table's rows where there is a table to count).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::pipeline_file::{opt_duration, Health};
+use rivus_core::secrets::redact_url;
+use rivus_core::tls::TlsFiles;
+use rivus_core::{Error, Result};
+
+use crate::tls::url_with_tls;
+use crate::{run_script, table_report, JdbcSink, JdbcSource, WriteMode};
+
+/// `[source] type = "jdbc"`: a table or a query, read by keyset pages on `track_by`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JdbcSourceSection {
+    /// `postgres://`, `mysql://` or `sqlite:` URL.
+    pub url: String,
+    /// The table to read (or `query`).
+    pub table: Option<String>,
+    /// The query to read (or `table`).
+    pub query: Option<String>,
+    /// The columns that order the rows and mark the position.
+    pub track_by: Vec<String>,
+    /// `continuous` (default) or `bounded`.
+    #[serde(default)]
+    pub mode: JdbcSourceMode,
+    /// How often a continuous source polls for new rows (1 s).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub poll_interval: Option<Duration>,
+    /// Ranges a bounded read is split into (default: the parallelism).
+    pub splits: Option<usize>,
+    /// Rows per page.
+    pub fetch_size: Option<usize>,
+    /// TLS: `{ ca_file, client_cert, client_key }` (PEM files), added to the URL as the
+    /// driver's parameters; with any file set and no `sslmode` / `ssl-mode` in the URL, the
+    /// server's certificate and name are verified.
+    #[serde(default)]
+    pub tls: TlsFiles,
+}
+
+/// Continuous polling or bounded ranges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JdbcSourceMode {
+    /// Poll for new rows, never end.
+    #[default]
+    Continuous,
+    /// Read the rows there are, split into ranges, then end.
+    Bounded,
+}
+
+/// `[sink] type = "jdbc"`: a table, inserted into or upserted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JdbcSinkSection {
+    /// `postgres://`, `mysql://` or `sqlite:` URL.
+    pub url: String,
+    /// The table written to.
+    pub table: String,
+    /// `insert` (default) or `upsert`.
+    #[serde(default)]
+    pub mode: JdbcWriteMode,
+    /// The key columns of an upsert (default: the table's primary key).
+    pub key: Option<Vec<String>>,
+    /// The columns written (default: every column the records have).
+    pub columns: Option<Vec<String>>,
+    /// Prepared transactions (PostgreSQL) or XA (MySQL/MariaDB), committed per checkpoint.
+    #[serde(default)]
+    pub exactly_once: bool,
+    /// Rows per batch.
+    pub batch_size: Option<usize>,
+    /// SQL run once before the job starts (e.g. `CREATE TABLE IF NOT EXISTS ...`).
+    pub setup: Option<String>,
+    /// Fields without a column are dropped instead of refused.
+    #[serde(default)]
+    pub ignore_unknown_fields: bool,
+    /// TLS, as for the source.
+    #[serde(default)]
+    pub tls: TlsFiles,
+}
+
+/// Insert or upsert.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JdbcWriteMode {
+    /// `INSERT` (a duplicate key is a refused row).
+    #[default]
+    Insert,
+    /// Insert or update by key.
+    Upsert,
+}
+
+/// Connects; counts `table`'s rows when given.
+async fn healthcheck(url: &str, tls: &TlsFiles, path: &str, table: Option<&str>) -> Health {
+    let outcome = async {
+        let url = url_with_tls(url, tls, path).map_err(|e| e.to_string())?;
+        match table {
+            Some(t) => table_report(&url, t, 1)
+                .await
+                .map(|(n, _)| format!("table `{t}` has {n} rows")),
+            None => run_script(&url, "SELECT 1")
+                .await
+                .map(|_| "connected".to_owned()),
+        }
+        .map_err(|e| e.to_string())
+    }
+    .await;
+    Health::new("jdbc", redact_url(url), outcome)
+}
+
+impl JdbcSourceSection {
+    /// The source, JSON records, bad rows to `policy`; a bounded read is split into
+    /// `splits` (default `parallelism`) ranges.
+    pub fn source(&self, policy: ErrorPolicy, parallelism: usize) -> Result<JdbcSource<Value>> {
+        let mut b = JdbcSource::builder(&self.url)
+            .tls(self.tls.clone())
+            .track_by(self.track_by.clone());
+        b = match (&self.table, &self.query) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "source.query",
+                    "set a table or a query, not both",
+                ))
+            }
+            (Some(t), None) => b.table(t),
+            (None, Some(q)) => b.query(q),
+            (None, None) => return Err(Error::config("source.table", "set a table or a query")),
+        };
+        b = match self.mode {
+            JdbcSourceMode::Bounded => b.bounded(None, None, self.splits.unwrap_or(parallelism)),
+            JdbcSourceMode::Continuous => {
+                b.continuous(self.poll_interval.unwrap_or(Duration::from_secs(1)))
+            }
+        };
+        if let Some(n) = self.fetch_size {
+            b = b.fetch_size(n);
+        }
+        b.error_policy(policy).build_json()
+    }
+
+    /// Connects; counts the table's rows when the source reads a table.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(&self.url, &self.tls, "source", self.table.as_deref()).await
+    }
+}
+
+impl JdbcSinkSection {
+    /// The sink, JSON records, refused rows to `policy`.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<JdbcSink<Value>> {
+        let mut b = JdbcSink::builder(&self.url, &self.table)
+            .tls(self.tls.clone())
+            .mode(match self.mode {
+                JdbcWriteMode::Insert => WriteMode::Insert,
+                JdbcWriteMode::Upsert => WriteMode::Upsert,
+            })
+            .exactly_once(self.exactly_once)
+            .ignore_unknown_fields(self.ignore_unknown_fields)
+            .error_policy(policy);
+        if let Some(k) = &self.key {
+            b = b.key(k.clone());
+        }
+        if let Some(c) = &self.columns {
+            b = b.columns(c.clone());
+        }
+        if let Some(n) = self.batch_size {
+            b = b.batch_size(n);
+        }
+        b.build_json()
+    }
+
+    /// Runs the `setup` script, if any (before the job starts).
+    pub async fn setup(&self) -> Result<()> {
+        match &self.setup {
+            Some(sql) => run_script(&url_with_tls(&self.url, &self.tls, "sink")?, sql).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The table's row count and its first `limit` rows (for the report after a run).
+    pub async fn table_report(&self, limit: usize) -> Result<(u64, Vec<Value>)> {
+        table_report(
+            &url_with_tls(&self.url, &self.tls, "sink")?,
+            &self.table,
+            limit,
+        )
+        .await
+    }
+
+    /// Connects; counts the table's rows unless the setup script may still create it.
+    pub async fn healthcheck(&self) -> Health {
+        let table = self.setup.is_none().then_some(self.table.as_str());
+        healthcheck(&self.url, &self.tls, "sink", table).await
+    }
+}

@@ -1,0 +1,233 @@
+//! The `kafka` sections of a pipeline file (feature `pipeline-file`): `[source] type = "kafka"`,
+//! `[sink] type = "kafka"` and `[errors.destination] type = "kafka"`, read by serde (unknown
+//! fields refused), turned into the connector with JSON records, and checked by
+//! [`healthcheck`](KafkaSourceSection::healthcheck).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::pipeline_file::Health;
+use rivus_core::schema::JsonSchema;
+use rivus_core::tls::TlsFiles;
+use rivus_core::Result;
+
+use crate::{
+    KafkaDeadLetterQueue, KafkaProperties, KafkaSink, KafkaSource, SaslAuth, SinkDelivery,
+    StartOffsets, StopOffsets, ValueDeserializer, ValueSerializer,
+};
+
+/// `[source] type = "kafka"`: topics, values decoded as JSON.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSourceSection {
+    /// `host:port[,host:port...]`.
+    pub bootstrap_servers: String,
+    /// The topics to read.
+    pub topics: Vec<String>,
+    /// The consumer group offsets are committed to (default: the job's name).
+    pub group_id: Option<String>,
+    /// Where to start without a checkpoint.
+    #[serde(default)]
+    pub start: KafkaStart,
+    /// Stop at the offsets that are the latest at start (a backfill that ends).
+    #[serde(default)]
+    pub bounded: bool,
+    /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
+    /// roots). With a client certificate: mutual TLS.
+    pub tls: Option<TlsFiles>,
+    /// SASL over TLS: `{ mechanism, username, password }` (PLAIN, SCRAM-SHA-256,
+    /// SCRAM-SHA-512).
+    pub sasl: Option<SaslAuth>,
+    /// Any librdkafka setting.
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Where a Kafka source starts without a checkpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KafkaStart {
+    /// The group's committed offsets, else the earliest.
+    #[default]
+    Committed,
+    /// The earliest offsets.
+    Earliest,
+    /// The latest offsets.
+    Latest,
+}
+
+/// `[sink] type = "kafka"`: one topic, records written as JSON.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSinkSection {
+    /// `host:port[,host:port...]`.
+    pub bootstrap_servers: String,
+    /// The topic written to.
+    pub topic: String,
+    /// The field whose value is the message key.
+    pub key_field: Option<String>,
+    /// One transaction per checkpoint (exactly-once) instead of flushing (at-least-once).
+    #[serde(default)]
+    pub exactly_once: bool,
+    /// TLS, as for the source.
+    pub tls: Option<TlsFiles>,
+    /// SASL over TLS, as for the source.
+    pub sasl: Option<SaslAuth>,
+    /// Any librdkafka setting.
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+/// `[errors.destination] type = "kafka"`: dead letters to a topic (acks=all, idempotent).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaDestinationSection {
+    /// `host:port[,host:port...]`.
+    pub bootstrap_servers: String,
+    /// The dead-letter topic.
+    pub topic: String,
+    /// TLS, as for the source.
+    pub tls: Option<TlsFiles>,
+    /// SASL over TLS, as for the source.
+    pub sasl: Option<SaslAuth>,
+    /// Any librdkafka setting.
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+/// The client properties of a section: bootstrap servers, TLS, SASL, then raw properties.
+fn client(
+    bootstrap_servers: &str,
+    tls: &Option<TlsFiles>,
+    sasl: &Option<SaslAuth>,
+    properties: &BTreeMap<String, String>,
+) -> KafkaProperties {
+    let mut p = KafkaProperties::new(bootstrap_servers);
+    for (k, v) in properties {
+        p.set(k, v);
+    }
+    if let Some(t) = tls {
+        p.set_tls(t.clone());
+    }
+    if let Some(s) = sasl {
+        p.set_sasl(s.clone());
+    }
+    p
+}
+
+/// One metadata round trip through the connector's probe.
+async fn healthcheck(props: KafkaProperties) -> Health {
+    let address = props.endpoint();
+    let outcome = match props.validate("kafka") {
+        Err(e) => Err(e.to_string()),
+        Ok(()) => crate::connect::probe(&props, &[], Duration::from_secs(10))
+            .await
+            .map(|info| format!("{} broker(s), {} topic(s)", info.brokers, info.topics))
+            .map_err(|e| e.to_string()),
+    };
+    Health::new("kafka", address, outcome)
+}
+
+impl KafkaSourceSection {
+    /// The client properties this section gives.
+    pub fn properties(&self) -> KafkaProperties {
+        client(
+            &self.bootstrap_servers,
+            &self.tls,
+            &self.sasl,
+            &self.properties,
+        )
+    }
+
+    /// The source, JSON values, bad records to `policy`.
+    pub fn source(&self, policy: ErrorPolicy) -> Result<KafkaSource<Value>> {
+        let mut b = KafkaSource::builder_with(self.properties())
+            .topics(self.topics.clone())
+            .start(match self.start {
+                KafkaStart::Committed => StartOffsets::Committed {
+                    reset_to_earliest: true,
+                },
+                KafkaStart::Earliest => StartOffsets::Earliest,
+                KafkaStart::Latest => StartOffsets::Latest,
+            })
+            .error_policy(policy);
+        if let Some(g) = &self.group_id {
+            b = b.group_id(g);
+        }
+        if self.bounded {
+            b = b.stop(StopOffsets::LatestAtStart);
+        }
+        b.build(ValueDeserializer(JsonSchema::<Value>::new()))
+    }
+
+    /// Reaches the brokers (a metadata request), reading and writing nothing.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(self.properties()).await
+    }
+}
+
+impl KafkaSinkSection {
+    /// The client properties this section gives.
+    pub fn properties(&self) -> KafkaProperties {
+        client(
+            &self.bootstrap_servers,
+            &self.tls,
+            &self.sasl,
+            &self.properties,
+        )
+    }
+
+    /// The sink, records as JSON, the key from `key_field`, bad records to `policy`.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<KafkaSink<Value>> {
+        let b = KafkaSink::builder_with(self.properties())
+            .topic(&self.topic)
+            .delivery(if self.exactly_once {
+                SinkDelivery::ExactlyOnce
+            } else {
+                SinkDelivery::AtLeastOnce
+            })
+            .error_policy(policy);
+        let mut ser = ValueSerializer::new(JsonSchema::<Value>::new());
+        if let Some(f) = self.key_field.clone() {
+            ser = ser.with_key(move |v: &Value| match v.get(&f) {
+                Some(Value::String(s)) => s.as_bytes().to_vec(),
+                Some(other) => other.to_string().into_bytes(),
+                None => Vec::new(),
+            });
+        }
+        b.build(ser)
+    }
+
+    /// Reaches the brokers (a metadata request), writing nothing.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(self.properties()).await
+    }
+}
+
+impl KafkaDestinationSection {
+    /// The dead-letter queue (connecting at the first letter); errors name `path`.
+    pub fn queue(&self, path: &str) -> Result<KafkaDeadLetterQueue> {
+        let props = client(
+            &self.bootstrap_servers,
+            &self.tls,
+            &self.sasl,
+            &self.properties,
+        );
+        KafkaDeadLetterQueue::new(props, &self.topic, path)
+    }
+
+    /// Reaches the brokers (a metadata request), writing nothing.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(client(
+            &self.bootstrap_servers,
+            &self.tls,
+            &self.sasl,
+            &self.properties,
+        ))
+        .await
+    }
+}

@@ -1,0 +1,165 @@
+//! The `rabbitmq` sections of a pipeline file (feature `pipeline-file`): `[source]`, `[sink]`
+//! and `[errors.destination]` with `type = "rabbitmq"`, read by serde (unknown fields refused),
+//! turned into the connector with JSON bodies, and checked by a healthcheck that connects and
+//! closes.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::pipeline_file::{field_text, Health};
+use rivus_core::schema::{DeserializationSchema, JsonSchema};
+use rivus_core::secrets::redact_url;
+use rivus_core::tls::TlsFiles;
+use rivus_core::Result;
+
+use crate::{
+    AmqpConfig, OutMessage, QueueDeclare, RabbitDeadLetterQueue, RabbitSink, RabbitSource,
+};
+
+/// `[source] type = "rabbitmq"`: queues, bodies decoded as JSON.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RabbitSourceSection {
+    /// `amqp://` or `amqps://` URI.
+    pub uri: String,
+    /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// The queues to consume (spread over the subtasks).
+    pub queues: Vec<String>,
+    /// Unacknowledged messages per subtask (500).
+    pub prefetch: Option<u16>,
+    /// Declare the queues (durable) instead of using existing ones.
+    #[serde(default)]
+    pub declare: bool,
+    /// Drop redeliveries by correlation id (exactly-once).
+    #[serde(default)]
+    pub correlation_ids: bool,
+}
+
+/// `[sink] type = "rabbitmq"`: bodies are the records as JSON.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RabbitSinkSection {
+    /// `amqp://` or `amqps://` URI.
+    pub uri: String,
+    /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// The exchange (default: the default exchange, routing straight to a queue).
+    #[serde(default)]
+    pub exchange: String,
+    /// Routing key (for the default exchange: the queue).
+    #[serde(default)]
+    pub routing_key: String,
+    /// Take the routing key from this field instead.
+    pub routing_key_field: Option<String>,
+    /// Set the correlation id from this field (a rivus RabbitMQ source can then drop
+    /// redeliveries).
+    pub correlation_id_field: Option<String>,
+}
+
+/// `[errors.destination] type = "rabbitmq"`: dead letters to a queue (persistent, confirmed);
+/// the queue must exist.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RabbitDestinationSection {
+    /// `amqp://` or `amqps://` URI.
+    pub uri: String,
+    /// For `amqps://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// The dead-letter queue.
+    pub queue: String,
+}
+
+fn config(uri: &str, tls: &TlsFiles) -> AmqpConfig {
+    AmqpConfig {
+        tls: tls.clone(),
+        ..AmqpConfig::new(uri)
+    }
+}
+
+/// Connects (TLS and login included), then closes.
+async fn healthcheck(uri: &str, tls: &TlsFiles) -> Health {
+    let outcome = async {
+        let config = AmqpConfig {
+            connect_timeout: Duration::from_secs(5),
+            ..config(uri, tls)
+        };
+        config.validate("rabbitmq").map_err(|e| e.to_string())?;
+        let conn = config.connect().await.map_err(|e| e.to_string())?;
+        crate::config::close_quietly(&conn, "rivus check").await;
+        Ok("connected".to_owned())
+    }
+    .await;
+    Health::new("rabbitmq", redact_url(uri), outcome)
+}
+
+impl RabbitSourceSection {
+    /// The source, JSON bodies, bad records to `policy`.
+    pub fn source(&self, policy: ErrorPolicy) -> Result<RabbitSource<Value>> {
+        let mut b = RabbitSource::builder(config(&self.uri, &self.tls))
+            .queues(self.queues.clone())
+            .use_correlation_ids(self.correlation_ids)
+            .error_policy(policy);
+        if let Some(n) = self.prefetch {
+            b = b.prefetch(n);
+        }
+        if self.declare {
+            b = b.declare(QueueDeclare::durable());
+        }
+        b.build(|m| {
+            let position = format!("queue {} delivery {}", m.queue, m.delivery_tag);
+            JsonSchema::<Value>::new().deserialize(m.body, &position)
+        })
+    }
+
+    /// Connects to the broker, then closes.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(&self.uri, &self.tls).await
+    }
+}
+
+impl RabbitSinkSection {
+    /// The sink, records as JSON bodies, routing key and correlation id from fields when set.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<RabbitSink<Value>> {
+        let (rk_field, cid_field) = (
+            self.routing_key_field.clone(),
+            self.correlation_id_field.clone(),
+        );
+        RabbitSink::builder(config(&self.uri, &self.tls))
+            .exchange(&self.exchange)
+            .routing_key(&self.routing_key)
+            .error_policy(policy)
+            .build(move |v: &Value| {
+                Ok(OutMessage {
+                    routing_key: rk_field.as_deref().map(|f| field_text(v, f)).transpose()?,
+                    correlation_id: cid_field.as_deref().map(|f| field_text(v, f)).transpose()?,
+                    body: serde_json::to_vec(v).unwrap_or_default(),
+                    content_type: Some("application/json".into()),
+                    ..OutMessage::default()
+                })
+            })
+    }
+
+    /// Connects to the broker, then closes.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(&self.uri, &self.tls).await
+    }
+}
+
+impl RabbitDestinationSection {
+    /// The dead-letter queue (connecting at the first letter); errors name `path`.
+    pub fn queue(&self, path: &str) -> Result<RabbitDeadLetterQueue> {
+        RabbitDeadLetterQueue::new(config(&self.uri, &self.tls), &self.queue, path)
+    }
+
+    /// Connects to the broker, then closes.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(&self.uri, &self.tls).await
+    }
+}

@@ -1,0 +1,242 @@
+//! The Redis sections of a pipeline file (feature `pipeline-file`): `[source] type =
+//! "redis-streams"`, `[sink] type = "redis"` and `[errors.destination] type = "redis"`, read by
+//! serde (unknown fields refused), turned into the connector with JSON records, and checked by
+//! a healthcheck that sends a PING.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::pipeline_file::{template, text_of, Health};
+use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
+use rivus_core::secrets::redact_url;
+use rivus_core::tls::TlsFiles;
+use rivus_core::{Error, Result};
+
+use crate::{Endpoint, RedisCommand, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
+
+/// `[source] type = "redis-streams"`: streams through a consumer group.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisStreamsSection {
+    /// `redis://` or `rediss://` URL (with `cluster`: seed nodes, separated by commas).
+    pub url: String,
+    /// A Redis Cluster.
+    #[serde(default)]
+    pub cluster: bool,
+    /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// The streams to read (spread over the subtasks).
+    pub streams: Vec<String>,
+    /// The consumer group.
+    pub group: String,
+    /// The entry field holding the record as JSON; without it the record is the entry's
+    /// fields as text.
+    pub json_field: Option<String>,
+}
+
+/// `[sink] type = "redis"`: one command per record.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSinkSection {
+    /// `redis://` or `rediss://` URL (with `cluster`: seed nodes, separated by commas).
+    pub url: String,
+    /// A Redis Cluster.
+    #[serde(default)]
+    pub cluster: bool,
+    /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// The command sent for each record.
+    pub command: RedisCommandName,
+    /// The key; `{field}` is replaced by the record's field (`order:{id}`).
+    pub key: String,
+    /// The hash field for `hset`, same templating.
+    pub field: Option<String>,
+    /// Expiry of the key, for `set` and `hset`.
+    pub ttl_secs: Option<u64>,
+    /// Cap of the stream, for `xadd`.
+    pub maxlen: Option<usize>,
+}
+
+/// The commands a `redis` sink sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisCommandName {
+    /// `SET key <record as JSON>` (with `ttl_secs`).
+    Set,
+    /// `HSET key field <record as JSON>` (with `ttl_secs`).
+    Hset,
+    /// `XADD key * <field> <value>...` — the record's fields as text (with `maxlen`).
+    Xadd,
+    /// `LPUSH key <record as JSON>`.
+    Lpush,
+    /// `RPUSH key <record as JSON>`.
+    Rpush,
+    /// `SADD key <record as JSON>`.
+    Sadd,
+    /// `PUBLISH key <record as JSON>`.
+    Publish,
+}
+
+/// `[errors.destination] type = "redis"`: dead letters to a stream (`XADD`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisDestinationSection {
+    /// `redis://` or `rediss://` URL.
+    pub url: String,
+    /// For `rediss://`: `{ ca_file, client_cert, client_key }` (PEM files).
+    #[serde(default)]
+    pub tls: TlsFiles,
+    /// The dead-letter stream.
+    pub stream: String,
+}
+
+/// One server, or a cluster whose seed nodes `url` lists (commas), with TLS files.
+fn endpoint(url: &str, cluster: bool, tls: &TlsFiles) -> Endpoint {
+    let e = if cluster {
+        Endpoint::cluster(url.split(',').map(str::trim).filter(|u| !u.is_empty()))
+    } else {
+        Endpoint::new(url)
+    };
+    e.tls(tls.clone())
+}
+
+/// Connects (TLS and AUTH included) and sends a PING.
+async fn healthcheck(kind: &'static str, url: &str, endpoint: Endpoint) -> Health {
+    let outcome = async {
+        let endpoint = endpoint
+            .connect_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(5));
+        let mut con = endpoint.open().await.map_err(|e| e.to_string())?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut con)
+            .await
+            .map_err(|e| redact_url(&e.to_string()))
+    }
+    .await;
+    Health::new(kind, redact_url(url), outcome)
+}
+
+impl RedisStreamsSection {
+    /// The endpoint this section names.
+    pub fn endpoint(&self) -> Endpoint {
+        endpoint(&self.url, self.cluster, &self.tls)
+    }
+
+    /// The source, records from `json_field` (or the entry's fields as text), bad records to
+    /// `policy`.
+    pub fn source(&self, policy: ErrorPolicy) -> Result<RedisStreamsSource<Value>> {
+        let json_field = self.json_field.clone();
+        RedisStreamsSource::builder(self.endpoint())
+            .streams(self.streams.clone())
+            .group(&self.group)
+            .error_policy(policy)
+            .build(move |e| {
+                let position = format!("{}#{}", e.stream, e.id);
+                match &json_field {
+                    Some(f) => {
+                        let raw = e.field(f).ok_or_else(|| {
+                            SchemaError::new("redis", &position, format!("no field `{f}`"))
+                        })?;
+                        JsonSchema::<Value>::new().deserialize(raw, &position)
+                    }
+                    None => Ok(Value::Object(
+                        e.fields
+                            .iter()
+                            .map(|(k, v)| {
+                                let text = String::from_utf8_lossy(v).into_owned();
+                                (k.clone(), Value::from(text))
+                            })
+                            .collect(),
+                    )),
+                }
+            })
+    }
+
+    /// Connects and sends a PING.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck("redis-streams", &self.url, self.endpoint()).await
+    }
+}
+
+impl RedisSinkSection {
+    /// The sink: one `command` per record, key (and hash field) templated from the record.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<RedisSink<Value>> {
+        if self.command == RedisCommandName::Hset && self.field.is_none() {
+            return Err(Error::config("sink.field", "hset needs a hash field"));
+        }
+        let (command, key, field, ttl, maxlen) = (
+            self.command,
+            self.key.clone(),
+            self.field.clone(),
+            self.ttl_secs,
+            self.maxlen,
+        );
+        RedisSink::builder(endpoint(&self.url, self.cluster, &self.tls))
+            .error_policy(policy)
+            .build(move |v: &Value| {
+                let key = template(&key, v)?;
+                let body = || serde_json::to_vec(v).unwrap_or_default();
+                Ok(vec![match command {
+                    RedisCommandName::Set => RedisCommand::Set {
+                        key,
+                        value: body(),
+                        ttl_secs: ttl,
+                    },
+                    RedisCommandName::Hset => RedisCommand::HSet {
+                        key,
+                        field: template(field.as_deref().unwrap_or_default(), v)?,
+                        value: body(),
+                        ttl_secs: ttl,
+                    },
+                    RedisCommandName::Xadd => RedisCommand::XAdd {
+                        key,
+                        fields: match v {
+                            Value::Object(m) => m
+                                .iter()
+                                .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
+                                .collect(),
+                            other => vec![("value".into(), text_of(other).into_bytes())],
+                        },
+                        maxlen,
+                    },
+                    RedisCommandName::Lpush => RedisCommand::LPush { key, value: body() },
+                    RedisCommandName::Rpush => RedisCommand::RPush { key, value: body() },
+                    RedisCommandName::Sadd => RedisCommand::SAdd {
+                        key,
+                        member: body(),
+                    },
+                    RedisCommandName::Publish => RedisCommand::Publish {
+                        channel: key,
+                        message: body(),
+                    },
+                }])
+            })
+    }
+
+    /// Connects and sends a PING.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(
+            "redis",
+            &self.url,
+            endpoint(&self.url, self.cluster, &self.tls),
+        )
+        .await
+    }
+}
+
+impl RedisDestinationSection {
+    /// The dead-letter queue (connecting at the first letter); errors name `path`.
+    pub fn queue(&self, path: &str) -> Result<RedisDeadLetterQueue> {
+        RedisDeadLetterQueue::new(endpoint(&self.url, false, &self.tls), &self.stream, path)
+    }
+
+    /// Connects and sends a PING.
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck("redis", &self.url, endpoint(&self.url, false, &self.tls)).await
+    }
+}
