@@ -94,10 +94,13 @@ async fn raw(c: &Elasticsearch, index: &str, n: u64) -> f64 {
 async fn rivus(url: &str, index: &str, n: u64) -> f64 {
     let ix = index.to_owned();
     let sink = EsSink::builder(url)
-        .max_actions(BATCH)
-        .max_bytes(0)
-        .flush_interval(None)
-        .concurrent_requests(CONCURRENCY)
+        .bulk(rivus_core::bulk::BulkConfig {
+            max_actions: BATCH,
+            max_bytes: 0,
+            flush_interval: None,
+            concurrent_requests: CONCURRENCY,
+            ..EsSink::default_bulk()
+        })
         .build(move |i: &u64, idx| {
             idx.index(&ix, Some(i.to_string()), doc(*i));
             Ok(())

@@ -54,9 +54,9 @@ impl EsSinkSection {
     pub fn sink(&self, policy: ErrorPolicy) -> Result<EsSink<Value>> {
         let mut b = EsSink::builder(&self.url)
             .config(self.config())
-            .failure_policy(policy);
+            .error_policy(policy);
         if let Some(n) = self.max_actions {
-            b = b.max_actions(n);
+            b = b.batch_size(n);
         }
         let (index, id_field) = (self.index.clone(), self.id_field.clone());
         b.build(move |v: &Value, idx| {

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use rivus_core::backoff::BackoffPolicy;
 use rivus_core::bulk::{BulkConfig, BulkProcessor, NoopListener};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
@@ -53,41 +52,26 @@ impl EsSinkBuilder {
         self
     }
 
-    /// Send after this many requests (`bulk.flush.max.actions`, default 1000).
-    pub fn max_actions(mut self, n: usize) -> Self {
+    /// When bulks are sent, how many are in flight and how failures are retried (default
+    /// [`EsSink::default_bulk`]: 1000 actions (`bulk.flush.max.actions`), 5 MiB, every 1 s,
+    /// one bulk in flight, exponential backoff with 8 retries). With one bulk in flight, the
+    /// writes of a document apply in the order of the records, retries included; with more,
+    /// two versions of one document in different bulks may land in either order (use
+    /// external versions or idempotent ids).
+    pub fn bulk(mut self, bulk: BulkConfig) -> Self {
+        self.bulk = bulk;
+        self
+    }
+
+    /// Requests per bulk (shortcut for `bulk.max_actions`).
+    pub fn batch_size(mut self, n: usize) -> Self {
         self.bulk.max_actions = n;
-        self
-    }
-
-    /// Send after this many bytes (`bulk.flush.max.size`, default 5 MiB).
-    pub fn max_bytes(mut self, n: usize) -> Self {
-        self.bulk.max_bytes = n;
-        self
-    }
-
-    /// Send at least this often (`bulk.flush.interval`, default 1 s; `None`: no timer).
-    pub fn flush_interval(mut self, d: Option<std::time::Duration>) -> Self {
-        self.bulk.flush_interval = d;
-        self
-    }
-
-    /// Bulks in flight at once (default 1). With one, the writes of a document apply in the
-    /// order of the records, retries included; with more, two versions of one document in
-    /// different bulks may land in either order (use external versions or idempotent ids).
-    pub fn concurrent_requests(mut self, n: usize) -> Self {
-        self.bulk.concurrent_requests = n;
-        self
-    }
-
-    /// Retries of rejected items and failed requests (default exponential, 8 retries).
-    pub fn backoff(mut self, b: BackoffPolicy) -> Self {
-        self.bulk.backoff = b;
         self
     }
 
     /// What happens to items the cluster refuses for good (mapping errors, conflicts) and to
     /// records the emitter cannot turn into requests: fail (default), skip, dead-letter.
-    pub fn failure_policy(mut self, p: ErrorPolicy) -> Self {
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
         self.policy = p;
         self
     }
@@ -160,14 +144,20 @@ impl<T> Clone for EsSink<T> {
 }
 
 impl EsSink<()> {
+    /// The sink's batching when [`EsSinkBuilder::bulk`] is not called: 1000 actions, 5 MiB,
+    /// every 1 s, one bulk in flight, core's default backoff (Flink's defaults).
+    pub fn default_bulk() -> BulkConfig {
+        BulkConfig {
+            concurrent_requests: 1,
+            ..BulkConfig::default()
+        }
+    }
+
     /// Starts a builder for a sink writing to the node at `url`.
     pub fn builder(url: impl Into<String>) -> EsSinkBuilder {
         EsSinkBuilder {
             config: EsConfig::new(url),
-            bulk: BulkConfig {
-                concurrent_requests: 1,
-                ..BulkConfig::default()
-            },
+            bulk: EsSink::default_bulk(),
             policy: ErrorPolicy::Fail,
             flush_on_checkpoint: true,
             failure_handler: None,

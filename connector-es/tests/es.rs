@@ -114,8 +114,8 @@ impl SinkExternal for EsCtx {
     fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> EsSink<String> {
         let index = self.index.clone();
         EsSink::builder(&self.url)
-            .max_actions(100)
-            .failure_policy(policy)
+            .batch_size(100)
+            .error_policy(policy)
             .build(move |v: &String, idx| {
                 // Deterministic ids: a replay after a failure overwrites instead of duplicating.
                 idx.index(&index, Some(v.clone()), json!({"v": v}));
@@ -201,12 +201,15 @@ async fn rejected_items_are_retried_and_none_is_lost() {
         .await;
         let ix = index.clone();
         let sink = EsSink::builder(&url)
-            .max_actions(20)
-            .concurrent_requests(8)
-            .backoff(rivus_core::backoff::BackoffPolicy::Exponential {
-                initial: Duration::from_millis(20),
-                max_delay: Duration::from_millis(500),
-                max_retries: 30,
+            .bulk(rivus_core::bulk::BulkConfig {
+                max_actions: 20,
+                concurrent_requests: 8,
+                backoff: rivus_core::backoff::BackoffPolicy::Exponential {
+                    initial: Duration::from_millis(20),
+                    max_delay: Duration::from_millis(500),
+                    max_retries: 30,
+                },
+                ..EsSink::default_bulk()
             })
             .build(move |n: &u64, idx| {
                 idx.index(&ix, Some(n.to_string()), json!({"v": n}));
@@ -250,8 +253,8 @@ async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() 
         };
         let ix = index.clone();
         let sink = EsSink::builder(&url)
-            .max_actions(50)
-            .failure_policy(policy)
+            .batch_size(50)
+            .error_policy(policy)
             .build(move |n: &u64, idx| {
                 index_number(idx, &ix, *n);
                 Ok(())
@@ -309,8 +312,11 @@ fn bad_configuration_is_refused_with_the_field_path() {
     let err = EsSink::builder("not a url").build(ok).unwrap_err();
     assert!(err.to_string().contains("sink.elasticsearch.url"), "{err}");
     let err = EsSink::builder("http://127.0.0.1:9200")
-        .max_actions(0)
-        .max_bytes(0)
+        .bulk(rivus_core::bulk::BulkConfig {
+            max_actions: 0,
+            max_bytes: 0,
+            ..EsSink::default_bulk()
+        })
         .build(ok)
         .unwrap_err();
     assert!(
@@ -595,8 +601,8 @@ async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
     };
     let ix = index.clone();
     let sink = EsSink::builder(&url)
-        .max_actions(50)
-        .failure_policy(ErrorPolicy::Skip)
+        .batch_size(50)
+        .error_policy(ErrorPolicy::Skip)
         .failure_handler(handler)
         .build(move |n: &u64, idx| {
             index_number(idx, &ix, *n);

@@ -52,8 +52,11 @@ async fn sink_rides_out_network_faults_and_a_node_restart() {
             move || {
                 let index = index.clone();
                 EsSink::builder(&proxied)
-                    .max_actions(200)
-                    .backoff(rivus_testkit::restart::outage_backoff())
+                    .bulk(rivus_core::bulk::BulkConfig {
+                        max_actions: 200,
+                        backoff: rivus_testkit::restart::outage_backoff(),
+                        ..EsSink::default_bulk()
+                    })
                     .build(move |n: &u64, idx| {
                         idx.index(&index, Some(n.to_string()), json!({"n": n}));
                         Ok(())

@@ -50,8 +50,11 @@ async fn node_restart_mid_stream_loses_nothing() {
     let index = unique_name("restart");
     let ix = index.clone();
     let sink = EsSink::builder(&url)
-        .max_actions(500)
-        .backoff(rivus_testkit::restart::outage_backoff())
+        .bulk(rivus_core::bulk::BulkConfig {
+            max_actions: 500,
+            backoff: rivus_testkit::restart::outage_backoff(),
+            ..EsSink::default_bulk()
+        })
         .build(move |n: &u64, idx| {
             idx.index(&ix, Some(n.to_string()), json!({"n": n}));
             Ok(())

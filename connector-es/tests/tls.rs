@@ -32,7 +32,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
     let ix = index.clone();
     let sink = EsSink::builder(&https)
         .config(config.clone())
-        .max_actions(100)
+        .batch_size(100)
         .build(move |n: &u64, idx| {
             idx.index(&ix, Some(n.to_string()), json!({ "n": n }));
             Ok(())
@@ -85,7 +85,10 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
     no_cert.tls.client_key = None;
     let sink = EsSink::builder(&https)
         .config(no_cert)
-        .backoff(rivus_core::backoff::BackoffPolicy::None)
+        .bulk(rivus_core::bulk::BulkConfig {
+            backoff: rivus_core::backoff::BackoffPolicy::None,
+            ..EsSink::default_bulk()
+        })
         .build(move |n: &u64, idx| {
             idx.index("never", Some(n.to_string()), json!({ "n": n }));
             Ok(())

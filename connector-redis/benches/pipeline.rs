@@ -75,8 +75,11 @@ async fn rivus(url: &str, n: u64) -> f64 {
     let prefix = unique_name("rivus");
     let keys = prefix.clone();
     let sink = RedisSink::builder(url)
-        .max_commands(PIPELINE)
-        .concurrent_pipelines(1)
+        .bulk(rivus_core::bulk::BulkConfig {
+            max_actions: PIPELINE,
+            concurrent_requests: 1,
+            ..RedisSink::default_bulk()
+        })
         .build(move |k: &u64| {
             Ok(vec![RedisCommand::Set {
                 key: format!("{prefix}:{k}"),

@@ -113,36 +113,20 @@ pub struct RedisSinkBuilder {
 }
 
 impl RedisSinkBuilder {
-    /// Commands per pipeline (default 1000).
-    pub fn max_commands(mut self, n: usize) -> Self {
+    /// When pipelines are sent, how many are in flight and how failed ones are retried
+    /// (default [`RedisSink::default_bulk`]: 1000 commands, 1 MiB, every 100 ms, one pipeline
+    /// in flight). With one, the commands of a key apply in the order of the records, retries
+    /// included; with more, two commands of one key in different pipelines may apply in either
+    /// order (fine for SADD/PFADD/counters, not for SET). Pipelines that failed on the
+    /// connection are retried with `bulk.backoff` (the connection manager reconnects meanwhile).
+    pub fn bulk(mut self, bulk: BulkConfig) -> Self {
+        self.bulk = bulk;
+        self
+    }
+
+    /// Commands per pipeline (shortcut for `bulk.max_actions`).
+    pub fn batch_size(mut self, n: usize) -> Self {
         self.bulk.max_actions = n;
-        self
-    }
-
-    /// Pipeline size in bytes (default 1 MiB).
-    pub fn max_bytes(mut self, n: usize) -> Self {
-        self.bulk.max_bytes = n;
-        self
-    }
-
-    /// Send at least this often (default 100 ms).
-    pub fn flush_interval(mut self, d: Option<std::time::Duration>) -> Self {
-        self.bulk.flush_interval = d;
-        self
-    }
-
-    /// Pipelines in flight (default 1). With one, the commands of a key apply in the order of
-    /// the records, retries included; with more, two commands of one key in different
-    /// pipelines may apply in either order (fine for SADD/PFADD/counters, not for SET).
-    pub fn concurrent_pipelines(mut self, n: usize) -> Self {
-        self.bulk.concurrent_requests = n;
-        self
-    }
-
-    /// Retries of pipelines that failed on the connection (the connection manager reconnects
-    /// meanwhile).
-    pub fn backoff(mut self, b: rivus_core::backoff::BackoffPolicy) -> Self {
-        self.bulk.backoff = b;
         self
     }
 
@@ -201,19 +185,25 @@ impl<T> Clone for RedisSink<T> {
 }
 
 impl RedisSink<()> {
+    /// The sink's batching when [`RedisSinkBuilder::bulk`] is not called: 1000 commands,
+    /// 1 MiB, every 100 ms, one pipeline in flight, core's default backoff.
+    pub fn default_bulk() -> BulkConfig {
+        BulkConfig {
+            max_actions: 1000,
+            max_bytes: 1 << 20,
+            flush_interval: Some(std::time::Duration::from_millis(100)),
+            concurrent_requests: 1,
+            ..BulkConfig::default()
+        }
+    }
+
     /// Starts a builder for a sink writing to `endpoint`: a URL
     /// (`redis://[user:password@]host:port/db`, `rediss://` for TLS) or an [`Endpoint`] (a
     /// cluster, TLS files, timeouts).
     pub fn builder(endpoint: impl Into<Endpoint>) -> RedisSinkBuilder {
         RedisSinkBuilder {
             endpoint: endpoint.into(),
-            bulk: BulkConfig {
-                max_actions: 1000,
-                max_bytes: 1 << 20,
-                flush_interval: Some(std::time::Duration::from_millis(100)),
-                concurrent_requests: 1,
-                ..BulkConfig::default()
-            },
+            bulk: RedisSink::default_bulk(),
             policy: ErrorPolicy::Fail,
         }
     }

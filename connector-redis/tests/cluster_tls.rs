@@ -53,7 +53,7 @@ async fn cluster_sink_writes_to_every_node() {
     let base = unique_name("k");
     let b = base.clone();
     let sink = RedisSink::builder(endpoint.clone())
-        .max_commands(1000)
+        .batch_size(1000)
         .build(move |n: &u64| {
             Ok(vec![RedisCommand::Set {
                 key: format!("{b}:{n}"),

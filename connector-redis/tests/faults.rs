@@ -40,8 +40,11 @@ async fn sink_rides_out_network_faults_and_a_server_restart() {
             move || {
                 let key = key.clone();
                 RedisSink::builder(&proxied)
-                    .max_commands(200)
-                    .backoff(rivus_testkit::restart::outage_backoff())
+                    .bulk(rivus_core::bulk::BulkConfig {
+                        max_actions: 200,
+                        backoff: rivus_testkit::restart::outage_backoff(),
+                        ..RedisSink::default_bulk()
+                    })
                     .build(move |n: &u64| {
                         Ok(vec![RedisCommand::SAdd {
                             key: key.clone(),

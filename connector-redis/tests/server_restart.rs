@@ -46,8 +46,11 @@ async fn server_restart_mid_stream_loses_nothing() {
     let key = unique_name("restart");
     let k = key.clone();
     let sink = RedisSink::builder(&url)
-        .max_commands(500)
-        .backoff(rivus_testkit::restart::outage_backoff())
+        .bulk(rivus_core::bulk::BulkConfig {
+            max_actions: 500,
+            backoff: rivus_testkit::restart::outage_backoff(),
+            ..RedisSink::default_bulk()
+        })
         .build(move |n: &u64| {
             Ok(vec![RedisCommand::SAdd {
                 key: k.clone(),

@@ -123,7 +123,7 @@ impl SinkExternal for ListCtx {
     fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> RedisSink<String> {
         let (base, keys) = (self.base.clone(), self.keys);
         RedisSink::builder(self.endpoint.clone())
-            .max_commands(100)
+            .batch_size(100)
             .error_policy(policy)
             .build(move |v: &String| {
                 Ok(vec![RedisCommand::RPush {
