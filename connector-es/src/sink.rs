@@ -15,17 +15,8 @@ use crate::sender::EsBulkSender;
 
 type Emitter<T> = dyn Fn(&T, &mut RequestIndexer) -> Result<(), SchemaError> + Send + Sync;
 
-struct Settings<T> {
-    config: EsConfig,
-    bulk: BulkConfig,
-    policy: ErrorPolicy,
-    flush_on_checkpoint: bool,
-    failure_handler: Option<Arc<dyn FailureHandler>>,
-    emitter: Arc<Emitter<T>>,
-}
-
-/// Builds an [`EsSink`].
-pub struct EsSinkBuilder {
+/// What an [`EsSinkBuilder`] sets, shared by the subtasks of the built sink.
+struct Settings {
     config: EsConfig,
     bulk: BulkConfig,
     policy: ErrorPolicy,
@@ -33,9 +24,9 @@ pub struct EsSinkBuilder {
     failure_handler: Option<Arc<dyn FailureHandler>>,
 }
 
-impl std::fmt::Debug for EsSinkBuilder {
+impl std::fmt::Debug for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EsSinkBuilder")
+        f.debug_struct("Settings")
             .field("config", &self.config)
             .field("bulk", &self.bulk)
             .field("policy", &self.policy)
@@ -45,10 +36,16 @@ impl std::fmt::Debug for EsSinkBuilder {
     }
 }
 
+/// Builds an [`EsSink`].
+#[derive(Debug)]
+pub struct EsSinkBuilder {
+    s: Settings,
+}
+
 impl EsSinkBuilder {
     /// Connection settings (auth, TLS, timeout).
     pub fn config(mut self, config: EsConfig) -> Self {
-        self.config = config;
+        self.s.config = config;
         self
     }
 
@@ -59,20 +56,20 @@ impl EsSinkBuilder {
     /// two versions of one document in different bulks may land in either order (use
     /// external versions or idempotent ids).
     pub fn bulk(mut self, bulk: BulkConfig) -> Self {
-        self.bulk = bulk;
+        self.s.bulk = bulk;
         self
     }
 
     /// Requests per bulk (shortcut for `bulk.max_actions`).
     pub fn batch_size(mut self, n: usize) -> Self {
-        self.bulk.max_actions = n;
+        self.s.bulk.max_actions = n;
         self
     }
 
     /// What happens to items the cluster refuses for good (mapping errors, conflicts) and to
     /// records the emitter cannot turn into requests: fail (default), skip, dead-letter.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
+        self.s.policy = p;
         self
     }
 
@@ -80,13 +77,13 @@ impl EsSinkBuilder {
     /// requests (sent with the bulk's retry, awaited by checkpoints) and decide whether the
     /// policy sees the item, it is handled, or the job fails. See [`FailureHandler`].
     pub fn failure_handler(mut self, h: impl FailureHandler) -> Self {
-        self.failure_handler = Some(Arc::new(h));
+        self.s.failure_handler = Some(Arc::new(h));
         self
     }
 
     /// Wait for every pending request at each checkpoint (default true: at-least-once).
     pub fn flush_on_checkpoint(mut self, on: bool) -> Self {
-        self.flush_on_checkpoint = on;
+        self.s.flush_on_checkpoint = on;
         self
     }
 
@@ -96,17 +93,12 @@ impl EsSinkBuilder {
         self,
         emitter: impl Fn(&T, &mut RequestIndexer) -> Result<(), SchemaError> + Send + Sync + 'static,
     ) -> Result<EsSink<T>> {
-        self.config.validate("sink.elasticsearch")?;
-        self.bulk.validate("sink.elasticsearch.bulk")?;
+        let s = self.s;
+        s.config.validate("sink.elasticsearch")?;
+        s.bulk.validate("sink.elasticsearch.bulk")?;
         Ok(EsSink {
-            settings: Arc::new(Settings {
-                config: self.config,
-                bulk: self.bulk,
-                policy: self.policy,
-                flush_on_checkpoint: self.flush_on_checkpoint,
-                failure_handler: self.failure_handler,
-                emitter: Arc::new(emitter),
-            }),
+            settings: Arc::new(s),
+            emitter: Arc::new(emitter),
             processor: None,
             handler: None,
             indexer: RequestIndexer::default(),
@@ -116,7 +108,8 @@ impl EsSinkBuilder {
 
 /// An Elasticsearch sink.
 pub struct EsSink<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    emitter: Arc<Emitter<T>>,
     processor: Option<BulkProcessor<BulkItem>>,
     handler: Option<ErrorHandler>,
     indexer: RequestIndexer,
@@ -136,6 +129,7 @@ impl<T> Clone for EsSink<T> {
     fn clone(&self) -> Self {
         EsSink {
             settings: Arc::clone(&self.settings),
+            emitter: Arc::clone(&self.emitter),
             processor: None,
             handler: None,
             indexer: RequestIndexer::default(),
@@ -156,11 +150,13 @@ impl EsSink<()> {
     /// Starts a builder for a sink writing to the node at `url`.
     pub fn builder(url: impl Into<String>) -> EsSinkBuilder {
         EsSinkBuilder {
-            config: EsConfig::new(url),
-            bulk: EsSink::default_bulk(),
-            policy: ErrorPolicy::Fail,
-            flush_on_checkpoint: true,
-            failure_handler: None,
+            s: Settings {
+                config: EsConfig::new(url),
+                bulk: EsSink::default_bulk(),
+                policy: ErrorPolicy::Fail,
+                flush_on_checkpoint: true,
+                failure_handler: None,
+            },
         }
     }
 }
@@ -242,7 +238,7 @@ impl<T: Send + 'static> SinkFunction<T> for EsSink<T> {
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
         self.indexer.items.clear();
-        if let Err(e) = (self.settings.emitter)(&value, &mut self.indexer) {
+        if let Err(e) = (self.emitter)(&value, &mut self.indexer) {
             let handler = self
                 .handler
                 .as_ref()

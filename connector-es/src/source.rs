@@ -14,7 +14,9 @@ use crate::config::EsConfig;
 
 type HitDecoder<T> = dyn Fn(&Value) -> Result<T, SchemaError> + Send + Sync;
 
-struct Settings<T> {
+/// What a [`EsSourceBuilder`] sets, shared by the subtasks of what it builds.
+#[derive(Debug)]
+struct Settings {
     config: EsConfig,
     index: String,
     query: Value,
@@ -22,7 +24,6 @@ struct Settings<T> {
     page_size: usize,
     keep_alive: String,
     policy: ErrorPolicy,
-    decode: Arc<HitDecoder<T>>,
 }
 
 /// Where one subtask is in its slice.
@@ -37,31 +38,25 @@ pub struct EsSourceState {
 /// Builds an [`EsSource`].
 #[derive(Debug)]
 pub struct EsSourceBuilder {
-    config: EsConfig,
-    index: Option<String>,
-    query: Value,
-    sort: Vec<Value>,
-    page_size: usize,
-    keep_alive: String,
-    policy: ErrorPolicy,
+    s: Settings,
 }
 
 impl EsSourceBuilder {
     /// Connection settings.
     pub fn config(mut self, config: EsConfig) -> Self {
-        self.config = config;
+        self.s.config = config;
         self
     }
 
     /// The index (or pattern / alias) to read.
     pub fn index(mut self, index: impl Into<String>) -> Self {
-        self.index = Some(index.into());
+        self.s.index = index.into();
         self
     }
 
     /// A query in the search DSL (default `match_all`).
     pub fn query(mut self, query: Value) -> Self {
-        self.query = query;
+        self.s.query = query;
         self
     }
 
@@ -69,19 +64,19 @@ impl EsSourceBuilder {
     /// (default `[{"_id": {"order": "asc", "unmapped_type": "keyword"}}]`; on Elasticsearch 8+ sorting on `_id` is disabled — give a
     /// unique keyword field instead).
     pub fn sort(mut self, sort: Vec<Value>) -> Self {
-        self.sort = sort;
+        self.s.sort = sort;
         self
     }
 
     /// Documents per search request (default 1000).
     pub fn page_size(mut self, n: usize) -> Self {
-        self.page_size = n;
+        self.s.page_size = n;
         self
     }
 
     /// What to do with hits the decoder rejects (default: fail).
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
+        self.s.policy = p;
         self
     }
 
@@ -90,34 +85,26 @@ impl EsSourceBuilder {
         self,
         decode: impl Fn(&Value) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<EsSource<T>> {
-        self.config.validate("source.elasticsearch")?;
-        let index = self
-            .index
-            .filter(|i| !i.trim().is_empty())
-            .ok_or_else(|| Error::config("source.elasticsearch.index", "required"))?;
-        if self.page_size == 0 || self.page_size > 10_000 {
+        let s = self.s;
+        s.config.validate("source.elasticsearch")?;
+        if s.index.trim().is_empty() {
+            return Err(Error::config("source.elasticsearch.index", "required"));
+        }
+        if s.page_size == 0 || s.page_size > 10_000 {
             return Err(Error::config(
                 "source.elasticsearch.page_size",
                 "between 1 and 10000",
             ));
         }
-        if self.sort.is_empty() {
+        if s.sort.is_empty() {
             return Err(Error::config(
                 "source.elasticsearch.sort",
                 "at least one sort field",
             ));
         }
         Ok(EsSource {
-            settings: Arc::new(Settings {
-                config: self.config,
-                index,
-                query: self.query,
-                sort: self.sort,
-                page_size: self.page_size,
-                keep_alive: self.keep_alive,
-                policy: self.policy,
-                decode: Arc::new(decode),
-            }),
+            settings: Arc::new(s),
+            decode: Arc::new(decode),
             client: None,
             handler: None,
             slice: (0, 1),
@@ -127,7 +114,8 @@ impl EsSourceBuilder {
 
 /// A bounded Elasticsearch source. Clone it into each subtask.
 pub struct EsSource<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    decode: Arc<HitDecoder<T>>,
     client: Option<elasticsearch::Elasticsearch>,
     handler: Option<ErrorHandler>,
     slice: (usize, usize),
@@ -147,6 +135,7 @@ impl<T> Clone for EsSource<T> {
     fn clone(&self) -> Self {
         EsSource {
             settings: Arc::clone(&self.settings),
+            decode: Arc::clone(&self.decode),
             client: None,
             handler: None,
             slice: self.slice,
@@ -158,14 +147,16 @@ impl EsSource<()> {
     /// Starts a builder reading from the node at `url`.
     pub fn builder(url: impl Into<String>) -> EsSourceBuilder {
         EsSourceBuilder {
-            config: EsConfig::new(url),
-            index: None,
-            query: json!({"match_all": {}}),
-            // `unmapped_type`: an index without documents has no mapping to sort on.
-            sort: vec![json!({"_id": {"order": "asc", "unmapped_type": "keyword"}})],
-            page_size: 1000,
-            keep_alive: "5m".into(),
-            policy: ErrorPolicy::Fail,
+            s: Settings {
+                config: EsConfig::new(url),
+                index: String::new(),
+                query: json!({"match_all": {}}),
+                // `unmapped_type`: an index without documents has no mapping to sort on.
+                sort: vec![json!({"_id": {"order": "asc", "unmapped_type": "keyword"}})],
+                page_size: 1000,
+                keep_alive: "5m".into(),
+                policy: ErrorPolicy::Fail,
+            },
         }
     }
 
@@ -302,7 +293,7 @@ impl<T: Send + 'static> SourceFunction for EsSource<T> {
                     .cloned()
                     .ok_or_else(|| es_err("search", "hit without sort values"))?;
                 ctx.state_mut().search_after = Some(sort);
-                match (self.settings.decode)(hit) {
+                match (self.decode)(hit) {
                     Ok(v) => ctx.collect(v).await?,
                     Err(e) => {
                         let raw = serde_json::to_vec(hit).unwrap_or_default();

@@ -35,7 +35,9 @@ pub struct OutMessage {
 
 type Encoder<T> = dyn Fn(&T) -> Result<OutMessage, SchemaError> + Send + Sync;
 
-struct Settings<T> {
+/// What a [`RabbitSinkBuilder`] sets, shared by the subtasks of what it builds.
+#[derive(Debug)]
+struct Settings {
     config: AmqpConfig,
     exchange: String,
     routing_key: String,
@@ -44,63 +46,55 @@ struct Settings<T> {
     mandatory: bool,
     backoff: BackoffPolicy,
     policy: ErrorPolicy,
-    encode: Arc<Encoder<T>>,
 }
 
 /// Builds a [`RabbitSink`].
 #[derive(Debug)]
 pub struct RabbitSinkBuilder {
-    config: AmqpConfig,
-    exchange: String,
-    routing_key: String,
-    window: usize,
-    persistent: bool,
-    mandatory: bool,
-    backoff: BackoffPolicy,
-    policy: ErrorPolicy,
+    s: Settings,
 }
 
 impl RabbitSinkBuilder {
     /// Default exchange of messages (default `""`, the default exchange).
     pub fn exchange(mut self, e: impl Into<String>) -> Self {
-        self.exchange = e.into();
+        self.s.exchange = e.into();
         self
     }
 
     /// Default routing key (with the default exchange: the queue name).
     pub fn routing_key(mut self, k: impl Into<String>) -> Self {
-        self.routing_key = k.into();
+        self.s.routing_key = k.into();
         self
     }
 
     /// Unconfirmed messages in flight at most (default 1000).
     pub fn confirm_window(mut self, n: usize) -> Self {
-        self.window = n;
+        self.s.window = n;
         self
     }
 
     /// Persistent delivery mode (default true).
     pub fn persistent(mut self, on: bool) -> Self {
-        self.persistent = on;
+        self.s.persistent = on;
         self
     }
 
     /// Publish as mandatory: unroutable messages come back and go to the error policy
     /// (default true).
     pub fn mandatory(mut self, on: bool) -> Self {
-        self.mandatory = on;
+        self.s.mandatory = on;
         self
     }
 
     /// Retries of nacked messages (default exponential, 8 retries).
     pub fn backoff(mut self, b: BackoffPolicy) -> Self {
-        self.backoff = b;
+        self.s.backoff = b;
         self
     }
 
     /// What happens to messages that cannot be encoded, are unroutable, or stay nacked.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
+        self.s.policy = p;
         self
     }
 
@@ -109,25 +103,17 @@ impl RabbitSinkBuilder {
         self,
         encode: impl Fn(&T) -> Result<OutMessage, SchemaError> + Send + Sync + 'static,
     ) -> Result<RabbitSink<T>> {
-        self.config.validate("sink.rabbitmq")?;
-        if self.window == 0 {
+        let s = self.s;
+        s.config.validate("sink.rabbitmq")?;
+        if s.window == 0 {
             return Err(Error::config(
                 "sink.rabbitmq.confirm_window",
                 "must be at least 1",
             ));
         }
         Ok(RabbitSink {
-            settings: Arc::new(Settings {
-                config: self.config,
-                exchange: self.exchange,
-                routing_key: self.routing_key,
-                window: self.window,
-                persistent: self.persistent,
-                mandatory: self.mandatory,
-                backoff: self.backoff,
-                policy: self.policy,
-                encode: Arc::new(encode),
-            }),
+            settings: Arc::new(s),
+            encode: Arc::new(encode),
             conn: None,
             in_flight: VecDeque::new(),
             handler: None,
@@ -144,7 +130,8 @@ struct InFlight {
 
 /// A RabbitMQ sink. Clone it into each subtask.
 pub struct RabbitSink<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    encode: Arc<Encoder<T>>,
     conn: Option<(Connection, Channel)>,
     in_flight: VecDeque<InFlight>,
     handler: Option<ErrorHandler>,
@@ -165,6 +152,7 @@ impl<T> Clone for RabbitSink<T> {
     fn clone(&self) -> Self {
         RabbitSink {
             settings: Arc::clone(&self.settings),
+            encode: Arc::clone(&self.encode),
             conn: None,
             in_flight: VecDeque::new(),
             handler: None,
@@ -178,14 +166,16 @@ impl RabbitSink<()> {
     /// files, timeouts, reconnect backoff).
     pub fn builder(config: impl Into<AmqpConfig>) -> RabbitSinkBuilder {
         RabbitSinkBuilder {
-            config: config.into(),
-            exchange: String::new(),
-            routing_key: String::new(),
-            window: 1000,
-            persistent: true,
-            mandatory: true,
-            backoff: BackoffPolicy::default(),
-            policy: ErrorPolicy::Fail,
+            s: Settings {
+                config: config.into(),
+                exchange: String::new(),
+                routing_key: String::new(),
+                window: 1000,
+                persistent: true,
+                mandatory: true,
+                backoff: BackoffPolicy::default(),
+                policy: ErrorPolicy::Fail,
+            },
         }
     }
 }
@@ -426,7 +416,7 @@ impl<T: Send + 'static> SinkFunction<T> for RabbitSink<T> {
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
-        let msg = match (self.settings.encode)(&value) {
+        let msg = match (self.encode)(&value) {
             Ok(m) => m,
             Err(e) => {
                 let handler = self.handler.clone().ok_or(Error::Closed("rabbitmq sink"))?;

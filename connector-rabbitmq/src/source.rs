@@ -77,7 +77,9 @@ pub struct RabbitSourceState {
     pub previous: Vec<String>,
 }
 
-struct Settings<T> {
+/// What a [`RabbitSourceBuilder`] sets, shared by the subtasks of the built source.
+#[derive(Debug)]
+struct Settings {
     config: AmqpConfig,
     queues: Vec<String>,
     declare: Option<QueueDeclare>,
@@ -85,31 +87,24 @@ struct Settings<T> {
     correlation_ids: bool,
     auto_ack: bool,
     policy: ErrorPolicy,
-    decode: Arc<Decoder<T>>,
 }
 
 /// Builds a [`RabbitSource`].
 #[derive(Debug)]
 pub struct RabbitSourceBuilder {
-    config: AmqpConfig,
-    queues: Vec<String>,
-    declare: Option<QueueDeclare>,
-    prefetch: u16,
-    correlation_ids: bool,
-    auto_ack: bool,
-    policy: ErrorPolicy,
+    s: Settings,
 }
 
 impl RabbitSourceBuilder {
     /// The queues to consume; queue `k` (in the given order) goes to subtask `k % parallelism`.
     pub fn queues<I: IntoIterator<Item = S>, S: Into<String>>(mut self, q: I) -> Self {
-        self.queues = q.into_iter().map(Into::into).collect();
+        self.s.queues = q.into_iter().map(Into::into).collect();
         self
     }
 
     /// Declares the queues with these options (default: use existing queues).
     pub fn declare(mut self, options: QueueDeclare) -> Self {
-        self.declare = Some(options);
+        self.s.declare = Some(options);
         self
     }
 
@@ -117,28 +112,28 @@ impl RabbitSourceBuilder {
     /// memory; must exceed what one checkpoint interval reads, or reading pauses until the
     /// checkpoint acknowledges.
     pub fn prefetch(mut self, n: u16) -> Self {
-        self.prefetch = n;
+        self.s.prefetch = n;
         self
     }
 
     /// Drop redeliveries whose correlation id (or message id) was emitted before the restored
     /// checkpoint: exactly-once, if producers set unique ids (default false: at-least-once).
     pub fn use_correlation_ids(mut self, on: bool) -> Self {
-        self.correlation_ids = on;
+        self.s.correlation_ids = on;
         self
     }
 
     /// Let the broker consider messages delivered on sending them: for jobs without
     /// checkpoints; at-most-once.
     pub fn auto_ack(mut self, on: bool) -> Self {
-        self.auto_ack = on;
+        self.s.auto_ack = on;
         self
     }
 
     /// What to do with messages the decoder rejects (they are acknowledged afterwards, never
     /// redelivered forever). Default: fail.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
+        self.s.policy = p;
         self
     }
 
@@ -147,36 +142,29 @@ impl RabbitSourceBuilder {
         self,
         decode: impl Fn(&RabbitMessage<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<RabbitSource<T>> {
-        self.config.validate("source.rabbitmq")?;
-        if self.queues.is_empty() || self.queues.iter().any(|q| q.trim().is_empty()) {
+        let s = self.s;
+        s.config.validate("source.rabbitmq")?;
+        if s.queues.is_empty() || s.queues.iter().any(|q| q.trim().is_empty()) {
             return Err(Error::config(
                 "source.rabbitmq.queues",
                 "at least one non-empty queue name",
             ));
         }
-        if self.prefetch == 0 {
+        if s.prefetch == 0 {
             return Err(Error::config(
                 "source.rabbitmq.prefetch",
                 "must be at least 1 (0 means unbounded)",
             ));
         }
-        if self.auto_ack && self.correlation_ids {
+        if s.auto_ack && s.correlation_ids {
             return Err(Error::config(
                 "source.rabbitmq.auto_ack",
                 "auto-ack cannot be combined with correlation ids",
             ));
         }
         Ok(RabbitSource {
-            settings: Arc::new(Settings {
-                config: self.config,
-                queues: self.queues,
-                declare: self.declare,
-                prefetch: self.prefetch,
-                correlation_ids: self.correlation_ids,
-                auto_ack: self.auto_ack,
-                policy: self.policy,
-                decode: Arc::new(decode),
-            }),
+            settings: Arc::new(s),
+            decode: Arc::new(decode),
             conn: None,
             seen: HashSet::new(),
             share: Share::whole(),
@@ -190,7 +178,8 @@ impl RabbitSourceBuilder {
 
 /// A RabbitMQ source. Clone it into each subtask.
 pub struct RabbitSource<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    decode: Arc<Decoder<T>>,
     conn: Option<Connection>,
     /// One channel per owned queue: delivery tags then arrive in order on each channel, so a
     /// multiple-ack never covers a delivery emitted after the barrier.
@@ -219,6 +208,7 @@ impl<T> Clone for RabbitSource<T> {
     fn clone(&self) -> Self {
         RabbitSource {
             settings: Arc::clone(&self.settings),
+            decode: Arc::clone(&self.decode),
             conn: None,
             seen: HashSet::new(),
             share: self.share,
@@ -236,13 +226,15 @@ impl RabbitSource<()> {
     /// files, timeouts, reconnect backoff).
     pub fn builder(config: impl Into<AmqpConfig>) -> RabbitSourceBuilder {
         RabbitSourceBuilder {
-            config: config.into(),
-            queues: Vec::new(),
-            declare: None,
-            prefetch: 500,
-            correlation_ids: false,
-            auto_ack: false,
-            policy: ErrorPolicy::Fail,
+            s: Settings {
+                config: config.into(),
+                queues: Vec::new(),
+                declare: None,
+                prefetch: 500,
+                correlation_ids: false,
+                auto_ack: false,
+                policy: ErrorPolicy::Fail,
+            },
         }
     }
 }
@@ -539,7 +531,7 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
                     continue;
                 }
             }
-            match (s.decode)(&msg) {
+            match (self.decode)(&msg) {
                 Ok(v) => {
                     if let Some(id) = id {
                         ctx.state_mut().current.push(id);

@@ -26,7 +26,7 @@ mod streams;
 pub use command::RedisCommand;
 pub use connection::{Endpoint, RedisConnection};
 pub use dead_letters::RedisDeadLetterQueue;
-pub use pubsub::RedisPubSubSource;
+pub use pubsub::{RedisPubSubSource, RedisPubSubSourceBuilder};
 pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{RedisStreamsSource, RedisStreamsSourceBuilder, RedisStreamsState};
 

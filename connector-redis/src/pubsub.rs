@@ -13,23 +13,77 @@ use crate::connection::Endpoint;
 
 type Decoder<T> = dyn Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync;
 
-/// Subscribes to channels and patterns; every subtask receives every message (pub/sub fans
-/// out), so run it with parallelism 1 unless duplicates across subtasks are wanted.
-pub struct RedisPubSubSource<T> {
+/// What a [`RedisPubSubSourceBuilder`] sets, shared by the subtasks of the built source.
+#[derive(Debug)]
+struct Settings {
     endpoint: Endpoint,
     channels: Vec<String>,
     patterns: Vec<String>,
     policy: ErrorPolicy,
+}
+
+/// Builds a [`RedisPubSubSource`].
+#[derive(Debug)]
+pub struct RedisPubSubSourceBuilder {
+    s: Settings,
+}
+
+impl RedisPubSubSourceBuilder {
+    /// The channels to `SUBSCRIBE` to.
+    pub fn channels<I: IntoIterator<Item = S>, S: Into<String>>(mut self, c: I) -> Self {
+        self.s.channels = c.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The patterns to `PSUBSCRIBE` to (globs: `orders.*`).
+    pub fn patterns<I: IntoIterator<Item = S>, S: Into<String>>(mut self, p: I) -> Self {
+        self.s.patterns = p.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// What to do with messages the decoder rejects. Default: fail.
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.s.policy = p;
+        self
+    }
+
+    /// Checks the settings; `decode` gets the channel name and the payload.
+    pub fn build<T: Send + 'static>(
+        self,
+        decode: impl Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync + 'static,
+    ) -> Result<RedisPubSubSource<T>> {
+        let s = self.s;
+        s.endpoint.validate("source.redis_pubsub")?;
+        if s.endpoint.is_cluster() {
+            return Err(Error::config(
+                "source.redis_pubsub.url",
+                "pub/sub needs one server, not a cluster",
+            ));
+        }
+        if s.channels.is_empty() && s.patterns.is_empty() {
+            return Err(Error::config(
+                "source.redis_pubsub.channels",
+                "at least one channel or pattern",
+            ));
+        }
+        Ok(RedisPubSubSource {
+            settings: Arc::new(s),
+            decode: Arc::new(decode),
+        })
+    }
+}
+
+/// Subscribes to channels and patterns; every subtask receives every message (pub/sub fans
+/// out), so run it with parallelism 1 unless duplicates across subtasks are wanted.
+pub struct RedisPubSubSource<T> {
+    settings: Arc<Settings>,
     decode: Arc<Decoder<T>>,
 }
 
 impl<T> Clone for RedisPubSubSource<T> {
     fn clone(&self) -> Self {
         RedisPubSubSource {
-            endpoint: self.endpoint.clone(),
-            channels: self.channels.clone(),
-            patterns: self.patterns.clone(),
-            policy: self.policy.clone(),
+            settings: Arc::clone(&self.settings),
             decode: Arc::clone(&self.decode),
         }
     }
@@ -38,45 +92,23 @@ impl<T> Clone for RedisPubSubSource<T> {
 impl<T> std::fmt::Debug for RedisPubSubSource<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisPubSubSource")
-            .field("endpoint", &self.endpoint)
-            .field("channels", &self.channels)
-            .field("patterns", &self.patterns)
+            .field("settings", &self.settings)
             .finish()
     }
 }
 
-impl<T: Send + 'static> RedisPubSubSource<T> {
-    /// A source subscribed to `channels` and `patterns` (`PSUBSCRIBE` globs) on one server
-    /// (a URL, or an [`Endpoint`] with TLS files; not a cluster); `decode` gets the channel
-    /// name and the payload.
-    pub fn new(
-        endpoint: impl Into<Endpoint>,
-        channels: Vec<String>,
-        patterns: Vec<String>,
-        policy: ErrorPolicy,
-        decode: impl Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync + 'static,
-    ) -> Result<Self> {
-        let endpoint = endpoint.into();
-        endpoint.validate("source.redis_pubsub")?;
-        if endpoint.is_cluster() {
-            return Err(Error::config(
-                "source.redis_pubsub.url",
-                "pub/sub needs one server, not a cluster",
-            ));
+impl RedisPubSubSource<()> {
+    /// Starts a builder for a source subscribing on one server: a URL (`redis://`,
+    /// `rediss://`) or an [`Endpoint`] with TLS files; not a cluster.
+    pub fn builder(endpoint: impl Into<Endpoint>) -> RedisPubSubSourceBuilder {
+        RedisPubSubSourceBuilder {
+            s: Settings {
+                endpoint: endpoint.into(),
+                channels: Vec::new(),
+                patterns: Vec::new(),
+                policy: ErrorPolicy::Fail,
+            },
         }
-        if channels.is_empty() && patterns.is_empty() {
-            return Err(Error::config(
-                "source.redis_pubsub.channels",
-                "at least one channel or pattern",
-            ));
-        }
-        Ok(RedisPubSubSource {
-            endpoint,
-            channels,
-            patterns,
-            policy,
-            decode: Arc::new(decode),
-        })
     }
 }
 
@@ -98,22 +130,22 @@ impl<T: Send + 'static> SourceFunction for RedisPubSubSource<T> {
     }
 
     async fn run(&mut self, ctx: &mut SourceContext<T, ()>) -> Result<()> {
+        let s = &self.settings;
         let what = |e: redis::RedisError| {
             Error::connector(
-                format!("redis pub/sub {}", self.endpoint.describe()),
+                format!("redis pub/sub {}", s.endpoint.describe()),
                 crate::redact(&e.to_string()),
             )
         };
-        let client = self.endpoint.single_client("source.redis_pubsub")?;
+        let client = s.endpoint.single_client("source.redis_pubsub")?;
         let mut pubsub = client.get_async_pubsub().await.map_err(what)?;
-        for c in &self.channels {
+        for c in &s.channels {
             pubsub.subscribe(c).await.map_err(what)?;
         }
-        for p in &self.patterns {
+        for p in &s.patterns {
             pubsub.psubscribe(p).await.map_err(what)?;
         }
-        let handler =
-            ErrorHandler::new(self.policy.clone(), "redis-pubsub").connector("redis-pubsub");
+        let handler = ErrorHandler::new(s.policy.clone(), "redis-pubsub").connector("redis-pubsub");
         let mut messages = pubsub.into_on_message();
         loop {
             let msg = match ctx.wait_for(messages.next()).await? {

@@ -97,19 +97,18 @@ impl BulkSender<RedisCommand> for PipelineSender {
     }
 }
 
-struct Settings<T> {
+/// What a [`RedisSinkBuilder`] sets, shared by the subtasks of what it builds.
+#[derive(Debug)]
+struct Settings {
     endpoint: Endpoint,
     bulk: BulkConfig,
     policy: ErrorPolicy,
-    mapper: Arc<Mapper<T>>,
 }
 
 /// Builds a [`RedisSink`].
 #[derive(Debug)]
 pub struct RedisSinkBuilder {
-    endpoint: Endpoint,
-    bulk: BulkConfig,
-    policy: ErrorPolicy,
+    s: Settings,
 }
 
 impl RedisSinkBuilder {
@@ -120,20 +119,20 @@ impl RedisSinkBuilder {
     /// order (fine for SADD/PFADD/counters, not for SET). Pipelines that failed on the
     /// connection are retried with `bulk.backoff` (the connection manager reconnects meanwhile).
     pub fn bulk(mut self, bulk: BulkConfig) -> Self {
-        self.bulk = bulk;
+        self.s.bulk = bulk;
         self
     }
 
     /// Commands per pipeline (shortcut for `bulk.max_actions`).
     pub fn batch_size(mut self, n: usize) -> Self {
-        self.bulk.max_actions = n;
+        self.s.bulk.max_actions = n;
         self
     }
 
     /// Commands the server refuses (WRONGTYPE...) and records the mapper rejects: fail
     /// (default), skip, dead-letter.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
+        self.s.policy = p;
         self
     }
 
@@ -143,15 +142,12 @@ impl RedisSinkBuilder {
         self,
         mapper: impl Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync + 'static,
     ) -> Result<RedisSink<T>> {
-        self.endpoint.validate("sink.redis")?;
-        self.bulk.validate("sink.redis.bulk")?;
+        let s = self.s;
+        s.endpoint.validate("sink.redis")?;
+        s.bulk.validate("sink.redis.bulk")?;
         Ok(RedisSink {
-            settings: Arc::new(Settings {
-                endpoint: self.endpoint,
-                bulk: self.bulk,
-                policy: self.policy,
-                mapper: Arc::new(mapper),
-            }),
+            settings: Arc::new(s),
+            mapper: Arc::new(mapper),
             processor: None,
             handler: None,
         })
@@ -160,7 +156,8 @@ impl RedisSinkBuilder {
 
 /// A Redis sink. Clone it into each subtask.
 pub struct RedisSink<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    mapper: Arc<Mapper<T>>,
     processor: Option<BulkProcessor<RedisCommand>>,
     handler: Option<ErrorHandler>,
 }
@@ -178,6 +175,7 @@ impl<T> Clone for RedisSink<T> {
     fn clone(&self) -> Self {
         RedisSink {
             settings: Arc::clone(&self.settings),
+            mapper: Arc::clone(&self.mapper),
             processor: None,
             handler: None,
         }
@@ -202,9 +200,11 @@ impl RedisSink<()> {
     /// cluster, TLS files, timeouts).
     pub fn builder(endpoint: impl Into<Endpoint>) -> RedisSinkBuilder {
         RedisSinkBuilder {
-            endpoint: endpoint.into(),
-            bulk: RedisSink::default_bulk(),
-            policy: ErrorPolicy::Fail,
+            s: Settings {
+                endpoint: endpoint.into(),
+                bulk: RedisSink::default_bulk(),
+                policy: ErrorPolicy::Fail,
+            },
         }
     }
 }
@@ -266,7 +266,7 @@ impl<T: Send + 'static> SinkFunction<T> for RedisSink<T> {
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
-        match (self.settings.mapper)(&value) {
+        match (self.mapper)(&value) {
             Ok(cmds) => {
                 let p = self.processor()?;
                 for c in cmds {

@@ -166,13 +166,11 @@ async fn tls_pubsub_source_receives_published_messages() {
 
 #[test]
 fn pubsub_refuses_a_cluster() {
-    let err = rivus_connector_redis::RedisPubSubSource::new(
-        Endpoint::cluster(["redis://127.0.0.1:7001/"]),
-        vec!["c".into()],
-        vec![],
-        rivus_core::error_policy::ErrorPolicy::Fail,
-        |_, p| Ok(p.len()),
-    )
+    let err = rivus_connector_redis::RedisPubSubSource::builder(Endpoint::cluster([
+        "redis://127.0.0.1:7001/",
+    ]))
+    .channels(["c"])
+    .build(|_, p| Ok(p.len()))
     .unwrap_err();
     assert!(err.to_string().contains("source.redis_pubsub.url"), "{err}");
 }

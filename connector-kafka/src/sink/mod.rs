@@ -35,33 +35,29 @@ pub enum SinkDelivery {
     ExactlyOnce,
 }
 
-struct Settings<T> {
+/// What a [`KafkaSinkBuilder`] sets, shared by the subtasks of what it builds.
+#[derive(Debug)]
+struct Settings {
     props: KafkaProperties,
     topic: Option<String>,
     delivery: SinkDelivery,
     policy: ErrorPolicy,
     flush_timeout: Duration,
     txn: TxnSettings,
-    serializer: Arc<dyn KafkaSerializer<T>>,
 }
 
 /// Builds a [`KafkaSink`].
 pub struct KafkaSinkBuilder {
-    props: KafkaProperties,
-    topic: Option<String>,
-    delivery: SinkDelivery,
-    policy: ErrorPolicy,
-    flush_timeout: Duration,
-    txn: TxnSettings,
+    s: Settings,
 }
 
 impl std::fmt::Debug for KafkaSinkBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaSinkBuilder")
-            .field("props", &self.props)
-            .field("topic", &self.topic)
-            .field("delivery", &self.delivery)
-            .field("transactions", &self.txn)
+            .field("props", &self.s.props)
+            .field("topic", &self.s.topic)
+            .field("delivery", &self.s.delivery)
+            .field("transactions", &self.s.txn)
             .finish()
     }
 }
@@ -69,53 +65,53 @@ impl std::fmt::Debug for KafkaSinkBuilder {
 impl KafkaSinkBuilder {
     /// The topic of records that do not name one.
     pub fn topic(mut self, topic: impl Into<String>) -> Self {
-        self.topic = Some(topic.into());
+        self.s.topic = Some(topic.into());
         self
     }
 
     /// The delivery guarantee (default at-least-once).
     pub fn delivery(mut self, d: SinkDelivery) -> Self {
-        self.delivery = d;
+        self.s.delivery = d;
         self
     }
 
     /// What to do with records that cannot be serialized or that the client refuses
     /// (too large, unknown topic) (default: fail).
     pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.policy = policy;
+        self.s.policy = policy;
         self
     }
 
     /// Longest wait for outstanding deliveries at a checkpoint, at either guarantee (default
     /// 60 s); past it the checkpoint fails with the count of records still unacknowledged.
     pub fn flush_timeout(mut self, d: Duration) -> Self {
-        self.flush_timeout = d;
+        self.s.flush_timeout = d;
         self
     }
 
     /// Exactly-once: prefix of the transactional ids `<prefix>-<subtask>-<slot>` (default
     /// `<job>-<sink name>`). Must be stable across restarts and unique per sink.
     pub fn transactional_id_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.txn.prefix = Some(prefix.into());
+        self.s.txn.prefix = Some(prefix.into());
         self
     }
 
     /// Exactly-once: transactional producers per subtask (default 3; at least 2).
     pub fn transaction_pool(mut self, n: usize) -> Self {
-        self.txn.pool = n;
+        self.s.txn.pool = n;
         self
     }
 
     /// Exactly-once: the compacted topic recording committed transactions (default
     /// `rivus-txn-markers.<transactional id prefix>`). Give each sink its own.
     pub fn marker_topic(mut self, topic: impl Into<String>) -> Self {
-        self.txn.marker_topic = Some(topic.into());
+        self.s.txn.marker_topic = Some(topic.into());
         self
     }
 
     /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum).
     pub fn transaction_timeout(mut self, d: Duration) -> Self {
-        self.txn.timeout = d;
+        self.s.txn.timeout = d;
         self
     }
 
@@ -125,40 +121,40 @@ impl KafkaSinkBuilder {
     /// interval's records of one subtask; it must survive a crash of the process, on the
     /// machine that restarts the job.
     pub fn transaction_log_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.txn.log_dir = Some(dir.into());
+        self.s.txn.log_dir = Some(dir.into());
         self
     }
 
     /// Exactly-once: calls `hook` at each [`TxnStep`] of every transaction, on the sink's
     /// task (for tests that stop the process at a chosen point, and for tracing).
     pub fn transaction_hook(mut self, hook: impl Fn(TxnStep) + Send + Sync + 'static) -> Self {
-        self.txn.hook = Some(std::sync::Arc::new(hook));
+        self.s.txn.hook = Some(std::sync::Arc::new(hook));
         self
     }
 
     /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
     /// for mutual TLS. See [`security`](crate::security).
     pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-        self.props.set_tls(tls);
+        self.s.props.set_tls(tls);
         self
     }
 
     /// Authenticates with SASL by user name and password, over TLS.
     pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
-        self.props.set_sasl(sasl);
+        self.s.props.set_sasl(sasl);
         self
     }
 
     /// How long opening waits for the cluster's first answer (default 30 s); a refused
     /// password or certificate fails at once, naming the endpoint.
     pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.props.set_connect_timeout(d);
+        self.s.props.set_connect_timeout(d);
         self
     }
 
     /// Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...).
     pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.props.set(key, value);
+        self.s.props.set(key, value);
         self
     }
 
@@ -167,36 +163,33 @@ impl KafkaSinkBuilder {
         self,
         serializer: impl KafkaSerializer<T>,
     ) -> Result<KafkaSink<T>> {
-        self.props.validate("sink.kafka")?;
-        if self.topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        let s = self.s;
+        s.props.validate("sink.kafka")?;
+        if s.topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(Error::config("sink.kafka.topic", "must not be empty"));
         }
-        if self.props.get("transactional.id").is_some() {
+        if s.props.get("transactional.id").is_some() {
             return Err(Error::config(
                 "sink.kafka.transactional.id",
                 "transactions are managed by the sink (delivery = exactly-once), not set by hand",
             ));
         }
-        if self.delivery != SinkDelivery::None
-            && self
-                .props
-                .get("acks")
-                .is_some_and(|a| a != "all" && a != "-1")
+        if s.delivery != SinkDelivery::None
+            && s.props.get("acks").is_some_and(|a| a != "all" && a != "-1")
         {
             return Err(Error::config(
                 "sink.kafka.acks",
                 "must be `all` for at-least-once or exactly-once",
             ));
         }
-        if self.delivery == SinkDelivery::ExactlyOnce {
-            if self.txn.pool < 2 {
+        if s.delivery == SinkDelivery::ExactlyOnce {
+            if s.txn.pool < 2 {
                 return Err(Error::config(
                     "sink.kafka.transaction_pool",
                     "at least 2 (one commits while the next fills)",
                 ));
             }
-            if self
-                .txn
+            if s.txn
                 .marker_topic
                 .as_deref()
                 .is_some_and(|t| t.trim().is_empty())
@@ -208,15 +201,8 @@ impl KafkaSinkBuilder {
             }
         }
         Ok(KafkaSink {
-            settings: Arc::new(Settings {
-                props: self.props,
-                topic: self.topic,
-                delivery: self.delivery,
-                policy: self.policy,
-                flush_timeout: self.flush_timeout,
-                txn: self.txn,
-                serializer: Arc::new(serializer),
-            }),
+            settings: Arc::new(s),
+            serializer: Arc::new(serializer),
             plain: None,
             txn: None,
             restored: None,
@@ -228,7 +214,8 @@ impl KafkaSinkBuilder {
 
 /// A Kafka sink. Clone it into each subtask: `stream.sink("kafka", 2, |_| sink.clone())`.
 pub struct KafkaSink<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    serializer: Arc<dyn KafkaSerializer<T>>,
     plain: Option<ProducerHandle>,
     txn: Option<TxnManager>,
     restored: Option<Restored<Vec<PendingTxn>>>,
@@ -250,6 +237,7 @@ impl<T> Clone for KafkaSink<T> {
     fn clone(&self) -> Self {
         KafkaSink {
             settings: Arc::clone(&self.settings),
+            serializer: Arc::clone(&self.serializer),
             plain: None,
             txn: None,
             restored: None,
@@ -268,18 +256,20 @@ impl KafkaSink<()> {
     /// Starts a builder from client properties made elsewhere (bootstrap servers, TLS, SASL).
     pub fn builder_with(props: KafkaProperties) -> KafkaSinkBuilder {
         KafkaSinkBuilder {
-            props,
-            topic: None,
-            delivery: SinkDelivery::AtLeastOnce,
-            policy: ErrorPolicy::Fail,
-            flush_timeout: Duration::from_secs(60),
-            txn: TxnSettings {
-                prefix: None,
-                pool: 3,
-                marker_topic: None,
-                timeout: Duration::from_secs(900),
-                log_dir: None,
-                hook: None,
+            s: Settings {
+                props,
+                topic: None,
+                delivery: SinkDelivery::AtLeastOnce,
+                policy: ErrorPolicy::Fail,
+                flush_timeout: Duration::from_secs(60),
+                txn: TxnSettings {
+                    prefix: None,
+                    pool: 3,
+                    marker_topic: None,
+                    timeout: Duration::from_secs(900),
+                    log_dir: None,
+                    hook: None,
+                },
             },
         }
     }
@@ -290,13 +280,14 @@ impl<T: Send + 'static> KafkaSink<T> {
         // Borrowed, not cloned, per record: the settings, the handler and the topic.
         let KafkaSink {
             settings,
+            serializer,
             plain,
             txn,
             handler,
             ..
         } = self;
         let handler = handler.as_ref().ok_or(Error::Closed("kafka sink"))?;
-        let rec = match settings.serializer.serialize(&value) {
+        let rec = match serializer.serialize(&value) {
             Ok(r) => r,
             Err(e) => return handler.handle(&e.position, &e, &[]).await,
         };

@@ -50,8 +50,9 @@ pub const PREFETCH: [(&str, &str); 3] = [
     ("fetch.queue.backoff.ms", "10"),
 ];
 
-/// Settings shared by every subtask of one source.
-struct Settings<T> {
+/// What a [`KafkaSourceBuilder`] sets, shared by the subtasks of what it builds.
+#[derive(Debug)]
+struct Settings {
     props: KafkaProperties,
     subscription: Subscription,
     start: StartOffsets,
@@ -59,27 +60,20 @@ struct Settings<T> {
     discovery: Option<Duration>,
     policy: ErrorPolicy,
     max_batch: usize,
-    deserializer: Arc<dyn KafkaDeserializer<T>>,
 }
 
 /// Builds a [`KafkaSource`]; validated by [`build`](KafkaSourceBuilder::build).
 pub struct KafkaSourceBuilder {
-    props: KafkaProperties,
-    subscription: Option<Subscription>,
-    start: StartOffsets,
-    stop: StopOffsets,
-    discovery: Option<Duration>,
-    policy: ErrorPolicy,
-    max_batch: usize,
+    s: Settings,
 }
 
 impl std::fmt::Debug for KafkaSourceBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaSourceBuilder")
-            .field("props", &self.props)
-            .field("subscription", &self.subscription)
-            .field("start", &self.start)
-            .field("stop", &self.stop)
+            .field("props", &self.s.props)
+            .field("subscription", &self.s.subscription)
+            .field("start", &self.s.start)
+            .field("stop", &self.s.stop)
             .finish()
     }
 }
@@ -87,15 +81,13 @@ impl std::fmt::Debug for KafkaSourceBuilder {
 impl KafkaSourceBuilder {
     /// Reads these topics.
     pub fn topics<I: IntoIterator<Item = S>, S: Into<String>>(mut self, topics: I) -> Self {
-        self.subscription = Some(Subscription::Topics(
-            topics.into_iter().map(Into::into).collect(),
-        ));
+        self.s.subscription = Subscription::Topics(topics.into_iter().map(Into::into).collect());
         self
     }
 
     /// Reads every topic whose whole name matches the regular expression `pattern`.
     pub fn topic_pattern(mut self, pattern: impl Into<String>) -> Self {
-        self.subscription = Some(Subscription::Pattern(pattern.into()));
+        self.s.subscription = Subscription::Pattern(pattern.into());
         self
     }
 
@@ -104,67 +96,66 @@ impl KafkaSourceBuilder {
         mut self,
         parts: I,
     ) -> Self {
-        self.subscription = Some(Subscription::Partitions(
-            parts.into_iter().map(|(t, p)| (t.into(), p)).collect(),
-        ));
+        self.s.subscription =
+            Subscription::Partitions(parts.into_iter().map(|(t, p)| (t.into(), p)).collect());
         self
     }
 
     /// The consumer group, used for committed start offsets and to commit progress (for
     /// monitoring and consumers outside rivus). Without it nothing is committed.
     pub fn group_id(mut self, group: impl Into<String>) -> Self {
-        self.props.set("group.id", group);
+        self.s.props.set("group.id", group);
         self
     }
 
     /// Where partitions without checkpointed state start (default: committed offsets, else
     /// earliest).
     pub fn start(mut self, start: StartOffsets) -> Self {
-        self.start = start;
+        self.s.start = start;
         self
     }
 
     /// Makes the source bounded.
     pub fn stop(mut self, stop: StopOffsets) -> Self {
-        self.stop = stop;
+        self.s.stop = stop;
         self
     }
 
     /// Looks for new partitions this often (`None`: never; default 5 minutes).
     pub fn partition_discovery(mut self, every: Option<Duration>) -> Self {
-        self.discovery = every;
+        self.s.discovery = every;
         self
     }
 
     /// What to do with records the deserializer rejects (default: fail).
     pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.policy = policy;
+        self.s.policy = policy;
         self
     }
 
     /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
     /// for mutual TLS. See [`security`](crate::security).
     pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-        self.props.set_tls(tls);
+        self.s.props.set_tls(tls);
         self
     }
 
     /// Authenticates with SASL by user name and password, over TLS.
     pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
-        self.props.set_sasl(sasl);
+        self.s.props.set_sasl(sasl);
         self
     }
 
     /// How long opening waits for the cluster's first answer (default 30 s); a refused
     /// password or certificate fails at once, naming the endpoint.
     pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.props.set_connect_timeout(d);
+        self.s.props.set_connect_timeout(d);
         self
     }
 
     /// Any librdkafka consumer property.
     pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.props.set(key, value);
+        self.s.props.set(key, value);
         self
     }
 
@@ -173,47 +164,35 @@ impl KafkaSourceBuilder {
         self,
         deserializer: impl KafkaDeserializer<T>,
     ) -> Result<KafkaSource<T>> {
-        self.props.validate("source.kafka")?;
-        let subscription = self.subscription.ok_or_else(|| {
-            Error::config(
-                "source.kafka.topics",
-                "set topics, a topic pattern or partitions",
-            )
-        })?;
-        match &subscription {
+        let s = self.s;
+        s.props.validate("source.kafka")?;
+        match &s.subscription {
             Subscription::Topics(t) if t.is_empty() => {
-                return Err(Error::config("source.kafka.topics", "at least one topic"));
+                return Err(Error::config(
+                    "source.kafka.topics",
+                    "set topics, a topic pattern or partitions",
+                ));
             }
             Subscription::Pattern(p) => {
                 regex::Regex::new(p).map_err(|e| Error::config("source.kafka.topic_pattern", e))?;
             }
             _ => {}
         }
-        if matches!(self.start, StartOffsets::Committed { .. })
-            && self.props.get("group.id").is_none()
-        {
+        if matches!(s.start, StartOffsets::Committed { .. }) && s.props.get("group.id").is_none() {
             return Err(Error::config(
                 "source.kafka.group_id",
                 "committed start offsets need a group id",
             ));
         }
-        if self.discovery == Some(Duration::ZERO) {
+        if s.discovery == Some(Duration::ZERO) {
             return Err(Error::config(
                 "source.kafka.partition_discovery",
                 "must be positive (or off)",
             ));
         }
         Ok(KafkaSource {
-            settings: Arc::new(Settings {
-                props: self.props,
-                subscription,
-                start: self.start,
-                stop: self.stop,
-                discovery: self.discovery,
-                policy: self.policy,
-                max_batch: self.max_batch,
-                deserializer: Arc::new(deserializer),
-            }),
+            settings: Arc::new(s),
+            deserializer: Arc::new(deserializer),
             subtask: 0,
             parallelism: 1,
             running: None,
@@ -235,7 +214,8 @@ struct Running<T> {
 
 /// A Kafka source. Clone it into each subtask: `pipeline.source("kafka", 4, |_| src.clone())`.
 pub struct KafkaSource<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    deserializer: Arc<dyn KafkaDeserializer<T>>,
     subtask: usize,
     parallelism: usize,
     running: Option<Running<T>>,
@@ -257,6 +237,7 @@ impl<T> Clone for KafkaSource<T> {
     fn clone(&self) -> Self {
         KafkaSource {
             settings: Arc::clone(&self.settings),
+            deserializer: Arc::clone(&self.deserializer),
             subtask: self.subtask,
             parallelism: self.parallelism,
             running: None,
@@ -273,15 +254,17 @@ impl KafkaSource<()> {
     /// Starts a builder from client properties made elsewhere (bootstrap servers, TLS, SASL).
     pub fn builder_with(props: KafkaProperties) -> KafkaSourceBuilder {
         KafkaSourceBuilder {
-            props,
-            subscription: None,
-            start: StartOffsets::Committed {
-                reset_to_earliest: true,
+            s: Settings {
+                props,
+                subscription: Subscription::Topics(Vec::new()),
+                start: StartOffsets::Committed {
+                    reset_to_earliest: true,
+                },
+                stop: StopOffsets::Never,
+                discovery: Some(Duration::from_secs(300)),
+                policy: ErrorPolicy::Fail,
+                max_batch: 5000,
             },
-            stop: StopOffsets::Never,
-            discovery: Some(Duration::from_secs(300)),
-            policy: ErrorPolicy::Fail,
-            max_batch: 5000,
         }
     }
 }
@@ -490,7 +473,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
         let fetcher = Fetcher {
             consumer: Arc::clone(&consumer),
             handover: Arc::clone(&self.running().handover),
-            deserializer: Arc::clone(&settings.deserializer),
+            deserializer: Arc::clone(&self.deserializer),
             running: Arc::clone(&self.running().alive),
             max_batch: settings.max_batch,
             discovery: match (&settings.subscription, settings.discovery, bounded) {

@@ -70,7 +70,9 @@ fn parse_id(id: &str) -> (u64, u64) {
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
-struct Settings<T> {
+/// What a [`RedisStreamsSourceBuilder`] sets, shared by the subtasks of what it builds.
+#[derive(Debug)]
+struct Settings {
     endpoint: Endpoint,
     streams: Vec<String>,
     group: String,
@@ -79,57 +81,49 @@ struct Settings<T> {
     block_ms: usize,
     policy: ErrorPolicy,
     reconnect: BackoffPolicy,
-    decode: Arc<Decoder<T>>,
 }
 
 /// Builds a [`RedisStreamsSource`].
 #[derive(Debug)]
 pub struct RedisStreamsSourceBuilder {
-    endpoint: Endpoint,
-    streams: Vec<String>,
-    group: Option<String>,
-    consumer_prefix: String,
-    count: usize,
-    block_ms: usize,
-    policy: ErrorPolicy,
-    reconnect: BackoffPolicy,
+    s: Settings,
 }
 
 impl RedisStreamsSourceBuilder {
     /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
     /// attempts); then the job fails and recovers from its checkpoint.
     pub fn reconnect(mut self, b: BackoffPolicy) -> Self {
-        self.reconnect = b;
+        self.s.reconnect = b;
         self
     }
 
     /// The streams to read; stream `k` goes to subtask `k % parallelism`.
     pub fn streams<I: IntoIterator<Item = S>, S: Into<String>>(mut self, s: I) -> Self {
-        self.streams = s.into_iter().map(Into::into).collect();
+        self.s.streams = s.into_iter().map(Into::into).collect();
         self
     }
 
     /// The consumer group (created at the start of each stream if missing).
     pub fn group(mut self, g: impl Into<String>) -> Self {
-        self.group = Some(g.into());
+        self.s.group = g.into();
         self
     }
 
     /// Consumer names are `<prefix>-<subtask>` (default `rivus`): keep it stable across restarts.
     pub fn consumer_prefix(mut self, p: impl Into<String>) -> Self {
-        self.consumer_prefix = p.into();
+        self.s.consumer_prefix = p.into();
         self
     }
 
     /// Entries per read (default 500).
     pub fn count(mut self, n: usize) -> Self {
-        self.count = n;
+        self.s.count = n;
         self
     }
 
     /// Entries the decoder rejects (acknowledged afterwards): fail (default), skip, dead-letter.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
+        self.s.policy = p;
         self
     }
 
@@ -138,37 +132,29 @@ impl RedisStreamsSourceBuilder {
         self,
         decode: impl Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<RedisStreamsSource<T>> {
-        self.endpoint.validate("source.redis")?;
-        if self.endpoint.response_timeout_value().as_millis() <= self.block_ms as u128 {
+        let s = self.s;
+        s.endpoint.validate("source.redis")?;
+        if s.endpoint.response_timeout_value().as_millis() <= s.block_ms as u128 {
             return Err(Error::config(
                 "source.redis.timeout",
                 format!(
                     "the response timeout must exceed the read block of {} ms",
-                    self.block_ms
+                    s.block_ms
                 ),
             ));
         }
-        if self.streams.is_empty() {
+        if s.streams.is_empty() {
             return Err(Error::config("source.redis.streams", "at least one stream"));
         }
-        let group = self
-            .group
-            .ok_or_else(|| Error::config("source.redis.group", "required"))?;
-        if self.count == 0 {
+        if s.group.is_empty() {
+            return Err(Error::config("source.redis.group", "required"));
+        }
+        if s.count == 0 {
             return Err(Error::config("source.redis.count", "must be at least 1"));
         }
         Ok(RedisStreamsSource {
-            settings: Arc::new(Settings {
-                endpoint: self.endpoint,
-                streams: self.streams,
-                group,
-                consumer_prefix: self.consumer_prefix,
-                count: self.count,
-                block_ms: self.block_ms,
-                policy: self.policy,
-                reconnect: self.reconnect,
-                decode: Arc::new(decode),
-            }),
+            settings: Arc::new(s),
+            decode: Arc::new(decode),
             con: None,
             restored: BTreeMap::new(),
             share: Share::whole(),
@@ -181,7 +167,8 @@ impl RedisStreamsSourceBuilder {
 
 /// A Redis Streams source. Clone it into each subtask.
 pub struct RedisStreamsSource<T> {
-    settings: Arc<Settings<T>>,
+    settings: Arc<Settings>,
+    decode: Arc<Decoder<T>>,
     con: Option<RedisConnection>,
     restored: BTreeMap<String, String>,
     share: Share,
@@ -207,6 +194,7 @@ impl<T> Clone for RedisStreamsSource<T> {
     fn clone(&self) -> Self {
         RedisStreamsSource {
             settings: Arc::clone(&self.settings),
+            decode: Arc::clone(&self.decode),
             con: None,
             restored: BTreeMap::new(),
             share: self.share,
@@ -222,14 +210,16 @@ impl RedisStreamsSource<()> {
     /// or an [`Endpoint`] (a cluster, TLS files, timeouts).
     pub fn builder(endpoint: impl Into<Endpoint>) -> RedisStreamsSourceBuilder {
         RedisStreamsSourceBuilder {
-            endpoint: endpoint.into(),
-            streams: Vec::new(),
-            group: None,
-            consumer_prefix: "rivus".into(),
-            count: 500,
-            block_ms: 100,
-            policy: ErrorPolicy::Fail,
-            reconnect: BackoffPolicy::reconnect(),
+            s: Settings {
+                endpoint: endpoint.into(),
+                streams: Vec::new(),
+                group: String::new(),
+                consumer_prefix: "rivus".into(),
+                count: 500,
+                block_ms: 100,
+                policy: ErrorPolicy::Fail,
+                reconnect: BackoffPolicy::reconnect(),
+            },
         }
     }
 }
@@ -433,7 +423,7 @@ impl<T: Send + 'static> SourceFunction for RedisStreamsSource<T> {
             format!("redis-streams[{}]", self.share.subtask()),
         )
         .connector("redis-streams");
-        let decode = Arc::clone(&self.settings.decode);
+        let decode = Arc::clone(&self.decode);
         self.claim_pending(&owned).await?;
         // First this consumer's pending entries (delivered before a crash, never acknowledged),
         // read after a cursor per stream; then new entries.

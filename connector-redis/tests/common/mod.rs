@@ -159,14 +159,11 @@ impl SinkExternal for ListCtx {
 pub async fn pubsub_roundtrip(endpoint: Endpoint, plain_url: &str) {
     use rivus_connector_redis::RedisPubSubSource;
     let channel = unique_name("chan");
-    let source = RedisPubSubSource::new(
-        endpoint,
-        vec![channel.clone()],
-        vec![],
-        ErrorPolicy::Skip,
-        |_, payload| StringSchema.deserialize(payload, &"pubsub"),
-    )
-    .unwrap();
+    let source = RedisPubSubSource::builder(endpoint)
+        .channels([channel.clone()])
+        .error_policy(ErrorPolicy::Skip)
+        .build(|_, payload| StringSchema.deserialize(payload, &"pubsub"))
+        .unwrap();
     assert_eq!(
         rivus_core::SourceFunction::delivery_guarantee(&source),
         DeliveryGuarantee::AtMostOnce
