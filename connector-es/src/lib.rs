@@ -15,6 +15,7 @@
 //! (custom handling of refused items), [`sink`] (the `SinkFunction`).
 
 pub mod config;
+mod error;
 pub mod failure;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;

@@ -65,12 +65,11 @@ impl BulkSender<BulkItem> for EsBulkSender {
             let text = response.text().await.unwrap_or_default();
             let text: String = text.chars().take(500).collect();
             let message = format!("HTTP {status}: {text}");
-            // 401/403: the credentials or the role were refused; a restart cannot fix that.
-            return SendOutcome::Failed(if matches!(status.as_u16(), 401 | 403) {
-                Error::refused("elasticsearch bulk", message)
-            } else {
-                Error::connector("elasticsearch bulk", message)
-            });
+            return SendOutcome::Failed(crate::error::status_err(
+                "elasticsearch bulk",
+                status.as_u16(),
+                message,
+            ));
         }
         let v: Value = match response.json().await {
             Ok(v) => v,

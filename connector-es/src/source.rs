@@ -173,7 +173,7 @@ impl EsSource<()> {
 }
 
 fn es_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::connector(format!("elasticsearch source: {what}"), e.to_string())
+    crate::error::es_err(format!("elasticsearch source: {what}"), e)
 }
 
 impl<T: Send + 'static> EsSource<T> {
@@ -190,8 +190,9 @@ impl<T: Send + 'static> EsSource<T> {
             .map_err(|e| es_err("opening a point in time", e))?;
         let status = r.status_code();
         if matches!(status.as_u16(), 401 | 403) {
-            return Err(Error::refused(
+            return Err(crate::error::status_err(
                 "elasticsearch source: opening a point in time",
+                status.as_u16(),
                 format!("HTTP {status}"),
             ));
         }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use rivus_core::{Error, Result};
+use rivus_core::Result;
 
-use crate::db::{describe, Pool};
+use crate::db::Pool;
 use crate::dialect::Dialect;
 use crate::source::query::{PageQuery, QueryColumn};
 
@@ -17,11 +17,11 @@ pub async fn run_script(url: &str, sql: &str) -> Result<()> {
     let mut conn = pool
         .acquire()
         .await
-        .map_err(|e| Error::connector("jdbc: connecting", describe(&e)))?;
+        .map_err(|e| crate::error::sql_error("jdbc: connecting", &e))?;
     let r = conn
         .raw(sql)
         .await
-        .map_err(|e| Error::connector("jdbc: running the setup script", describe(&e)));
+        .map_err(|e| crate::error::sql_error("jdbc: running the setup script", &e));
     drop(conn);
     pool.close().await;
     r
@@ -34,14 +34,14 @@ pub async fn table_report(url: &str, table: &str, limit: usize) -> Result<(u64, 
     let mut conn = pool
         .acquire()
         .await
-        .map_err(|e| Error::connector("jdbc: connecting", describe(&e)))?;
+        .map_err(|e| crate::error::sql_error("jdbc: connecting", &e))?;
     let quoted = dialect.quote(table);
     let count_sql = match dialect {
         Dialect::Postgres => format!("SELECT COUNT(*)::text FROM {quoted}"),
         Dialect::MySql => format!("SELECT CAST(COUNT(*) AS CHAR) FROM {quoted}"),
         Dialect::Sqlite => format!("SELECT CAST(COUNT(*) AS TEXT) FROM {quoted}"),
     };
-    let err = |e: sqlx::Error| Error::connector(format!("jdbc: reading `{table}`"), describe(&e));
+    let err = |e: sqlx::Error| crate::error::sql_error(format!("jdbc: reading `{table}`"), &e);
     let count: u64 = conn
         .fetch_text(&count_sql, &[])
         .await

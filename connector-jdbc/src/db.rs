@@ -14,6 +14,8 @@ use sqlx::{Executor, MySql, Postgres, Sqlite};
 use rivus_core::{Error, Result};
 
 use crate::dialect::Dialect;
+pub(crate) use crate::error::describe;
+use crate::error::sql_error;
 use crate::value::SqlValue;
 
 /// A pool of connections to one database.
@@ -66,15 +68,8 @@ impl Pool {
         timeout: Duration,
         path: &str,
     ) -> Result<Pool> {
-        let failed = |e: sqlx::Error| {
-            let context = format!("{path}: connecting to {}", crate::redact(url));
-            let message = crate::redact(&e.to_string());
-            if is_refusal(&e) {
-                Error::refused(context, message)
-            } else {
-                Error::connector(context, message)
-            }
-        };
+        let failed =
+            |e: sqlx::Error| sql_error(format!("{path}: connecting to {}", crate::redact(url)), &e);
         Ok(match Dialect::of_url(url, path)? {
             Dialect::Postgres => Pool::Pg(
                 PgPoolOptions::new()
@@ -269,29 +264,6 @@ impl Conn {
     }
 }
 
-/// True when the server refused the credentials or a permission (PostgreSQL class 28 and
-/// 42501; MySQL/MariaDB 1044, 1045, 1142, 1143, 1227, 1698): a restart cannot fix it.
-pub(crate) fn is_refusal(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = e else {
-        return false;
-    };
-    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
-        return matches!(my.number(), 1044 | 1045 | 1142 | 1143 | 1227 | 1698);
-    }
-    let code = db.code().unwrap_or_default();
-    code.starts_with("28") || code == "42501"
-}
-
-/// `e` as a rivus error with `context` and the server's detail: [`Error::Refused`] when it is
-/// a refusal ([`is_refusal`]), else [`Error::Connector`].
-pub(crate) fn sql_error(context: String, e: &sqlx::Error) -> Error {
-    if is_refusal(e) {
-        Error::refused(context, describe(e))
-    } else {
-        Error::connector(context, describe(e))
-    }
-}
-
 /// Classifies `e` from a statement run against `dialect`.
 pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Fault {
     let db = match e {
@@ -342,27 +314,4 @@ pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Fault {
             }
         }
     }
-}
-
-/// `e` with the server's detail, column and constraint where it gives them.
-pub(crate) fn describe(e: &sqlx::Error) -> String {
-    let sqlx::Error::Database(db) = e else {
-        return crate::redact(&e.to_string());
-    };
-    let mut text = db.message().to_owned();
-    if let Some(code) = db.code() {
-        text = format!("{text} [{code}]");
-    }
-    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-        if let Some(column) = pg.column() {
-            text.push_str(&format!("; column `{column}`"));
-        }
-        if let Some(detail) = pg.detail() {
-            text.push_str(&format!("; {detail}"));
-        }
-    }
-    if let Some(c) = db.constraint() {
-        text.push_str(&format!("; constraint `{c}`"));
-    }
-    text
 }

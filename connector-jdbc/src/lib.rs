@@ -20,6 +20,7 @@ mod change;
 mod copy;
 mod db;
 mod dialect;
+mod error;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod sink;

@@ -185,9 +185,11 @@ impl KafkaProperties {
 
     /// Wraps an rdkafka error from building a client, without echoing secret values.
     pub(crate) fn build_error(&self, what: &str, e: KafkaError) -> Error {
-        Error::connector(
+        let refused = e.rdkafka_error_code().is_some_and(crate::error::is_refusal);
+        Error::client(
             format!("kafka: creating the {what} for {}", self.endpoint()),
             self.redact(&e.to_string()),
+            refused,
         )
     }
 }

@@ -103,12 +103,11 @@ pub async fn probe(
         .await
         .map_err(|e| Error::connector("kafka: metadata task", e.to_string()))?;
     outcome.map_err(|(refused, m)| {
-        let context = format!("kafka: cannot use {endpoint}");
-        if refused {
-            Error::refused(context, props.redact(&m))
-        } else {
-            Error::connector(context, props.redact(&m))
-        }
+        Error::client(
+            format!("kafka: cannot use {endpoint}"),
+            props.redact(&m),
+            refused,
+        )
     })
 }
 

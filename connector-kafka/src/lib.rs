@@ -20,6 +20,7 @@ pub mod assign;
 pub mod config;
 pub mod connect;
 mod dead_letters;
+mod error;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 pub mod record;
@@ -29,6 +30,7 @@ mod source;
 
 pub use config::KafkaProperties;
 pub use dead_letters::KafkaDeadLetterQueue;
+pub(crate) use error::kafka_err;
 pub use record::{
     KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
 };
@@ -40,29 +42,3 @@ pub use source::{
     KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,
     PREFETCH,
 };
-
-/// Errors from the Kafka client, with what was being done. Refused authentication or
-/// authorization is [`rivus_core::Error::Refused`] (a restart cannot fix it).
-pub(crate) fn kafka_err(
-    context: impl Into<String>,
-    e: rdkafka::error::KafkaError,
-) -> rivus_core::Error {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    let refused = matches!(
-        e.rdkafka_error_code(),
-        Some(
-            C::TopicAuthorizationFailed
-                | C::GroupAuthorizationFailed
-                | C::ClusterAuthorizationFailed
-                | C::TransactionalIdAuthorizationFailed
-                | C::SaslAuthenticationFailed
-                | C::Authentication
-                | C::DelegationTokenAuthorizationFailed
-        )
-    );
-    if refused {
-        rivus_core::Error::refused(context, e)
-    } else {
-        rivus_core::Error::connector(context, e)
-    }
-}

@@ -127,16 +127,7 @@ impl AmqpConfig {
         );
         match tokio::time::timeout(self.connect_timeout, connecting).await {
             Ok(Ok(c)) => Ok(c),
-            // A refused login (ACCESS_REFUSED, 403) or vhost (NOT_ALLOWED, 530) cannot be
-            // fixed by a restart.
-            Ok(Err(e)) => {
-                let text = redact(&e.to_string());
-                if text.contains("ACCESS_REFUSED") || text.contains("NOT_ALLOWED") {
-                    Err(Error::refused(what(), text))
-                } else {
-                    Err(Error::connector(what(), text))
-                }
-            }
+            Ok(Err(e)) => Err(crate::error::amqp(what(), e)),
             Err(_) => Err(Error::connector(
                 what(),
                 format!("no answer within {:?}", self.connect_timeout),

@@ -51,9 +51,9 @@ impl RabbitDeadLetterQueue {
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> Error {
-        Error::connector(
+        crate::error::amqp(
             format!("rabbitmq dead-letter queue `{}`: {what}", self.queue),
-            redact(&e.to_string()),
+            e,
         )
     }
 

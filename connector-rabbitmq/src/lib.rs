@@ -14,6 +14,7 @@
 
 mod config;
 mod dead_letters;
+mod error;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod sink;

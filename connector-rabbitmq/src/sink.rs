@@ -181,10 +181,7 @@ impl RabbitSink<()> {
 }
 
 fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::connector(
-        format!("rabbitmq sink: {what}"),
-        crate::config::redact(&e.to_string()),
-    )
+    crate::error::amqp(format!("rabbitmq sink: {what}"), e)
 }
 
 impl<T: Send + 'static> RabbitSink<T> {

@@ -247,10 +247,7 @@ type Tagged = std::pin::Pin<
 type Deliveries = futures::stream::SelectAll<Tagged>;
 
 fn amqp(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::connector(
-        format!("rabbitmq source: {what}"),
-        crate::config::redact(&e.to_string()),
-    )
+    crate::error::amqp(format!("rabbitmq source: {what}"), e)
 }
 
 #[async_trait]

@@ -17,6 +17,7 @@
 mod command;
 mod connection;
 mod dead_letters;
+mod error;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod pubsub;
@@ -30,36 +31,8 @@ pub use pubsub::{RedisPubSubSource, RedisPubSubSourceBuilder};
 pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{RedisStreamsSource, RedisStreamsSourceBuilder, RedisStreamsState};
 
+pub(crate) use error::{redis_error, transient};
 pub use rivus_core::secrets::redact_url as redact;
-
-/// The error passes with time or a new connection (connection lost, refused, timed out; the
-/// server loading its data after a restart, TRYAGAIN...): retry, do not blame the record.
-pub(crate) fn transient(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
-        || matches!(
-            e.retry_method(),
-            redis::RetryMethod::WaitAndRetry
-                | redis::RetryMethod::Reconnect
-                | redis::RetryMethod::RetryImmediately
-        )
-}
-
-/// `e` as a rivus error with `context` (URLs redacted): [`rivus_core::Error::Refused`] when
-/// the server refused the credentials or a permission (WRONGPASS, NOAUTH, NOPERM), which a
-/// restart cannot fix; else [`rivus_core::Error::Connector`].
-pub(crate) fn redis_error(context: String, e: &redis::RedisError) -> rivus_core::Error {
-    let text = redact(&e.to_string());
-    let refused = e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"));
-    if refused {
-        rivus_core::Error::refused(context, text)
-    } else {
-        rivus_core::Error::connector(context, text)
-    }
-}
 
 pub(crate) fn open_client(url: &str, path: &str) -> rivus_core::Result<redis::Client> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))

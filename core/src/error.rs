@@ -129,6 +129,19 @@ impl Error {
         }
     }
 
+    /// A client library's error, with what was being done: [`Error::Refused`] when `refused`
+    /// (the system refused credentials or a permission — no restart can fix that), else
+    /// [`Error::Connector`]. The one way connectors wrap their client's errors: each decides
+    /// `refused` from its client's codes, in its own `error` module, and passes a `message`
+    /// already free of secrets.
+    pub fn client(context: impl Into<String>, message: impl fmt::Display, refused: bool) -> Self {
+        if refused {
+            Error::refused(context, message)
+        } else {
+            Error::connector(context, message.to_string())
+        }
+    }
+
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {

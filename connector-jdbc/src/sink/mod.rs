@@ -18,7 +18,7 @@ use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_core::{CompletedCheckpoints, Restored};
 
-use crate::db::{describe, Pool};
+use crate::db::Pool;
 use crate::statement::{Plan, WriteMode};
 use crate::table::describe as describe_table;
 
@@ -157,7 +157,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         let mut conn = pool
             .acquire()
             .await
-            .map_err(|e| Error::connector("jdbc sink: connecting", describe(&e)))?;
+            .map_err(|e| crate::error::sql_error("jdbc sink: connecting", &e))?;
         let table = if matches!(s.mode, WriteMode::Statement { .. }) {
             crate::table::TableSchema {
                 name: s.table.clone(),
@@ -168,10 +168,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             describe_table(&mut conn, dialect, &s.table)
                 .await
                 .map_err(|e| {
-                    Error::connector(
-                        format!("jdbc sink: reading table `{}`", s.table),
-                        describe(&e),
-                    )
+                    crate::error::sql_error(format!("jdbc sink: reading table `{}`", s.table), &e)
                 })?
         };
         let (columns, keys) = match &s.mode {

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 
 use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext, Share};
 
-use crate::db::{describe, Conn, Pool};
+use crate::db::{Conn, Pool};
 use crate::dialect::Dialect;
 
 /// XA ids (gtrid) are at most 64 bytes.
@@ -194,9 +194,9 @@ impl Prepared {
         };
         if let Err(e) = conn.raw(&sql).await {
             conn.discard();
-            return Err(Error::connector(
+            return Err(crate::error::sql_error(
                 format!("jdbc sink: preparing transaction `{id}`"),
-                describe(&e),
+                &e,
             ));
         }
         let parked = (self.dialect == Dialect::MySql).then_some(conn);
@@ -257,16 +257,17 @@ impl Prepared {
     }
 
     async fn prepared_gids(&self) -> Result<Vec<String>> {
-        let mut conn = self.pool.acquire().await.map_err(|e| {
-            Error::connector("jdbc sink: listing prepared transactions", describe(&e))
-        })?;
+        let mut conn =
+            self.pool.acquire().await.map_err(|e| {
+                crate::error::sql_error("jdbc sink: listing prepared transactions", &e)
+            })?;
         if self.dialect == Dialect::MySql {
             let ours = format!("{}:", self.prefix);
             return conn
                 .xa_recover()
                 .await
                 .map(|ids| ids.into_iter().filter(|g| g.starts_with(&ours)).collect())
-                .map_err(|e| Error::connector("jdbc sink: XA RECOVER", describe(&e)));
+                .map_err(|e| crate::error::sql_error("jdbc sink: XA RECOVER", &e));
         }
         let pattern = format!("{}:%", self.prefix.replace('%', "\\%").replace('_', "\\_"));
         conn.fetch_text(
@@ -274,7 +275,7 @@ impl Prepared {
             &[crate::value::SqlValue::Text(Some(pattern))],
         )
         .await
-        .map_err(|e| Error::connector("jdbc sink: listing prepared transactions", describe(&e)))
+        .map_err(|e| crate::error::sql_error("jdbc sink: listing prepared transactions", &e))
     }
 
     /// Commits or rolls back prepared `gid`, on its parked session if it has one.
@@ -290,11 +291,11 @@ impl Prepared {
                 .pool
                 .acquire()
                 .await
-                .map_err(|e| Error::connector("jdbc sink: connecting", describe(&e)))?,
+                .map_err(|e| crate::error::sql_error("jdbc sink: connecting", &e))?,
         };
         if let Err(e) = conn.raw(&sql).await {
             conn.discard();
-            return Err(Error::connector(format!("jdbc sink: {sql}"), describe(&e)));
+            return Err(crate::error::sql_error(format!("jdbc sink: {sql}"), &e));
         }
         Ok(())
     }
@@ -356,7 +357,7 @@ async fn check_postgres(conn: &mut Conn) -> Result<()> {
     let max: Vec<String> = conn
         .fetch_text("SELECT current_setting('max_prepared_transactions')", &[])
         .await
-        .map_err(|e| Error::connector("jdbc sink", describe(&e)))?;
+        .map_err(|e| crate::error::sql_error("jdbc sink", &e))?;
     if max.first().map(String::as_str) == Some("0") {
         return Err(Error::config(
             "sink.jdbc.exactly_once",
@@ -372,7 +373,7 @@ async fn check_mysql(conn: &mut Conn) -> Result<()> {
     let version: Vec<String> = conn
         .fetch_text("SELECT VERSION()", &[])
         .await
-        .map_err(|e| Error::connector("jdbc sink", describe(&e)))?;
+        .map_err(|e| crate::error::sql_error("jdbc sink", &e))?;
     let version = version.into_iter().next().unwrap_or_default();
     if !xa_survives_disconnect(&version) {
         return Err(Error::config(

@@ -244,7 +244,7 @@ impl Writer {
         match e {
             WriteError::Policy(e) => e,
             WriteError::Sql(e) => {
-                crate::db::sql_error(format!("jdbc sink: {what} {}", self.plan.table), &e)
+                crate::error::sql_error(format!("jdbc sink: {what} {}", self.plan.table), &e)
             }
         }
     }
@@ -287,7 +287,7 @@ impl Writer {
         let xid = open.xid.as_deref();
         if let Err(e) = prepared.commit_one_phase(&mut open.conn, xid).await {
             open.conn.discard();
-            return Err(Error::connector("jdbc sink: committing", describe(&e)));
+            return Err(crate::error::sql_error("jdbc sink: committing", &e));
         }
         Ok(())
     }

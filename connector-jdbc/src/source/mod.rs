@@ -275,7 +275,7 @@ struct Split {
 }
 
 fn sql_err(what: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
-    move |e| crate::db::sql_error(format!("jdbc source: {what}"), &e)
+    move |e| crate::error::sql_error(format!("jdbc source: {what}"), &e)
 }
 
 impl<T: Send + 'static> JdbcSource<T> {

@@ -233,7 +233,7 @@ impl ProducerHandle {
         tokio::task::spawn_blocking(move || f(&producer))
             .await
             .map_err(|e| Error::connector(format!("kafka sink: {what}"), e.to_string()))?
-            .map_err(|e| Error::connector(format!("kafka sink: {what}"), e))
+            .map_err(|e| crate::kafka_err(format!("kafka sink: {what}"), e))
     }
 
     /// Flushes briefly and drops the producer on a blocking thread (dropping can block).

@@ -39,6 +39,7 @@ use rivus_core::{Error, Restored, Result};
 use super::producer::ProducerHandle;
 use super::wal::{self, WalReader, WalRef, WalWriter};
 use crate::config::KafkaProperties;
+use crate::kafka_err;
 use crate::record::OutRecord;
 
 /// A pre-committed transaction, as checkpointed: metadata only, its records are in its log.
@@ -185,8 +186,10 @@ impl TxnManager {
                 pr.init_transactions(Duration::from_secs(60))
             })
             .await
-            .map_err(|e| {
-                Error::connector(format!("kafka sink: fencing transactional id {tid}"), e)
+            .map_err(|e| match e {
+                // A refused transactional id stays a refusal (no restart can fix it).
+                Error::Refused { .. } => e,
+                e => Error::connector(format!("kafka sink: fencing transactional id {tid}"), e),
             })?;
             Ok::<_, Error>(h)
         };
@@ -315,7 +318,7 @@ impl TxnManager {
             .handle
             .send(&self.marker_topic, &marker)
             .await
-            .map_err(|e| Error::connector("kafka sink: writing the transaction marker", e))
+            .map_err(|e| kafka_err("kafka sink: writing the transaction marker", e))
     }
 
     /// Checkpoint `checkpoint`'s barrier: flush the current transaction and add its marker,
@@ -390,7 +393,7 @@ impl TxnManager {
                 .handle
                 .send(&topic, &out)
                 .await
-                .map_err(|e| Error::connector("kafka sink: recovering a transaction", e))?;
+                .map_err(|e| kafka_err("kafka sink: recovering a transaction", e))?;
         }
         self.write_marker(slot, &t.tid, t.checkpoint).await?;
         self.slots[slot].handle.flush(self.flush_timeout).await?;
@@ -432,7 +435,7 @@ async fn ensure_marker_topic(props: &KafkaProperties, topic: &str) -> Result<()>
     let r = admin
         .create_topics(&[t], &AdminOptions::new())
         .await
-        .map_err(|e| Error::connector(format!("kafka sink: creating marker topic {topic}"), e))?;
+        .map_err(|e| kafka_err(format!("kafka sink: creating marker topic {topic}"), e))?;
     match r.first() {
         Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | Some(Ok(_)) | None => Ok(()),
         Some(Err((_, code))) => Err(Error::connector(

@@ -1,0 +1,28 @@
+//! How the client's and the cluster's errors become rivus errors: with what was being done,
+//! URLs redacted, and HTTP 401/403 (credentials or role refused) marked as
+//! [`Error::Refused`], which no restart can fix.
+
+use rivus_core::secrets::redact_url;
+use rivus_core::Error;
+
+/// A failed request (no answer, a broken connection) as a rivus error with `context`.
+pub(crate) fn es_err(context: impl Into<String>, e: impl std::fmt::Display) -> Error {
+    Error::connector(context, redact_url(&e.to_string()))
+}
+
+/// An answer with the error status `status` (and `message`, the status and what the cluster
+/// said) as a rivus error with `context`.
+pub(crate) fn status_err(context: impl Into<String>, status: u16, message: String) -> Error {
+    Error::client(context, message, matches!(status, 401 | 403))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn refusals_are_told_apart() {
+        let e = super::status_err("x", 403, "HTTP 403".into());
+        assert!(matches!(e, rivus_core::Error::Refused { .. }), "{e}");
+        let e = super::status_err("x", 503, "HTTP 503".into());
+        assert!(matches!(e, rivus_core::Error::Connector { .. }), "{e}");
+    }
+}

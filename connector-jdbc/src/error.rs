@@ -1,0 +1,47 @@
+//! How sqlx's errors become rivus errors: with what was being done, the server's detail
+//! (code, column, constraint) and no secret, and refused credentials or permissions marked as
+//! [`Error::Refused`], which no restart can fix.
+
+use rivus_core::Error;
+
+/// True when the server refused the credentials or a permission (PostgreSQL class 28 and
+/// 42501; MySQL/MariaDB 1044, 1045, 1142, 1143, 1227, 1698): a restart cannot fix it.
+pub(crate) fn is_refusal(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return matches!(my.number(), 1044 | 1045 | 1142 | 1143 | 1227 | 1698);
+    }
+    let code = db.code().unwrap_or_default();
+    code.starts_with("28") || code == "42501"
+}
+
+/// `e` as a rivus error with `context` and the server's detail: [`Error::Refused`] when it is
+/// a refusal ([`is_refusal`]), else [`Error::Connector`].
+pub(crate) fn sql_error(context: impl Into<String>, e: &sqlx::Error) -> Error {
+    Error::client(context, describe(e), is_refusal(e))
+}
+
+/// `e` with the server's detail, column and constraint where it gives them.
+pub(crate) fn describe(e: &sqlx::Error) -> String {
+    let sqlx::Error::Database(db) = e else {
+        return crate::redact(&e.to_string());
+    };
+    let mut text = db.message().to_owned();
+    if let Some(code) = db.code() {
+        text = format!("{text} [{code}]");
+    }
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        if let Some(column) = pg.column() {
+            text.push_str(&format!("; column `{column}`"));
+        }
+        if let Some(detail) = pg.detail() {
+            text.push_str(&format!("; {detail}"));
+        }
+    }
+    if let Some(c) = db.constraint() {
+        text.push_str(&format!("; constraint `{c}`"));
+    }
+    text
+}
