@@ -8,12 +8,20 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::Health;
+use rivus_core::pipeline_file::{CatalogEntry, Health};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 
 use crate::{EsAuth, EsConfig, EsSink};
+
+/// What `rivus connectors` lists for this crate's sections.
+pub const CATALOG: &[CatalogEntry] = &[CatalogEntry {
+    role: "sink",
+    name: "elasticsearch",
+    guarantee: "at-least-once (id_field makes replays overwrite)",
+    options: "url, index, id_field, max_actions (1000), username, password",
+}];
 
 /// `[sink] type = "elasticsearch"`: one index, each record a document.
 #[derive(Debug, Clone, Deserialize)]

@@ -2,7 +2,6 @@
 //! front (testkit's `TlsFront`: the dev server certificate, client certificates required).
 
 use rivus_connector_es::{EsConfig, EsSink, EsSource};
-use rivus_core::prelude::*;
 use rivus_core::tls::TlsFiles;
 use rivus_testkit::services::{require, tls_dir, unique_name, Service};
 use rivus_testkit::tls_front::TlsFront;
@@ -61,15 +60,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         .index(&index)
         .build(|hit| Ok(hit["_source"]["n"].as_u64().unwrap_or(u64::MAX)))
         .unwrap();
-    let sink = rivus_testkit::CollectingSink::<u64>::new();
-    Pipeline::new("es-tls-read")
-        .source("es", 1, |_| source.clone())
-        .sink("collect", 1, |i| sink.for_subtask(i))
-        .unwrap()
-        .run()
-        .await
-        .unwrap();
-    let mut got = sink.values();
+    let mut got = rivus_testkit::read_all("es-tls-read", source, 1).await;
     got.sort();
     assert_eq!(got, (0..500).collect::<Vec<u64>>());
     assert!(

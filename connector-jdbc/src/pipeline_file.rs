@@ -9,13 +9,29 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{opt_duration, Health};
+use rivus_core::pipeline_file::{opt_duration, CatalogEntry, Health};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 use crate::tls::url_with_tls;
 use crate::{run_script, table_report, JdbcSink, JdbcSource, WriteMode};
+
+/// What `rivus connectors` lists for this crate's sections.
+pub const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        role: "source",
+        name: "jdbc",
+        guarantee: "exactly-once",
+        options: "url, table | query, track_by [..], mode continuous|bounded, poll_interval (1s), splits, fetch_size (1000)",
+    },
+    CatalogEntry {
+        role: "sink",
+        name: "jdbc",
+        guarantee: "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
+        options: "url, table, mode insert|upsert, key [..], columns [..], exactly_once, batch_size (1000), setup (SQL), ignore_unknown_fields",
+    },
+];
 
 /// `[source] type = "jdbc"`: a table or a query, read by keyset pages on `track_by`.
 #[derive(Debug, Clone, Deserialize)]

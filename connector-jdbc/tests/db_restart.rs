@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcSink, Row, RowChange, WriteMode};
 use rivus_core::bulk::BulkConfig;
@@ -48,43 +46,8 @@ async fn restart_mid_stream(db: common::Db, service: &'static str) {
             Ok(RowChange::Write(row))
         })
         .unwrap();
-    let emitted = Arc::new(AtomicU64::new(0));
-    let job = rivus_testkit::restart::sequence_job(
-        &format!("restart-{service}"),
-        Arc::clone(&emitted),
-        |_| sink.clone(),
-    )
-    .unwrap();
-    let handle = job.handle();
-    let running = tokio::spawn(job.run());
-
-    let wait_for = |n: usize| {
-        let db = db.clone();
-        let table = table.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(180);
-            while count(&db, &table).await < n {
-                assert!(Instant::now() < deadline, "fewer than {n} rows arrived");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
-    wait_for(5000).await;
-    rivus_testkit::restart::bounce(service, Duration::from_secs(2)).await;
-    let after = count(&db, &table).await;
-    wait_for(after + 5000).await;
-    assert!(
-        !running.is_finished(),
-        "the job kept running through the restart"
-    );
-    handle.stop();
-    let summary = running.await.unwrap().unwrap();
-    let n = summary.records_read;
-    assert_eq!(emitted.load(Ordering::Relaxed), n);
-    // Ids are the sequence numbers: every emitted record is one row.
-    assert_eq!(
-        count(&db, &table).await as u64,
-        n,
-        "all {n} emitted records are rows"
-    );
+    rivus_testkit::restart::sink_restart_mid_stream(service, sink, 5000, || async {
+        count(&db, &table).await as u64
+    })
+    .await;
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::Health;
+use rivus_core::pipeline_file::{CatalogEntry, Health};
 use rivus_core::schema::JsonSchema;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
@@ -19,6 +19,22 @@ use crate::{
     KafkaDeadLetterQueue, KafkaProperties, KafkaSink, KafkaSource, SaslAuth, SinkDelivery,
     StartOffsets, StopOffsets, ValueDeserializer, ValueSerializer,
 };
+
+/// What `rivus connectors` lists for this crate's sections.
+pub const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        role: "source",
+        name: "kafka",
+        guarantee: "exactly-once",
+        options: "bootstrap_servers, topics [..], group_id, start committed|earliest|latest, bounded (false), properties {..}",
+    },
+    CatalogEntry {
+        role: "sink",
+        name: "kafka",
+        guarantee: "at-least-once; exactly-once with transactions (exactly_once = true)",
+        options: "bootstrap_servers, topic, key_field, exactly_once, properties {..}",
+    },
+];
 
 /// `[source] type = "kafka"`: topics, values decoded as JSON.
 #[derive(Debug, Clone, Deserialize)]

@@ -72,17 +72,7 @@ async fn bounded_source_ends_at_latest_offsets_seen_at_start() {
         .stop(StopOffsets::LatestAtStart)
         .build(ValueDeserializer(StringSchema))
         .unwrap();
-    let sink = CollectingSink::<String>::new();
-    let job = Pipeline::new("bounded")
-        .source("kafka", 2, |_| source.clone())
-        .sink("collect", 1, |i| sink.for_subtask(i))
-        .unwrap();
-    let summary = tokio::time::timeout(Duration::from_secs(60), job.run())
-        .await
-        .expect("a bounded job ends")
-        .unwrap();
-    let _ = summary;
-    let mut got = sink.values();
+    let mut got = rivus_testkit::read_all("bounded", source, 2).await;
     got.sort();
     got.dedup();
     assert_eq!(got.len(), 300);
@@ -125,16 +115,7 @@ async fn bounded_source_ends_on_a_transactional_topic() {
         .property("isolation.level", "read_committed")
         .build(ValueDeserializer(StringSchema))
         .unwrap();
-    let sink = CollectingSink::<String>::new();
-    let job = Pipeline::new("txn-bounded")
-        .source("kafka", 2, |_| source.clone())
-        .sink("collect", 1, |i| sink.for_subtask(i))
-        .unwrap();
-    tokio::time::timeout(Duration::from_secs(60), job.run())
-        .await
-        .expect("a bounded job over a transactional topic ends")
-        .unwrap();
-    let mut got = sink.values();
+    let mut got = rivus_testkit::read_all("txn-bounded", source, 2).await;
     got.sort();
     got.dedup();
     assert_eq!(got.len(), 150);

@@ -159,16 +159,8 @@ async fn every_sasl_mechanism_writes_and_reads() {
             .stop(StopOffsets::LatestAtStart)
             .build(ValueDeserializer(StringSchema))
             .unwrap();
-        let collected = CollectingSink::<String>::new();
-        let job = Pipeline::new(unique("sasl-read"))
-            .source("kafka", 1, |_| source.clone())
-            .sink("collect", 1, |i| collected.for_subtask(i))
-            .unwrap();
-        tokio::time::timeout(Duration::from_secs(60), job.run())
-            .await
-            .unwrap_or_else(|_| panic!("{mechanism}: the bounded read did not end"))
-            .unwrap_or_else(|e| panic!("{mechanism}: {e}"));
-        assert_eq!(collected.values(), values, "{mechanism}: read");
+        let got = rivus_testkit::read_all(&format!("sasl-read-{mechanism}"), source, 1).await;
+        assert_eq!(got, values, "{mechanism}: read");
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{field_text, Health};
+use rivus_core::pipeline_file::{field_text, CatalogEntry, Health};
 use rivus_core::schema::{DeserializationSchema, JsonSchema};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -18,6 +18,22 @@ use rivus_core::Result;
 use crate::{
     AmqpConfig, OutMessage, QueueDeclare, RabbitDeadLetterQueue, RabbitSink, RabbitSource,
 };
+
+/// What `rivus connectors` lists for this crate's sections.
+pub const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        role: "source",
+        name: "rabbitmq",
+        guarantee: "at-least-once; exactly-once with correlation_ids = true",
+        options: "uri, queues [..], prefetch (500), declare (false), correlation_ids (false)",
+    },
+    CatalogEntry {
+        role: "sink",
+        name: "rabbitmq",
+        guarantee: "at-least-once (publisher confirms)",
+        options: "uri, exchange (\"\"), routing_key, routing_key_field, correlation_id_field",
+    },
+];
 
 /// `[source] type = "rabbitmq"`: queues, bodies decoded as JSON.
 #[derive(Debug, Clone, Deserialize)]

@@ -9,13 +9,29 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{template, text_of, Health};
+use rivus_core::pipeline_file::{template, text_of, CatalogEntry, Health};
 use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 use crate::{Endpoint, RedisCommand, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
+
+/// What `rivus connectors` lists for this crate's sections.
+pub const CATALOG: &[CatalogEntry] = &[
+    CatalogEntry {
+        role: "source",
+        name: "redis-streams",
+        guarantee: "exactly-once",
+        options: "url, streams [..], group, json_field (else the entry's fields as text)",
+    },
+    CatalogEntry {
+        role: "sink",
+        name: "redis",
+        guarantee: "at-least-once (set/hset/sadd rewrite the same value on replay)",
+        options: "url, command set|hset|xadd|lpush|rpush|sadd|publish, key (template `order:{id}`), field (hset), ttl_secs, maxlen",
+    },
+];
 
 /// `[source] type = "redis-streams"`: streams through a consumer group.
 #[derive(Debug, Clone, Deserialize)]

@@ -1,5 +1,6 @@
 //! What every connector's pipeline-file section shares: durations as the file writes them
-//! (`500ms`, `2s`, `1.5m`, `1h`), the outcome of a healthcheck, and reading a record's field
+//! (`500ms`, `2s`, `1.5m`, `1h`), the outcome of a healthcheck, a catalog line, and reading a
+//! record's field
 //! as text (keys, routing keys, correlation ids taken from a JSON record).
 //!
 //! Each connector crate owns its own sections (serde types that refuse unknown fields) behind
@@ -68,6 +69,20 @@ impl Health {
             outcome,
         }
     }
+}
+
+/// One line of `rivus connectors`: a `type` a pipeline file can name, its guarantee and its
+/// options. Each connector lists its own (`pipeline_file::CATALOG`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// `source`, `sink` or `dead letters`.
+    pub role: &'static str,
+    /// The `type` in the file.
+    pub name: &'static str,
+    /// The delivery guarantee, and what changes it.
+    pub guarantee: &'static str,
+    /// The options, with defaults.
+    pub options: &'static str,
 }
 
 /// A JSON value as text: a string as it stands, anything else as JSON.

@@ -5,6 +5,8 @@
 //! - in-memory parts: [`VecSource`] (a replayable source with positions in checkpointed
 //!   state and failure injection), [`CollectingSink`], [`TransactionalSink`] (two-phase commit
 //!   into a shared [`TxnStore`]), and a [`SinkControl`] to make a sink fail or stall on command;
+//! - test shapes every connector repeats: [`read_all`] (a bounded source read back into memory)
+//!   and [`restart::sink_restart_mid_stream`] (a service restarted under a running sink);
 //! - [`suite`]: the conformance suites [`suite::SourceSuite`] and [`suite::SinkSuite`], run
 //!   against an external context the connector implements once;
 //! - [`services`]: where the real servers started by `dev/services` are, and a check that
@@ -16,6 +18,7 @@ pub mod fault_proxy;
 pub mod faults;
 mod memory_log;
 pub mod process;
+mod read;
 pub mod restart;
 mod sequence;
 pub mod services;
@@ -28,6 +31,7 @@ pub mod wait;
 
 pub use counting::CountingSink;
 pub use memory_log::{LogFault, LogPositions, LogSource, MemoryLog, Resume};
+pub use read::read_all;
 pub use sequence::{run_records_into, run_sequence_into, SequenceSource};
 pub use sinks::{CollectingSink, SinkControl};
 pub use source::{VecSource, VecSourceState};
