@@ -1,100 +1,26 @@
-//! The Elasticsearch sink against the real node started by `dev/services`.
+//! The Elasticsearch sink against the real node started by `dev/services`: the conformance
+//! suite, retried rejections, mapping conflicts under each policy, configuration checks and
+//! the failure handler.
+
+mod common;
+
+use common::*;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use elasticsearch::http::transport::Transport;
-use elasticsearch::indices::{IndicesCreateParts, IndicesRefreshParts};
-use elasticsearch::{Elasticsearch, SearchParts};
+use elasticsearch::indices::IndicesRefreshParts;
+use elasticsearch::SearchParts;
 use rivus_connector_es::{DocRequest, EsSink};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_testkit::run_sequence_into;
 use rivus_testkit::services::{require, Service};
-use rivus_testkit::suite::{BoundedSourceSuite, SinkExternal, SinkSuite, SourceExternal};
+use rivus_testkit::suite::{SinkExternal, SinkSuite};
 use serde_json::{json, Value};
 
 use rivus_testkit::services::unique_name as unique;
-
-fn client(url: &str) -> Elasticsearch {
-    Elasticsearch::new(Transport::single_node(url).unwrap())
-}
-
-async fn create_index(url: &str, index: &str, body: Value) {
-    let r = client(url)
-        .indices()
-        .create(IndicesCreateParts::Index(index))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        r.status_code().is_success(),
-        "creating index {index}: {}",
-        r.status_code()
-    );
-}
-
-/// Indexes `{"v": n}` with id `n` — except record 77, which carries a string where the
-/// mapping of the test indexes wants a number.
-fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n: u64) {
-    let v = if n == 77 {
-        json!("seventy-seven")
-    } else {
-        json!(n)
-    };
-    idx.add(DocRequest::Index {
-        index: index.to_owned(),
-        id: Some(n.to_string()),
-        routing: None,
-        doc: json!({ "v": v }),
-    });
-}
-
-/// The numeric `v` fields in `index`, sorted.
-async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
-    let mut got: Vec<u64> = all_values(url, index)
-        .await
-        .iter()
-        .filter_map(Value::as_u64)
-        .collect();
-    got.sort();
-    got
-}
-
-/// Every document's `v` field in `index`, after a refresh.
-async fn all_values(url: &str, index: &str) -> Vec<Value> {
-    let c = client(url);
-    c.indices()
-        .refresh(IndicesRefreshParts::Index(&[index]))
-        .send()
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    let mut after: Option<Value> = None;
-    loop {
-        let mut body = json!({"size": 5000, "sort": [{"_id": "asc"}], "query": {"match_all": {}}});
-        if let Some(a) = &after {
-            body["search_after"] = a.clone();
-        }
-        let r: Value = c
-            .search(SearchParts::Index(&[index]))
-            .body(body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
-        if hits.is_empty() {
-            return out;
-        }
-        after = hits.last().map(|h| h["sort"].clone());
-        out.extend(hits.into_iter().map(|h| h["_source"]["v"].clone()));
-    }
-}
 
 struct EsCtx {
     url: String,
@@ -322,226 +248,6 @@ fn bad_configuration_is_refused_with_the_field_path() {
     assert!(
         err.to_string()
             .contains("sink.elasticsearch.bulk.max_actions"),
-        "{err}"
-    );
-}
-
-// ---- source ----
-
-/// Creates `index` holding documents `{"n": i, "even": i % 2 == 0}` with ids `d000000`...
-async fn load(url: &str, index: &str, n: u64) {
-    create_index(
-        url,
-        index,
-        json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}}),
-    )
-    .await;
-    let c = client(url);
-    // Loaded through the sink, which resends what the dev node's tiny write queue rejects.
-    let ix = index.to_owned();
-    let sink = EsSink::builder(url)
-        .build(move |i: &u64, idx| {
-            idx.index(
-                &ix,
-                Some(format!("d{i:06}")),
-                json!({"n": i, "even": i % 2 == 0}),
-            );
-            Ok(())
-        })
-        .unwrap();
-    run_sequence_into("load", n, 1, |_| sink.clone())
-        .await
-        .unwrap();
-    c.indices()
-        .refresh(IndicesRefreshParts::Index(&[index]))
-        .send()
-        .await
-        .unwrap();
-}
-
-fn n_of(hit: &Value) -> std::result::Result<u64, SchemaError> {
-    hit["_source"]["n"].as_u64().ok_or_else(|| {
-        SchemaError::new("elasticsearch", hit["_id"].as_str().unwrap_or("?"), "no n")
-    })
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_reads_the_whole_index_in_slices_and_with_a_query() {
-    let Some(url) = require(Service::Elasticsearch) else {
-        return;
-    };
-    let index = unique("read");
-    load(&url, &index, 3000).await;
-    for parallelism in [1, 3] {
-        let source = rivus_connector_es::EsSource::builder(&url)
-            .index(&index)
-            .page_size(500)
-            .build(n_of)
-            .unwrap();
-        let mut got = rivus_testkit::read_all("read", source, parallelism).await;
-        got.sort();
-        assert_eq!(
-            got,
-            (0..3000).collect::<Vec<_>>(),
-            "parallelism {parallelism}: every document once"
-        );
-    }
-    let source = rivus_connector_es::EsSource::builder(&url)
-        .index(&index)
-        .query(json!({"term": {"even": true}}))
-        .build(n_of)
-        .unwrap();
-    let mut got = rivus_testkit::read_all("query", source, 2).await;
-    got.sort();
-    assert_eq!(got, (0..3000).filter(|n| n % 2 == 0).collect::<Vec<_>>());
-}
-
-/// Killed mid-read and restarted: the source resumes after its last checkpointed document;
-/// with a transactional sink every document arrives exactly once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_resumes_from_its_checkpoint_exactly_once() {
-    let Some(url) = require(Service::Elasticsearch) else {
-        return;
-    };
-    let index = unique("resume");
-    load(&url, &index, 3000).await;
-    let source = rivus_connector_es::EsSource::builder(&url)
-        .index(&index)
-        .page_size(100)
-        .build(n_of)
-        .unwrap();
-    let backend = MemoryStateBackend::new();
-    let store = rivus_testkit::TxnStore::<u64>::new();
-    let run = |kill: Option<usize>| {
-        let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        Pipeline::new("resume")
-            .checkpointing(CheckpointConfig::new(
-                Duration::from_millis(5),
-                Arc::new(backend.clone()),
-            ))
-            .source("es", 2, |_| source.clone())
-            .sink("txn", 1, |i| {
-                let s = rivus_testkit::TransactionalSink::new(store.clone(), i);
-                match kill {
-                    Some(k) => s.fail_after(k, Arc::clone(&received)),
-                    None => s,
-                }
-            })
-            .unwrap()
-            .run()
-    };
-    assert!(
-        run(Some(1500)).await.is_err(),
-        "the injected failure stops the first run"
-    );
-    let summary = run(None).await.unwrap();
-    assert!(
-        summary.restored_from.is_some(),
-        "the second run restored a checkpoint"
-    );
-    assert!(
-        summary.records_read < 3000,
-        "it did not read everything again ({})",
-        summary.records_read
-    );
-    let mut got = store.committed();
-    got.sort();
-    assert_eq!(got, (0..3000).collect::<Vec<_>>());
-}
-
-struct IndexCtx {
-    url: String,
-    index: String,
-}
-
-#[async_trait]
-impl SourceExternal for IndexCtx {
-    type Source = rivus_connector_es::EsSource<String>;
-
-    async fn prepare(&mut self, _splits: usize) -> Result<()> {
-        self.index = unique("bounded-suite");
-        create_index(
-            &self.url,
-            &self.index,
-            json!({"settings": {"number_of_shards": 2, "number_of_replicas": 0}}),
-        )
-        .await;
-        Ok(())
-    }
-
-    async fn write(&mut self, _split: usize, records: &[String]) -> Result<()> {
-        // Through the sink (which resends what the dev node's tiny write queue rejects), ids
-        // = the test strings, so sorting by _id keeps each split's order.
-        let ix = self.index.clone();
-        let sink = EsSink::builder(&self.url)
-            .build(move |r: &String, idx| {
-                idx.index(&ix, Some(r.clone()), json!({ "v": r }));
-                Ok(())
-            })
-            .unwrap();
-        rivus_testkit::run_records_into("load", records.to_vec(), |_| sink.clone()).await?;
-        client(&self.url)
-            .indices()
-            .refresh(IndicesRefreshParts::Index(&[&self.index]))
-            .send()
-            .await
-            .map_err(|e| Error::connector("refresh", e.to_string()))?;
-        Ok(())
-    }
-
-    fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> Self::Source {
-        rivus_connector_es::EsSource::builder(&self.url)
-            .index(&self.index)
-            .page_size(64)
-            .error_policy(policy)
-            .build(|hit| {
-                hit["_source"]["v"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| SchemaError::new("elasticsearch", "hit", "no field `v`"))
-            })
-            .unwrap()
-    }
-
-    fn to_test_record(&self, record: &String) -> String {
-        record.clone()
-    }
-}
-
-/// The bounded-source suite: each subtask reads a slice of the whole index, so records of
-/// one split arrive in order only with one reader.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_passes_the_bounded_source_suite() {
-    let Some(url) = require(Service::Elasticsearch) else {
-        return;
-    };
-    let mut suite = BoundedSourceSuite::new(IndexCtx {
-        url,
-        index: String::new(),
-    })
-    .records_per_split(300)
-    .ordered(false);
-    if let Err(f) = suite.run_all().await {
-        panic!("{f}");
-    }
-}
-
-#[test]
-fn source_configuration_is_checked() {
-    let err = rivus_connector_es::EsSource::builder("http://127.0.0.1:9200")
-        .build(n_of)
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("source.elasticsearch.index"),
-        "{err}"
-    );
-    let err = rivus_connector_es::EsSource::builder("http://127.0.0.1:9200")
-        .index("x")
-        .page_size(0)
-        .build(n_of)
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("source.elasticsearch.page_size"),
         "{err}"
     );
 }

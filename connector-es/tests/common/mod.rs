@@ -1,0 +1,128 @@
+//! What the Elasticsearch tests share: a client of the node `dev/services` started, index
+//! creation, loading numbered documents through the sink, and reading values back.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use elasticsearch::http::transport::Transport;
+use elasticsearch::indices::{IndicesCreateParts, IndicesRefreshParts};
+use elasticsearch::{Elasticsearch, SearchParts};
+use rivus_connector_es::{DocRequest, EsSink};
+use rivus_core::schema::SchemaError;
+use rivus_testkit::run_sequence_into;
+use serde_json::{json, Value};
+
+pub fn client(url: &str) -> Elasticsearch {
+    Elasticsearch::new(Transport::single_node(url).unwrap())
+}
+
+pub async fn create_index(url: &str, index: &str, body: Value) {
+    let r = client(url)
+        .indices()
+        .create(IndicesCreateParts::Index(index))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.status_code().is_success(),
+        "creating index {index}: {}",
+        r.status_code()
+    );
+}
+
+/// Indexes `{"v": n}` with id `n` — except record 77, which carries a string where the
+/// mapping of the test indexes wants a number.
+pub fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n: u64) {
+    let v = if n == 77 {
+        json!("seventy-seven")
+    } else {
+        json!(n)
+    };
+    idx.add(DocRequest::Index {
+        index: index.to_owned(),
+        id: Some(n.to_string()),
+        routing: None,
+        doc: json!({ "v": v }),
+    });
+}
+
+/// The numeric `v` fields in `index`, sorted.
+pub async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
+    let mut got: Vec<u64> = all_values(url, index)
+        .await
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    got.sort();
+    got
+}
+
+/// Every document's `v` field in `index`, after a refresh.
+pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
+    let c = client(url);
+    c.indices()
+        .refresh(IndicesRefreshParts::Index(&[index]))
+        .send()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut body = json!({"size": 5000, "sort": [{"_id": "asc"}], "query": {"match_all": {}}});
+        if let Some(a) = &after {
+            body["search_after"] = a.clone();
+        }
+        let r: Value = c
+            .search(SearchParts::Index(&[index]))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
+        if hits.is_empty() {
+            return out;
+        }
+        after = hits.last().map(|h| h["sort"].clone());
+        out.extend(hits.into_iter().map(|h| h["_source"]["v"].clone()));
+    }
+}
+
+/// Creates `index` holding documents `{"n": i, "even": i % 2 == 0}` with ids `d000000`...
+pub async fn load(url: &str, index: &str, n: u64) {
+    create_index(
+        url,
+        index,
+        json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}}),
+    )
+    .await;
+    let c = client(url);
+    // Loaded through the sink, which resends what the dev node's tiny write queue rejects.
+    let ix = index.to_owned();
+    let sink = EsSink::builder(url)
+        .build(move |i: &u64, idx| {
+            idx.index(
+                &ix,
+                Some(format!("d{i:06}")),
+                json!({"n": i, "even": i % 2 == 0}),
+            );
+            Ok(())
+        })
+        .unwrap();
+    run_sequence_into("load", n, 1, |_| sink.clone())
+        .await
+        .unwrap();
+    c.indices()
+        .refresh(IndicesRefreshParts::Index(&[index]))
+        .send()
+        .await
+        .unwrap();
+}
+
+pub fn n_of(hit: &Value) -> std::result::Result<u64, SchemaError> {
+    hit["_source"]["n"].as_u64().ok_or_else(|| {
+        SchemaError::new("elasticsearch", hit["_id"].as_str().unwrap_or("?"), "no n")
+    })
+}
