@@ -302,10 +302,7 @@ impl<T: Send + 'static> KafkaSource<T> {
     fn commit_events_state(
         events: Vec<CheckpointEvent<KafkaSourceState>>,
     ) -> Option<KafkaSourceState> {
-        events.into_iter().rev().find_map(|e| match e {
-            CheckpointEvent::Completed { state, .. } => Some(state),
-            _ => None,
-        })
+        CheckpointEvent::latest_completed(events).map(|(_, state)| state)
     }
 }
 

@@ -305,20 +305,19 @@ impl<T: Send + 'static> RedisStreamsSource<T> {
     /// its `collect`s covers only the entries before it. (Filing the whole batch under that
     /// checkpoint acknowledged entries no checkpoint covered: a crash then lost them.)
     fn file_events(&mut self, events: Vec<CheckpointEvent<RedisStreamsState>>) {
-        for ev in events {
-            if let CheckpointEvent::Completed { state, .. } = ev {
-                let covered = |(stream, id): &(String, String)| {
-                    state
-                        .last
-                        .get(stream)
-                        .is_some_and(|last| parse_id(id) <= parse_id(last))
-                };
-                let (done, open): (Vec<_>, Vec<_>) = std::mem::take(&mut self.emitted)
-                    .into_iter()
-                    .partition(covered);
-                self.emitted = open;
-                self.unacked.extend(done);
-            }
+        // The newest completed checkpoint covers everything an older one does.
+        if let Some((_, state)) = CheckpointEvent::latest_completed(events) {
+            let covered = |(stream, id): &(String, String)| {
+                state
+                    .last
+                    .get(stream)
+                    .is_some_and(|last| parse_id(id) <= parse_id(last))
+            };
+            let (done, open): (Vec<_>, Vec<_>) = std::mem::take(&mut self.emitted)
+                .into_iter()
+                .partition(covered);
+            self.emitted = open;
+            self.unacked.extend(done);
         }
     }
 

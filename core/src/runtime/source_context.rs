@@ -32,6 +32,18 @@ pub enum CheckpointEvent<S> {
     Aborted(u64),
 }
 
+impl<S> CheckpointEvent<S> {
+    /// The newest completed checkpoint among `events` (as [`SourceContext::take_events`]
+    /// returns them, oldest first), with its state: what a source commits or acknowledges up
+    /// to, since a completed checkpoint subsumes every older one.
+    pub fn latest_completed(events: Vec<CheckpointEvent<S>>) -> Option<(u64, S)> {
+        events.into_iter().rev().find_map(|e| match e {
+            CheckpointEvent::Completed { id, state } => Some((id, state)),
+            _ => None,
+        })
+    }
+}
+
 /// The future returned by [`SourceContext::collect`]: ready at once unless a batch must be
 /// flushed or a checkpoint served.
 #[must_use = "await it: it applies back-pressure and serves checkpoints"]
