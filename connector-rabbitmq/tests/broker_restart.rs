@@ -93,6 +93,21 @@ async fn wait_for(url: &str, queue: &str, n: u32, job: &mut JoinHandle<Result<Jo
     }
 }
 
+/// Takes everything now in `queue` (acknowledged on delivery) into `seen`, counting copies in
+/// `total`.
+async fn drain(url: &str, queue: &str, seen: &mut HashSet<String>, total: &mut usize) {
+    let (conn, ch) = channel(url).await;
+    while let Some(m) = ch
+        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+    {
+        *total += 1;
+        seen.insert(String::from_utf8(m.delivery.data.clone()).unwrap());
+    }
+    let _ = conn.close(200, "done".into()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_mid_stream_loses_nothing() {
     let Some(url) = require(Service::RabbitMq) else {
@@ -141,27 +156,32 @@ async fn broker_restart_mid_stream_loses_nothing() {
     wait_for(&url, &output, 1000, &mut running).await;
     rivus_testkit::restart::bounce("rabbitmq", Duration::from_secs(2)).await;
     publish(&url, &input, 5000..10000).await;
-    wait_for(&url, &output, 10_000, &mut running).await;
+    // Read the output queue while the job runs, until every message arrived at least once
+    // (the sink is at-least-once): its depth counts copies, so it cannot tell when to stop.
+    let (mut seen, mut total) = (HashSet::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while seen.len() < 10_000 {
+        assert!(
+            !running.is_finished(),
+            "the job ended with {} of 10000 messages out: {:?}",
+            seen.len(),
+            (&mut running).await
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{} of 10000 messages out after 120 s; the job is still running",
+            seen.len()
+        );
+        drain(&url, &output, &mut seen, &mut total).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert!(
         !running.is_finished(),
         "the job kept running through the restart"
     );
     handle.stop();
     running.await.unwrap().unwrap();
-
-    // Read the output queue: every message at least once (the sink is at-least-once).
-    let (conn, ch) = channel(&url).await;
-    let mut seen = HashSet::new();
-    let mut total = 0;
-    while let Some(m) = ch
-        .basic_get(output.as_str().into(), BasicGetOptions { no_ack: true })
-        .await
-        .unwrap()
-    {
-        total += 1;
-        seen.insert(String::from_utf8(m.delivery.data.clone()).unwrap());
-    }
-    let _ = conn.close(200, "done".into()).await;
+    drain(&url, &output, &mut seen, &mut total).await;
     assert_eq!(
         seen.len(),
         10_000,
