@@ -3,15 +3,6 @@
 use super::*;
 
 #[test]
-fn durations() {
-    assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-    assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
-    assert_eq!(parse_duration("1.5m"), Some(Duration::from_secs(90)));
-    assert_eq!(parse_duration("2"), None);
-    assert_eq!(parse_duration("0s"), None);
-}
-
-#[test]
 fn environment_references_expand() {
     std::env::set_var("RIVUS_TEST_X", "v");
     assert_eq!(expand_env("a ${RIVUS_TEST_X} b").unwrap(), "a v b");
