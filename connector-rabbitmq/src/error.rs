@@ -2,9 +2,8 @@
 //! refused login (`ACCESS_REFUSED`, 403) or virtual host (`NOT_ALLOWED`, 530) marked as
 //! [`Error::Refused`], which no restart can fix.
 
+use rivus_core::secrets::redact_url as redact;
 use rivus_core::Error;
-
-use crate::config::redact;
 
 /// `e` (any lapin error) as a rivus error with `context`.
 pub(crate) fn amqp(context: impl Into<String>, e: impl std::fmt::Display) -> Error {
