@@ -270,13 +270,18 @@ impl KafkaSource<()> {
 }
 
 impl<T: Send + 'static> KafkaSource<T> {
-    fn running(&self) -> &Running<T> {
-        self.running.as_ref().expect("opened")
+    /// What `open` created; an error before `open` (or after `close`).
+    fn running(&self) -> Result<&Running<T>> {
+        self.running
+            .as_ref()
+            .ok_or(Error::Closed("kafka source (not open)"))
     }
 
     /// Commits the offsets of a completed checkpoint to the group.
     async fn commit(&self, state: &KafkaSourceState) {
-        let r = self.running();
+        let Ok(r) = self.running() else {
+            return;
+        };
         if self.settings.props.get("group.id").is_none() || state.is_empty() {
             return;
         }
@@ -410,7 +415,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
     async fn run(&mut self, ctx: &mut SourceContext<T, KafkaSourceState>) -> Result<()> {
         let settings = Arc::clone(&self.settings);
         let (subtask, parallelism) = (self.subtask, self.parallelism);
-        let consumer = Arc::clone(&self.running().consumer);
+        let consumer = Arc::clone(&self.running()?.consumer);
 
         // Which partitions are ours, and where each starts and (if bounded) stops.
         let plan = {
@@ -469,9 +474,9 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
 
         let fetcher = Fetcher {
             consumer: Arc::clone(&consumer),
-            handover: Arc::clone(&self.running().handover),
+            handover: Arc::clone(&self.running()?.handover),
             deserializer: Arc::clone(&self.deserializer),
-            running: Arc::clone(&self.running().alive),
+            running: Arc::clone(&self.running()?.alive),
             max_batch: settings.max_batch,
             discovery: match (&settings.subscription, settings.discovery, bounded) {
                 (Subscription::Partitions(_), _, _) | (_, None, _) | (_, _, true) => None,
@@ -488,9 +493,11 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
         let thread = fetcher
             .spawn(format!("kafka-consumer-{subtask}"))
             .map_err(|e| Error::connector("kafka source: starting the consumer thread", e))?;
-        self.running.as_mut().expect("opened").thread = Some(thread);
+        if let Some(r) = self.running.as_mut() {
+            r.thread = Some(thread);
+        }
 
-        let handover = Arc::clone(&self.running().handover);
+        let handover = Arc::clone(&self.running()?.handover);
         loop {
             if let Some(state) = Self::commit_events_state(ctx.take_events()) {
                 self.commit(&state).await;
@@ -504,7 +511,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
             for (t, p) in batch.new_partitions {
                 ctx.state_mut().entry(tp_key(&t, p)).or_insert(0);
             }
-            let r = self.running();
+            let r = self.running()?;
             let n = batch.records.len() as u64;
             // Per partition of the batch, once: its state key and whether it still runs.
             let keys: Vec<String> = batch
