@@ -99,8 +99,7 @@ impl EsSinkBuilder {
         Ok(EsSink {
             settings: Arc::new(s),
             emitter: Arc::new(emitter),
-            processor: None,
-            handler: None,
+            running: None,
             indexer: RequestIndexer::default(),
         })
     }
@@ -110,9 +109,15 @@ impl EsSinkBuilder {
 pub struct EsSink<T> {
     settings: Arc<Settings>,
     emitter: Arc<Emitter<T>>,
-    processor: Option<BulkProcessor<BulkItem>>,
-    handler: Option<ErrorHandler>,
+    running: Option<Running>,
+    /// Reused for each record's requests.
     indexer: RequestIndexer,
+}
+
+/// What `open` creates and `close` ends.
+struct Running {
+    processor: BulkProcessor<BulkItem>,
+    handler: ErrorHandler,
 }
 
 impl<T> std::fmt::Debug for EsSink<T> {
@@ -130,8 +135,7 @@ impl<T> Clone for EsSink<T> {
         EsSink {
             settings: Arc::clone(&self.settings),
             emitter: Arc::clone(&self.emitter),
-            processor: None,
-            handler: None,
+            running: None,
             indexer: RequestIndexer::default(),
         }
     }
@@ -162,10 +166,10 @@ impl EsSink<()> {
 }
 
 impl<T: Send + 'static> EsSink<T> {
-    fn processor(&self) -> Result<&BulkProcessor<BulkItem>> {
-        self.processor
+    fn running(&self) -> Result<&Running> {
+        self.running
             .as_ref()
-            .ok_or(Error::Closed("elasticsearch sink"))
+            .ok_or(Error::Closed("elasticsearch sink (not open)"))
     }
 }
 
@@ -185,23 +189,23 @@ impl<T: Send + 'static> RichFunction for EsSink<T> {
             bytes: m.counter("rivus_es_bytes_total"),
             labels: vec![("task".into(), ctx.display_name())],
         };
-        self.processor = Some(BulkProcessor::with_parts(
+        let processor = BulkProcessor::with_parts(
             ctx.display_name(),
             s.bulk.clone(),
             Arc::new(sender),
             Arc::new(NoopListener),
             Arc::new(BulkItem::size),
-        )?);
-        self.handler = Some(handler);
+        )?;
+        self.running = Some(Running { processor, handler });
         Ok(())
     }
 
     async fn close(&mut self) -> Result<()> {
-        match self.processor.take() {
+        match self.running.take() {
             // After a failure the job restarts from its checkpoint: nothing pending must be
             // kept, and an error here would only hide the first one.
-            Some(p) => {
-                if let Err(e) = p.close().await {
+            Some(r) => {
+                if let Err(e) = r.processor.close().await {
                     tracing::debug!(error = %e, "elasticsearch sink: closing with requests failed");
                 }
                 Ok(())
@@ -217,7 +221,7 @@ impl<T: Send + 'static> CheckpointedFunction for EsSink<T> {
 
     async fn snapshot_state(&mut self, _: u64) -> Result<()> {
         if self.settings.flush_on_checkpoint {
-            self.processor()?.flush().await?;
+            self.running()?.processor.flush().await?;
         }
         Ok(())
     }
@@ -239,14 +243,10 @@ impl<T: Send + 'static> SinkFunction<T> for EsSink<T> {
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
         self.indexer.items.clear();
         if let Err(e) = (self.emitter)(&value, &mut self.indexer) {
-            let handler = self
-                .handler
-                .as_ref()
-                .ok_or(Error::Closed("elasticsearch sink"))?;
-            return handler.handle(&e.position, &e, &[]).await;
+            return self.running()?.handler.handle(&e.position, &e, &[]).await;
         }
         let items = std::mem::take(&mut self.indexer.items);
-        let processor = self.processor()?;
+        let processor = &self.running()?.processor;
         for item in items {
             processor.add(item).await?;
         }
@@ -254,6 +254,6 @@ impl<T: Send + 'static> SinkFunction<T> for EsSink<T> {
     }
 
     async fn finish(&mut self) -> Result<()> {
-        self.processor()?.flush().await
+        self.running()?.processor.flush().await
     }
 }

@@ -148,8 +148,7 @@ impl RedisSinkBuilder {
         Ok(RedisSink {
             settings: Arc::new(s),
             mapper: Arc::new(mapper),
-            processor: None,
-            handler: None,
+            running: None,
         })
     }
 }
@@ -158,8 +157,13 @@ impl RedisSinkBuilder {
 pub struct RedisSink<T> {
     settings: Arc<Settings>,
     mapper: Arc<Mapper<T>>,
-    processor: Option<BulkProcessor<RedisCommand>>,
-    handler: Option<ErrorHandler>,
+    running: Option<Running>,
+}
+
+/// What `open` creates and `close` ends.
+struct Running {
+    processor: BulkProcessor<RedisCommand>,
+    handler: ErrorHandler,
 }
 
 impl<T> std::fmt::Debug for RedisSink<T> {
@@ -176,8 +180,7 @@ impl<T> Clone for RedisSink<T> {
         RedisSink {
             settings: Arc::clone(&self.settings),
             mapper: Arc::clone(&self.mapper),
-            processor: None,
-            handler: None,
+            running: None,
         }
     }
 }
@@ -210,8 +213,10 @@ impl RedisSink<()> {
 }
 
 impl<T: Send + 'static> RedisSink<T> {
-    fn processor(&self) -> Result<&BulkProcessor<RedisCommand>> {
-        self.processor.as_ref().ok_or(Error::Closed("redis sink"))
+    fn running(&self) -> Result<&Running> {
+        self.running
+            .as_ref()
+            .ok_or(Error::Closed("redis sink (not open)"))
     }
 }
 
@@ -226,20 +231,20 @@ impl<T: Send + 'static> RichFunction for RedisSink<T> {
             handler: handler.clone(),
             commands: ctx.metrics().counter("rivus_redis_commands_total"),
         };
-        self.processor = Some(BulkProcessor::with_parts(
+        let processor = BulkProcessor::with_parts(
             ctx.display_name(),
             s.bulk.clone(),
             Arc::new(sender),
             Arc::new(NoopListener),
             Arc::new(RedisCommand::size),
-        )?);
-        self.handler = Some(handler);
+        )?;
+        self.running = Some(Running { processor, handler });
         Ok(())
     }
 
     async fn close(&mut self) -> Result<()> {
-        if let Some(p) = self.processor.take() {
-            if let Err(e) = p.close().await {
+        if let Some(r) = self.running.take() {
+            if let Err(e) = r.processor.close().await {
                 tracing::debug!(error = %e, "redis sink: closing with commands failed");
             }
         }
@@ -252,7 +257,7 @@ impl<T: Send + 'static> CheckpointedFunction for RedisSink<T> {
     type State = ();
 
     async fn snapshot_state(&mut self, _: u64) -> Result<()> {
-        self.processor()?.flush().await
+        self.running()?.processor.flush().await
     }
 }
 
@@ -266,22 +271,19 @@ impl<T: Send + 'static> SinkFunction<T> for RedisSink<T> {
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
+        let r = self.running()?;
         match (self.mapper)(&value) {
             Ok(cmds) => {
-                let p = self.processor()?;
                 for c in cmds {
-                    p.add(c).await?;
+                    r.processor.add(c).await?;
                 }
                 Ok(())
             }
-            Err(e) => {
-                let handler = self.handler.as_ref().ok_or(Error::Closed("redis sink"))?;
-                handler.handle(&e.position, &e, &[]).await
-            }
+            Err(e) => r.handler.handle(&e.position, &e, &[]).await,
         }
     }
 
     async fn finish(&mut self) -> Result<()> {
-        self.processor()?.flush().await
+        self.running()?.processor.flush().await
     }
 }
