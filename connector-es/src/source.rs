@@ -105,9 +105,7 @@ impl EsSourceBuilder {
         Ok(EsSource {
             settings: Arc::new(s),
             decode: Arc::new(decode),
-            client: None,
-            handler: None,
-            slice: (0, 1),
+            running: None,
         })
     }
 }
@@ -116,8 +114,14 @@ impl EsSourceBuilder {
 pub struct EsSource<T> {
     settings: Arc<Settings>,
     decode: Arc<HitDecoder<T>>,
-    client: Option<elasticsearch::Elasticsearch>,
-    handler: Option<ErrorHandler>,
+    running: Option<Running>,
+}
+
+/// What `open` creates.
+struct Running {
+    client: elasticsearch::Elasticsearch,
+    handler: ErrorHandler,
+    /// This subtask's slice of the point in time: (id, max).
     slice: (usize, usize),
 }
 
@@ -126,7 +130,7 @@ impl<T> std::fmt::Debug for EsSource<T> {
         f.debug_struct("EsSource")
             .field("config", &self.settings.config)
             .field("index", &self.settings.index)
-            .field("slice", &self.slice)
+            .field("slice", &self.running.as_ref().map(|r| r.slice))
             .finish()
     }
 }
@@ -136,9 +140,7 @@ impl<T> Clone for EsSource<T> {
         EsSource {
             settings: Arc::clone(&self.settings),
             decode: Arc::clone(&self.decode),
-            client: None,
-            handler: None,
-            slice: self.slice,
+            running: None,
         }
     }
 }
@@ -177,11 +179,15 @@ fn es_err(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl<T: Send + 'static> EsSource<T> {
-    async fn open_pit(&self) -> Result<String> {
-        let c = self
-            .client
+    /// What `open` created; an error before `open`.
+    fn running(&self) -> Result<&Running> {
+        self.running
             .as_ref()
-            .ok_or(Error::Closed("elasticsearch source"))?;
+            .ok_or(Error::Closed("elasticsearch source (not open)"))
+    }
+
+    async fn open_pit(&self) -> Result<String> {
+        let c = &self.running()?.client;
         let r = c
             .open_point_in_time(OpenPointInTimeParts::Index(&[&self.settings.index]))
             .keep_alive(&self.settings.keep_alive)
@@ -215,17 +221,15 @@ impl<T: Send + 'static> EsSource<T> {
             "pit": {"id": pit, "keep_alive": s.keep_alive},
             "track_total_hits": false,
         });
-        if self.slice.1 > 1 {
-            body["slice"] = json!({"id": self.slice.0, "max": self.slice.1});
+        let running = self.running()?;
+        if running.slice.1 > 1 {
+            body["slice"] = json!({"id": running.slice.0, "max": running.slice.1});
         }
         if let Some(a) = after {
             body["search_after"] = json!(a);
         }
-        let c = self
+        let r = running
             .client
-            .as_ref()
-            .ok_or(Error::Closed("elasticsearch source"))?;
-        let r = c
             .search(SearchParts::None)
             .body(body)
             .send()
@@ -243,12 +247,12 @@ impl<T: Send + 'static> EsSource<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for EsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        self.slice = (ctx.subtask_index(), ctx.parallelism());
-        self.client = Some(self.settings.config.client("source.elasticsearch")?);
-        self.handler = Some(
-            ErrorHandler::new(self.settings.policy.clone(), ctx.display_name())
+        self.running = Some(Running {
+            client: self.settings.config.client("source.elasticsearch")?,
+            handler: ErrorHandler::new(self.settings.policy.clone(), ctx.display_name())
                 .connector("elasticsearch"),
-        );
+            slice: (ctx.subtask_index(), ctx.parallelism()),
+        });
         Ok(())
     }
 }
@@ -266,10 +270,7 @@ impl<T: Send + 'static> SourceFunction for EsSource<T> {
         if ctx.state().done {
             return Ok(());
         }
-        let handler = self
-            .handler
-            .clone()
-            .ok_or(Error::Closed("elasticsearch source"))?;
+        let handler = self.running()?.handler.clone();
         let mut pit = match ctx.wait_for(self.open_pit()).await? {
             Some(p) => p?,
             None => return Ok(()),
@@ -306,8 +307,9 @@ impl<T: Send + 'static> SourceFunction for EsSource<T> {
                 break;
             }
         }
-        if let Some(c) = &self.client {
-            let _ = c
+        if let Some(r) = &self.running {
+            let _ = r
+                .client
                 .close_point_in_time()
                 .body(json!({"id": pit}))
                 .send()
