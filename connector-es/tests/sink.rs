@@ -9,7 +9,6 @@ use common::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use elasticsearch::indices::IndicesRefreshParts;
 use elasticsearch::SearchParts;
 use rivus_connector_es::{DocRequest, EsSink};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
@@ -313,13 +312,8 @@ async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
     let got = sorted_numbers(&url, &index).await;
     let want: Vec<u64> = (0..200).filter(|n| *n != 77).collect();
     assert_eq!(got, want);
-    let c = client(&url);
-    c.indices()
-        .refresh(IndicesRefreshParts::Index(&[side.as_str()]))
-        .send()
-        .await
-        .unwrap();
-    let r: Value = c
+    refresh(&url, &side).await;
+    let r: Value = client(&url)
         .search(SearchParts::Index(&[side.as_str()]))
         .send()
         .await

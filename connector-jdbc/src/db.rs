@@ -14,7 +14,6 @@ use sqlx::{Executor, MySql, Postgres, Sqlite};
 use rivus_core::{Error, Result};
 
 use crate::dialect::Dialect;
-pub(crate) use crate::error::describe;
 use crate::error::sql_error;
 use crate::value::SqlValue;
 

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{CatalogEntry, Health};
+use rivus_core::pipeline_file::{text_of, CatalogEntry, Health};
 use rivus_core::schema::JsonSchema;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
@@ -209,11 +209,8 @@ impl KafkaSinkSection {
             .error_policy(policy);
         let mut ser = ValueSerializer::new(JsonSchema::<Value>::new());
         if let Some(f) = self.key_field.clone() {
-            ser = ser.with_key(move |v: &Value| match v.get(&f) {
-                Some(Value::String(s)) => s.as_bytes().to_vec(),
-                Some(other) => other.to_string().into_bytes(),
-                None => Vec::new(),
-            });
+            ser = ser
+                .with_key(move |v: &Value| v.get(&f).map(text_of).unwrap_or_default().into_bytes());
         }
         b.build(ser)
     }
@@ -225,25 +222,23 @@ impl KafkaSinkSection {
 }
 
 impl KafkaDestinationSection {
-    /// The dead-letter queue (connecting at the first letter); errors name `path`.
-    pub fn queue(&self, path: &str) -> Result<KafkaDeadLetterQueue> {
-        let props = client(
+    /// The client properties this section gives.
+    pub fn properties(&self) -> KafkaProperties {
+        client(
             &self.bootstrap_servers,
             &self.tls,
             &self.sasl,
             &self.properties,
-        );
-        KafkaDeadLetterQueue::new(props, &self.topic, path)
+        )
+    }
+
+    /// The dead-letter queue (connecting at the first letter); errors name `path`.
+    pub fn queue(&self, path: &str) -> Result<KafkaDeadLetterQueue> {
+        KafkaDeadLetterQueue::new(self.properties(), &self.topic, path)
     }
 
     /// Reaches the brokers (a metadata request), writing nothing.
     pub async fn healthcheck(&self) -> Health {
-        healthcheck(client(
-            &self.bootstrap_servers,
-            &self.tls,
-            &self.sasl,
-            &self.properties,
-        ))
-        .await
+        healthcheck(self.properties()).await
     }
 }

@@ -57,14 +57,20 @@ pub async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
     got
 }
 
-/// Every document's `v` field in `index`, after a refresh.
-pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
-    let c = client(url);
-    c.indices()
+/// Makes everything indexed in `index` so far visible to searches.
+pub async fn refresh(url: &str, index: &str) {
+    client(url)
+        .indices()
         .refresh(IndicesRefreshParts::Index(&[index]))
         .send()
         .await
         .unwrap();
+}
+
+/// Every document's `v` field in `index`, after a refresh.
+pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
+    refresh(url, index).await;
+    let c = client(url);
     let mut out = Vec::new();
     let mut after: Option<Value> = None;
     loop {
@@ -98,7 +104,6 @@ pub async fn load(url: &str, index: &str, n: u64) {
         json!({"settings": {"number_of_shards": 3, "number_of_replicas": 0}}),
     )
     .await;
-    let c = client(url);
     // Loaded through the sink, which resends what the dev node's tiny write queue rejects.
     let ix = index.to_owned();
     let sink = EsSink::builder(url)
@@ -114,11 +119,7 @@ pub async fn load(url: &str, index: &str, n: u64) {
     run_sequence_into("load", n, 1, |_| sink.clone())
         .await
         .unwrap();
-    c.indices()
-        .refresh(IndicesRefreshParts::Index(&[index]))
-        .send()
-        .await
-        .unwrap();
+    refresh(url, index).await;
 }
 
 pub fn n_of(hit: &Value) -> std::result::Result<u64, SchemaError> {

@@ -14,8 +14,9 @@ use rivus_core::prelude::*;
 
 use super::prepared::Prepared;
 use crate::change::Change;
-use crate::db::{classify, describe, Conn, Fault, Pool};
+use crate::db::{classify, Conn, Fault, Pool};
 use crate::dialect::Dialect;
+use crate::error::describe;
 use crate::statement::{PgMethod, Plan, WriteMode};
 use crate::value::SqlValue;
 

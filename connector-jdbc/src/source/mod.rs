@@ -24,8 +24,9 @@ use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use rivus_core::Restored;
 
-use crate::db::{describe, Pool};
+use crate::db::Pool;
 use crate::dialect::Dialect;
+use crate::error::describe;
 use crate::sink::Row;
 use query::{PageQuery, QueryColumn};
 

@@ -224,7 +224,7 @@ impl ProducerHandle {
     /// Runs a blocking producer call (transactions) off the async workers.
     pub async fn blocking<R: Send + 'static>(
         &self,
-        what: &'static str,
+        what: impl std::fmt::Display,
         f: impl FnOnce(&ThreadedProducer<SinkClientContext>) -> std::result::Result<R, KafkaError>
             + Send
             + 'static,

@@ -182,15 +182,10 @@ impl TxnManager {
                 .map_err(|e| props.build_error("transactional producer", e))
         };
         let init = |h: ProducerHandle, tid: String| async move {
-            h.blocking("init_transactions", |pr| {
+            h.blocking(format!("fencing transactional id {tid}"), |pr| {
                 pr.init_transactions(Duration::from_secs(60))
             })
-            .await
-            .map_err(|e| match e {
-                // A refused transactional id stays a refusal (no restart can fix it).
-                Error::Refused { .. } => e,
-                e => Error::connector(format!("kafka sink: fencing transactional id {tid}"), e),
-            })?;
+            .await?;
             Ok::<_, Error>(h)
         };
         // Each fencing is a round trip to the transaction coordinator: all slots at once.
