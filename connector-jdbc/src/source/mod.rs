@@ -202,9 +202,7 @@ impl JdbcSourceBuilder {
         Ok(JdbcSource {
             settings: Arc::new(self.s),
             decode: Arc::new(decode),
-            pool: None,
-            handler: None,
-            rows: None,
+            running: None,
             share: Share::whole(),
         })
     }
@@ -219,10 +217,15 @@ impl JdbcSourceBuilder {
 pub struct JdbcSource<T> {
     settings: Arc<Settings>,
     decode: Arc<Decode<T>>,
-    pool: Option<Pool>,
-    handler: Option<ErrorHandler>,
-    rows: Option<metrics::Counter>,
+    running: Option<Running>,
     share: Share,
+}
+
+/// What `open` creates: the connection pool, the error handler and the rows counter.
+struct Running {
+    pool: Pool,
+    handler: ErrorHandler,
+    rows: metrics::Counter,
 }
 
 impl<T> std::fmt::Debug for JdbcSource<T> {
@@ -240,9 +243,7 @@ impl<T> Clone for JdbcSource<T> {
         JdbcSource {
             settings: Arc::clone(&self.settings),
             decode: Arc::clone(&self.decode),
-            pool: None,
-            handler: None,
-            rows: None,
+            running: None,
             share: self.share,
         }
     }
@@ -280,8 +281,12 @@ fn sql_err(what: &str) -> impl Fn(sqlx::Error) -> Error + '_ {
 }
 
 impl<T: Send + 'static> JdbcSource<T> {
+    fn running(&self) -> Result<&Running> {
+        self.running.as_ref().ok_or(Error::Closed("jdbc source"))
+    }
+
     fn pool(&self) -> Result<&Pool> {
-        self.pool.as_ref().ok_or(Error::Closed("jdbc source"))
+        Ok(&self.running()?.pool)
     }
 
     async fn page_query(&self, query: &str) -> Result<PageQuery> {
@@ -404,16 +409,17 @@ impl<T: Send + 'static> RichFunction for JdbcSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         self.share = ctx.share();
         let s = &self.settings;
-        self.pool = Some(Pool::connect(&s.url, 2, s.timeout, "source.jdbc").await?);
-        self.handler =
-            Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc"));
-        self.rows = Some(ctx.metrics().counter("rivus_jdbc_source_rows_total"));
+        self.running = Some(Running {
+            pool: Pool::connect(&s.url, 2, s.timeout, "source.jdbc").await?,
+            handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc"),
+            rows: ctx.metrics().counter("rivus_jdbc_source_rows_total"),
+        });
         Ok(())
     }
 
     async fn close(&mut self) -> Result<()> {
-        if let Some(p) = self.pool.take() {
-            p.close().await;
+        if let Some(r) = self.running.take() {
+            r.pool.close().await;
         }
         Ok(())
     }
@@ -450,8 +456,10 @@ impl<T: Send + 'static> SourceFunction for JdbcSource<T> {
             Some(s) => s?,
             None => return Ok(()),
         };
-        let handler = self.handler.clone().ok_or(Error::Closed("jdbc source"))?;
-        let rows = self.rows.clone().ok_or(Error::Closed("jdbc source"))?;
+        let (handler, rows) = {
+            let r = self.running()?;
+            (r.handler.clone(), r.rows.clone())
+        };
         let track = self.settings.track.clone();
         loop {
             let mut read_any = false;

@@ -203,11 +203,8 @@ impl KafkaSinkBuilder {
         Ok(KafkaSink {
             settings: Arc::new(s),
             serializer: Arc::new(serializer),
-            plain: None,
-            txn: None,
             restored: None,
-            handler: None,
-            sent: None,
+            running: None,
         })
     }
 }
@@ -216,11 +213,24 @@ impl KafkaSinkBuilder {
 pub struct KafkaSink<T> {
     settings: Arc<Settings>,
     serializer: Arc<dyn KafkaSerializer<T>>,
-    plain: Option<ProducerHandle>,
-    txn: Option<TxnManager>,
     restored: Option<Restored<Vec<PendingTxn>>>,
-    handler: Option<ErrorHandler>,
-    sent: Option<metrics::Counter>,
+    running: Option<Running>,
+}
+
+/// What `open` creates: the producer of the sink's delivery guarantee, the error handler and
+/// the sent-records counter.
+struct Running {
+    producer: Producer,
+    handler: ErrorHandler,
+    sent: metrics::Counter,
+}
+
+/// The producer of one delivery guarantee.
+enum Producer {
+    /// At-least-once (idempotent) or none: one producer, flushed on each checkpoint.
+    Plain(ProducerHandle),
+    /// Exactly-once: a transaction per checkpoint.
+    Txn(TxnManager),
 }
 
 impl<T> std::fmt::Debug for KafkaSink<T> {
@@ -238,11 +248,8 @@ impl<T> Clone for KafkaSink<T> {
         KafkaSink {
             settings: Arc::clone(&self.settings),
             serializer: Arc::clone(&self.serializer),
-            plain: None,
-            txn: None,
             restored: None,
-            handler: None,
-            sent: None,
+            running: None,
         }
     }
 }
@@ -276,17 +283,21 @@ impl KafkaSink<()> {
 }
 
 impl<T: Send + 'static> KafkaSink<T> {
+    fn running(&mut self) -> Result<&mut Running> {
+        self.running.as_mut().ok_or(Error::Closed("kafka sink"))
+    }
+
     async fn send_one(&mut self, value: T) -> Result<()> {
         // Borrowed, not cloned, per record: the settings, the handler and the topic.
         let KafkaSink {
             settings,
             serializer,
-            plain,
-            txn,
-            handler,
+            running,
             ..
         } = self;
-        let handler = handler.as_ref().ok_or(Error::Closed("kafka sink"))?;
+        let Running {
+            producer, handler, ..
+        } = running.as_mut().ok_or(Error::Closed("kafka sink"))?;
         let rec = match serializer.serialize(&value) {
             Ok(r) => r,
             Err(e) => return handler.handle(&e.position, &e, &[]).await,
@@ -301,10 +312,9 @@ impl<T: Send + 'static> KafkaSink<T> {
                 )
                 .await;
         };
-        let sent = match (txn, plain) {
-            (Some(txn), _) => txn.send(topic, &rec).await?,
-            (None, Some(p)) => p.send(topic, &rec).await,
-            (None, None) => return Err(Error::Closed("kafka sink")),
+        let sent = match producer {
+            Producer::Txn(txn) => txn.send(topic, &rec).await?,
+            Producer::Plain(p) => p.send(topic, &rec).await,
         };
         match sent {
             Ok(()) => Ok(()),
@@ -328,13 +338,12 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         let topics: Vec<String> = s.topic.iter().cloned().collect();
         crate::connect::probe(&s.props, &topics, s.props.connect_timeout()).await?;
-        self.handler =
-            Some(ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka"));
-        self.sent = Some(ctx.metrics().counter("rivus_kafka_records_sent_total"));
+        let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka");
+        let sent = ctx.metrics().counter("rivus_kafka_records_sent_total");
         let queue_full = ctx
             .metrics()
             .counter("rivus_kafka_producer_queue_full_total");
-        match s.delivery {
+        let producer = match s.delivery {
             SinkDelivery::ExactlyOnce => {
                 let restored = self.restored.take().unwrap_or_else(|| {
                     Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
@@ -345,7 +354,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                         .map_or_else(std::env::temp_dir, ToOwned::to_owned)
                         .join("kafka-txn-log")
                 });
-                self.txn = Some(
+                Producer::Txn(
                     TxnManager::open(
                         &s.props,
                         &s.txn,
@@ -356,7 +365,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                         queue_full,
                     )
                     .await?,
-                );
+                )
             }
             SinkDelivery::AtLeastOnce | SinkDelivery::None => {
                 let overrides: &[(&str, &str)] = if s.delivery == SinkDelivery::AtLeastOnce {
@@ -365,21 +374,25 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     &[]
                 };
                 let cfg = s.props.client_config(overrides);
-                self.plain = Some(
+                Producer::Plain(
                     ProducerHandle::create(&cfg, queue_full)
                         .map_err(|e| s.props.build_error("producer", e))?,
-                );
+                )
             }
-        }
+        };
+        self.running = Some(Running {
+            producer,
+            handler,
+            sent,
+        });
         Ok(())
     }
 
     async fn close(&mut self) -> Result<()> {
-        if let Some(t) = self.txn.take() {
-            t.close().await;
-        }
-        if let Some(p) = self.plain.take() {
-            p.shutdown().await;
+        match self.running.take().map(|r| r.producer) {
+            Some(Producer::Txn(t)) => t.close().await,
+            Some(Producer::Plain(p)) => p.shutdown().await,
+            None => {}
         }
         Ok(())
     }
@@ -397,13 +410,14 @@ impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
     }
 
     async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<PendingTxn>> {
-        match (&mut self.txn, &self.plain) {
-            (Some(txn), _) => txn.pre_commit(checkpoint_id).await,
-            (None, Some(p)) if self.settings.delivery == SinkDelivery::AtLeastOnce => {
-                p.flush(self.settings.flush_timeout).await?;
+        let (delivery, flush_timeout) = (self.settings.delivery, self.settings.flush_timeout);
+        match &mut self.running()?.producer {
+            Producer::Txn(txn) => txn.pre_commit(checkpoint_id).await,
+            Producer::Plain(p) if delivery == SinkDelivery::AtLeastOnce => {
+                p.flush(flush_timeout).await?;
                 Ok(Vec::new())
             }
-            _ => Ok(Vec::new()),
+            Producer::Plain(_) => Ok(Vec::new()),
         }
     }
 }
@@ -411,7 +425,7 @@ impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
 #[async_trait]
 impl<T: Send + 'static> CheckpointListener for KafkaSink<T> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
-        if let Some(txn) = &mut self.txn {
+        if let Producer::Txn(txn) = &mut self.running()?.producer {
             txn.commit_up_to(checkpoint_id).await?;
         }
         Ok(())
@@ -430,9 +444,7 @@ impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
         self.send_one(value).await?;
-        if let Some(c) = &self.sent {
-            c.increment(1);
-        }
+        self.running()?.sent.increment(1);
         Ok(())
     }
 
@@ -441,20 +453,16 @@ impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
         for v in values {
             self.send_one(v).await?;
         }
-        if let Some(c) = &self.sent {
-            c.increment(n);
-        }
+        self.running()?.sent.increment(n);
         Ok(())
     }
 
     /// Flushes; with transactions, commits what no checkpoint will (a job without checkpoints).
     async fn finish(&mut self) -> Result<()> {
-        if let Some(txn) = &mut self.txn {
-            return txn.commit_now().await;
+        let flush_timeout = self.settings.flush_timeout;
+        match &mut self.running()?.producer {
+            Producer::Txn(txn) => txn.commit_now().await,
+            Producer::Plain(p) => p.flush(flush_timeout).await,
         }
-        if let Some(p) = &self.plain {
-            p.flush(self.settings.flush_timeout).await?;
-        }
-        Ok(())
     }
 }
