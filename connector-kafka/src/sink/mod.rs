@@ -230,7 +230,7 @@ enum Producer {
     /// At-least-once (idempotent) or none: one producer, flushed on each checkpoint.
     Plain(ProducerHandle),
     /// Exactly-once: a transaction per checkpoint.
-    Txn(TxnManager),
+    Txn(Box<TxnManager>),
 }
 
 impl<T> std::fmt::Debug for KafkaSink<T> {
@@ -354,7 +354,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                         .map_or_else(std::env::temp_dir, ToOwned::to_owned)
                         .join("kafka-txn-log")
                 });
-                Producer::Txn(
+                Producer::Txn(Box::new(
                     TxnManager::open(
                         &s.props,
                         &s.txn,
@@ -365,7 +365,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                         queue_full,
                     )
                     .await?,
-                )
+                ))
             }
             SinkDelivery::AtLeastOnce | SinkDelivery::None => {
                 let overrides: &[(&str, &str)] = if s.delivery == SinkDelivery::AtLeastOnce {
