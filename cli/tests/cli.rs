@@ -287,6 +287,57 @@ async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
     assert_eq!(rows, [format!("{n},{n},0,{}", n - 1)]);
 }
 
+/// The same file started twice by mistake: the second process is refused at start, naming the
+/// first, and writes nothing; the first runs to the end with every record once.
+#[tokio::test]
+async fn a_second_process_of_the_same_job_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 20_000u64;
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"twice\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"generator\"\ncount = {n}\nrate = 5000\n\
+             [sink]\ntype = \"jdbc\"\nurl = \"sqlite:out.db\"\ntable = \"orders\"\n\
+             setup = \"CREATE TABLE IF NOT EXISTS orders (id INTEGER, user TEXT, amount REAL, status TEXT, ts INTEGER)\"\n"
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("out.db");
+    let first = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !db.exists()
+        || sqlite_strings(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM orders").await[0] == "0"
+    {
+        assert!(Instant::now() < deadline, "rows arrive");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = rivus(dir.path(), &["run", file.to_str().unwrap()]);
+    let err = text(&second.stderr);
+    assert!(
+        !second.status.success(),
+        "the second process must not run: {err}"
+    );
+    assert!(err.contains("checkpoint store `fs:"), "{err}");
+    assert!(err.contains("held by job `twice`"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = sqlite_strings(
+        &db,
+        "SELECT COUNT(*) || ',' || COUNT(DISTINCT id) FROM orders",
+    )
+    .await;
+    assert_eq!(rows, [format!("{n},{n}")]);
+}
+
 #[test]
 fn metrics_are_served_while_the_job_runs() {
     use std::io::{Read, Write};

@@ -76,6 +76,17 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// The job's checkpoint store is held by another process of the same job (or this
+    /// process lost its hold): two owners would write the same output twice.
+    #[error("checkpoint store `{store}`: {message}")]
+    Owner {
+        /// The store, as [`StateBackend::describe`](crate::checkpoint::StateBackend::describe)
+        /// names it.
+        store: String,
+        /// Who holds it, and what to do.
+        message: String,
+    },
+
     /// A shared primitive (Handover, BulkProcessor) was closed while in use.
     #[error("{0} is closed")]
     Closed(&'static str),
@@ -142,6 +153,14 @@ impl Error {
         }
     }
 
+    /// Builds an [`Error::Owner`] error.
+    pub fn owner(store: impl Into<String>, message: impl fmt::Display) -> Self {
+        Error::Owner {
+            store: store.into(),
+            message: message.to_string(),
+        }
+    }
+
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
@@ -160,8 +179,9 @@ impl Error {
 
     /// True when restarting the job from its last checkpoint may get past this failure (a lost
     /// connection, a server error, a failed checkpoint write). False for what a restart cannot
-    /// fix: bad configuration, refused credentials or permissions, a record rejected under the
-    /// `fail` policy, undecodable state, and cancellation (not a failure).
+    /// fix: bad configuration, refused credentials or permissions, a checkpoint store held by
+    /// another owner, a record rejected under the `fail` policy, undecodable state, and
+    /// cancellation (not a failure).
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Connector { .. } | Error::Checkpoint { .. } | Error::Closed(_) => true,
@@ -170,6 +190,7 @@ impl Error {
             Error::Schema(_)
             | Error::Config { .. }
             | Error::Refused { .. }
+            | Error::Owner { .. }
             | Error::State { .. }
             | Error::Cancelled
             | Error::Record { .. } => false,

@@ -346,3 +346,57 @@ async fn corrupt_newest_checkpoint_is_skipped() {
     want.sort();
     assert_same(&got, &want);
 }
+
+/// One job, one owner: while a job runs on a checkpoint directory, a second run of it there is
+/// refused at start, naming the holder, and writes nothing; once the first has ended, the
+/// directory may be taken again.
+#[tokio::test]
+async fn a_second_owner_of_a_checkpoint_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsStateBackend::new(dir.path(), 3).unwrap();
+    let data = splits(1, 200_000);
+    let pipeline = |store: TxnStore<u64>| {
+        Pipeline::new("owned")
+            .checkpointing(CheckpointConfig::new(
+                Duration::from_millis(20),
+                Arc::new(fs.clone()),
+            ))
+            .source("src", 1, |i| {
+                VecSource::new(Arc::clone(&data), i, 1).paced(50, Duration::from_millis(1))
+            })
+            .sink("sink", 1, move |i| TransactionalSink::new(store.clone(), i))
+            .unwrap()
+    };
+    let first_store = TxnStore::new();
+    let first = pipeline(first_store.clone());
+    let stop = first.handle();
+    let running = tokio::spawn(first.run());
+    // The first job holds the directory once it has taken a checkpoint.
+    while !std::fs::read_dir(dir.path())
+        .unwrap()
+        .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".ckpt"))
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second_store = TxnStore::new();
+    let err = pipeline(second_store.clone()).run().await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Owner { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+    assert!(text.contains("job `owned`"), "{text}");
+    assert!(
+        text.contains(&format!("pid {}", std::process::id())),
+        "{text}"
+    );
+    assert!(second_store.committed().is_empty());
+
+    stop.stop();
+    let summary = running.await.unwrap().unwrap();
+    assert!(summary.checkpoints_completed > 0);
+    // Released: the next run takes the directory and resumes from the first's checkpoint.
+    let again = pipeline(second_store.clone());
+    let stop = again.handle();
+    stop.stop();
+    let summary = again.run().await.unwrap();
+    assert!(summary.restored_from.is_some(), "{summary:?}");
+}

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 
 use async_trait::async_trait;
 
-use super::CompletedCheckpoint;
+use super::{CompletedCheckpoint, Holder, OwnerLock};
 use crate::error::Result;
 
 /// Durable storage for completed checkpoints.
@@ -21,6 +21,15 @@ pub trait StateBackend: Send + Sync {
 
     /// A short description for logs (`fs:/var/lib/rivus/orders`, `memory`).
     fn describe(&self) -> String;
+
+    /// Takes the store for `holder` for as long as the returned lock lives, or refuses with
+    /// [`Error::Owner`](crate::Error::Owner) naming the process that holds it. A job takes
+    /// its store before it restores, so two processes of one job never both write. The
+    /// default: a store only this process sees, nothing to take.
+    async fn lock(&self, holder: &Holder) -> Result<OwnerLock> {
+        let _ = holder;
+        Ok(OwnerLock::none())
+    }
 
     /// A directory on this machine where functions keep files that their checkpointed state
     /// refers to (a sink's write-ahead log), kept as long as the checkpoints are. `None`

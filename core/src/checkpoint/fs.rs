@@ -1,12 +1,13 @@
 //! [`FsStateBackend`]: checkpoints as files in a local directory, written atomically (temp
-//! file, fsync, rename, fsync of the directory), checksummed, with the newest N retained.
+//! file, fsync, rename, fsync of the directory), checksummed, with the newest N retained; a
+//! running job holds the directory through an exclusive lock on its `.owner` file.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{CompletedCheckpoint, StateBackend};
+use super::{CompletedCheckpoint, Holder, OwnerLock, StateBackend};
 use crate::error::{Error, Result};
 
 const MAGIC: &str = "RIVUS-CHECKPOINT v1";
@@ -158,6 +159,49 @@ impl StateBackend for FsStateBackend {
         })
         .await
         .map_err(|e| Error::checkpoint(0, e))?
+    }
+
+    /// An exclusive lock (`flock`) on `<dir>/.owner`, which names the holder. The system
+    /// releases it when the process ends, however it ends (SIGKILL included), so a stale
+    /// holder never blocks a restart; `.owner` keeps the last holder's name, which only
+    /// explains a refusal.
+    async fn lock(&self, holder: &Holder) -> Result<OwnerLock> {
+        let path = self.dir.join(".owner");
+        let store = self.describe();
+        let holder = holder.clone();
+        tokio::task::spawn_blocking(move || {
+            let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| io("opening", e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let other = std::fs::read_to_string(&path).unwrap_or_default();
+                    let other = serde_json::from_str::<Holder>(&other)
+                        .map_or_else(|_| "another process".to_owned(), |h| h.to_string());
+                    return Err(Error::owner(
+                        store,
+                        format!(
+                            "held by {other}; stop that process first (one job, one owner;                              several processes share a job only as workers, `--worker ID`)"
+                        ),
+                    ));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io("locking", e)),
+            }
+            let text = serde_json::to_string(&holder).map_err(|e| Error::owner(&store, e))?;
+            file.set_len(0).map_err(|e| io("writing", e))?;
+            file.write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io("writing", e))?;
+            Ok(OwnerLock::new(file))
+        })
+        .await
+        .map_err(|e| Error::owner(self.describe(), e))?
     }
 
     /// `<dir>/local`: files that checkpoints refer to live next to them.

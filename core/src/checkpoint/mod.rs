@@ -1,8 +1,10 @@
 //! Checkpoints: what a completed checkpoint holds, how often one is taken, and where it is
-//! stored (the [`StateBackend`] trait, with an in-memory and a local-directory backend).
+//! stored (the [`StateBackend`] trait, with an in-memory and a local-directory backend), and
+//! who may write there (one owner per store: [`OwnerLock`]).
 
 mod backend;
 mod fs;
+mod owner;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 pub use backend::{MemoryStateBackend, StateBackend};
 pub use fs::FsStateBackend;
+pub use owner::{Holder, OwnerLock};
 
 use crate::error::{Error, Result};
 

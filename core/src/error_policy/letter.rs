@@ -214,7 +214,7 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 /// `2026-12-01T22:10:04.512Z`.
-fn rfc3339_ms(ms: i64) -> String {
+pub(crate) fn rfc3339_ms(ms: i64) -> String {
     let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, mo, d) = civil(days);
     let (h, mi, s, milli) = (

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::error::{Error, Result};
 
 mod file;
-mod letter;
+pub(crate) mod letter;
 
 pub use file::FileDeadLetterQueue;
 pub use letter::DeadLetter;

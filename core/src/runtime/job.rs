@@ -16,6 +16,7 @@ use super::coordinator::Coordinator;
 use super::plan::Plan;
 use super::restart::RestartStrategy;
 use super::task::TaskEnv;
+use crate::checkpoint::Holder;
 use crate::error::{Error, Result};
 use crate::guarantee::DeliveryGuarantee;
 
@@ -201,6 +202,18 @@ impl Job {
             records_written: 0,
             restarts: 0,
             last_failure: None,
+        };
+        // One job, one owner: held until every task of this attempt has ended.
+        let _owner = match &plan.checkpoint {
+            Some(c) => match c
+                .backend
+                .lock(&Holder::this_process(&plan.name, None))
+                .await
+            {
+                Ok(lock) => Some(lock),
+                Err(e) => return (summary, Some(e)),
+            },
+            None => None,
         };
         let restore = match &plan.checkpoint {
             Some(c) => match c.backend.latest(&plan.name).await {
