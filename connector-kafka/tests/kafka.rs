@@ -179,7 +179,11 @@ async fn sink_writes_per_record_topic_key_and_headers() {
     let sink = KafkaSink::builder(&bootstrap)
         .build(move |v: &u64| {
             Ok(OutRecord {
-                topic: Some(if v % 2 == 0 { ta.clone() } else { tb.clone() }),
+                topic: Some(if v.is_multiple_of(2) {
+                    ta.clone()
+                } else {
+                    tb.clone()
+                }),
                 key: Some(v.to_string().into_bytes()),
                 value: Some(format!("n{v}").into_bytes()),
                 headers: vec![("parity".into(), (v % 2).to_string().into_bytes())],

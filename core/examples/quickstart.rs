@@ -75,7 +75,7 @@ impl SinkFunction<u64> for Progress {
 
     async fn invoke(&mut self, value: u64, _: &SinkContext) -> Result<()> {
         self.seen += 1;
-        if value % 100_000 == 0 {
+        if value.is_multiple_of(100_000) {
             println!("at {value}");
         }
         Ok(())

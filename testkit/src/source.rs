@@ -117,7 +117,7 @@ impl<T: Clone + Send + Sync + 'static> SourceFunction for VecSource<T> {
                     progressed = true;
                     count += 1;
                     if let Some((every, pause)) = self.pace {
-                        if count % every == 0
+                        if count.is_multiple_of(every)
                             && ctx.wait_for(tokio::time::sleep(pause)).await?.is_none()
                         {
                             return Ok(());

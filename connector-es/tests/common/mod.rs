@@ -111,7 +111,7 @@ pub async fn load(url: &str, index: &str, n: u64) {
             idx.index(
                 &ix,
                 Some(format!("d{i:06}")),
-                json!({"n": i, "even": i % 2 == 0}),
+                json!({"n": i, "even": i.is_multiple_of(2)}),
             );
             Ok(())
         })

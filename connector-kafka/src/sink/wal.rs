@@ -477,15 +477,15 @@ mod tests {
     fn rec(i: u32) -> OutRecord {
         OutRecord {
             topic: None,
-            key: (i % 3 != 0).then(|| vec![0, 255, i as u8]),
-            value: (i % 5 != 0).then(|| vec![b'x'; (i as usize * 37) % 3000]),
-            headers: if i % 4 == 0 {
+            key: (!i.is_multiple_of(3)).then(|| vec![0, 255, i as u8]),
+            value: (!i.is_multiple_of(5)).then(|| vec![b'x'; (i as usize * 37) % 3000]),
+            headers: if i.is_multiple_of(4) {
                 vec![("h".into(), vec![1, 2]), ("trace".into(), vec![])]
             } else {
                 vec![]
             },
-            partition: (i % 2 == 0).then_some(i as i32 % 7),
-            timestamp: (i % 7 != 0).then_some(1_700_000_000_000 + i as i64),
+            partition: i.is_multiple_of(2).then_some(i as i32 % 7),
+            timestamp: (!i.is_multiple_of(7)).then_some(1_700_000_000_000 + i as i64),
         }
     }
 
