@@ -49,6 +49,9 @@ pub enum Service {
     /// MariaDB over TLS (`ssl-mode=VERIFY_IDENTITY`, a user refused without TLS),
     /// `RIVUS_MYSQL_TLS_URL`; the default trusts the CA in [`tls_dir`].
     MySqlTls,
+    /// An S3-compatible object store (SeaweedFS) for checkpoints, `RIVUS_S3_ENDPOINT`,
+    /// default `http://127.0.0.1:8333`; bucket and keys from [`s3_credentials`].
+    S3,
 }
 
 impl Service {
@@ -69,6 +72,7 @@ impl Service {
             Service::MySql => "RIVUS_MYSQL_URL",
             Service::PostgresTls => "RIVUS_PG_TLS_URL",
             Service::MySqlTls => "RIVUS_MYSQL_TLS_URL",
+            Service::S3 => "RIVUS_S3_ENDPOINT",
         }
     }
 
@@ -95,6 +99,7 @@ impl Service {
             Service::MySqlTls => {
                 "mysql://rivus_tls:rivus-mysql-pw@127.0.0.1:3306/rivus?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"
             }
+            Service::S3 => "http://127.0.0.1:8333",
         }
     }
 
@@ -153,6 +158,16 @@ pub fn kafka_guest_user() -> (String, String) {
     (
         env_or("RIVUS_KAFKA_GUEST_USERNAME", "guest"),
         env_or("RIVUS_KAFKA_GUEST_PASSWORD", "guest-kafka-pw"),
+    )
+}
+
+/// The dev object store's bucket and keys: `RIVUS_S3_BUCKET`, `RIVUS_S3_ACCESS_KEY`,
+/// `RIVUS_S3_SECRET_KEY` (defaults as `dev/services`).
+pub fn s3_credentials() -> (String, String, String) {
+    (
+        env_or("RIVUS_S3_BUCKET", "rivus"),
+        env_or("RIVUS_S3_ACCESS_KEY", "rivus"),
+        env_or("RIVUS_S3_SECRET_KEY", "rivus-s3-secret"),
     )
 }
 

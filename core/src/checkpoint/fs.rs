@@ -7,16 +7,14 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{CompletedCheckpoint, Holder, OwnerLock, StateBackend};
+use super::{format, CompletedCheckpoint, Holder, OwnerLock, StateBackend};
 use crate::error::{Error, Result};
-
-const MAGIC: &str = "RIVUS-CHECKPOINT v1";
 
 /// Stores each checkpoint as `chk-<id>.ckpt` in a directory.
 ///
-/// File layout: one header line `RIVUS-CHECKPOINT v1 crc32=<hex> len=<bytes>`, then the
-/// checkpoint as JSON. A file whose length or checksum does not match (a torn write, a damaged
-/// disk) is skipped on restore with a warning naming it, and the next older one is used.
+/// Each file is one checkpoint in core's [format](super::format). A file whose length or
+/// checksum does not match (a torn write, a damaged disk) is skipped on restore with a warning
+/// naming it, and the next older one is used.
 #[derive(Debug, Clone)]
 pub struct FsStateBackend {
     dir: PathBuf,
@@ -67,19 +65,12 @@ impl FsStateBackend {
 
     fn write_atomically(&self, checkpoint: &CompletedCheckpoint) -> Result<u64> {
         let id = checkpoint.checkpoint_id;
-        let body = serde_json::to_vec(checkpoint).map_err(|e| Error::checkpoint(id, e))?;
-        let header = format!(
-            "{MAGIC} crc32={:08x} len={}\n",
-            crc32fast::hash(&body),
-            body.len()
-        );
+        let bytes = format::encode(checkpoint)?;
         let tmp = self.dir.join(format!(".chk-{id:020}.tmp"));
         let target = self.dir.join(Self::file_name(id));
         let io = |what: &str, e| Error::checkpoint(id, format!("{what} {}: {e}", tmp.display()));
         let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", e))?;
-        f.write_all(header.as_bytes())
-            .map_err(|e| io("writing", e))?;
-        f.write_all(&body).map_err(|e| io("writing", e))?;
+        f.write_all(&bytes).map_err(|e| io("writing", e))?;
         f.sync_all().map_err(|e| io("syncing", e))?;
         drop(f);
         std::fs::rename(&tmp, &target).map_err(|e| io("renaming", e))?;
@@ -91,42 +82,13 @@ impl FsStateBackend {
                 tracing::warn!(checkpoint = old, path = %path.display(), error = %e, "could not remove old checkpoint");
             }
         }
-        Ok((header.len() + body.len()) as u64)
+        Ok(bytes.len() as u64)
     }
 
     /// Reads and verifies one checkpoint file.
     pub fn read_file(path: &Path) -> std::result::Result<CompletedCheckpoint, String> {
         let data = std::fs::read(path).map_err(|e| e.to_string())?;
-        let nl = data
-            .iter()
-            .position(|&b| b == b'\n')
-            .ok_or("no header line")?;
-        let header = std::str::from_utf8(&data[..nl]).map_err(|_| "header is not UTF-8")?;
-        let rest = header
-            .strip_prefix(MAGIC)
-            .ok_or_else(|| format!("unknown header `{header}`"))?;
-        let mut crc = None;
-        let mut len = None;
-        for part in rest.split_whitespace() {
-            if let Some(v) = part.strip_prefix("crc32=") {
-                crc = u32::from_str_radix(v, 16).ok();
-            } else if let Some(v) = part.strip_prefix("len=") {
-                len = v.parse::<usize>().ok();
-            }
-        }
-        let (crc, len) = crc.zip(len).ok_or("header lacks crc32 or len")?;
-        let body = &data[nl + 1..];
-        if body.len() != len {
-            return Err(format!(
-                "torn file: body has {} bytes, header says {len}",
-                body.len()
-            ));
-        }
-        let actual = crc32fast::hash(body);
-        if actual != crc {
-            return Err(format!("checksum mismatch: {actual:08x} != {crc:08x}"));
-        }
-        serde_json::from_slice(body).map_err(|e| format!("bad JSON: {e}"))
+        format::decode(&data)
     }
 }
 

@@ -3,6 +3,7 @@
 //! who may write there (one owner per store: [`OwnerLock`]).
 
 mod backend;
+pub mod format;
 mod fs;
 mod owner;
 

@@ -70,21 +70,46 @@ fn host_name() -> String {
 }
 
 /// A held checkpoint store; dropping it lets go. Backends without owners (memory) hand out
-/// [`OwnerLock::none`].
+/// [`OwnerLock::none`]. A store that other machines see (an object store) also gives its hold
+/// back explicitly through [`release`](OwnerLock::release), so the next owner need not wait for
+/// a lease to run out.
 pub struct OwnerLock {
     _held: Option<Box<dyn Send + Sync>>,
+    release: Option<Release>,
 }
+
+type Release = Box<dyn FnOnce() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl OwnerLock {
     /// No hold (a store only this process can see).
     pub fn none() -> Self {
-        OwnerLock { _held: None }
+        OwnerLock {
+            _held: None,
+            release: None,
+        }
     }
 
     /// A hold kept alive by `guard` (an open locked file, a lease renewer).
     pub fn new(guard: impl Send + Sync + 'static) -> Self {
         OwnerLock {
             _held: Some(Box::new(guard)),
+            release: None,
+        }
+    }
+
+    /// The same hold, given back by `release` when the job ends (deleting a lease).
+    pub fn with_release(
+        mut self,
+        release: impl FnOnce() -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
+        self.release = Some(Box::new(release));
+        self
+    }
+
+    /// Gives the store back: runs the release step, then drops the hold.
+    pub async fn release(mut self) {
+        if let Some(r) = self.release.take() {
+            r().await;
         }
     }
 }

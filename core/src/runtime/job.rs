@@ -204,7 +204,7 @@ impl Job {
             last_failure: None,
         };
         // One job, one owner: held until every task of this attempt has ended.
-        let _owner = match &plan.checkpoint {
+        let owner = match &plan.checkpoint {
             Some(c) => match c
                 .backend
                 .lock(&Holder::this_process(&plan.name, None))
@@ -317,6 +317,9 @@ impl Job {
         summary.records_written = plan_counters.written.load(Ordering::Relaxed);
         if first.is_none() && hard_cancelled {
             first = Some(Error::Cancelled);
+        }
+        if let Some(owner) = owner {
+            owner.release().await;
         }
         (summary, first)
     }

@@ -1,0 +1,200 @@
+//! Where the checkpoints go: `s3://bucket/prefix`, the endpoint, region and keys, how many
+//! checkpoints are kept and how long a lease lasts.
+
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use rivus_core::{Error, Result};
+
+/// Settings of an [`S3StateBackend`](crate::S3StateBackend). The secret key never appears in
+/// `Debug` output.
+#[derive(Clone)]
+pub struct S3Config {
+    pub(crate) bucket: String,
+    pub(crate) prefix: String,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) region: Option<String>,
+    pub(crate) access_key: Option<String>,
+    pub(crate) secret_key: Option<String>,
+    pub(crate) from_env: bool,
+    pub(crate) retain: usize,
+    pub(crate) lease: Duration,
+}
+
+impl std::fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Config")
+            .field("url", &self.url())
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key", &self.access_key)
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("retain", &self.retain)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl S3Config {
+    /// A store at `url` (`s3://bucket/prefix`, the prefix optional), with nothing taken from
+    /// the environment: set the endpoint, region and keys here. Keeps 5 checkpoints; a lease
+    /// lasts 30 s.
+    pub fn new(url: &str) -> Result<Self> {
+        let rest = url.strip_prefix("s3://").ok_or_else(|| {
+            Error::config(
+                "checkpoint.store",
+                format!("`{url}` is not an s3:// URL (s3://bucket/prefix)"),
+            )
+        })?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(Error::config(
+                "checkpoint.store",
+                format!("`{url}` names no bucket (s3://bucket/prefix)"),
+            ));
+        }
+        Ok(S3Config {
+            bucket: bucket.to_owned(),
+            prefix: prefix.trim_matches('/').to_owned(),
+            endpoint: None,
+            region: None,
+            access_key: None,
+            secret_key: None,
+            from_env: false,
+            retain: 5,
+            lease: Duration::from_secs(30),
+        })
+    }
+
+    /// A store at `url` whose endpoint, region and keys come from the standard variables
+    /// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`, ...); settings made here override them.
+    pub fn from_env(url: &str) -> Result<Self> {
+        let mut c = Self::new(url)?;
+        c.from_env = true;
+        Ok(c)
+    }
+
+    /// The S3 API's address (`http://127.0.0.1:8333`); default: AWS. `http://` is allowed.
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+
+    /// The region (default `us-east-1`).
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// The access key id and the secret key.
+    pub fn credentials(mut self, access_key: impl Into<String>, secret: impl Into<String>) -> Self {
+        self.access_key = Some(access_key.into());
+        self.secret_key = Some(secret.into());
+        self
+    }
+
+    /// How many of the newest checkpoints are kept (default 5, at least 1).
+    pub fn retain(mut self, n: usize) -> Self {
+        self.retain = n;
+        self
+    }
+
+    /// How long the owner's lease lasts without renewal (default 30 s, at least 3 s): the
+    /// time after which another process may take the job over from a holder that died
+    /// without letting go. Renewed every third of it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// `s3://bucket/prefix`.
+    pub fn url(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.retain == 0 {
+            return Err(Error::config("checkpoint.retain", "must be at least 1"));
+        }
+        if self.lease < Duration::from_secs(3) {
+            return Err(Error::config("checkpoint.lease", "must be at least 3s"));
+        }
+        Ok(())
+    }
+
+    /// The client: conditional writes by ETag, path-style requests (what S3-compatible
+    /// servers expect).
+    pub(crate) fn client(&self) -> Result<object_store::aws::AmazonS3> {
+        let mut b = if self.from_env {
+            AmazonS3Builder::from_env()
+        } else {
+            AmazonS3Builder::new()
+        };
+        b = b
+            .with_bucket_name(&self.bucket)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .with_virtual_hosted_style_request(false);
+        if let Some(e) = &self.endpoint {
+            b = b.with_endpoint(e).with_allow_http(e.starts_with("http://"));
+        } else if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| e.starts_with("http://")) {
+            b = b.with_allow_http(true);
+        }
+        if let Some(r) = &self.region {
+            b = b.with_region(r);
+        } else if !self.from_env
+            || (std::env::var_os("AWS_REGION").is_none()
+                && std::env::var_os("AWS_DEFAULT_REGION").is_none())
+        {
+            b = b.with_region("us-east-1");
+        }
+        if let (Some(k), Some(s)) = (&self.access_key, &self.secret_key) {
+            b = b.with_access_key_id(k).with_secret_access_key(s);
+        }
+        b.build()
+            .map_err(|e| Error::config("checkpoint.store", format!("{}: {e}", self.url())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_read_and_bad_ones_named() {
+        let c = S3Config::new("s3://bucket/a/b/").unwrap();
+        assert_eq!((c.bucket.as_str(), c.prefix.as_str()), ("bucket", "a/b"));
+        assert_eq!(c.url(), "s3://bucket/a/b");
+        assert_eq!(S3Config::new("s3://b").unwrap().url(), "s3://b");
+        let e = S3Config::new("/var/lib/x").unwrap_err().to_string();
+        assert!(
+            e.contains("checkpoint.store") && e.contains("not an s3:// URL"),
+            "{e}"
+        );
+        let e = S3Config::new("s3:///p").unwrap_err().to_string();
+        assert!(e.contains("names no bucket"), "{e}");
+        let e = S3Config::new("s3://b")
+            .unwrap()
+            .retain(0)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("checkpoint.retain"), "{e}");
+    }
+
+    #[test]
+    fn the_secret_key_stays_out_of_debug() {
+        let c = S3Config::new("s3://b/p")
+            .unwrap()
+            .credentials("AKIDEXAMPLE", "very-secret-key");
+        let d = format!("{c:?}");
+        assert!(!d.contains("very-secret-key"), "{d}");
+        assert!(d.contains("AKIDEXAMPLE") && d.contains("<redacted>"), "{d}");
+    }
+}
