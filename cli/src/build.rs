@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend};
+use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 
-use crate::config::{DeadLetterDestination, PipelineConfig, PolicyName, TransformConfig};
+use crate::config::{
+    CheckpointSection, DeadLetterDestination, PipelineConfig, PolicyName, TransformConfig,
+};
 use crate::counted::Counts;
 use crate::transform::Transforms;
 
@@ -85,6 +87,47 @@ pub async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
     build_counting(config, dry, Arc::new(Counts::default())).await
 }
 
+/// The `[checkpoint]` store: a local directory or an object store. A dry run checks the
+/// settings and keeps its checkpoints in memory.
+fn checkpoint_backend(cp: &CheckpointSection, dry: bool) -> Result<Arc<dyn StateBackend>> {
+    let retain = cp.retain.unwrap_or(3);
+    let backend: Arc<dyn StateBackend> = match (&cp.dir, &cp.store) {
+        (Some(_), Some(_)) => {
+            return Err(Error::config(
+                "checkpoint.store",
+                "give either `dir` or `store`, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(Error::config(
+                "checkpoint.dir",
+                "missing: give `dir` (a local directory) or `store` (s3://bucket/prefix)",
+            ))
+        }
+        (Some(_), None) if cp.lease.is_some() => {
+            return Err(Error::config(
+                "checkpoint.lease",
+                "only an object store (`store`) has a lease",
+            ))
+        }
+        (Some(dir), None) if !dry => Arc::new(FsStateBackend::new(dir, retain)?),
+        (Some(_), None) => Arc::new(MemoryStateBackend::new()),
+        (None, Some(url)) => {
+            let mut c = rivus_state_s3::S3Config::from_env(url)?.retain(retain);
+            if let Some(l) = cp.lease {
+                c = c.lease(l);
+            }
+            let s3 = rivus_state_s3::S3StateBackend::new(c)?;
+            if dry {
+                Arc::new(MemoryStateBackend::new())
+            } else {
+                Arc::new(s3)
+            }
+        }
+    };
+    Ok(backend)
+}
+
 /// Builds the job counting into `counts` (shared by the attempts of a restarted job).
 pub async fn build_counting(
     config: &PipelineConfig,
@@ -94,11 +137,7 @@ pub async fn build_counting(
     let policy = policy(config, &counts, dry).await?;
     let mut pipeline = Pipeline::new(config.name.clone());
     if let Some(cp) = &config.checkpoint {
-        let backend: Arc<dyn rivus_core::checkpoint::StateBackend> = if dry {
-            Arc::new(MemoryStateBackend::new())
-        } else {
-            Arc::new(FsStateBackend::new(&cp.dir, 3)?)
-        };
+        let backend = checkpoint_backend(cp, dry)?;
         pipeline = pipeline.checkpointing(CheckpointConfig::new(cp.interval, backend));
     }
     if let Some(restart) = &config.restart {

@@ -1,5 +1,5 @@
-//! `rivus check`: connects to every endpoint of a pipeline file and reports reachability and
-//! authentication, one line each, without writing or reading records. Each connector's
+//! `rivus check`: connects to every endpoint of a pipeline file (the checkpoint store too) and
+//! reports reachability and authentication, one line each, without writing or reading records. Each connector's
 //! section does its own healthcheck; this file only asks them in turn.
 
 use rivus_core::pipeline_file::Health;
@@ -66,7 +66,44 @@ async fn dead_letters(d: &DeadLetterDestination) -> Health {
     }
 }
 
-/// Checks the source, the sink and the dead-letter destination of `config`.
+/// The checkpoint store: readable, and the newest checkpoint of the job in it.
+async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
+    use rivus_core::checkpoint::StateBackend;
+    let cp = config.checkpoint.as_ref()?;
+    let newest = |r: rivus_core::Result<Option<rivus_core::checkpoint::CompletedCheckpoint>>| {
+        r.map(|c| match c {
+            Some(c) => format!("newest checkpoint {}", c.checkpoint_id),
+            None => "no checkpoint of this job yet".to_owned(),
+        })
+        .map_err(|e| e.to_string())
+    };
+    Some(match (&cp.store, &cp.dir) {
+        (Some(url), _) => {
+            let backend = rivus_state_s3::S3Config::from_env(url)
+                .and_then(rivus_state_s3::S3StateBackend::new);
+            let outcome = match backend {
+                Ok(b) => newest(b.latest(&config.name).await),
+                Err(e) => Err(e.to_string()),
+            };
+            Health::new("s3", url.clone(), outcome)
+        }
+        (None, Some(dir)) => {
+            let outcome = if !std::path::Path::new(dir).exists() {
+                Ok("not there yet: the first run makes it".to_owned())
+            } else {
+                match rivus_core::checkpoint::FsStateBackend::new(dir, 3) {
+                    Ok(b) => newest(b.latest(&config.name).await),
+                    Err(e) => Err(e.to_string()),
+                }
+            };
+            Health::new("directory", dir.clone(), outcome)
+        }
+        (None, None) => return None,
+    })
+}
+
+/// Checks the source, the sink, the dead-letter destination and the checkpoint store of
+/// `config`.
 pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
     let mut out = vec![
         Reach::of("source", source(&config.source).await),
@@ -74,6 +111,9 @@ pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
     ];
     if let Some(d) = &config.errors.destination {
         out.push(Reach::of("dead letters", dead_letters(d).await));
+    }
+    if let Some(h) = checkpoint_store(config).await {
+        out.push(Reach::of("checkpoints", h));
     }
     out
 }

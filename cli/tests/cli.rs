@@ -162,6 +162,22 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
                 "name = \"t\"\n[errors]\npolicy = \"dead-letter\"\ndestination = { type = \"kafka\", bootstrap_servers = \"h:1\", topik = \"x\" }\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
                 "errors.destination.topik: unknown field `topik`",
             ),
+            (
+                "name = \"t\"\n[checkpoint]\ninterval = \"1s\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+                "`checkpoint.dir`: missing: give `dir` (a local directory) or `store`",
+            ),
+            (
+                "name = \"t\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"s\"\nstore = \"s3://b/p\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+                "`checkpoint.store`: give either `dir` or `store`, not both",
+            ),
+            (
+                "name = \"t\"\n[checkpoint]\ninterval = \"1s\"\nstore = \"/var/lib/x\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+                "`checkpoint.store`: `/var/lib/x` is not an s3:// URL",
+            ),
+            (
+                "name = \"t\"\n[checkpoint]\ninterval = \"1s\"\nstore = \"s3://b/p\"\nlease = \"1s\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n",
+                "`checkpoint.lease`: must be at least 3s",
+            ),
         ][..],
     ]
     .concat();

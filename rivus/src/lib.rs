@@ -25,3 +25,7 @@ pub use rivus_connector_redis as redis;
 /// The SQL connector: PostgreSQL, MySQL/MariaDB, SQLite (feature `jdbc`).
 #[cfg(feature = "jdbc")]
 pub use rivus_connector_jdbc as jdbc;
+
+/// Checkpoints on an S3-compatible object store, one owner per job (feature `s3`).
+#[cfg(feature = "s3")]
+pub use rivus_state_s3 as s3;

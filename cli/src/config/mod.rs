@@ -62,8 +62,19 @@ pub struct CheckpointSection {
     /// How often (`500ms`, `2s`, `1m`).
     #[serde(deserialize_with = "duration")]
     pub interval: Duration,
-    /// Directory of the checkpoint files; a restart resumes from the newest.
-    pub dir: String,
+    /// Directory of the checkpoint files; a restart resumes from the newest. One of `dir`
+    /// and `store`.
+    pub dir: Option<String>,
+    /// Or an object store, `s3://bucket/prefix` (endpoint, region and keys from
+    /// `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`): a
+    /// process on another machine resumes from it.
+    pub store: Option<String>,
+    /// How many of the newest checkpoints are kept (default 3).
+    pub retain: Option<usize>,
+    /// With `store`: how long the owner's lease lasts unrenewed (default `30s`), the time
+    /// before another process may take over from one that died.
+    #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
+    pub lease: Option<Duration>,
 }
 
 /// `[errors]`.
