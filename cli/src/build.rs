@@ -89,9 +89,22 @@ pub async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
 
 /// The `[checkpoint]` store: a local directory or an object store. A dry run checks the
 /// settings and keeps its checkpoints in memory.
-fn checkpoint_backend(cp: &CheckpointSection, dry: bool) -> Result<Arc<dyn StateBackend>> {
+fn checkpoint_backend(
+    cp: &CheckpointSection,
+    worker: Option<&str>,
+    dry: bool,
+) -> Result<Arc<dyn StateBackend>> {
     let retain = cp.retain.unwrap_or(3);
-    let backend: Arc<dyn StateBackend> = match (&cp.dir, &cp.store) {
+    // Each worker keeps its own checkpoints, under its id.
+    let dir = cp
+        .dir
+        .as_ref()
+        .map(|d| worker.map_or_else(|| d.clone(), |w| format!("{}/{w}", d.trim_end_matches('/'))));
+    let store = cp
+        .store
+        .as_ref()
+        .map(|s| worker.map_or_else(|| s.clone(), |w| format!("{}/{w}", s.trim_end_matches('/'))));
+    let backend: Arc<dyn StateBackend> = match (&dir, &store) {
         (Some(_), Some(_)) => {
             return Err(Error::config(
                 "checkpoint.store",
@@ -136,8 +149,11 @@ pub async fn build_counting(
 ) -> Result<Built> {
     let policy = policy(config, &counts, dry).await?;
     let mut pipeline = Pipeline::new(config.name.clone());
+    if let Some(w) = &config.worker {
+        pipeline = pipeline.worker(w.clone());
+    }
     if let Some(cp) = &config.checkpoint {
-        let backend = checkpoint_backend(cp, dry)?;
+        let backend = checkpoint_backend(cp, config.worker.as_deref(), dry)?;
         pipeline = pipeline.checkpointing(CheckpointConfig::new(cp.interval, backend));
     }
     if let Some(restart) = &config.restart {

@@ -53,6 +53,11 @@ enum Command {
         /// How often the status is shown: default 500ms on a terminal, 10s in logs.
         #[arg(long, value_parser = parse_interval)]
         status_interval: Option<std::time::Duration>,
+        /// Run as worker ID of the job: processes started with the same file and distinct
+        /// ids share the work through the brokers' group protocols; each keeps its
+        /// checkpoints under `<dir or store>/<ID>`.
+        #[arg(long, value_name = "ID")]
+        worker: Option<String>,
     },
     /// Check a pipeline file without running it.
     Validate { file: PathBuf },
@@ -87,11 +92,13 @@ async fn run(
     file: PathBuf,
     metrics_addr: Option<std::net::SocketAddr>,
     status_interval: Option<std::time::Duration>,
+    worker: Option<String>,
 ) -> ExitCode {
-    let config = match load(&file) {
+    let mut config = match load(&file) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    config.worker = worker;
     if let Some(addr) = metrics_addr {
         if let Err(e) = metrics_exporter_prometheus::PrometheusBuilder::new()
             .with_http_listener(addr)
@@ -181,7 +188,8 @@ async fn main() -> ExitCode {
             file,
             metrics_addr,
             status_interval,
-        } => run(file, metrics_addr, status_interval).await,
+            worker,
+        } => run(file, metrics_addr, status_interval, worker).await,
         Command::Validate { file } => {
             let config = match load(&file) {
                 Ok(c) => c,

@@ -34,7 +34,14 @@ pub fn attach(
             (each(pipeline, p, GeneratorTask::new(gen)), s.count)
         }
         SourceConfig::Jdbc(s) => (each(pipeline, p, s.source(policy, p)?), None),
-        SourceConfig::Kafka(s) => (each(pipeline, p, s.source(policy)?), None),
+        SourceConfig::Kafka(s) => {
+            let mut s = s.clone();
+            // The group is the job's name unless the file names one; workers share the
+            // partitions through it.
+            s.group_id.get_or_insert_with(|| config.name.clone());
+            s.group_mode |= config.worker.is_some();
+            (each(pipeline, p, s.source(policy)?), None)
+        }
         SourceConfig::Rabbitmq(s) => (each(pipeline, p, s.source(policy)?), None),
         SourceConfig::RedisStreams(s) => (each(pipeline, p, s.source(policy)?), None),
     })

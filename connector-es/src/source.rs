@@ -247,6 +247,10 @@ impl<T: Send + 'static> EsSource<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for EsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        ctx.refuse_worker_mode(
+            "source.elasticsearch",
+            "the Elasticsearch source (fixed slices)",
+        )?;
         self.running = Some(Running {
             client: self.settings.config.client("source.elasticsearch")?,
             handler: ErrorHandler::new(self.settings.policy.clone(), ctx.display_name())

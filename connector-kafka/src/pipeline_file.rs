@@ -52,6 +52,11 @@ pub struct KafkaSourceSection {
     /// Stop at the offsets that are the latest at start (a backfill that ends).
     #[serde(default)]
     pub bounded: bool,
+    /// Subscribe through the consumer-group protocol (see
+    /// [`KafkaSourceBuilder::group_mode`](crate::KafkaSourceBuilder::group_mode)); on by itself
+    /// for `rivus run --worker`.
+    #[serde(default)]
+    pub group_mode: bool,
     /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
     /// roots). With a client certificate: mutual TLS.
     pub tls: Option<TlsFiles>,
@@ -177,7 +182,8 @@ impl KafkaSourceSection {
         if self.bounded {
             b = b.stop(StopOffsets::LatestAtStart);
         }
-        b.build(ValueDeserializer(JsonSchema::<Value>::new()))
+        b.group_mode(self.group_mode)
+            .build(ValueDeserializer(JsonSchema::<Value>::new()))
     }
 
     /// Reaches the brokers (a metadata request), reading and writing nothing.

@@ -290,13 +290,23 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
         to.clone(),
         "2".into(),
     ];
-    let run = move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kafka-copy"))
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
+    // Each run's stderr goes to a file, for the failure message.
+    let log = dir.join("runs.log");
+    let run = {
+        let log = log.clone();
+        move || {
+            let err = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap();
+            std::process::Command::new(env!("CARGO_BIN_EXE_kafka-copy"))
+                .args(&args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(err)
+                .spawn()
+                .unwrap()
+        }
     };
     // Each run is killed once it has written a further 20 000 records (open transactions
     // included): mid-stream, however fast the job is.
@@ -318,7 +328,7 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
                     })
                     .sum()
             };
-            let mut kills = 0;
+            let mut kills = Vec::new();
             for _ in 0..3 {
                 let start = written();
                 let mut child = run();
@@ -329,9 +339,12 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
                 {
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                if child.try_wait().unwrap().is_none() {
-                    child.kill().unwrap(); // SIGKILL
-                    kills += 1;
+                match child.try_wait().unwrap() {
+                    None => {
+                        child.kill().unwrap(); // SIGKILL
+                        kills.push("killed".to_owned());
+                    }
+                    Some(status) => kills.push(format!("ended by itself: {status}")),
                 }
                 child.wait().unwrap();
             }
@@ -340,7 +353,12 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
     })
     .await
     .unwrap();
-    assert_eq!(kills, 3, "each run was killed mid-stream");
+    assert_eq!(
+        kills,
+        ["killed"; 3],
+        "each run was killed mid-stream; their stderr:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let out = tokio::task::spawn_blocking(move || run().wait_with_output().unwrap())
         .await
         .unwrap();

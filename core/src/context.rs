@@ -40,6 +40,7 @@ impl CompletedCheckpoints {
 #[derive(Debug, Clone)]
 pub struct RuntimeContext {
     job_name: Arc<str>,
+    worker: Option<Arc<str>>,
     task_name: Arc<str>,
     subtask_index: usize,
     parallelism: usize,
@@ -68,6 +69,7 @@ impl RuntimeContext {
         ]);
         RuntimeContext {
             job_name,
+            worker: None,
             task_name,
             subtask_index,
             parallelism,
@@ -76,6 +78,35 @@ impl RuntimeContext {
             completed: CompletedCheckpoints::none(),
             checkpoint_interval: None,
             local_dir: None,
+        }
+    }
+
+    /// The same context in worker `id` of the job (`None`: the job runs as one process).
+    pub fn with_worker(mut self, id: Option<&str>) -> Self {
+        self.worker = id.map(Into::into);
+        self
+    }
+
+    /// This process's worker id when the job runs on several processes
+    /// ([`Pipeline::worker`](crate::Pipeline::worker)). A source whose splits no broker hands
+    /// out (a fixed list of ranges, slices, files) refuses to open in worker mode; a source on
+    /// a broker's group protocol names its group member after the worker.
+    pub fn worker(&self) -> Option<&str> {
+        self.worker.as_deref()
+    }
+
+    /// `Err` naming `path` in worker mode: for a source whose splits no broker hands out, so
+    /// that two workers would read the same records. `what` names the source.
+    pub fn refuse_worker_mode(&self, path: &str, what: &str) -> crate::Result<()> {
+        match self.worker() {
+            None => Ok(()),
+            Some(w) => Err(crate::Error::config(
+                path,
+                format!(
+                    "worker `{w}`: {what} has no group protocol to share its work with other \
+                     workers; run it as one process (without a worker id)"
+                ),
+            )),
         }
     }
 

@@ -49,6 +49,9 @@ pub struct PipelineConfig {
     pub transforms: Vec<TransformConfig>,
     /// Where records go.
     pub sink: SinkConfig,
+    /// `rivus run --worker ID`: this process is one worker of the job (not in the file).
+    #[serde(skip)]
+    pub worker: Option<String>,
 }
 
 fn one() -> usize {

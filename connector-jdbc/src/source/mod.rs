@@ -407,6 +407,7 @@ impl<T: Send + 'static> JdbcSource<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for JdbcSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        ctx.refuse_worker_mode("source.jdbc", "the SQL source (fixed key ranges)")?;
         self.share = ctx.share();
         let s = &self.settings;
         self.running = Some(Running {

@@ -9,9 +9,11 @@ use rivus_core::context::MetricsGroup;
 /// The consumer of a Kafka source: librdkafka with the lag-reporting context.
 pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
 
-/// Publishes `rivus_kafka_consumer_lag{partition="topic/p"}` from each statistics report.
+/// Publishes `rivus_kafka_consumer_lag{partition="topic/p"}` from each statistics report; in
+/// group mode also follows the group's assignment.
 pub(crate) struct LagContext {
     pub group: MetricsGroup,
+    pub assignment: Option<super::group::Assignment>,
 }
 
 impl ClientContext for LagContext {
@@ -44,7 +46,18 @@ impl ClientContext for LagContext {
     }
 }
 
-impl ConsumerContext for LagContext {}
+impl ConsumerContext for LagContext {
+    /// Runs on the consumer thread inside `poll`, after librdkafka applied the change.
+    fn post_rebalance(
+        &self,
+        _: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &rdkafka::consumer::Rebalance<'_>,
+    ) {
+        if let Some(a) = &self.assignment {
+            a.apply(rebalance);
+        }
+    }
+}
 
 /// The end a consumer can read to (the last stable offset under `read_committed`, else the
 /// high watermark) minus the next offset the consumer thread takes from librdkafka (its

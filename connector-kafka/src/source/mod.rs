@@ -1,6 +1,7 @@
 //! [`KafkaSource`]: reads partitions with offsets in checkpointed state (see the crate docs).
 
 mod fetcher;
+mod group;
 mod lag;
 mod offsets;
 mod subscription;
@@ -60,6 +61,7 @@ struct Settings {
     discovery: Option<Duration>,
     policy: ErrorPolicy,
     max_batch: usize,
+    group_mode: bool,
 }
 
 /// Builds a [`KafkaSource`]; validated by [`build`](KafkaSourceBuilder::build).
@@ -118,6 +120,18 @@ impl KafkaSourceBuilder {
     /// Makes the source bounded.
     pub fn stop(mut self, stop: StopOffsets) -> Self {
         self.s.stop = stop;
+        self
+    }
+
+    /// Subscribes through the consumer-group protocol (cooperative-sticky) instead of
+    /// assigning partitions by hand: several processes of the job — workers
+    /// ([`Pipeline::worker`]) — share the topics' partitions, which move as workers join and
+    /// leave. Each partition starts from the group's committed offset (completed checkpoints
+    /// commit), so the guarantee across workers is at-least-once. Reads topics or a pattern,
+    /// unbounded, starting from committed offsets (then earliest, or latest with
+    /// [`StartOffsets::Latest`]). Worker mode needs it.
+    pub fn group_mode(mut self, on: bool) -> Self {
+        self.s.group_mode = on;
         self
     }
 
@@ -184,6 +198,9 @@ impl KafkaSourceBuilder {
                 "committed start offsets need a group id",
             ));
         }
+        if s.group_mode {
+            group::validate(&s.subscription, &s.start, &s.stop)?;
+        }
         if s.discovery == Some(Duration::ZERO) {
             return Err(Error::config(
                 "source.kafka.partition_discovery",
@@ -205,6 +222,8 @@ struct Running<T> {
     handover: Arc<Handover<FetchBatch<T>>>,
     alive: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Group mode: the partitions the group gave this consumer now.
+    assignment: Option<group::Assignment>,
     handler: ErrorHandler,
     commit_ok: metrics::Counter,
     commit_failed: metrics::Counter,
@@ -264,6 +283,7 @@ impl KafkaSource<()> {
                 discovery: Some(Duration::from_secs(300)),
                 policy: ErrorPolicy::Fail,
                 max_batch: 5000,
+                group_mode: false,
             },
         }
     }
@@ -282,14 +302,23 @@ impl<T: Send + 'static> KafkaSource<T> {
         let Ok(r) = self.running() else {
             return;
         };
-        if self.settings.props.get("group.id").is_none() || state.is_empty() {
+        if self.settings.props.get("group.id").is_none() && r.assignment.is_none() {
             return;
         }
+        // In group mode, only what the group gives this consumer now: a partition that moved
+        // is the new owner's to commit.
+        let held = r.assignment.as_ref().map(group::Assignment::current);
         let mut tpl = TopicPartitionList::new();
         for (k, off) in state {
+            if held.as_ref().is_some_and(|h| !h.contains(k)) {
+                continue;
+            }
             if let Some((t, p)) = parse_tp(k) {
                 let _ = tpl.add_partition_offset(&t, p, Offset::Offset(*off));
             }
+        }
+        if tpl.count() == 0 {
+            return;
         }
         let consumer = Arc::clone(&r.consumer);
         let result =
@@ -317,6 +346,15 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         let s = &self.settings;
+        if let (Some(w), false) = (ctx.worker(), s.group_mode) {
+            return Err(Error::config(
+                "source.kafka.group_mode",
+                format!(
+                    "worker `{w}`: a source that assigns its partitions by hand cannot share \
+                     them with other workers; turn group mode on"
+                ),
+            ));
+        }
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         crate::connect::probe(
             &s.props,
@@ -339,15 +377,34 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             // set by the user.
             config.set("group.id", format!("rivus-{}", ctx.job_name()));
         }
+        if s.group_mode {
+            for (k, v) in [
+                ("partition.assignment.strategy", "cooperative-sticky"),
+                ("auto.offset.reset", group::offset_reset(&s.start)),
+            ] {
+                if config.get(k).is_none() {
+                    config.set(k, v);
+                }
+            }
+            if config.get("client.id").is_none() {
+                let worker = ctx.worker().unwrap_or("main");
+                config.set(
+                    "client.id",
+                    format!("{}-{worker}-{}", ctx.job_name(), ctx.subtask_index()),
+                );
+            }
+        }
         if config.get("statistics.interval.ms").is_none() {
             // The lag gauge comes from librdkafka's statistics, every 10 s.
             config.set("statistics.interval.ms", "10000");
         }
+        let assignment = s.group_mode.then(group::Assignment::default);
         let lag = LagContext {
             group: rivus_core::context::MetricsGroup::new(vec![
                 ("job".into(), ctx.job_name().to_owned()),
                 ("subtask".into(), ctx.subtask_index().to_string()),
             ]),
+            assignment: assignment.clone(),
         };
         let consumer: SourceConsumer = config
             .create_with_context(lag)
@@ -358,6 +415,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             handover: Arc::new(Handover::new()),
             alive: Arc::new(AtomicBool::new(true)),
             thread: None,
+            assignment,
             handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka"),
             commit_ok: m
                 .with_label("result", "ok")
@@ -397,7 +455,11 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
     type State = KafkaSourceState;
 
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        DeliveryGuarantee::ExactlyOnce
+        if self.settings.group_mode {
+            DeliveryGuarantee::AtLeastOnce
+        } else {
+            DeliveryGuarantee::ExactlyOnce
+        }
     }
 
     /// Pools the offsets of every previous subtask; `run` keeps those of the partitions this
@@ -413,6 +475,9 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
     }
 
     async fn run(&mut self, ctx: &mut SourceContext<T, KafkaSourceState>) -> Result<()> {
+        if self.settings.group_mode {
+            return self.run_group(ctx).await;
+        }
         let settings = Arc::clone(&self.settings);
         let (subtask, parallelism) = (self.subtask, self.parallelism);
         let consumer = Arc::clone(&self.running()?.consumer);

@@ -348,6 +348,7 @@ fn fields_of(map: &std::collections::HashMap<String, redis::Value>) -> Vec<(Stri
 #[async_trait]
 impl<T: Send + 'static> RichFunction for RedisStreamsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        ctx.refuse_worker_mode("source.redis", "the Redis Streams source (one reader per stream; worker mode needs claiming of a dead worker's pending entries, not built yet)")?;
         if !ctx.is_checkpointing_enabled() {
             // Entries are acknowledged (XACK) only when a checkpoint completes: without
             // checkpoints the group's pending list would grow without end.

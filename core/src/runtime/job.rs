@@ -207,7 +207,7 @@ impl Job {
         let owner = match &plan.checkpoint {
             Some(c) => match c
                 .backend
-                .lock(&Holder::this_process(&plan.name, None))
+                .lock(&Holder::this_process(&plan.name, plan.worker.as_deref()))
                 .await
             {
                 Ok(lock) => Some(lock),

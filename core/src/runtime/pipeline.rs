@@ -39,6 +39,7 @@ fn task_name<T: Send + 'static>(stage: &str, out: &dyn Output<T>) -> String {
 /// Job-wide settings and the tasks built so far.
 pub struct Pipeline {
     pub(crate) name: String,
+    pub(crate) worker: Option<Arc<str>>,
     pub(crate) checkpoint: Option<CheckpointConfig>,
     restart: Option<RestartStrategy>,
     pub(crate) batch_size: usize,
@@ -71,6 +72,7 @@ impl Pipeline {
     pub fn new(name: impl Into<String>) -> Self {
         Pipeline {
             name: name.into(),
+            worker: None,
             checkpoint: None,
             restart: None,
             batch_size: 1024,
@@ -84,6 +86,34 @@ impl Pipeline {
             errors: Vec::new(),
             exchanges: 0,
         }
+    }
+
+    /// Runs this process as worker `id` of the job (`rivus run --worker ID`): several
+    /// processes with the same pipeline and distinct ids share the work through the
+    /// brokers' own group protocols (a Kafka consumer group, a Redis Streams consumer group,
+    /// competing RabbitMQ consumers); sources that cannot share refuse to open. Each worker
+    /// needs its own checkpoint store (a directory or prefix per worker); its owner lock names
+    /// the worker. Set it before the first source.
+    pub fn worker(mut self, id: impl Into<String>) -> Self {
+        let id: String = id.into();
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            self.errors.push(Error::config(
+                "pipeline.worker",
+                format!("`{id}`: use letters, digits, `-`, `_` or `.`"),
+            ));
+        }
+        if !self.tasks.is_empty() {
+            self.errors.push(Error::config(
+                "pipeline.worker",
+                "set the worker before the first source",
+            ));
+        }
+        self.worker = Some(id.into());
+        self
     }
 
     /// Enables checkpoints.
@@ -158,6 +188,7 @@ impl Pipeline {
 
     fn runtime_context(&self, name: &str, subtask: usize, parallelism: usize) -> RuntimeContext {
         let mut ctx = RuntimeContext::new(self.name.as_str(), name, subtask, parallelism, None)
+            .with_worker(self.worker.as_deref())
             .with_checkpoint_interval(self.checkpoint.as_ref().map(|c| c.interval))
             .with_local_dir(self.checkpoint.as_ref().and_then(|c| c.backend.local_dir()));
         ctx.set_completed_checkpoints(CompletedCheckpoints::new(self.completed.subscribe()));
@@ -414,10 +445,15 @@ impl<T: Send + 'static> Stream<T> {
         if let Some(e) = pipeline.errors.drain(..).next() {
             return Err(e);
         }
-        let guarantee = if pipeline.checkpoint.is_some() {
-            stream.guarantee.weakest(sink_guarantee)
-        } else {
-            DeliveryGuarantee::AtMostOnce
+        let guarantee = match (&pipeline.checkpoint, &pipeline.worker) {
+            (None, _) => DeliveryGuarantee::AtMostOnce,
+            // Across workers a record can be read again by the worker that takes its partition
+            // or its redelivery over: at-least-once.
+            (Some(_), Some(_)) => stream
+                .guarantee
+                .weakest(sink_guarantee)
+                .weakest(DeliveryGuarantee::AtLeastOnce),
+            (Some(_), None) => stream.guarantee.weakest(sink_guarantee),
         };
         let restart = pipeline
             .restart
@@ -425,6 +461,7 @@ impl<T: Send + 'static> Stream<T> {
             .unwrap_or_else(|| RestartStrategy::default_for(pipeline.checkpoint.is_some()));
         let plan = Plan {
             name: pipeline.name,
+            worker: pipeline.worker,
             checkpoint: pipeline.checkpoint,
             buffer_timeout: pipeline.buffer_timeout,
             tasks: pipeline.tasks,

@@ -12,6 +12,8 @@ use crate::checkpoint::CheckpointConfig;
 /// Everything a job needs to run, once its pipeline is complete.
 pub(crate) struct Plan {
     pub name: String,
+    /// This process's worker id in worker mode.
+    pub worker: Option<Arc<str>>,
     pub checkpoint: Option<CheckpointConfig>,
     pub buffer_timeout: Duration,
     pub tasks: Vec<TaskSpec>,

@@ -1,0 +1,286 @@
+//! Worker mode with real processes and a real broker: `rivus run FILE --worker ID` three
+//! times on one 12-partition topic → a Kafka topic. One worker is SIGKILLed mid-stream and a
+//! fourth joins later; the others take its partitions over through the consumer group, and
+//! every record arrives (at-least-once across workers).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rivus_testkit::services::{require, unique_name, Service};
+
+const PARTITIONS: i32 = 12;
+
+async fn create_topic(bootstrap: &str, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let r = admin
+        .create_topics(
+            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
+fn worker(dir: &Path, file: &Path, id: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap(), "--worker", id])
+        .current_dir(dir)
+        .env("RUST_LOG", "warn,rivus_connector_kafka=info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads `topic` from the beginning on a thread, recording the ids seen, the total count, and
+/// per input partition when the first record with an id at or above `after` arrived.
+struct Reader {
+    ids: Arc<Mutex<HashSet<u64>>>,
+    total: Arc<AtomicU64>,
+    after: Arc<AtomicU64>,
+    first_after: Arc<Mutex<HashMap<i32, Instant>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Reader {
+    fn start(bootstrap: &str, topic: &str) -> Self {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", unique_name("reader"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        c.assign(&tpl).unwrap();
+        let r = Reader {
+            ids: Arc::default(),
+            total: Arc::default(),
+            after: Arc::new(AtomicU64::new(u64::MAX)),
+            first_after: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (ids, total, after, first_after, stop) = (
+            Arc::clone(&r.ids),
+            Arc::clone(&r.total),
+            Arc::clone(&r.after),
+            Arc::clone(&r.first_after),
+            Arc::clone(&r.stop),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(m.payload().unwrap_or_default()).unwrap();
+                    let id = v["id"].as_u64().unwrap();
+                    ids.lock().insert(id);
+                    total.fetch_add(1, Ordering::Relaxed);
+                    if id >= after.load(Ordering::Relaxed) {
+                        let p = v["p"].as_i64().unwrap() as i32;
+                        first_after.lock().entry(p).or_insert_with(Instant::now);
+                    }
+                }
+            }
+        });
+        r
+    }
+
+    fn distinct(&self) -> usize {
+        self.ids.lock().len()
+    }
+}
+
+#[tokio::test]
+async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
+    let Some(kafka) = require(Service::Kafka) else {
+        return;
+    };
+    let (input, output) = (unique_name("workers-in"), unique_name("workers-out"));
+    create_topic(&kafka, &input).await;
+    create_topic(&kafka, &output).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    // A 6 s session (the broker's minimum): a killed worker's partitions move after at most
+    // that long.
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{input}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             properties = {{ \"session.timeout.ms\" = \"6000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n"
+        ),
+    )
+    .unwrap();
+
+    let reader = Reader::start(&kafka, &output);
+    let n: u64 = 120_000;
+    let produced = Arc::new(AtomicU64::new(0));
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    let feed = {
+        let (input, produced) = (input.clone(), Arc::clone(&produced));
+        tokio::spawn(async move {
+            // About 15 000 records/s for 8 s: the kill and the join fall mid-stream.
+            for chunk in (0..n).collect::<Vec<_>>().chunks(1500) {
+                let sends: Vec<_> = chunk
+                    .iter()
+                    .map(|i| {
+                        let p = (*i % PARTITIONS as u64) as i32;
+                        let value = format!("{{\"id\":{i},\"p\":{p},\"pad\":\"{:0>60}\"}}", i);
+                        let producer = producer.clone();
+                        let input = input.clone();
+                        async move {
+                            producer
+                                .send(
+                                    FutureRecord::<(), _>::to(&input)
+                                        .partition(p)
+                                        .payload(&value),
+                                    Duration::from_secs(30),
+                                )
+                                .await
+                                .map(|_| ())
+                                .map_err(|(e, _)| e)
+                        }
+                    })
+                    .collect();
+                for r in futures::future::join_all(sends).await {
+                    r.unwrap();
+                }
+                produced.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+
+    let mut workers = vec![
+        ("w1", worker(dir.path(), &file, "w1")),
+        ("w2", worker(dir.path(), &file, "w2")),
+        ("w3", worker(dir.path(), &file, "w3")),
+    ];
+    let wait_produced = |k: u64| {
+        let produced = Arc::clone(&produced);
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while produced.load(Ordering::Relaxed) < k {
+                assert!(Instant::now() < deadline, "the feed is stuck");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    // Mid-stream: kill w2. Records of its partitions produced after the kill can only arrive
+    // through the worker that takes each partition over.
+    wait_produced(40_000).await;
+    reader
+        .after
+        .store(produced.load(Ordering::Relaxed) + 1500, Ordering::Relaxed);
+    workers[1].1.kill().unwrap();
+    let killed = Instant::now();
+    let w2 = workers.remove(1).1.wait_with_output().unwrap();
+    let w2_partitions = held_at_the_end(&String::from_utf8_lossy(&w2.stderr));
+    assert!(
+        !w2_partitions.is_empty(),
+        "w2 held no partition when it was killed"
+    );
+
+    // A worker joins mid-stream; partitions move to it.
+    wait_produced(80_000).await;
+    workers.push(("w4", worker(dir.path(), &file, "w4")));
+    feed.await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while (reader.distinct() as u64) < n {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} records arrived",
+            reader.distinct()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ids = reader.ids.lock().clone();
+    assert!((0..n).all(|i| ids.contains(&i)), "a record is missing");
+    let total = reader.total.load(Ordering::Relaxed);
+    let takeover = {
+        let first = reader.first_after.lock();
+        w2_partitions
+            .iter()
+            .map(|p| first[p].duration_since(killed))
+            .max()
+            .unwrap()
+    };
+    eprintln!(
+        "workers: {n} records, {} duplicates (at-least-once across workers); w2's partitions \
+         {w2_partitions:?} taken over {:.1} s after the kill (session timeout 6 s)",
+        total - n,
+        takeover.as_secs_f64()
+    );
+    assert!(
+        takeover < Duration::from_secs(20),
+        "took {takeover:?} to take over"
+    );
+
+    // The living workers stop gracefully on SIGINT; the one that joined got partitions.
+    for (_, w) in &workers {
+        Command::new("kill")
+            .args(["-INT", &w.id().to_string()])
+            .status()
+            .unwrap();
+    }
+    reader.stop.store(true, Ordering::Relaxed);
+    for (id, w) in workers {
+        let out = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{id}: {err}");
+        assert!(
+            err.contains("the group assigned partitions"),
+            "{id} never got partitions: {err}"
+        );
+        // Each worker checkpointed into its own directory.
+        assert!(
+            dir.path().join("state").join(id).join(".owner").exists(),
+            "{id}"
+        );
+    }
+}
+
+/// The input partitions a worker's log says it held last (assignments minus revocations).
+fn held_at_the_end(log: &str) -> BTreeSet<i32> {
+    let mut held = BTreeSet::new();
+    for line in log.lines() {
+        let assigned = line.contains("the group assigned partitions");
+        if !assigned && !line.contains("the group revoked partitions") {
+            continue;
+        }
+        // partitions=["topic/3", "topic/7"]
+        for part in line.split('"').filter_map(|s| s.rsplit_once('/')) {
+            if let Ok(p) = part.1.parse::<i32>() {
+                if assigned {
+                    held.insert(p);
+                } else {
+                    held.remove(&p);
+                }
+            }
+        }
+    }
+    held
+}

@@ -1,0 +1,215 @@
+//! Group mode: the source subscribes through Kafka's consumer-group protocol
+//! (cooperative-sticky assignment) instead of assigning partitions by hand, so that several
+//! processes of one job — workers, on one machine or many — share a topic's partitions, and
+//! partitions move as workers join and leave.
+//!
+//! What moves with a partition is the group's committed offset: a completed checkpoint
+//! commits the offsets it covers (as in the default mode), and a worker that gains a partition
+//! starts from that commit. Records a worker emitted after its last completed checkpoint for a
+//! partition it then loses are read again by the new owner: at-least-once across workers.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::TopicPartitionList;
+use rivus_core::{Error, Result};
+
+use super::offsets::{StartOffsets, StopOffsets};
+use super::subscription::Subscription;
+use super::tp_key;
+use crate::kafka_err;
+
+/// The partitions the group gave this consumer now (`topic/partition` keys), kept by the
+/// rebalance callbacks and read by the emitting loop.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Assignment(Arc<Mutex<BTreeSet<String>>>);
+
+impl Assignment {
+    /// The partitions held now.
+    pub fn current(&self) -> BTreeSet<String> {
+        self.0.lock().clone()
+    }
+
+    /// Follows a rebalance (cooperative: assignments and revocations are increments).
+    pub fn apply(&self, rebalance: &Rebalance<'_>) {
+        let keys = |tpl: &TopicPartitionList| -> Vec<String> {
+            tpl.elements()
+                .iter()
+                .map(|e| tp_key(e.topic(), e.partition()))
+                .collect()
+        };
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                let added = keys(tpl);
+                tracing::info!(partitions = ?added, "kafka source: the group assigned partitions");
+                self.0.lock().extend(added);
+            }
+            Rebalance::Revoke(tpl) => {
+                let gone = keys(tpl);
+                tracing::info!(partitions = ?gone, "kafka source: the group revoked partitions");
+                let mut held = self.0.lock();
+                for k in gone {
+                    held.remove(&k);
+                }
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "kafka source: rebalance error"),
+        }
+    }
+}
+
+/// Checks that a source's settings fit group mode; `Err` names the field.
+pub(crate) fn validate(
+    subscription: &Subscription,
+    start: &StartOffsets,
+    stop: &StopOffsets,
+) -> Result<()> {
+    if matches!(subscription, Subscription::Partitions(_)) {
+        return Err(Error::config(
+            "source.kafka.partitions",
+            "group mode reads topics or a pattern; the group assigns the partitions",
+        ));
+    }
+    if !matches!(stop, StopOffsets::Never) {
+        return Err(Error::config(
+            "source.kafka.stop",
+            "a bounded source cannot run in group mode (its partitions may move)",
+        ));
+    }
+    if matches!(
+        start,
+        StartOffsets::Timestamp(_) | StartOffsets::Specific(_)
+    ) {
+        return Err(Error::config(
+            "source.kafka.start",
+            "group mode starts from the group's committed offsets (then earliest or latest)",
+        ));
+    }
+    Ok(())
+}
+
+/// `auto.offset.reset` for partitions the group has no committed offset of.
+pub(crate) fn offset_reset(start: &StartOffsets) -> &'static str {
+    match start {
+        StartOffsets::Latest
+        | StartOffsets::Committed {
+            reset_to_earliest: false,
+        } => "latest",
+        _ => "earliest",
+    }
+}
+
+/// Subscribes `consumer` to the topics or pattern.
+pub(crate) fn subscribe<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    subscription: &Subscription,
+) -> Result<()> {
+    let topics: Vec<String> = match subscription {
+        Subscription::Topics(t) => t.clone(),
+        // librdkafka reads a subscription starting with `^` as a regular expression; the
+        // pattern matches whole names, as in the default mode.
+        Subscription::Pattern(p) => vec![format!("^({p})$")],
+        Subscription::Partitions(_) => {
+            return validate(subscription, &StartOffsets::Earliest, &StopOffsets::Never)
+        }
+    };
+    let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&refs)
+        .map_err(|e| kafka_err("kafka source: subscribe", e))
+}
+
+impl<T: Send + 'static> super::KafkaSource<T> {
+    /// The emitting loop of group mode: subscribes, then emits what the consumer thread
+    /// fetches for the partitions the group gives this consumer now. The restored positions
+    /// are not used: a partition starts from the group's committed offset, wherever it ran
+    /// before.
+    pub(super) async fn run_group(
+        &mut self,
+        ctx: &mut rivus_core::SourceContext<T, super::KafkaSourceState>,
+    ) -> Result<()> {
+        use rivus_core::handover::HandoverError;
+
+        let settings = Arc::clone(&self.settings);
+        let r = self.running()?;
+        let consumer = Arc::clone(&r.consumer);
+        let assignment = r
+            .assignment
+            .clone()
+            .ok_or(Error::Closed("kafka source (group mode)"))?;
+        ctx.state_mut().clear();
+        subscribe(&consumer, &settings.subscription)?;
+        let fetcher = super::fetcher::Fetcher {
+            consumer,
+            handover: Arc::clone(&r.handover),
+            deserializer: Arc::clone(&self.deserializer),
+            running: Arc::clone(&r.alive),
+            max_batch: settings.max_batch,
+            discovery: None,
+            report_positions: false,
+        };
+        let thread = fetcher
+            .spawn(format!("kafka-consumer-{}", self.subtask))
+            .map_err(|e| Error::connector("kafka source: starting the consumer thread", e))?;
+        if let Some(r) = self.running.as_mut() {
+            r.thread = Some(thread);
+        }
+        tracing::info!(
+            subtask = self.subtask,
+            "kafka source subscribed in group mode"
+        );
+
+        let handover = Arc::clone(&self.running()?.handover);
+        loop {
+            if let Some(state) = Self::commit_events_state(ctx.take_events()) {
+                self.commit(&state).await;
+            }
+            let batch = match ctx.wait_for(handover.poll_next()).await? {
+                None => return Ok(()),
+                Some(Ok(b)) => b,
+                Some(Err(HandoverError::Closed)) => return Ok(()),
+                Some(Err(HandoverError::Failed(e))) => return Err(e),
+            };
+            // Positions of partitions that moved away leave the state; their records still
+            // in this batch are the new owner's to read (from the group's commit).
+            let held = assignment.current();
+            ctx.state_mut().retain(|k, _| held.contains(k));
+            let keys: Vec<String> = batch
+                .partitions
+                .iter()
+                .map(|(t, p)| tp_key(t, *p))
+                .collect();
+            let live: Vec<bool> = keys.iter().map(|k| held.contains(k)).collect();
+            let r = self.running()?;
+            let n = batch.records.len() as u64;
+            for f in batch.records {
+                if !live[f.part] {
+                    continue;
+                }
+                match ctx.state_mut().get_mut(&keys[f.part]) {
+                    Some(slot) => *slot = f.offset + 1,
+                    None => {
+                        ctx.state_mut().insert(keys[f.part].clone(), f.offset + 1);
+                    }
+                }
+                match f.value {
+                    Ok(v) => match f.timestamp {
+                        Some(ts) => ctx.collect_with_timestamp(v, ts).await?,
+                        None => ctx.collect(v).await?,
+                    },
+                    Err(refused) => {
+                        let super::fetcher::Refused {
+                            error,
+                            position,
+                            value,
+                        } = *refused;
+                        r.handler.handle(position, &error, &value).await?;
+                    }
+                }
+            }
+            r.records.increment(n);
+            r.bytes.increment(batch.bytes);
+        }
+    }
+}
