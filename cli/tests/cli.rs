@@ -354,6 +354,34 @@ async fn a_second_process_of_the_same_job_is_refused_at_start() {
     assert_eq!(rows, [format!("{n},{n}")]);
 }
 
+/// Worker mode where the source has no group protocol: refused at start, naming the source.
+#[test]
+fn a_source_without_a_group_protocol_refuses_worker_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        "name = \"w\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"state\"\n\
+         [source]\ntype = \"generator\"\ncount = 10\n[sink]\ntype = \"stdout\"\n",
+    )
+    .unwrap();
+    let out = rivus(
+        dir.path(),
+        &["run", file.to_str().unwrap(), "--worker", "w1"],
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("`source.generator`"), "{err}");
+    assert!(
+        err.contains("worker `w1`: the generator has no group protocol"),
+        "{err}"
+    );
+    assert!(
+        text(&out.stdout).lines().all(|l| !l.starts_with('{')),
+        "nothing written"
+    );
+}
+
 #[test]
 fn metrics_are_served_while_the_job_runs() {
     use std::io::{Read, Write};

@@ -213,3 +213,36 @@ impl<T: Send + 'static> super::KafkaSource<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_mode_refuses_what_the_group_cannot_give_naming_the_field() {
+        let topics = Subscription::Topics(vec!["t".into()]);
+        let committed = StartOffsets::Committed {
+            reset_to_earliest: true,
+        };
+        assert!(validate(&topics, &committed, &StopOffsets::Never).is_ok());
+        let e = validate(
+            &Subscription::Partitions(vec![("t".into(), 0)]),
+            &committed,
+            &StopOffsets::Never,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("source.kafka.partitions"), "{e}");
+        let e = validate(&topics, &committed, &StopOffsets::LatestAtStart).unwrap_err();
+        assert!(e.to_string().contains("source.kafka.stop"), "{e}");
+        let e = validate(&topics, &StartOffsets::Timestamp(1), &StopOffsets::Never).unwrap_err();
+        assert!(e.to_string().contains("source.kafka.start"), "{e}");
+        assert_eq!(offset_reset(&committed), "earliest");
+        assert_eq!(offset_reset(&StartOffsets::Latest), "latest");
+        assert_eq!(
+            offset_reset(&StartOffsets::Committed {
+                reset_to_earliest: false
+            }),
+            "latest"
+        );
+    }
+}
