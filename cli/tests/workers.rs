@@ -1,7 +1,9 @@
-//! Worker mode with real processes and a real broker: `rivus run FILE --worker ID` three
+//! Worker mode with real processes and real brokers: `rivus run FILE --worker ID` three
 //! times on one 12-partition topic → a Kafka topic. One worker is SIGKILLed mid-stream and a
 //! fourth joins later; the others take its partitions over through the consumer group, and
-//! every record arrives (at-least-once across workers).
+//! every record arrives (at-least-once across workers). Then two workers as competing
+//! consumers of one RabbitMQ queue: one is SIGKILLed, the broker redelivers what it held to
+//! the other, and every message arrives.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -283,4 +285,121 @@ fn held_at_the_end(log: &str) -> BTreeSet<i32> {
         }
     }
     held
+}
+
+#[tokio::test]
+async fn rabbitmq_workers_compete_for_a_queue_and_a_killed_workers_deliveries_reach_the_other() {
+    let (Some(amqp), Some(kafka)) = (require(Service::RabbitMq), require(Service::Kafka)) else {
+        return;
+    };
+    let queue = unique_name("workers-q");
+    let output = unique_name("workers-rabbit-out");
+    create_topic(&kafka, &output).await;
+    let channel = lapin::Connection::connect(&amqp, Default::default())
+        .await
+        .unwrap()
+        .create_channel()
+        .await
+        .unwrap();
+    let declare = |passive| lapin::options::QueueDeclareOptions {
+        durable: true,
+        passive,
+        ..Default::default()
+    };
+    channel
+        .queue_declare(queue.as_str().into(), declare(false), Default::default())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let n = 10_000u64;
+    let fill = dir.path().join("fill.toml");
+    std::fs::write(
+        &fill,
+        format!(
+            "name = \"fill\"\n[source]\ntype = \"generator\"\ncount = {n}\n\
+             [sink]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nrouting_key = \"{queue}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", fill.to_str().unwrap()])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let file = dir.path().join("p.toml");
+    // Each worker holds at most `prefetch` unacknowledged deliveries, acknowledged when a
+    // checkpoint completes: both get a share of the queue.
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{queue}\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nqueues = [\"{queue}\"]\nprefetch = 300\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n"
+        ),
+    )
+    .unwrap();
+    let reader = Reader::start(&kafka, &output);
+    let mut w1 = worker(dir.path(), &file, "w1");
+    let w2 = worker(dir.path(), &file, "w2");
+    // Both consume the queue.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let q = channel
+            .queue_declare(queue.as_str().into(), declare(true), Default::default())
+            .await
+            .unwrap();
+        if q.consumer_count() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the two workers never both consumed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while reader.distinct() < 2_000 {
+        assert!(Instant::now() < deadline, "messages arrive");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    w1.kill().unwrap();
+    w1.wait().unwrap();
+    let at_kill = reader.distinct() as u64;
+    assert!(at_kill < n, "killed mid-stream ({at_kill} of {n})");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while (reader.distinct() as u64) < n {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} messages arrived after the kill",
+            reader.distinct()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ids = reader.ids.lock().clone();
+    assert!((0..n).all(|i| ids.contains(&i)), "a message is missing");
+    let q = channel
+        .queue_declare(queue.as_str().into(), declare(true), Default::default())
+        .await
+        .unwrap();
+    eprintln!(
+        "rabbitmq workers: {n} messages, {} duplicates, {at_kill} through both before the kill",
+        reader.total.load(Ordering::Relaxed) - n
+    );
+    Command::new("kill")
+        .args(["-INT", &w2.id().to_string()])
+        .status()
+        .unwrap();
+    reader.stop.store(true, Ordering::Relaxed);
+    let out = w2.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(q.message_count(), 0, "the queue is drained");
 }
