@@ -54,16 +54,30 @@ JSON
   echo $! > "$d/pid"
 }
 
-# The bucket, made through the S3 API once the gateway answers (again: 409, already ours).
+s3_curl() {
+  curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
+}
+
+# The bucket, made through the S3 API once the gateway answers (again: 409, already ours);
+# then one object written and deleted, so that the first volume exists before a test writes.
 s3_ready() {
   local code i
   for i in $(seq 1 60); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-      --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" -X PUT "$(s3_address)/$S3_BUCKET")
+    code=$(s3_curl -X PUT "$(s3_address)/$S3_BUCKET")
     case $code in
-      200|409) return 0 ;;
+      200|409) break ;;
     esac
     sleep 1
   done
-  fail s3 "making bucket $S3_BUCKET" "$(s3_log)" "the S3 API answered $code"
+  case $code in 200|409) ;; *) fail s3 "making bucket $S3_BUCKET" "$(s3_log)" "the S3 API answered $code" ;; esac
+  for i in $(seq 1 60); do
+    code=$(s3_curl -X PUT --data-binary probe "$(s3_address)/$S3_BUCKET/_ready-probe")
+    if [ "$code" = 200 ]; then
+      s3_curl -X DELETE "$(s3_address)/$S3_BUCKET/_ready-probe" >/dev/null
+      return 0
+    fi
+    sleep 1
+  done
+  fail s3 "writing a first object" "$(s3_log)" "the S3 API answered $code (a full disk?)"
 }

@@ -215,3 +215,64 @@ async fn a_job_resumes_from_the_object_store_exactly_once() {
     want.sort();
     assert_eq!(got, want, "every record exactly once across the restart");
 }
+
+/// A running job whose lease another process takes over (here: the lease object overwritten
+/// with another holder, as after a stall past the lease) stops checkpointing and ends with
+/// `Error::Owner`, instead of running on beside the new owner.
+#[tokio::test]
+async fn a_job_that_lost_its_lease_ends() {
+    let Some(endpoint) = require(Service::S3) else {
+        return;
+    };
+    let prefix = unique_name("fenced");
+    let backend =
+        S3StateBackend::new(config(&endpoint, &prefix).lease(Duration::from_secs(3))).unwrap();
+    let data: Arc<Vec<Vec<u64>>> = Arc::new(vec![(0..1_000_000).collect()]);
+    let store = TxnStore::new();
+    let job = Pipeline::new("fenced")
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(100),
+            Arc::new(backend),
+        ))
+        .source("src", 1, |i| {
+            VecSource::new(Arc::clone(&data), i, 1).paced(50, Duration::from_millis(1))
+        })
+        .sink("sink", 1, |i| TransactionalSink::new(store.clone(), i))
+        .unwrap();
+    let running = tokio::spawn(job.run());
+    let raw = raw_client(&endpoint);
+    let lease = Path::from(format!("{prefix}/_owner.json"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.committed().is_empty() {
+        assert!(
+            !running.is_finished(),
+            "the job ended early: {:?}",
+            running.await
+        );
+        assert!(Instant::now() < deadline, "the job checkpoints");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = serde_json::json!({
+        "holder": holder("other"),
+        "expires_ms": u64::MAX / 2,
+    });
+    raw.put(&lease, PutPayload::from(other.to_string().into_bytes()))
+        .await
+        .unwrap();
+    let taken = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("the job ends once its lease is gone")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::Owner { .. }), "{err:?}");
+    assert!(err.to_string().contains("lost its lease"), "{err}");
+    assert!(
+        taken.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        taken.elapsed()
+    );
+    // The other holder's lease stays.
+    let now = raw.get(&lease).await.unwrap().bytes().await.unwrap();
+    assert!(String::from_utf8_lossy(&now).contains("other"));
+}

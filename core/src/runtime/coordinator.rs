@@ -91,7 +91,10 @@ impl Coordinator {
         self.broadcast(Command::Abort(p.id));
     }
 
-    async fn complete(&self, p: Pending, stats: &mut CheckpointStats) -> bool {
+    /// Stores and announces a checkpoint every task acknowledged; `Ok(false)` when storing
+    /// failed (the job goes on; the next checkpoint tries again), `Err` when this process no
+    /// longer owns the store (another one took the job over): the job must end.
+    async fn complete(&self, p: Pending, stats: &mut CheckpointStats) -> Result<bool> {
         let config = self.config.as_ref().expect("checkpointing is enabled");
         let cp = CompletedCheckpoint {
             job: self.job.clone(),
@@ -114,7 +117,7 @@ impl Coordinator {
                 stats.last_completed = Some(p.id);
                 self.completed.send_replace(Some(p.id));
                 self.broadcast(Command::Complete(p.id));
-                true
+                Ok(true)
             }
             Err(e) => {
                 let pending = Pending {
@@ -122,7 +125,10 @@ impl Coordinator {
                     ..p
                 };
                 self.abort(&pending, stats, &format!("storing failed: {e}"));
-                false
+                if matches!(e, Error::Owner { .. }) {
+                    return Err(e);
+                }
+                Ok(false)
             }
         }
     }
@@ -194,7 +200,15 @@ impl Coordinator {
                         if p.acked.iter().all(|a| *a) {
                             let p = pending.take().expect("pending checkpoint");
                             let is_final = p.is_final;
-                            let ok = self.complete(p, &mut stats).await;
+                            let ok = match self.complete(p, &mut stats).await {
+                                Ok(ok) => ok,
+                                Err(e) => {
+                                    tracing::error!(job = %self.job, error = %e,
+                                        "lost the checkpoint store: ending the job");
+                                    self.cancel.cancel();
+                                    return Err(e);
+                                }
+                            };
                             next_trigger = Instant::now() + self.interval();
                             if is_final && ok {
                                 break;
