@@ -134,19 +134,7 @@ pub(crate) async fn acquire(
                 tracing::warn!(store = %store, previous = %other.holder,
                     "taking over a checkpoint store whose lease ran out");
             }
-            let taken = client
-                .put_opts(
-                    &path,
-                    body(&ours(now)),
-                    PutOptions {
-                        mode: PutMode::Update(UpdateVersion {
-                            e_tag,
-                            version: None,
-                        }),
-                        ..Default::default()
-                    },
-                )
-                .await;
+            let taken = put_if_unchanged(&*client, &path, body(&ours(now)), e_tag).await;
             match taken {
                 Ok(r) => r.e_tag,
                 Err(object_store::Error::Precondition { .. }) => {
@@ -209,19 +197,8 @@ async fn renew(
         };
         let sent = Instant::now();
         lease_body.expires_ms = now_ms() + lease.as_millis() as u64;
-        let put = client
-            .put_opts(
-                &path,
-                PutPayload::from(serde_json::to_vec(&lease_body).unwrap_or_default()),
-                PutOptions {
-                    mode: PutMode::Update(UpdateVersion {
-                        e_tag,
-                        version: None,
-                    }),
-                    ..Default::default()
-                },
-            )
-            .await;
+        let body = PutPayload::from(serde_json::to_vec(&lease_body).unwrap_or_default());
+        let put = put_if_unchanged(&*client, &path, body, e_tag).await;
         let mut state = fence.state.lock();
         let Some(held) = state.as_mut() else { return };
         match put {
@@ -240,6 +217,29 @@ async fn renew(
             }
         }
     }
+}
+
+/// Writes `body` at `path` only if the object still has `e_tag` (`If-Match`).
+async fn put_if_unchanged(
+    client: &dyn ObjectStore,
+    path: &Path,
+    body: PutPayload,
+    e_tag: Option<String>,
+) -> object_store::Result<object_store::PutResult> {
+    let mode = PutMode::Update(UpdateVersion {
+        e_tag,
+        version: None,
+    });
+    client
+        .put_opts(
+            path,
+            body,
+            PutOptions {
+                mode,
+                ..Default::default()
+            },
+        )
+        .await
 }
 
 /// Stops the renewer when the hold is dropped.

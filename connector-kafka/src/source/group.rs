@@ -129,8 +129,6 @@ impl<T: Send + 'static> super::KafkaSource<T> {
         &mut self,
         ctx: &mut rivus_core::SourceContext<T, super::KafkaSourceState>,
     ) -> Result<()> {
-        use rivus_core::handover::HandoverError;
-
         let settings = Arc::clone(&self.settings);
         let r = self.running()?;
         let consumer = Arc::clone(&r.consumer);
@@ -162,14 +160,8 @@ impl<T: Send + 'static> super::KafkaSource<T> {
 
         let handover = Arc::clone(&self.running()?.handover);
         loop {
-            if let Some(state) = Self::commit_events_state(ctx.take_events()) {
-                self.commit(&state).await;
-            }
-            let batch = match ctx.wait_for(handover.poll_next()).await? {
-                None => return Ok(()),
-                Some(Ok(b)) => b,
-                Some(Err(HandoverError::Closed)) => return Ok(()),
-                Some(Err(HandoverError::Failed(e))) => return Err(e),
+            let Some(batch) = self.next_batch(ctx, &handover).await? else {
+                return Ok(());
             };
             // Positions of partitions that moved away leave the state; their records still
             // in this batch are the new owner's to read (from the group's commit).

@@ -338,6 +338,23 @@ impl<T: Send + 'static> KafkaSource<T> {
     ) -> Option<KafkaSourceState> {
         CheckpointEvent::latest_completed(events).map(|(_, state)| state)
     }
+
+    /// Commits what completed checkpoints cover, then waits for the consumer thread's next
+    /// batch (serving checkpoints meanwhile); `None` when the source is to end.
+    async fn next_batch(
+        &self,
+        ctx: &mut SourceContext<T, KafkaSourceState>,
+        handover: &Handover<FetchBatch<T>>,
+    ) -> Result<Option<FetchBatch<T>>> {
+        if let Some(state) = Self::commit_events_state(ctx.take_events()) {
+            self.commit(&state).await;
+        }
+        match ctx.wait_for(handover.poll_next()).await? {
+            None | Some(Err(HandoverError::Closed)) => Ok(None),
+            Some(Ok(b)) => Ok(Some(b)),
+            Some(Err(HandoverError::Failed(e))) => Err(e),
+        }
+    }
 }
 
 #[async_trait]
@@ -564,14 +581,8 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
 
         let handover = Arc::clone(&self.running()?.handover);
         loop {
-            if let Some(state) = Self::commit_events_state(ctx.take_events()) {
-                self.commit(&state).await;
-            }
-            let batch = match ctx.wait_for(handover.poll_next()).await? {
-                None => return Ok(()),
-                Some(Ok(b)) => b,
-                Some(Err(HandoverError::Closed)) => return Ok(()),
-                Some(Err(HandoverError::Failed(e))) => return Err(e),
+            let Some(batch) = self.next_batch(ctx, &handover).await? else {
+                return Ok(());
             };
             for (t, p) in batch.new_partitions {
                 ctx.state_mut().entry(tp_key(&t, p)).or_insert(0);
