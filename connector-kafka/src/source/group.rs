@@ -8,56 +8,16 @@
 //! starts from that commit. Records a worker emitted after its last completed checkpoint for a
 //! partition it then loses are read again by the new owner: at-least-once across workers.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::TopicPartitionList;
-use rivus_core::{Error, Result};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rivus_core::{Error, Result, RuntimeContext};
 
 use super::offsets::{StartOffsets, StopOffsets};
 use super::subscription::Subscription;
 use super::tp_key;
 use crate::kafka_err;
-
-/// The partitions the group gave this consumer now (`topic/partition` keys), kept by the
-/// rebalance callbacks and read by the emitting loop.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Assignment(Arc<Mutex<BTreeSet<String>>>);
-
-impl Assignment {
-    /// The partitions held now.
-    pub fn current(&self) -> BTreeSet<String> {
-        self.0.lock().clone()
-    }
-
-    /// Follows a rebalance (cooperative: assignments and revocations are increments).
-    pub fn apply(&self, rebalance: &Rebalance<'_>) {
-        let keys = |tpl: &TopicPartitionList| -> Vec<String> {
-            tpl.elements()
-                .iter()
-                .map(|e| tp_key(e.topic(), e.partition()))
-                .collect()
-        };
-        match rebalance {
-            Rebalance::Assign(tpl) => {
-                let added = keys(tpl);
-                tracing::info!(partitions = ?added, "kafka source: the group assigned partitions");
-                self.0.lock().extend(added);
-            }
-            Rebalance::Revoke(tpl) => {
-                let gone = keys(tpl);
-                tracing::info!(partitions = ?gone, "kafka source: the group revoked partitions");
-                let mut held = self.0.lock();
-                for k in gone {
-                    held.remove(&k);
-                }
-            }
-            Rebalance::Error(e) => tracing::warn!(error = %e, "kafka source: rebalance error"),
-        }
-    }
-}
 
 /// Checks that a source's settings fit group mode; `Err` names the field.
 pub(crate) fn validate(
@@ -87,6 +47,41 @@ pub(crate) fn validate(
         ));
     }
     Ok(())
+}
+
+/// In worker mode a source must be in group mode: refused otherwise, naming the setting.
+pub(crate) fn check_worker_mode(ctx: &RuntimeContext, group_mode: bool) -> Result<()> {
+    match (ctx.worker(), group_mode) {
+        (Some(w), false) => Err(Error::config(
+            "source.kafka.group_mode",
+            format!(
+                "worker `{w}`: a source that assigns its partitions by hand cannot share them \
+                 with other workers; turn group mode on"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The consumer settings of group mode, where the user set none: cooperative-sticky
+/// assignment, the reset for partitions without a commit, and a client id naming the job,
+/// worker and subtask (visible in the group's member list).
+pub(crate) fn configure(config: &mut ClientConfig, start: &StartOffsets, ctx: &RuntimeContext) {
+    for (k, v) in [
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("auto.offset.reset", offset_reset(start)),
+    ] {
+        if config.get(k).is_none() {
+            config.set(k, v);
+        }
+    }
+    if config.get("client.id").is_none() {
+        let worker = ctx.worker().unwrap_or("main");
+        config.set(
+            "client.id",
+            format!("{}-{worker}-{}", ctx.job_name(), ctx.subtask_index()),
+        );
+    }
 }
 
 /// `auto.offset.reset` for partitions the group has no committed offset of.

@@ -13,7 +13,7 @@ pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
 /// group mode also follows the group's assignment.
 pub(crate) struct LagContext {
     pub group: MetricsGroup,
-    pub assignment: Option<super::group::Assignment>,
+    pub assignment: Option<super::assignment::Assignment>,
 }
 
 impl ClientContext for LagContext {

@@ -1,5 +1,7 @@
 //! [`KafkaSource`]: reads partitions with offsets in checkpointed state (see the crate docs).
 
+mod assignment;
+mod builder;
 mod fetcher;
 mod group;
 mod lag;
@@ -18,6 +20,8 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
 use rivus_core::prelude::*;
 
+pub use builder::KafkaSourceBuilder;
+use builder::Settings;
 pub use offsets::{StartOffsets, StopOffsets};
 pub use subscription::Subscription;
 
@@ -51,179 +55,13 @@ pub const PREFETCH: [(&str, &str); 3] = [
     ("fetch.queue.backoff.ms", "10"),
 ];
 
-/// What a [`KafkaSourceBuilder`] sets, shared by the subtasks of what it builds.
-#[derive(Debug)]
-struct Settings {
-    props: KafkaProperties,
-    subscription: Subscription,
-    start: StartOffsets,
-    stop: StopOffsets,
-    discovery: Option<Duration>,
-    policy: ErrorPolicy,
-    max_batch: usize,
-    group_mode: bool,
-}
-
-/// Builds a [`KafkaSource`]; validated by [`build`](KafkaSourceBuilder::build).
-pub struct KafkaSourceBuilder {
-    s: Settings,
-}
-
-impl std::fmt::Debug for KafkaSourceBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaSourceBuilder")
-            .field("props", &self.s.props)
-            .field("subscription", &self.s.subscription)
-            .field("start", &self.s.start)
-            .field("stop", &self.s.stop)
-            .finish()
-    }
-}
-
-impl KafkaSourceBuilder {
-    /// Reads these topics.
-    pub fn topics<I: IntoIterator<Item = S>, S: Into<String>>(mut self, topics: I) -> Self {
-        self.s.subscription = Subscription::Topics(topics.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Reads every topic whose whole name matches the regular expression `pattern`.
-    pub fn topic_pattern(mut self, pattern: impl Into<String>) -> Self {
-        self.s.subscription = Subscription::Pattern(pattern.into());
-        self
-    }
-
-    /// Reads exactly these partitions.
-    pub fn partitions<I: IntoIterator<Item = (S, i32)>, S: Into<String>>(
-        mut self,
-        parts: I,
-    ) -> Self {
-        self.s.subscription =
-            Subscription::Partitions(parts.into_iter().map(|(t, p)| (t.into(), p)).collect());
-        self
-    }
-
-    /// The consumer group, used for committed start offsets and to commit progress (for
-    /// monitoring and consumers outside rivus). Without it nothing is committed.
-    pub fn group_id(mut self, group: impl Into<String>) -> Self {
-        self.s.props.set("group.id", group);
-        self
-    }
-
-    /// Where partitions without checkpointed state start (default: committed offsets, else
-    /// earliest).
-    pub fn start(mut self, start: StartOffsets) -> Self {
-        self.s.start = start;
-        self
-    }
-
-    /// Makes the source bounded.
-    pub fn stop(mut self, stop: StopOffsets) -> Self {
-        self.s.stop = stop;
-        self
-    }
-
-    /// Subscribes through the consumer-group protocol (cooperative-sticky) instead of
-    /// assigning partitions by hand: several processes of the job — workers
-    /// ([`Pipeline::worker`]) — share the topics' partitions, which move as workers join and
-    /// leave. Each partition starts from the group's committed offset (completed checkpoints
-    /// commit), so the guarantee across workers is at-least-once. Reads topics or a pattern,
-    /// unbounded, starting from committed offsets (then earliest, or latest with
-    /// [`StartOffsets::Latest`]). Worker mode needs it.
-    pub fn group_mode(mut self, on: bool) -> Self {
-        self.s.group_mode = on;
-        self
-    }
-
-    /// Looks for new partitions this often (`None`: never; default 5 minutes).
-    pub fn partition_discovery(mut self, every: Option<Duration>) -> Self {
-        self.s.discovery = every;
-        self
-    }
-
-    /// What to do with records the deserializer rejects (default: fail).
-    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.s.policy = policy;
-        self
-    }
-
-    /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
-    /// for mutual TLS. See [`security`](crate::security).
-    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-        self.s.props.set_tls(tls);
-        self
-    }
-
-    /// Authenticates with SASL by user name and password, over TLS.
-    pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
-        self.s.props.set_sasl(sasl);
-        self
-    }
-
-    /// How long opening waits for the cluster's first answer (default 30 s); a refused
-    /// password or certificate fails at once, naming the endpoint.
-    pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.s.props.set_connect_timeout(d);
-        self
-    }
-
-    /// Any librdkafka consumer property.
-    pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.s.props.set(key, value);
-        self
-    }
-
-    /// Checks the settings and returns a factory of subtask instances.
-    pub fn build<T: Send + 'static>(
-        self,
-        deserializer: impl KafkaDeserializer<T>,
-    ) -> Result<KafkaSource<T>> {
-        let s = self.s;
-        s.props.validate("source.kafka")?;
-        match &s.subscription {
-            Subscription::Topics(t) if t.is_empty() => {
-                return Err(Error::config(
-                    "source.kafka.topics",
-                    "set topics, a topic pattern or partitions",
-                ));
-            }
-            Subscription::Pattern(p) => {
-                regex::Regex::new(p).map_err(|e| Error::config("source.kafka.topic_pattern", e))?;
-            }
-            _ => {}
-        }
-        if matches!(s.start, StartOffsets::Committed { .. }) && s.props.get("group.id").is_none() {
-            return Err(Error::config(
-                "source.kafka.group_id",
-                "committed start offsets need a group id",
-            ));
-        }
-        if s.group_mode {
-            group::validate(&s.subscription, &s.start, &s.stop)?;
-        }
-        if s.discovery == Some(Duration::ZERO) {
-            return Err(Error::config(
-                "source.kafka.partition_discovery",
-                "must be positive (or off)",
-            ));
-        }
-        Ok(KafkaSource {
-            settings: Arc::new(s),
-            deserializer: Arc::new(deserializer),
-            subtask: 0,
-            parallelism: 1,
-            running: None,
-        })
-    }
-}
-
 struct Running<T> {
     consumer: Arc<SourceConsumer>,
     handover: Arc<Handover<FetchBatch<T>>>,
     alive: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     /// Group mode: the partitions the group gave this consumer now.
-    assignment: Option<group::Assignment>,
+    assignment: Option<assignment::Assignment>,
     handler: ErrorHandler,
     commit_ok: metrics::Counter,
     commit_failed: metrics::Counter,
@@ -307,7 +145,7 @@ impl<T: Send + 'static> KafkaSource<T> {
         }
         // In group mode, only what the group gives this consumer now: a partition that moved
         // is the new owner's to commit.
-        let held = r.assignment.as_ref().map(group::Assignment::current);
+        let held = r.assignment.as_ref().map(assignment::Assignment::current);
         let mut tpl = TopicPartitionList::new();
         for (k, off) in state {
             if held.as_ref().is_some_and(|h| !h.contains(k)) {
@@ -363,15 +201,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         let s = &self.settings;
-        if let (Some(w), false) = (ctx.worker(), s.group_mode) {
-            return Err(Error::config(
-                "source.kafka.group_mode",
-                format!(
-                    "worker `{w}`: a source that assigns its partitions by hand cannot share \
-                     them with other workers; turn group mode on"
-                ),
-            ));
-        }
+        group::check_worker_mode(ctx, s.group_mode)?;
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         crate::connect::probe(
             &s.props,
@@ -395,27 +225,13 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             config.set("group.id", format!("rivus-{}", ctx.job_name()));
         }
         if s.group_mode {
-            for (k, v) in [
-                ("partition.assignment.strategy", "cooperative-sticky"),
-                ("auto.offset.reset", group::offset_reset(&s.start)),
-            ] {
-                if config.get(k).is_none() {
-                    config.set(k, v);
-                }
-            }
-            if config.get("client.id").is_none() {
-                let worker = ctx.worker().unwrap_or("main");
-                config.set(
-                    "client.id",
-                    format!("{}-{worker}-{}", ctx.job_name(), ctx.subtask_index()),
-                );
-            }
+            group::configure(&mut config, &s.start, ctx);
         }
         if config.get("statistics.interval.ms").is_none() {
             // The lag gauge comes from librdkafka's statistics, every 10 s.
             config.set("statistics.interval.ms", "10000");
         }
-        let assignment = s.group_mode.then(group::Assignment::default);
+        let assignment = s.group_mode.then(assignment::Assignment::default);
         let lag = LagContext {
             group: rivus_core::context::MetricsGroup::new(vec![
                 ("job".into(), ctx.job_name().to_owned()),
