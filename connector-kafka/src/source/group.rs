@@ -154,14 +154,21 @@ impl<T: Send + 'static> super::KafkaSource<T> {
         );
 
         let handover = Arc::clone(&self.running()?.handover);
+        let mut seen = None;
+        let mut held = std::collections::BTreeSet::new();
         loop {
             let Some(batch) = self.next_batch(ctx, &handover).await? else {
                 return Ok(());
             };
             // Positions of partitions that moved away leave the state; their records still
             // in this batch are the new owner's to read (from the group's commit).
-            let held = assignment.current();
-            ctx.state_mut().retain(|k, _| held.contains(k));
+            let version = assignment.version();
+            if seen != Some(version) {
+                // Read the version first: a rebalance in between is seen at the next batch.
+                seen = Some(version);
+                held = assignment.current();
+                ctx.state_mut().retain(|k, _| held.contains(k));
+            }
             let keys: Vec<String> = batch
                 .partitions
                 .iter()
