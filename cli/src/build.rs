@@ -96,14 +96,14 @@ fn checkpoint_backend(
 ) -> Result<Arc<dyn StateBackend>> {
     let retain = cp.retain.unwrap_or(3);
     // Each worker keeps its own checkpoints, under its id.
-    let dir = cp
-        .dir
-        .as_ref()
-        .map(|d| worker.map_or_else(|| d.clone(), |w| format!("{}/{w}", d.trim_end_matches('/'))));
-    let store = cp
-        .store
-        .as_ref()
-        .map(|s| worker.map_or_else(|| s.clone(), |w| format!("{}/{w}", s.trim_end_matches('/'))));
+    let per_worker = |place: &String| match worker {
+        Some(w) => format!("{}/{w}", place.trim_end_matches('/')),
+        None => place.clone(),
+    };
+    let (dir, store) = (
+        cp.dir.as_ref().map(per_worker),
+        cp.store.as_ref().map(per_worker),
+    );
     let backend: Arc<dyn StateBackend> = match (&dir, &store) {
         (Some(_), Some(_)) => {
             return Err(Error::config(
