@@ -20,7 +20,7 @@ s3_install() {
   command -v go >/dev/null || die "s3: building SeaweedFS needs Go (1.26 or newer) on PATH"
   local gopath="$CACHE_DIR/go" src="$CACHE_DIR/seaweedfs-$SEAWEEDFS_VERSION/src" dir
   say "s3: building SeaweedFS $SEAWEEDFS_VERSION from its Go module (once; about 15 minutes)"
-  mkdir -p "$gopath"
+  mkdir -p "$gopath" "$(dirname "$src")"
   dir=$(GOPATH=$gopath GOFLAGS=-mod=mod go mod download -json "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION" \
         | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -n "$dir" ] && [ -d "$dir" ] || die "s3: could not download github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION"
