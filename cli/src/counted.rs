@@ -112,6 +112,10 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
         self.inner.delivery_guarantee()
     }
 
+    fn commits_source_positions(&self) -> bool {
+        self.inner.commits_source_positions()
+    }
+
     async fn invoke(&mut self, value: Value, ctx: &SinkContext) -> Result<()> {
         if self.check_errors && is_error(&value) {
             return divert(self.handler.clone(), value).await;

@@ -1,7 +1,9 @@
 //! Worker mode with real processes and real brokers: `rivus run FILE --worker ID` three
 //! times on one 12-partition topic → a Kafka topic. One worker is SIGKILLed mid-stream and a
 //! fourth joins later; the others take its partitions over through the consumer group, and
-//! every record arrives (at-least-once across workers). Then two workers as competing
+//! every record arrives: at-least-once with a plain sink; exactly once, as a `read_committed`
+//! reader sees it, with the transactional sink (the source's offsets commit in its
+//! transactions, KIP-447). Then two workers as competing
 //! consumers of one RabbitMQ queue: one is SIGKILLed, the broker redelivers what it held to
 //! the other, and every message arrives.
 
@@ -41,7 +43,10 @@ fn worker(dir: &Path, file: &Path, id: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap(), "--worker", id])
         .current_dir(dir)
-        .env("RUST_LOG", "warn,rivus_connector_kafka=info")
+        .env(
+            "RUST_LOG",
+            "warn,rivus_connector_kafka=info,rivus_connector_redis=info",
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -60,10 +65,15 @@ struct Reader {
 
 impl Reader {
     fn start(bootstrap: &str, topic: &str) -> Self {
+        Self::start_with(bootstrap, topic, "read_uncommitted")
+    }
+
+    fn start_with(bootstrap: &str, topic: &str, isolation: &str) -> Self {
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .set("group.id", unique_name("reader"))
             .set("enable.auto.commit", "false")
+            .set("isolation.level", isolation)
             .create()
             .unwrap();
         let mut tpl = TopicPartitionList::new();
@@ -114,25 +124,50 @@ async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
     let Some(kafka) = require(Service::Kafka) else {
         return;
     };
+    kafka_workers(&kafka, false).await;
+}
+
+#[tokio::test]
+async fn workers_with_the_transactional_sink_deliver_every_record_exactly_once() {
+    let Some(kafka) = require(Service::Kafka) else {
+        return;
+    };
+    kafka_workers(&kafka, true).await;
+}
+
+/// Three workers, one killed at ~40 000 records, a fourth joining at ~80 000 (a rebalance
+/// that revokes partitions from the living ones).
+async fn kafka_workers(kafka: &str, exactly_once: bool) {
+    let kafka = kafka.to_owned();
     let (input, output) = (unique_name("workers-in"), unique_name("workers-out"));
     create_topic(&kafka, &input).await;
     create_topic(&kafka, &output).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("p.toml");
     // A 6 s session (the broker's minimum): a killed worker's partitions move after at most
-    // that long.
+    // that long. Exactly-once: the killed worker's open transaction runs out after 10 s
+    // (until then `read_committed` readers of the partitions it wrote wait).
+    let sink_extra = if exactly_once {
+        "exactly_once = true\nproperties = { \"transaction.timeout.ms\" = \"10000\" }\n"
+    } else {
+        ""
+    };
     std::fs::write(
         &file,
         format!(
             "name = \"{input}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state\"\n\
              [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
              properties = {{ \"session.timeout.ms\" = \"6000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
-             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n"
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n{sink_extra}"
         ),
     )
     .unwrap();
 
-    let reader = Reader::start(&kafka, &output);
+    let reader = if exactly_once {
+        Reader::start_with(&kafka, &output, "read_committed")
+    } else {
+        Reader::start(&kafka, &output)
+    };
     let n: u64 = 120_000;
     let produced = Arc::new(AtomicU64::new(0));
     let producer: FutureProducer = ClientConfig::new()
@@ -200,10 +235,11 @@ async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
     workers[1].1.kill().unwrap();
     let killed = Instant::now();
     let w2 = workers.remove(1).1.wait_with_output().unwrap();
-    let w2_partitions = held_at_the_end(&String::from_utf8_lossy(&w2.stderr));
+    let w2_log = String::from_utf8_lossy(&w2.stderr);
+    let w2_partitions = held_at_the_end(&w2_log);
     assert!(
         !w2_partitions.is_empty(),
-        "w2 held no partition when it was killed"
+        "w2 held no partition when it was killed: {w2_log}"
     );
 
     // A worker joins mid-stream; partitions move to it.
@@ -222,6 +258,13 @@ async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
     let ids = reader.ids.lock().clone();
     assert!((0..n).all(|i| ids.contains(&i)), "a record is missing");
     let total = reader.total.load(Ordering::Relaxed);
+    if exactly_once {
+        // Late duplicates would arrive after the last distinct record: wait for a checkpoint
+        // or two more of every worker.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let total = reader.total.load(Ordering::Relaxed);
+        assert_eq!(total, n, "{} duplicates under read_committed", total - n);
+    }
     let takeover = {
         let first = reader.first_after.lock();
         w2_partitions
@@ -231,15 +274,20 @@ async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
             .unwrap()
     };
     eprintln!(
-        "workers: {n} records, {} duplicates (at-least-once across workers); w2's partitions \
-         {w2_partitions:?} taken over {:.1} s after the kill (session timeout 6 s)",
+        "workers (exactly_once = {exactly_once}): {n} records, {} duplicates; w2's partitions \
+         {w2_partitions:?} taken over {:.1} s after the kill (session timeout 6 s{})",
         total - n,
-        takeover.as_secs_f64()
+        takeover.as_secs_f64(),
+        if exactly_once {
+            ", transaction timeout 10 s"
+        } else {
+            ""
+        }
     );
-    assert!(
-        takeover < Duration::from_secs(20),
-        "took {takeover:?} to take over"
-    );
+    // Exactly-once: a read_committed reader also waits for the killed worker's open
+    // transaction to run out (10 s) on the output partitions it wrote.
+    let bound = Duration::from_secs(if exactly_once { 35 } else { 20 });
+    assert!(takeover < bound, "took {takeover:?} to take over");
 
     // The living workers stop gracefully on SIGINT; the one that joined got partitions.
     for (_, w) in &workers {
@@ -249,6 +297,7 @@ async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
             .unwrap();
     }
     reader.stop.store(true, Ordering::Relaxed);
+    let mut drained = 0;
     for (id, w) in workers {
         let out = w.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -257,10 +306,27 @@ async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
             err.contains("the group assigned partitions"),
             "{id} never got partitions: {err}"
         );
+        if exactly_once {
+            assert!(
+                err.contains("offsets commit in this sink's transactions"),
+                "{id}: {err}"
+            );
+            drained += err
+                .matches("revoked partitions committed by the sink's transaction")
+                .count();
+        }
         // Each worker checkpointed into its own directory.
         assert!(
             dir.path().join("state").join(id).join(".owner").exists(),
             "{id}"
+        );
+    }
+    // The fourth worker's arrival revoked partitions from the others: each revocation
+    // waited for a transaction holding those partitions' records and offsets.
+    if exactly_once {
+        assert!(
+            drained > 0,
+            "no revocation waited for the sink's transaction"
         );
     }
 }
@@ -402,4 +468,119 @@ async fn rabbitmq_workers_compete_for_a_queue_and_a_killed_workers_deliveries_re
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(q.message_count(), 0, "the queue is drained");
+}
+
+#[tokio::test]
+async fn redis_streams_workers_claim_a_killed_workers_pending_entries() {
+    let (Some(redis_url), Some(kafka)) = (require(Service::Redis), require(Service::Kafka)) else {
+        return;
+    };
+    let stream = unique_name("workers-stream");
+    let output = unique_name("workers-redis-out");
+    create_topic(&kafka, &output).await;
+    let client = redis::Client::open(redis_url.as_str()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    // Entries wait up to a checkpoint interval (1 s) for their acknowledgement; a killed
+    // worker's pending ones are claimed once idle for 3 s.
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{stream}\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"state\"\n\
+             [source]\ntype = \"redis-streams\"\nurl = \"{redis_url}\"\nstreams = [\"{stream}\"]\n\
+             group = \"g\"\njson_field = \"json\"\nclaim_idle = \"3s\"\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n"
+        ),
+    )
+    .unwrap();
+    let reader = Reader::start(&kafka, &output);
+    let n = 12_000u64;
+    let feed = {
+        let (mut con, stream) = (con.clone(), stream.clone());
+        tokio::spawn(async move {
+            // About 2 000 entries/s for 6 s: the kill falls mid-stream.
+            for chunk in (0..n).collect::<Vec<_>>().chunks(200) {
+                let mut pipe = redis::pipe();
+                for i in chunk {
+                    let json = format!("{{\"id\":{i},\"p\":0}}");
+                    pipe.xadd(&stream, "*", &[("json", json)]).ignore();
+                }
+                let () = pipe.query_async(&mut con).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let mut w1 = worker(dir.path(), &file, "w1");
+    let w2 = worker(dir.path(), &file, "w2");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reader.distinct() < 3_000 {
+        assert!(Instant::now() < deadline, "entries arrive");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    w1.kill().unwrap();
+    let w1_out = w1.wait_with_output().unwrap();
+    let w1_log = String::from_utf8_lossy(&w1_out.stderr);
+    // What the killed worker held: delivered to it, never acknowledged.
+    let pending: redis::streams::StreamPendingCountReply = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg("g")
+        .arg("-")
+        .arg("+")
+        .arg(100_000)
+        .arg("rivus-w1-0")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let held = pending.ids.len();
+    assert!(
+        held > 0,
+        "w1 held no pending entry when killed (it consumed? {w1_log})"
+    );
+    feed.await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while (reader.distinct() as u64) < n {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} entries arrived after the kill",
+            reader.distinct()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ids = reader.ids.lock().clone();
+    assert!((0..n).all(|i| ids.contains(&i)), "an entry is missing");
+    // Nothing stays pending: the claimed entries are acknowledged by w2's checkpoints.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let summary: redis::streams::StreamPendingReply =
+            redis::AsyncCommands::xpending(&mut con, &stream, "g")
+                .await
+                .unwrap();
+        if summary.count() == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} entries still pending",
+            summary.count()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "redis streams workers: {n} entries, {} duplicates, {held} pending with the killed worker \
+         claimed by the other",
+        reader.total.load(Ordering::Relaxed) - n
+    );
+    Command::new("kill")
+        .args(["-INT", &w2.id().to_string()])
+        .status()
+        .unwrap();
+    reader.stop.store(true, Ordering::Relaxed);
+    let out = w2.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("claimed entries pending longer than claim_idle"),
+        "{err}"
+    );
 }

@@ -23,7 +23,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         role: "source",
         name: "redis-streams",
         guarantee: "exactly-once",
-        options: "url, streams [..], group, json_field (else the entry's fields as text)",
+        options: "url, streams [..], group, json_field (else the entry's fields as text), claim_idle",
     },
     CatalogEntry {
         role: "sink",
@@ -52,6 +52,10 @@ pub struct RedisStreamsSection {
     /// The entry field holding the record as JSON; without it the record is the entry's
     /// fields as text.
     pub json_field: Option<String>,
+    /// Worker mode: entries pending longer than this are claimed from the consumer holding
+    /// them (a worker that died) and processed (default `60s`).
+    #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
+    pub claim_idle: Option<std::time::Duration>,
 }
 
 /// `[sink] type = "redis"`: one command per record.
@@ -147,7 +151,11 @@ impl RedisStreamsSection {
     /// `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RedisStreamsSource<Value>> {
         let json_field = self.json_field.clone();
-        RedisStreamsSource::builder(self.endpoint())
+        let mut builder = RedisStreamsSource::builder(self.endpoint());
+        if let Some(d) = self.claim_idle {
+            builder = builder.claim_idle(d);
+        }
+        builder
             .streams(self.streams.clone())
             .group(&self.group)
             .error_policy(policy)

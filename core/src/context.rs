@@ -49,6 +49,8 @@ pub struct RuntimeContext {
     completed: CompletedCheckpoints,
     checkpoint_interval: Option<Duration>,
     local_dir: Option<Arc<std::path::Path>>,
+    task_shared: crate::TaskShared,
+    positions_offered: bool,
 }
 
 impl RuntimeContext {
@@ -78,12 +80,42 @@ impl RuntimeContext {
             completed: CompletedCheckpoints::none(),
             checkpoint_interval: None,
             local_dir: None,
+            task_shared: crate::TaskShared::default(),
+            positions_offered: false,
         }
     }
 
     /// The same context in worker `id` of the job (`None`: the job runs as one process).
     pub fn with_worker(mut self, id: Option<&str>) -> Self {
         self.worker = id.map(Into::into);
+        self
+    }
+
+    /// What the functions of this task share (a source and the sink chained into it): see
+    /// [`TaskShared`](crate::TaskShared).
+    pub fn task_shared(&self) -> &crate::TaskShared {
+        &self.task_shared
+    }
+
+    /// Joins the functions of the task that `shared` belongs to (set by the runtime when it
+    /// chains a sink into a source's task).
+    pub(crate) fn set_task_shared(&mut self, shared: crate::TaskShared) {
+        self.task_shared = shared;
+    }
+
+    /// For a sink: the source chained into its task offers its positions for the sink's
+    /// transactions ([`SourceFunction::offers_positions_to_sink`]), and this sink said it
+    /// commits them ([`SinkFunction::commits_source_positions`]): it must, at every barrier.
+    ///
+    /// [`SourceFunction::offers_positions_to_sink`]: crate::SourceFunction::offers_positions_to_sink
+    /// [`SinkFunction::commits_source_positions`]: crate::SinkFunction::commits_source_positions
+    pub fn source_positions_offered(&self) -> bool {
+        self.positions_offered
+    }
+
+    /// Marks a sink's context as committing the chained source's positions.
+    pub(crate) fn with_source_positions_offered(mut self, offered: bool) -> Self {
+        self.positions_offered = offered;
         self
     }
 

@@ -60,6 +60,15 @@ pub trait SourceFunction: RichFunction {
     /// What this source promises when used with checkpoints.
     fn delivery_guarantee(&self) -> DeliveryGuarantee;
 
+    /// Whether a sink chained into this source's task may commit the source's positions in
+    /// the sink's own transaction, as the record of what was read (Kafka's consumer-group
+    /// offsets in a Kafka transaction, KIP-447). With such a sink the job's guarantee is the
+    /// sink's, also across workers (see [`SinkFunction::commits_source_positions`]). Default
+    /// false.
+    fn offers_positions_to_sink(&self) -> bool {
+        false
+    }
+
     /// Chooses this subtask's starting state from what was restored.
     ///
     /// `restored` holds the states of every subtask of the previous run (the union, so a source
@@ -129,6 +138,15 @@ pub trait SinkFunction<In: Send + 'static>:
 {
     /// What this sink promises when used with checkpoints.
     fn delivery_guarantee(&self) -> DeliveryGuarantee;
+
+    /// Whether this sink commits the positions of a source chained into its task in its own
+    /// transaction, together with the records, when the source offers them
+    /// ([`SourceFunction::offers_positions_to_sink`]). Then what is written and what counts
+    /// as read change in one step: the job's guarantee is this sink's, also when several
+    /// workers share the source. Default false.
+    fn commits_source_positions(&self) -> bool {
+        false
+    }
 
     /// Writes (or buffers) one record.
     async fn invoke(&mut self, value: In, ctx: &SinkContext) -> Result<()>;

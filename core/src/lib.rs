@@ -34,6 +34,7 @@ pub mod schema;
 pub mod secrets;
 pub mod share;
 pub mod state;
+pub mod task_shared;
 pub mod tls;
 
 pub use async_trait::async_trait;
@@ -49,6 +50,7 @@ pub use runtime::{
 };
 pub use share::Share;
 pub use state::Restored;
+pub use task_shared::TaskShared;
 
 /// The names a connector or pipeline author usually needs.
 pub mod prelude {

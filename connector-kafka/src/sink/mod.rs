@@ -3,6 +3,7 @@
 //! completes; exactly-once with one Kafka transaction per checkpoint (see `txn.rs`), whose
 //! records wait in a write-ahead log on disk (`wal.rs`), not in memory or in the checkpoint.
 
+mod offsets_txn;
 mod producer;
 mod txn;
 mod wal;
@@ -19,6 +20,7 @@ pub use wal::WalRef;
 
 use crate::config::KafkaProperties;
 use crate::record::KafkaSerializer;
+use offsets_txn::OffsetsTxn;
 use producer::ProducerHandle;
 use txn::{TxnManager, TxnSettings};
 
@@ -109,9 +111,12 @@ impl KafkaSinkBuilder {
         self
     }
 
-    /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum).
+    /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum;
+    /// with the group's offsets in the transaction, twice the checkpoint interval plus 10 s:
+    /// a worker killed mid-transaction holds `read_committed` readers of its output
+    /// partitions back until it runs out, or until the worker comes back).
     pub fn transaction_timeout(mut self, d: Duration) -> Self {
-        self.s.txn.timeout = d;
+        self.s.txn.timeout = Some(d);
         self
     }
 
@@ -163,8 +168,17 @@ impl KafkaSinkBuilder {
         self,
         serializer: impl KafkaSerializer<T>,
     ) -> Result<KafkaSink<T>> {
-        let s = self.s;
+        let mut s = self.s;
         s.props.validate("sink.kafka")?;
+        if let Some(v) = s.props.get("transaction.timeout.ms") {
+            let ms: u64 = v.parse().map_err(|_| {
+                Error::config(
+                    "sink.kafka.properties.transaction.timeout.ms",
+                    format!("`{v}`: a number of milliseconds"),
+                )
+            })?;
+            s.txn.timeout.get_or_insert(Duration::from_millis(ms));
+        }
         if s.topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
             return Err(Error::config("sink.kafka.topic", "must not be empty"));
         }
@@ -231,6 +245,9 @@ enum Producer {
     Plain(ProducerHandle),
     /// Exactly-once: a transaction per checkpoint.
     Txn(Box<TxnManager>),
+    /// Exactly-once with a group-mode Kafka source's offsets in each transaction (KIP-447),
+    /// committed at the barrier.
+    Offsets(Box<OffsetsTxn>),
 }
 
 impl<T> std::fmt::Debug for KafkaSink<T> {
@@ -273,7 +290,7 @@ impl KafkaSink<()> {
                     prefix: None,
                     pool: 3,
                     marker_topic: None,
-                    timeout: Duration::from_secs(900),
+                    timeout: None,
                     log_dir: None,
                     hook: None,
                 },
@@ -314,6 +331,7 @@ impl<T: Send + 'static> KafkaSink<T> {
         };
         let sent = match producer {
             Producer::Txn(txn) => txn.send(topic, &rec).await?,
+            Producer::Offsets(txn) => txn.send(topic, &rec).await?,
             Producer::Plain(p) => p.send(topic, &rec).await,
         };
         match sent {
@@ -344,6 +362,49 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
             .metrics()
             .counter("rivus_kafka_producer_queue_full_total");
         let producer = match s.delivery {
+            SinkDelivery::ExactlyOnce if ctx.source_positions_offered() => {
+                let prefix = s
+                    .txn
+                    .prefix
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{}", ctx.job_name(), ctx.task_name()));
+                let tid = match ctx.worker() {
+                    Some(w) => format!("{prefix}-worker-{w}-{}", ctx.subtask_index()),
+                    None => format!("{prefix}-group-{}", ctx.subtask_index()),
+                };
+                let interval = ctx.checkpoint_interval().unwrap_or(Duration::from_secs(10));
+                let timeout = s
+                    .txn
+                    .timeout
+                    .unwrap_or(interval * 2 + Duration::from_secs(10));
+                let link = ctx
+                    .task_shared()
+                    .get_or_insert_with(crate::offsets_link::OffsetsLink::default);
+                Producer::Offsets(Box::new(
+                    OffsetsTxn::open(
+                        &s.props,
+                        tid,
+                        link,
+                        timeout,
+                        s.flush_timeout,
+                        s.txn.hook.clone(),
+                        queue_full,
+                    )
+                    .await?,
+                ))
+            }
+            SinkDelivery::ExactlyOnce if ctx.worker().is_some() => {
+                return Err(Error::config(
+                    "sink.kafka.delivery",
+                    format!(
+                        "worker `{}`: exactly-once across workers needs a Kafka source in group \
+                         mode chained into this sink (same parallelism, no key_by or rebalance \
+                         between), whose offsets then commit in the sink's transactions; with \
+                         another source use at-least-once",
+                        ctx.worker().unwrap_or_default()
+                    ),
+                ));
+            }
             SinkDelivery::ExactlyOnce => {
                 let restored = self.restored.take().unwrap_or_else(|| {
                     Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
@@ -391,6 +452,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
     async fn close(&mut self) -> Result<()> {
         match self.running.take().map(|r| r.producer) {
             Some(Producer::Txn(t)) => t.close().await,
+            Some(Producer::Offsets(t)) => t.close().await,
             Some(Producer::Plain(p)) => p.shutdown().await,
             None => {}
         }
@@ -413,6 +475,10 @@ impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
         let (delivery, flush_timeout) = (self.settings.delivery, self.settings.flush_timeout);
         match &mut self.running()?.producer {
             Producer::Txn(txn) => txn.pre_commit(checkpoint_id).await,
+            Producer::Offsets(txn) => {
+                txn.commit_at(checkpoint_id).await?;
+                Ok(Vec::new())
+            }
             Producer::Plain(p) if delivery == SinkDelivery::AtLeastOnce => {
                 p.flush(flush_timeout).await?;
                 Ok(Vec::new())
@@ -442,6 +508,12 @@ impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
         }
     }
 
+    /// Exactly-once: a group-mode Kafka source chained into the task has its offsets
+    /// committed in this sink's transactions (KIP-447).
+    fn commits_source_positions(&self) -> bool {
+        self.settings.delivery == SinkDelivery::ExactlyOnce
+    }
+
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
         self.send_one(value).await?;
         self.running()?.sent.increment(1);
@@ -458,10 +530,13 @@ impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
     }
 
     /// Flushes; with transactions, commits what no checkpoint will (a job without checkpoints).
+    /// With the source's offsets in the transaction, only a barrier commits (the offsets are
+    /// known there); what is open at the end aborts at close and is read again.
     async fn finish(&mut self) -> Result<()> {
         let flush_timeout = self.settings.flush_timeout;
         match &mut self.running()?.producer {
             Producer::Txn(txn) => txn.commit_now().await,
+            Producer::Offsets(_) => Ok(()),
             Producer::Plain(p) => p.flush(flush_timeout).await,
         }
     }

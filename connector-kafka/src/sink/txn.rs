@@ -80,7 +80,9 @@ pub(crate) struct TxnSettings {
     pub pool: usize,
     /// `None`: `rivus-txn-markers.<prefix>`.
     pub marker_topic: Option<String>,
-    pub timeout: Duration,
+    /// `None`: 15 minutes, or with the source's offsets in the transaction (`offsets_txn.rs`)
+    /// twice the checkpoint interval plus 10 s.
+    pub timeout: Option<Duration>,
     /// `None`: the state backend's local directory, else the system's temporary directory.
     pub log_dir: Option<PathBuf>,
     pub hook: Option<TxnHook>,
@@ -171,7 +173,8 @@ impl TxnManager {
             .clone()
             .unwrap_or_else(|| marker_topic_for(&prefix));
         ensure_marker_topic(props, &marker_topic).await?;
-        let timeout_ms = s.timeout.as_millis().to_string();
+        let timeout = s.timeout.unwrap_or(Duration::from_secs(900));
+        let timeout_ms = timeout.as_millis().to_string();
         let make = |tid: &str| -> Result<ProducerHandle> {
             let cfg = props.client_config(&[
                 ("transactional.id", tid),
@@ -232,7 +235,7 @@ impl TxnManager {
             current: None,
             pending: Vec::new(),
             marker_topic: marker_topic.clone(),
-            timeout: s.timeout,
+            timeout,
             flush_timeout,
             log_dir,
             hook: s.hook.clone(),

@@ -12,47 +12,90 @@ use rdkafka::TopicPartitionList;
 use super::tp_key;
 
 /// The partitions the group gave this consumer now (`topic/partition` keys), kept by the
-/// rebalance callbacks and read by the emitting loop. A version counts the rebalances, so the
-/// loop copies the set only when it changed, not per batch.
+/// rebalance callbacks and read by the emitting loop. A version counts the changes, so the
+/// loop copies the sets only when they changed, not per batch.
+///
+/// A partition being revoked while an exactly-once sink commits the offsets is first
+/// *draining* (no longer emitted, still held: its offset goes into the next transaction), then
+/// gone once a transaction covered it (see `offsets_link.rs`).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Assignment(Arc<(Mutex<BTreeSet<String>>, AtomicU64)>);
+pub(crate) struct Assignment(Arc<Inner>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    sets: Mutex<Sets>,
+    version: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Sets {
+    held: BTreeSet<String>,
+    draining: BTreeSet<String>,
+}
+
+fn keys(tpl: &TopicPartitionList) -> Vec<String> {
+    tpl.elements()
+        .iter()
+        .map(|e| tp_key(e.topic(), e.partition()))
+        .collect()
+}
 
 impl Assignment {
-    /// The partitions held now.
+    /// The partitions held now, draining ones included (their offsets still commit here).
     pub fn current(&self) -> BTreeSet<String> {
-        self.0 .0.lock().clone()
+        self.0.sets.lock().held.clone()
     }
 
-    /// Changes with every rebalance that changed the set.
+    /// The partitions whose records are emitted now: held and not draining.
+    pub fn emitting(&self) -> BTreeSet<String> {
+        let sets = self.0.sets.lock();
+        sets.held.difference(&sets.draining).cloned().collect()
+    }
+
+    /// Changes with every rebalance that changed the sets.
     pub fn version(&self) -> u64 {
-        self.0 .1.load(Ordering::Acquire)
+        self.0.version.load(Ordering::Acquire)
+    }
+
+    /// Stops emitting `partitions` (a revocation waiting for its transaction); returns the
+    /// version that says so.
+    pub fn drain(&self, partitions: BTreeSet<String>) -> u64 {
+        self.0.sets.lock().draining.extend(partitions);
+        self.0.version.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// Follows a rebalance (cooperative: assignments and revocations are increments).
     pub fn apply(&self, rebalance: &Rebalance<'_>) {
-        let keys = |tpl: &TopicPartitionList| -> Vec<String> {
-            tpl.elements()
-                .iter()
-                .map(|e| tp_key(e.topic(), e.partition()))
-                .collect()
-        };
         match rebalance {
             Rebalance::Assign(tpl) => {
                 let added = keys(tpl);
                 tracing::info!(partitions = ?added, "kafka source: the group assigned partitions");
-                self.0 .0.lock().extend(added);
-                self.0 .1.fetch_add(1, Ordering::Release);
+                let mut sets = self.0.sets.lock();
+                for k in &added {
+                    sets.draining.remove(k);
+                }
+                sets.held.extend(added);
+                self.0.version.fetch_add(1, Ordering::Release);
             }
             Rebalance::Revoke(tpl) => {
                 let gone = keys(tpl);
                 tracing::info!(partitions = ?gone, "kafka source: the group revoked partitions");
-                let mut held = self.0 .0.lock();
+                let mut sets = self.0.sets.lock();
                 for k in gone {
-                    held.remove(&k);
+                    sets.held.remove(&k);
+                    sets.draining.remove(&k);
                 }
-                self.0 .1.fetch_add(1, Ordering::Release);
+                self.0.version.fetch_add(1, Ordering::Release);
             }
             Rebalance::Error(e) => tracing::warn!(error = %e, "kafka source: rebalance error"),
         }
+    }
+}
+
+/// The keys of a rebalance's partitions.
+pub(crate) fn rebalance_keys(rebalance: &Rebalance<'_>) -> BTreeSet<String> {
+    match rebalance {
+        Rebalance::Assign(tpl) | Rebalance::Revoke(tpl) => keys(tpl).into_iter().collect(),
+        Rebalance::Error(_) => BTreeSet::new(),
     }
 }

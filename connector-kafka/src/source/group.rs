@@ -7,6 +7,10 @@
 //! commits the offsets it covers (as in the default mode), and a worker that gains a partition
 //! starts from that commit. Records a worker emitted after its last completed checkpoint for a
 //! partition it then loses are read again by the new owner: at-least-once across workers.
+//!
+//! With an exactly-once Kafka sink chained into the task, the sink commits the offsets instead,
+//! inside the transaction of the records read before them (KIP-447, `offsets_link.rs`), and a
+//! revocation waits for that transaction: exactly-once across workers.
 
 use std::sync::Arc;
 
@@ -154,30 +158,40 @@ impl<T: Send + 'static> super::KafkaSource<T> {
         );
 
         let handover = Arc::clone(&self.running()?.handover);
-        let mut seen = None;
-        let mut held = std::collections::BTreeSet::new();
+        // With a sink committing the offsets: it learns the positions at every barrier, and
+        // which assignment the loop had applied by then.
+        let link = r_link(self)?;
+        if let Some(link) = &link {
+            let link = Arc::clone(link);
+            ctx.on_barrier(move |id, positions| link.record_barrier(id, positions));
+        }
+        let mut view = View::default();
         loop {
-            let Some(batch) = self.next_batch(ctx, &handover).await? else {
+            if let Some(l) = &link {
+                l.loop_idle(true);
+            }
+            let next = self.next_batch(ctx, &handover).await;
+            if let Some(l) = &link {
+                l.loop_idle(false);
+            }
+            let Some(batch) = next? else {
                 return Ok(());
             };
-            // Positions of partitions that moved away leave the state; their records still
-            // in this batch are the new owner's to read (from the group's commit).
-            let version = assignment.version();
-            if seen != Some(version) {
-                // Read the version first: a rebalance in between is seen at the next batch.
-                seen = Some(version);
-                held = assignment.current();
-                ctx.state_mut().retain(|k, _| held.contains(k));
-            }
             let keys: Vec<String> = batch
                 .partitions
                 .iter()
                 .map(|(t, p)| tp_key(t, *p))
                 .collect();
-            let live: Vec<bool> = keys.iter().map(|k| held.contains(k)).collect();
             let r = self.running()?;
             let n = batch.records.len() as u64;
+            view.refresh(&assignment, link.as_deref(), ctx.state_mut());
+            let mut live: Vec<bool> = keys.iter().map(|k| view.emitting.contains(k)).collect();
             for f in batch.records {
+                // Checked per record (an atomic load): from the moment a revocation is seen,
+                // the revoked partitions' records are the new owner's to read.
+                if view.refresh(&assignment, link.as_deref(), ctx.state_mut()) {
+                    live = keys.iter().map(|k| view.emitting.contains(k)).collect();
+                }
                 if !live[f.part] {
                     continue;
                 }
@@ -205,6 +219,45 @@ impl<T: Send + 'static> super::KafkaSource<T> {
             r.records.increment(n);
             r.bytes.increment(batch.bytes);
         }
+    }
+}
+
+/// The link, when an exactly-once sink chained into the task commits the offsets.
+fn r_link<T: Send + 'static>(
+    src: &super::KafkaSource<T>,
+) -> Result<Option<Arc<crate::offsets_link::OffsetsLink>>> {
+    Ok(src.running()?.link.clone().filter(|l| l.sink_commits()))
+}
+
+/// The emitting loop's copy of the assignment, refreshed when its version changes.
+#[derive(Default)]
+struct View {
+    version: Option<u64>,
+    emitting: std::collections::BTreeSet<String>,
+}
+
+impl View {
+    /// Copies the assignment if it changed (true then): the positions of partitions no longer
+    /// held leave the state (a draining one stays until its transaction committed).
+    fn refresh(
+        &mut self,
+        assignment: &super::assignment::Assignment,
+        link: Option<&crate::offsets_link::OffsetsLink>,
+        state: &mut super::KafkaSourceState,
+    ) -> bool {
+        let version = assignment.version();
+        if self.version == Some(version) {
+            return false;
+        }
+        // Read the version first: a rebalance in between is seen at the next record.
+        self.version = Some(version);
+        let held = assignment.current();
+        self.emitting = assignment.emitting();
+        state.retain(|k, _| held.contains(k));
+        if let Some(l) = link {
+            l.loop_applies(version);
+        }
+        true
     }
 }
 

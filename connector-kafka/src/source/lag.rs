@@ -14,6 +14,10 @@ pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
 pub(crate) struct LagContext {
     pub group: MetricsGroup,
     pub assignment: Option<super::assignment::Assignment>,
+    /// Group mode with an exactly-once Kafka sink chained: revocations wait for its
+    /// transaction (see `offsets_link.rs`), at most `drain_limit`.
+    pub link: Option<std::sync::Arc<crate::offsets_link::OffsetsLink>>,
+    pub drain_limit: std::time::Duration,
 }
 
 impl ClientContext for LagContext {
@@ -47,6 +51,27 @@ impl ClientContext for LagContext {
 }
 
 impl ConsumerContext for LagContext {
+    /// Runs on the consumer thread inside `poll`, before librdkafka gives partitions up: with
+    /// a sink committing the offsets, waits until a transaction covered the revoked ones.
+    fn pre_rebalance(
+        &self,
+        _: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &rdkafka::consumer::Rebalance<'_>,
+    ) {
+        if let (Some(link), rdkafka::consumer::Rebalance::Revoke(_)) = (&self.link, rebalance) {
+            if link.sink_commits() {
+                let gone = super::assignment::rebalance_keys(rebalance);
+                let started = std::time::Instant::now();
+                if link.drain(gone, self.drain_limit) {
+                    tracing::info!(
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        "kafka source: revoked partitions committed by the sink's transaction"
+                    );
+                }
+            }
+        }
+    }
+
     /// Runs on the consumer thread inside `poll`, after librdkafka applied the change.
     fn post_rebalance(
         &self,

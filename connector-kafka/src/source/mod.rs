@@ -20,6 +20,7 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
 use rivus_core::prelude::*;
 
+pub(crate) use assignment::Assignment;
 pub use builder::KafkaSourceBuilder;
 use builder::Settings;
 pub use offsets::{StartOffsets, StopOffsets};
@@ -29,7 +30,8 @@ use crate::config::KafkaProperties;
 use crate::kafka_err;
 use crate::record::KafkaDeserializer;
 use fetcher::{Discovery, FetchBatch, Fetcher, Refused};
-use lag::{LagContext, SourceConsumer};
+use lag::LagContext;
+pub(crate) use lag::SourceConsumer;
 
 /// Checkpointed positions: `topic/partition` → next offset to read.
 pub type KafkaSourceState = BTreeMap<String, i64>;
@@ -62,6 +64,9 @@ struct Running<T> {
     thread: Option<JoinHandle<()>>,
     /// Group mode: the partitions the group gave this consumer now.
     assignment: Option<assignment::Assignment>,
+    /// Group mode: shared with an exactly-once Kafka sink chained into the task, which then
+    /// commits the offsets (see `offsets_link.rs`).
+    link: Option<Arc<crate::offsets_link::OffsetsLink>>,
     handler: ErrorHandler,
     commit_ok: metrics::Counter,
     commit_failed: metrics::Counter,
@@ -141,6 +146,10 @@ impl<T: Send + 'static> KafkaSource<T> {
             return;
         };
         if self.settings.props.get("group.id").is_none() && r.assignment.is_none() {
+            return;
+        }
+        if r.link.as_ref().is_some_and(|l| l.sink_commits()) {
+            // The sink's transactions commit them, with the records.
             return;
         }
         // In group mode, only what the group gives this consumer now: a partition that moved
@@ -232,23 +241,41 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             config.set("statistics.interval.ms", "10000");
         }
         let assignment = s.group_mode.then(assignment::Assignment::default);
+        let link = s.group_mode.then(|| {
+            ctx.task_shared()
+                .get_or_insert_with(crate::offsets_link::OffsetsLink::default)
+        });
+        let alive = Arc::new(AtomicBool::new(true));
         let lag = LagContext {
             group: rivus_core::context::MetricsGroup::new(vec![
                 ("job".into(), ctx.job_name().to_owned()),
                 ("subtask".into(), ctx.subtask_index().to_string()),
             ]),
             assignment: assignment.clone(),
+            link: link.clone(),
+            // A revocation waits for the sink's next transaction: a few checkpoints.
+            drain_limit: ctx
+                .checkpoint_interval()
+                .map_or(Duration::from_secs(60), |i| {
+                    (i * 3).max(Duration::from_secs(60))
+                }),
         };
-        let consumer: SourceConsumer = config
-            .create_with_context(lag)
-            .map_err(|e| s.props.build_error("consumer", e))?;
+        let consumer = Arc::new(
+            config
+                .create_with_context::<_, SourceConsumer>(lag)
+                .map_err(|e| s.props.build_error("consumer", e))?,
+        );
+        if let (Some(link), Some(a)) = (&link, &assignment) {
+            link.set_source(&consumer, a.clone(), Arc::clone(&alive));
+        }
         let m = ctx.metrics();
         self.running = Some(Running {
-            consumer: Arc::new(consumer),
+            consumer,
             handover: Arc::new(Handover::new()),
-            alive: Arc::new(AtomicBool::new(true)),
+            alive,
             thread: None,
             assignment,
+            link,
             handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka"),
             commit_ok: m
                 .with_label("result", "ok")
@@ -293,6 +320,12 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
         } else {
             DeliveryGuarantee::ExactlyOnce
         }
+    }
+
+    /// Group mode: an exactly-once Kafka sink chained into the task commits the offsets in
+    /// its transactions (KIP-447), which makes the job exactly-once across workers.
+    fn offers_positions_to_sink(&self) -> bool {
+        self.settings.group_mode
     }
 
     /// Pools the offsets of every previous subtask; `run` keeps those of the partitions this

@@ -54,6 +54,51 @@ impl<T: Send + 'static> RedisStreamsSource<T> {
         Ok(claimed)
     }
 
+    /// Worker mode: claims the entries of the owned streams pending longer than `claim_idle`
+    /// with any consumer of the group (a worker that died, or one so slow that its entries
+    /// wait that long), at most 1 000 per stream per round, and returns them to be emitted.
+    pub(super) async fn claim_idle(
+        &mut self,
+        owned: &[String],
+    ) -> Result<Vec<(String, String, Vec<(String, Vec<u8>)>)>> {
+        let me = self.consumer();
+        let group = self.settings.group.clone();
+        let idle = self.settings.claim_idle.as_millis() as usize;
+        let con = self.con.as_mut().ok_or(Error::Closed("redis source"))?;
+        let mut out = Vec::new();
+        for s in owned {
+            let mut start = "0-0".to_owned();
+            let mut claimed = 0;
+            while claimed < 1000 {
+                let opts = StreamAutoClaimOptions::default().count(100);
+                let r: redis::RedisResult<StreamAutoClaimReply> = con
+                    .xautoclaim_options(s, &group, &me, idle, &start, opts)
+                    .await;
+                let reply = match r {
+                    Ok(reply) => reply,
+                    // The next round tries again; the read loop notices the connection.
+                    Err(e) if crate::transient(&e) => break,
+                    Err(e) => return Err(rerr(&format!("XAUTOCLAIM {s}"), e)),
+                };
+                claimed += reply.claimed.len();
+                for e in reply.claimed {
+                    let fields = super::fields_of(&e.map);
+                    out.push((s.clone(), e.id, fields));
+                }
+                if reply.next_stream_id == "0-0" {
+                    break;
+                }
+                start = reply.next_stream_id;
+            }
+        }
+        if !out.is_empty() {
+            metrics::counter!("rivus_redis_claimed_total").increment(out.len() as u64);
+            tracing::info!(claimed = out.len(), consumer = %me,
+                "redis source: claimed entries pending longer than claim_idle");
+        }
+        Ok(out)
+    }
+
     /// Reads entries: per stream, an id to read this consumer's pending entries after, or `>`
     /// for new ones.
     pub(super) async fn read(

@@ -1,5 +1,10 @@
 //! [`RedisStreamsSource`]: Redis Streams through a consumer group, with the last emitted id per
 //! stream checkpointed and XACK on checkpoint completion.
+//!
+//! In worker mode (`rivus run --worker ID`) the consumers of every worker compete for the
+//! streams' entries (consumer `<prefix>-<worker>-<subtask>`), and each periodically claims the
+//! entries that stayed pending longer than `claim_idle` (XAUTOCLAIM) — those of a worker that
+//! died — and processes them: nothing stays pending forever. At-least-once across workers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,6 +68,10 @@ type Decoder<T> = dyn Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sy
 pub struct RedisStreamsState {
     /// Stream key → last emitted entry id.
     pub last: BTreeMap<String, String>,
+    /// Entries emitted in this run before the snapshot: how many of the emitted entries a
+    /// completed checkpoint covers (acknowledged then). Counted from 0 in each run.
+    #[serde(default)]
+    pub emitted: u64,
 }
 
 fn parse_id(id: &str) -> (u64, u64) {
@@ -81,6 +90,7 @@ struct Settings {
     block_ms: usize,
     policy: ErrorPolicy,
     reconnect: BackoffPolicy,
+    claim_idle: std::time::Duration,
 }
 
 /// Builds a [`RedisStreamsSource`].
@@ -127,6 +137,15 @@ impl RedisStreamsSourceBuilder {
         self
     }
 
+    /// Worker mode: entries pending (delivered, not acknowledged) longer than this are
+    /// claimed from whichever consumer holds them — a worker that died — and processed
+    /// (default 60 s). Keep it well above the checkpoint interval: a living worker's entries
+    /// wait that long for their acknowledgement, and claiming them delivers them twice.
+    pub fn claim_idle(mut self, d: std::time::Duration) -> Self {
+        self.s.claim_idle = d;
+        self
+    }
+
     /// Checks the settings.
     pub fn build<T: Send + 'static>(
         self,
@@ -152,13 +171,21 @@ impl RedisStreamsSourceBuilder {
         if s.count == 0 {
             return Err(Error::config("source.redis.count", "must be at least 1"));
         }
+        if s.claim_idle < std::time::Duration::from_millis(100) {
+            return Err(Error::config(
+                "source.redis.claim_idle",
+                "at least 100ms (entries younger than that are still being processed)",
+            ));
+        }
         Ok(RedisStreamsSource {
             settings: Arc::new(s),
             decode: Arc::new(decode),
             con: None,
             restored: BTreeMap::new(),
             share: Share::whole(),
+            worker: None,
             emitted: Vec::new(),
+            emitted_base: 0,
             unacked: Vec::new(),
             broken: false,
         })
@@ -172,8 +199,12 @@ pub struct RedisStreamsSource<T> {
     con: Option<RedisConnection>,
     restored: BTreeMap<String, String>,
     share: Share,
+    /// Worker mode: this worker's id.
+    worker: Option<String>,
     /// Entries emitted and not yet covered by a completed checkpoint, in emission order.
     emitted: Vec<(String, String)>,
+    /// How many entries were emitted in this run before `emitted[0]`.
+    emitted_base: u64,
     /// Entries whose XACK failed (connection lost): acknowledged again later.
     unacked: Vec<(String, String)>,
     /// The connection was lost: reconnect before reading on.
@@ -198,7 +229,9 @@ impl<T> Clone for RedisStreamsSource<T> {
             con: None,
             restored: BTreeMap::new(),
             share: self.share,
+            worker: None,
             emitted: Vec::new(),
+            emitted_base: 0,
             unacked: Vec::new(),
             broken: false,
         }
@@ -219,6 +252,7 @@ impl RedisStreamsSource<()> {
                 block_ms: 100,
                 policy: ErrorPolicy::Fail,
                 reconnect: BackoffPolicy::reconnect(),
+                claim_idle: std::time::Duration::from_secs(60),
             },
         }
     }
@@ -230,7 +264,14 @@ fn rerr(what: &str, e: redis::RedisError) -> Error {
 
 impl<T: Send + 'static> RedisStreamsSource<T> {
     fn consumer(&self) -> String {
-        format!("{}-{}", self.settings.consumer_prefix, self.share.subtask())
+        match &self.worker {
+            Some(w) => format!(
+                "{}-{w}-{}",
+                self.settings.consumer_prefix,
+                self.share.subtask()
+            ),
+            None => format!("{}-{}", self.settings.consumer_prefix, self.share.subtask()),
+        }
     }
 
     fn owned(&self) -> Vec<String> {
@@ -298,25 +339,22 @@ impl<T: Send + 'static> RedisStreamsSource<T> {
     }
 
     /// Files checkpoint events: the emitted entries a completed checkpoint's state covers
-    /// (ids up to its last id per stream) join `unacked`, acknowledged by the next `ack`.
+    /// (the first `state.emitted` of this run) join `unacked`, acknowledged by the next `ack`.
     ///
     /// The state decides, not the moment the trigger event is seen: a batch of entries is
     /// emitted before the events are looked at again, and a checkpoint taken inside one of
     /// its `collect`s covers only the entries before it. (Filing the whole batch under that
-    /// checkpoint acknowledged entries no checkpoint covered: a crash then lost them.)
+    /// checkpoint acknowledged entries no checkpoint covered: a crash then lost them.) A count,
+    /// not the ids: entries claimed from another consumer are older than the ones read.
     fn file_events(&mut self, events: Vec<CheckpointEvent<RedisStreamsState>>) {
         // The newest completed checkpoint covers everything an older one does.
         if let Some((_, state)) = CheckpointEvent::latest_completed(events) {
-            let covered = |(stream, id): &(String, String)| {
-                state
-                    .last
-                    .get(stream)
-                    .is_some_and(|last| parse_id(id) <= parse_id(last))
-            };
-            let (done, open): (Vec<_>, Vec<_>) = std::mem::take(&mut self.emitted)
-                .into_iter()
-                .partition(covered);
-            self.emitted = open;
+            let covered = state.emitted.saturating_sub(self.emitted_base) as usize;
+            let done: Vec<_> = self
+                .emitted
+                .drain(..covered.min(self.emitted.len()))
+                .collect();
+            self.emitted_base += done.len() as u64;
             self.unacked.extend(done);
         }
     }
@@ -328,6 +366,30 @@ impl<T: Send + 'static> RedisStreamsSource<T> {
             self.ack(Vec::new()).await?;
         }
         Ok(())
+    }
+}
+
+impl<T: Send + 'static> RedisStreamsSource<T> {
+    /// Emits one entry (or hands it to the error policy) and keeps it for acknowledgement.
+    async fn emit(
+        &mut self,
+        ctx: &mut SourceContext<T, RedisStreamsState>,
+        handler: &ErrorHandler,
+        decode: &Decoder<T>,
+        entry: StreamEntry<'_>,
+    ) -> Result<()> {
+        self.emitted
+            .push((entry.stream.to_owned(), entry.id.to_owned()));
+        ctx.state_mut().emitted += 1;
+        match decode(&entry) {
+            Ok(v) => ctx.collect(v).await,
+            Err(err) => {
+                let (position, payload) = dead_letter(&entry);
+                handler
+                    .handle_fields(position, &err, &payload, entry.fields.to_vec())
+                    .await
+            }
+        }
     }
 }
 
@@ -348,7 +410,7 @@ fn fields_of(map: &std::collections::HashMap<String, redis::Value>) -> Vec<(Stri
 #[async_trait]
 impl<T: Send + 'static> RichFunction for RedisStreamsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode("source.redis", "the Redis Streams source (one reader per stream; worker mode needs claiming of a dead worker's pending entries, not built yet)")?;
+        self.worker = ctx.worker().map(str::to_owned);
         if !ctx.is_checkpointing_enabled() {
             // Entries are acknowledged (XACK) only when a checkpoint completes: without
             // checkpoints the group's pending list would grow without end.
@@ -401,7 +463,7 @@ impl<T: Send + 'static> SourceFunction for RedisStreamsSource<T> {
             }
         }
         self.restored = last.clone();
-        Ok(RedisStreamsState { last })
+        Ok(RedisStreamsState { last, emitted: 0 })
     }
 
     async fn on_checkpoint_events(
@@ -424,14 +486,26 @@ impl<T: Send + 'static> SourceFunction for RedisStreamsSource<T> {
         )
         .connector("redis-streams");
         let decode = Arc::clone(&self.decode);
-        self.claim_pending(&owned).await?;
+        ctx.state_mut().emitted = 0;
+        let workers = self.worker.is_some();
+        if !workers {
+            // One process: every other consumer of the group is an earlier run's.
+            self.claim_pending(&owned).await?;
+        }
+        let mut last_claim = std::time::Instant::now();
         // First this consumer's pending entries (delivered before a crash, never acknowledged),
         // read after a cursor per stream; then new entries.
         let mut recovering = true;
         // During recovery, entries at or before these ids were emitted already: after a
         // restore they are acknowledged (only their XACK was lost); after a reconnect within
-        // this run they are not (their checkpoint acknowledges them).
-        let mut skip_upto = self.restored.clone();
+        // this run they are not (their checkpoint acknowledges them). In worker mode nothing is
+        // skipped after a restore: claimed entries are older than the ids read, so an id says
+        // nothing about whether an entry was emitted before the checkpoint (at-least-once).
+        let mut skip_upto = if workers {
+            BTreeMap::new()
+        } else {
+            self.restored.clone()
+        };
         let mut ack_skipped = true;
         let mut cursors: Vec<String> = owned.iter().map(|_| "0".to_owned()).collect();
         let new_entries: Vec<String> = owned.iter().map(|_| ">".to_owned()).collect();
@@ -504,20 +578,22 @@ impl<T: Send + 'static> SourceFunction for RedisStreamsSource<T> {
                         fields: &fields,
                     };
                     ctx.state_mut().last.insert(key.key.clone(), e.id.clone());
-                    self.emitted.push((key.key.clone(), e.id.clone()));
-                    match decode(&entry) {
-                        Ok(v) => ctx.collect(v).await?,
-                        Err(err) => {
-                            let (position, payload) = dead_letter(&entry);
-                            handler
-                                .handle_fields(position, &err, &payload, fields.clone())
-                                .await?
-                        }
-                    }
+                    self.emit(ctx, &handler, &*decode, entry).await?;
                 }
             }
             if !already.is_empty() {
                 self.ack(already).await?;
+            }
+            if workers && !recovering && last_claim.elapsed() >= self.settings.claim_idle / 2 {
+                last_claim = std::time::Instant::now();
+                for (stream, id, fields) in self.claim_idle(&owned).await? {
+                    let entry = StreamEntry {
+                        stream: &stream,
+                        id: &id,
+                        fields: &fields,
+                    };
+                    self.emit(ctx, &handler, &*decode, entry).await?;
+                }
             }
         }
     }
@@ -570,18 +646,36 @@ mod tests {
             .into_iter()
             .map(entry)
             .collect();
-        let state = RedisStreamsState {
+        let state = |emitted| RedisStreamsState {
             last: [("s".to_owned(), "1-1".to_owned())].into(),
+            emitted,
         };
         source.file_events(vec![
             CheckpointEvent::Triggered(1),
-            CheckpointEvent::Completed { id: 1, state },
+            CheckpointEvent::Completed {
+                id: 1,
+                state: state(2),
+            },
         ]);
         assert_eq!(source.unacked, vec![entry("1-0"), entry("1-1")]);
         assert_eq!(
             source.emitted,
             vec![entry("2-0"), entry("10-0"), entry("10-1")],
-            "left for a later checkpoint (ids compared as numbers: 10-0 > 2-0)"
+            "left for a later checkpoint"
         );
+        // An entry claimed from a dead worker is older than what was read, and emitted after
+        // the next barrier: the count, not its id, leaves it for the checkpoint after.
+        source.emitted.push(entry("0-5"));
+        source.unacked.clear();
+        source.file_events(vec![CheckpointEvent::Completed {
+            id: 2,
+            state: state(5),
+        }]);
+        assert_eq!(
+            source.unacked,
+            vec![entry("2-0"), entry("10-0"), entry("10-1")]
+        );
+        assert_eq!(source.emitted, vec![entry("0-5")]);
+        assert_eq!(source.emitted_base, 5);
     }
 }

@@ -54,6 +54,10 @@ where
         self.inner.sink_name()
     }
 
+    fn share_task(&mut self, shared: &crate::TaskShared) {
+        self.inner.share_task(shared)
+    }
+
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()> {
         self.inner.open(restore).await
     }

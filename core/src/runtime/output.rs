@@ -35,6 +35,8 @@ pub(crate) trait Output<T: Send + 'static>: Send {
     fn sink_name(&self) -> Option<&str> {
         None
     }
+    /// Joins the functions at the end of the chain (sinks) to the task's shared values.
+    fn share_task(&mut self, _shared: &crate::TaskShared) {}
     /// Restores and opens the functions at the end of the chain (sinks).
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()>;
     /// Sends what is buffered downstream (waiting when downstream is slow).

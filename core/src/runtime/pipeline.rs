@@ -208,6 +208,9 @@ impl Pipeline {
             .first()
             .map(|s| s.delivery_guarantee())
             .unwrap_or(DeliveryGuarantee::ExactlyOnce);
+        let positions_offered = sources
+            .first()
+            .is_some_and(|s| s.offers_positions_to_sink());
         let contexts: Vec<RuntimeContext> = (0..parallelism)
             .map(|i| self.runtime_context(name, i, parallelism))
             .collect();
@@ -219,7 +222,8 @@ impl Pipeline {
                 .zip(contexts)
                 .enumerate()
                 .map(|(i, (src, rctx))| {
-                    let out = outputs(i);
+                    let mut out = outputs(i);
+                    out.share_task(rctx.task_shared());
                     let counters = Arc::clone(&counters);
                     TaskSpec {
                         name: task_name(&name, &*out),
@@ -237,6 +241,7 @@ impl Pipeline {
             parallelism,
             stage,
             guarantee,
+            positions_offered,
         }
     }
 }
@@ -248,6 +253,8 @@ pub struct Stream<T: Send + 'static> {
     parallelism: usize,
     stage: PendingStage<T>,
     guarantee: DeliveryGuarantee,
+    /// The source offers its positions to a sink chained into its task (no exchange since).
+    positions_offered: bool,
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Stream<T> {
@@ -277,6 +284,7 @@ impl<T: Send + 'static> Stream<T> {
             parallelism: self.parallelism,
             stage,
             guarantee: self.guarantee,
+            positions_offered: self.positions_offered,
         }
     }
 
@@ -370,7 +378,8 @@ impl<T: Send + 'static> Stream<T> {
                 .zip(contexts)
                 .enumerate()
                 .map(|(i, (rx, rctx))| {
-                    let out = outputs(i);
+                    let mut out = outputs(i);
+                    out.share_task(rctx.task_shared());
                     let gate = InputGate::new(rx);
                     TaskSpec {
                         name: task_name(&name, &*out),
@@ -386,6 +395,8 @@ impl<T: Send + 'static> Stream<T> {
             parallelism,
             stage,
             guarantee: self.guarantee,
+            // After an exchange a sink subtask gets records of several source subtasks.
+            positions_offered: false,
         }
     }
 
@@ -425,12 +436,20 @@ impl<T: Send + 'static> Stream<T> {
             .first()
             .map(|s| s.delivery_guarantee())
             .unwrap_or(DeliveryGuarantee::ExactlyOnce);
+        // The sink commits the source's positions with its records: one step, the sink's.
+        let positions_in_sink =
+            stream.positions_offered && sinks.first().is_some_and(|s| s.commits_source_positions());
         let batch_size = pipeline.batch_size;
         let counters = Arc::clone(&pipeline.counters);
         let mut sinks: Vec<Option<(S, RuntimeContext)>> = sinks
             .into_iter()
             .enumerate()
-            .map(|(i, s)| Some((s, pipeline.runtime_context(name, i, parallelism))))
+            .map(|(i, s)| {
+                let rctx = pipeline
+                    .runtime_context(name, i, parallelism)
+                    .with_source_positions_offered(positions_in_sink);
+                Some((s, rctx))
+            })
             .collect();
         let tasks = (stream.stage)(Box::new(move |i| {
             let (sink, rctx) = sinks[i].take().expect("one sink per subtask");
@@ -447,6 +466,7 @@ impl<T: Send + 'static> Stream<T> {
         }
         let guarantee = match (&pipeline.checkpoint, &pipeline.worker) {
             (None, _) => DeliveryGuarantee::AtMostOnce,
+            (Some(_), _) if positions_in_sink => sink_guarantee,
             // Across workers a record can be read again by the worker that takes its partition
             // or its redelivery over: at-least-once.
             (Some(_), Some(_)) => stream

@@ -96,6 +96,10 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
         Some(self.rctx.task_name())
     }
 
+    fn share_task(&mut self, shared: &crate::TaskShared) {
+        self.rctx.set_task_shared(shared.clone());
+    }
+
     async fn open(&mut self, restore: Option<&CompletedCheckpoint>) -> Result<()> {
         self.rctx
             .set_restored_from(restore.map(|c| c.checkpoint_id));

@@ -82,6 +82,10 @@ pub enum Waited<T> {
 /// `Completed` subsumes earlier ones anyway).
 const MAX_EVENTS: usize = 64;
 
+/// Called with each barrier's id and the state snapshot for it (see
+/// [`SourceContext::on_barrier`]).
+type BarrierObserver<S> = Box<dyn FnMut(u64, &S) + Send>;
+
 /// The context handed to [`SourceFunction::run`](crate::SourceFunction::run).
 pub struct SourceContext<T: Send + 'static, S> {
     out: Box<dyn Output<T>>,
@@ -96,6 +100,7 @@ pub struct SourceContext<T: Send + 'static, S> {
     stopping: bool,
     shutdown: bool,
     emitted: u64,
+    on_barrier: Option<BarrierObserver<S>>,
 }
 
 impl<T: Send + 'static, S> std::fmt::Debug for SourceContext<T, S> {
@@ -131,6 +136,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             stopping: false,
             shutdown: false,
             emitted: 0,
+            on_barrier: None,
         }
     }
 
@@ -173,6 +179,16 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     /// Mutable access to the checkpointed state.
     pub fn state_mut(&mut self) -> &mut S {
         &mut self.state
+    }
+
+    /// Calls `observer` at every checkpoint barrier, with the barrier's id and the state
+    /// snapshot for it, before the barrier passes into what is chained after the source. A
+    /// sink chained into the source's task that commits the source's positions in its own
+    /// transaction learns them this way (through [`TaskShared`](crate::TaskShared)): exactly
+    /// the positions of the records before the barrier, which is where the sink's snapshot
+    /// happens.
+    pub fn on_barrier(&mut self, observer: impl FnMut(u64, &S) + Send + 'static) {
+        self.on_barrier = Some(Box::new(observer));
     }
 
     /// True once a graceful stop was requested: return from `run` soon.
@@ -302,6 +318,9 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             source: e,
         })?;
         let mut states: Snapshot = vec![(self.operator.clone(), value)];
+        if let Some(observe) = self.on_barrier.as_mut() {
+            observe(id, &self.state);
+        }
         self.out.barrier(id, &mut states).await?;
         self.pending.push_back((id, self.state.clone()));
         self.push_event(CheckpointEvent::Triggered(id));

@@ -206,6 +206,10 @@ impl<S: SourceFunction> SourceFunction for ObservedSource<S> {
         self.inner.delivery_guarantee()
     }
 
+    fn offers_positions_to_sink(&self) -> bool {
+        self.inner.offers_positions_to_sink()
+    }
+
     fn restore_state(&mut self, restored: Restored<S::State>) -> Result<S::State> {
         self.inner.restore_state(restored)
     }
@@ -293,6 +297,10 @@ impl<S: CheckpointListener> CheckpointListener for ObservedSink<S> {
 impl<In: Send + 'static, S: SinkFunction<In>> SinkFunction<In> for ObservedSink<S> {
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
         self.inner.delivery_guarantee()
+    }
+
+    fn commits_source_positions(&self) -> bool {
+        self.inner.commits_source_positions()
     }
 
     async fn invoke(&mut self, value: In, ctx: &SinkContext) -> Result<()> {

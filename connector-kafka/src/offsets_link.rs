@@ -1,0 +1,206 @@
+//! Kafka → Kafka exactly-once with the consumer group (KIP-447): what a group-mode
+//! [`KafkaSource`](crate::KafkaSource) and an exactly-once [`KafkaSink`](crate::KafkaSink)
+//! chained into its task share.
+//!
+//! In group mode the group's committed offsets, not the checkpoint, say where a partition
+//! resumes — wherever it moves. The sink commits them itself, inside the transaction that holds
+//! the records read before them (`send_offsets_to_transaction` with the consumer's group
+//! metadata), at each checkpoint's barrier: records and offsets become visible in one step.
+//! A worker the group has already replaced is fenced by the group coordinator (its generation
+//! is stale), so its transaction aborts.
+//!
+//! Through this link:
+//! - the source hands over its consumer (for the group metadata) and, at every barrier, its
+//!   positions (`SourceContext::on_barrier`);
+//! - the sink says that it commits the offsets (the source then commits none);
+//! - a revocation waits (on the consumer thread, inside the rebalance) until a transaction
+//!   holding everything emitted for the revoked partitions, and their offsets, has committed;
+//!   from the moment the emitting loop sees the revocation, records of those partitions are
+//!   dropped (the new owner reads them from the committed offset).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::source::{Assignment, KafkaSourceState, SourceConsumer};
+
+/// The positions a source snapshot at one barrier, and the assignment version its emitting loop
+/// had applied by then.
+#[derive(Debug, Clone)]
+pub(crate) struct AtBarrier {
+    pub id: u64,
+    pub positions: KafkaSourceState,
+    pub seen: u64,
+}
+
+/// What the source side registers when it opens.
+struct SourceSide {
+    consumer: Weak<SourceConsumer>,
+    assignment: Assignment,
+    alive: Arc<AtomicBool>,
+}
+
+/// The link of one task (see the module docs), kept in its
+/// [`TaskShared`](rivus_core::TaskShared).
+#[derive(Default)]
+pub(crate) struct OffsetsLink {
+    sink_commits: AtomicBool,
+    source: Mutex<Option<SourceSide>>,
+    barrier: Mutex<Option<AtBarrier>>,
+    /// The assignment version the emitting loop applies now.
+    loop_seen: AtomicU64,
+    /// The emitting loop waits for the consumer thread (applies any version it sees next).
+    loop_idle: AtomicBool,
+    /// The newest assignment version a committed transaction covers.
+    committed: Mutex<Option<u64>>,
+    committed_changed: Condvar,
+    /// A revocation gave up waiting: the open transaction must not commit.
+    broken: AtomicBool,
+}
+
+impl OffsetsLink {
+    /// The sink commits the source's offsets in its transactions.
+    pub fn set_sink_commits(&self) {
+        self.sink_commits.store(true, Ordering::Release);
+    }
+
+    /// Whether the sink commits the source's offsets (the source then commits none).
+    pub fn sink_commits(&self) -> bool {
+        self.sink_commits.load(Ordering::Acquire)
+    }
+
+    /// The source opened: its consumer, assignment and liveness flag.
+    pub fn set_source(
+        &self,
+        consumer: &Arc<SourceConsumer>,
+        assignment: Assignment,
+        alive: Arc<AtomicBool>,
+    ) {
+        *self.source.lock() = Some(SourceSide {
+            consumer: Arc::downgrade(consumer),
+            assignment,
+            alive,
+        });
+        *self.committed.lock() = None;
+        self.broken.store(false, Ordering::Release);
+    }
+
+    /// The consumer and assignment of the source, if one opened and is still open.
+    pub fn source(&self) -> Option<(Arc<SourceConsumer>, Assignment)> {
+        let side = self.source.lock();
+        let side = side.as_ref()?;
+        Some((side.consumer.upgrade()?, side.assignment.clone()))
+    }
+
+    /// The emitting loop applies assignment `version` from now on.
+    pub fn loop_applies(&self, version: u64) {
+        self.loop_seen.store(version, Ordering::Release);
+    }
+
+    /// The emitting loop starts (`true`) or stops (`false`) waiting for the consumer thread.
+    pub fn loop_idle(&self, idle: bool) {
+        self.loop_idle.store(idle, Ordering::Release);
+    }
+
+    /// Barrier `id`: the source's positions snapshot for it.
+    pub fn record_barrier(&self, id: u64, positions: &KafkaSourceState) {
+        let seen = if self.loop_idle.load(Ordering::Acquire) {
+            // Between batches: the next batch starts from the version current now.
+            self.source
+                .lock()
+                .as_ref()
+                .map_or(0, |s| s.assignment.version())
+        } else {
+            self.loop_seen.load(Ordering::Acquire)
+        };
+        *self.barrier.lock() = Some(AtBarrier {
+            id,
+            positions: positions.clone(),
+            seen,
+        });
+    }
+
+    /// The positions of barrier `id`, taken once by the sink.
+    pub fn take_barrier(&self, id: u64) -> Option<AtBarrier> {
+        let mut b = self.barrier.lock();
+        match b.as_ref() {
+            Some(at) if at.id == id => b.take(),
+            _ => None,
+        }
+    }
+
+    /// A transaction covering assignment version `seen` committed.
+    pub fn committed(&self, seen: u64) {
+        let mut c = self.committed.lock();
+        if c.is_none_or(|v| v < seen) {
+            *c = Some(seen);
+        }
+        self.committed_changed.notify_all();
+    }
+
+    /// Whether a revocation gave up waiting: the open transaction holds records whose offsets
+    /// another worker now owns, and must abort.
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
+    }
+
+    /// On the consumer thread, inside a rebalance that revokes `partitions`: stops emitting
+    /// them and waits until a committed transaction covers them, at most `limit` (then the
+    /// open transaction is marked broken). Returns whether they were covered.
+    pub fn drain(&self, partitions: BTreeSet<String>, limit: Duration) -> bool {
+        let Some((assignment, alive)) = self
+            .source
+            .lock()
+            .as_ref()
+            .map(|s| (s.assignment.clone(), Arc::clone(&s.alive)))
+        else {
+            return true;
+        };
+        let n = partitions.len();
+        let version = assignment.drain(partitions);
+        let deadline = Instant::now() + limit;
+        let mut c = self.committed.lock();
+        while c.is_none_or(|v| v < version) {
+            if !alive.load(Ordering::Acquire) || Instant::now() >= deadline {
+                drop(c);
+                self.broken.store(true, Ordering::Release);
+                tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
+                    "kafka source: revoked partitions released before a transaction covered them; the open transaction will abort");
+                return false;
+            }
+            self.committed_changed
+                .wait_for(&mut c, Duration::from_millis(100));
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn barrier_is_taken_once_and_only_for_its_id() {
+        let link = OffsetsLink::default();
+        link.loop_applies(3);
+        let positions: KafkaSourceState = [("t/0".to_owned(), 10)].into();
+        link.record_barrier(7, &positions);
+        assert!(link.take_barrier(6).is_none());
+        let b = link.take_barrier(7).expect("barrier 7");
+        assert_eq!((b.id, b.seen, b.positions["t/0"]), (7, 3, 10));
+        assert!(link.take_barrier(7).is_none());
+    }
+
+    #[test]
+    fn committed_only_grows() {
+        let link = OffsetsLink::default();
+        link.committed(5);
+        link.committed(2);
+        assert_eq!(*link.committed.lock(), Some(5));
+        // Without a source nothing waits.
+        assert!(link.drain(["t/0".to_owned()].into(), Duration::ZERO));
+    }
+}
