@@ -117,6 +117,33 @@ impl Reader {
     fn distinct(&self) -> usize {
         self.ids.lock().len()
     }
+
+    /// Waits (at most 90 s) until every id in `0..n` arrived; `what` says what should have
+    /// (in failures).
+    async fn wait_for_all(&self, n: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while (self.distinct() as u64) < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} {what}",
+                self.distinct()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let ids = self.ids.lock().clone();
+        assert!(
+            (0..n).all(|i| ids.contains(&i)),
+            "not all {n} {what}: one is missing"
+        );
+    }
+}
+
+/// Asks a worker to stop gracefully (SIGINT).
+fn interrupt(w: &Child) {
+    Command::new("kill")
+        .args(["-INT", &w.id().to_string()])
+        .status()
+        .unwrap();
 }
 
 #[tokio::test]
@@ -246,17 +273,7 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     wait_produced(80_000).await;
     workers.push(("w4", worker(dir.path(), &file, "w4")));
     feed.await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while (reader.distinct() as u64) < n {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {n} records arrived",
-            reader.distinct()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ids = reader.ids.lock().clone();
-    assert!((0..n).all(|i| ids.contains(&i)), "a record is missing");
+    reader.wait_for_all(n, "records arrived").await;
     let total = reader.total.load(Ordering::Relaxed);
     if exactly_once {
         // Late duplicates would arrive after the last distinct record: wait for a checkpoint
@@ -291,10 +308,7 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
 
     // The living workers stop gracefully on SIGINT; the one that joined got partitions.
     for (_, w) in &workers {
-        Command::new("kill")
-            .args(["-INT", &w.id().to_string()])
-            .status()
-            .unwrap();
+        interrupt(w);
     }
     reader.stop.store(true, Ordering::Relaxed);
     let mut drained = 0;
@@ -437,17 +451,9 @@ async fn rabbitmq_workers_compete_for_a_queue_and_a_killed_workers_deliveries_re
     w1.wait().unwrap();
     let at_kill = reader.distinct() as u64;
     assert!(at_kill < n, "killed mid-stream ({at_kill} of {n})");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while (reader.distinct() as u64) < n {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {n} messages arrived after the kill",
-            reader.distinct()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ids = reader.ids.lock().clone();
-    assert!((0..n).all(|i| ids.contains(&i)), "a message is missing");
+    reader
+        .wait_for_all(n, "messages arrived after the kill")
+        .await;
     let q = channel
         .queue_declare(queue.as_str().into(), declare(true), Default::default())
         .await
@@ -456,10 +462,7 @@ async fn rabbitmq_workers_compete_for_a_queue_and_a_killed_workers_deliveries_re
         "rabbitmq workers: {n} messages, {} duplicates, {at_kill} through both before the kill",
         reader.total.load(Ordering::Relaxed) - n
     );
-    Command::new("kill")
-        .args(["-INT", &w2.id().to_string()])
-        .status()
-        .unwrap();
+    interrupt(&w2);
     reader.stop.store(true, Ordering::Relaxed);
     let out = w2.wait_with_output().unwrap();
     assert!(
@@ -538,17 +541,9 @@ async fn redis_streams_workers_claim_a_killed_workers_pending_entries() {
         "w1 held no pending entry when killed (it consumed? {w1_log})"
     );
     feed.await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while (reader.distinct() as u64) < n {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {n} entries arrived after the kill",
-            reader.distinct()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ids = reader.ids.lock().clone();
-    assert!((0..n).all(|i| ids.contains(&i)), "an entry is missing");
+    reader
+        .wait_for_all(n, "entries arrived after the kill")
+        .await;
     // Nothing stays pending: the claimed entries are acknowledged by w2's checkpoints.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -571,10 +566,7 @@ async fn redis_streams_workers_claim_a_killed_workers_pending_entries() {
          claimed by the other",
         reader.total.load(Ordering::Relaxed) - n
     );
-    Command::new("kill")
-        .args(["-INT", &w2.id().to_string()])
-        .status()
-        .unwrap();
+    interrupt(&w2);
     reader.stop.store(true, Ordering::Relaxed);
     let out = w2.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

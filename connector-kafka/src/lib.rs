@@ -21,7 +21,6 @@ pub mod config;
 pub mod connect;
 mod dead_letters;
 mod error;
-mod offsets_link;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 pub mod record;

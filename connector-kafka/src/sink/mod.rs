@@ -379,7 +379,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     .unwrap_or(interval * 2 + Duration::from_secs(10));
                 let link = ctx
                     .task_shared()
-                    .get_or_insert_with(crate::offsets_link::OffsetsLink::default);
+                    .get_or_insert_with(crate::source::offsets_link::OffsetsLink::default);
                 Producer::Offsets(Box::new(
                     OffsetsTxn::open(
                         &s.props,

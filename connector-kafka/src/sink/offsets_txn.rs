@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
@@ -22,8 +21,9 @@ use rivus_core::{Error, Result};
 use super::producer::ProducerHandle;
 use super::txn::{TxnHook, TxnStep};
 use crate::config::KafkaProperties;
-use crate::offsets_link::OffsetsLink;
 use crate::record::OutRecord;
+use crate::source::offsets_link::OffsetsLink;
+use crate::source::parse_tp;
 
 /// The transactions of one sink subtask that carry the source's offsets.
 pub(crate) struct OffsetsTxn {
@@ -101,7 +101,7 @@ impl OffsetsTxn {
         rec: &OutRecord,
     ) -> Result<std::result::Result<(), KafkaError>> {
         if !self.linked {
-            if self.link.source().is_none() {
+            if !self.link.has_source() {
                 return Err(Error::config(
                     "sink.kafka.delivery",
                     "exactly-once with the group's offsets needs the Kafka source (group mode) \
@@ -133,10 +133,12 @@ impl OffsetsTxn {
                  group mode chained into this sink?)",
             )
         })?;
-        let (consumer, assignment) = self
-            .link
-            .source()
-            .ok_or_else(|| Error::connector(what("committing"), "the source is closed"))?;
+        let (metadata, assignment) = self.link.source().ok_or_else(|| {
+            Error::connector(
+                what("committing"),
+                "the source's consumer is closed or has no group metadata",
+            )
+        })?;
         // Only what this consumer holds now (a draining partition too): a partition that
         // moved is its new owner's to commit.
         let held = assignment.current();
@@ -145,12 +147,10 @@ impl OffsetsTxn {
             if !held.contains(key) {
                 continue;
             }
-            if let Some((topic, partition)) = key.rsplit_once('/') {
-                if let Ok(p) = partition.parse::<i32>() {
-                    offsets
-                        .add_partition_offset(topic, p, Offset::Offset(*offset))
-                        .map_err(|e| crate::kafka_err(what("offsets"), e))?;
-                }
+            if let Some((topic, p)) = parse_tp(key) {
+                offsets
+                    .add_partition_offset(&topic, p, Offset::Offset(*offset))
+                    .map_err(|e| crate::kafka_err(what("offsets"), e))?;
             }
         }
         if !self.open && offsets.count() == 0 {
@@ -161,12 +161,6 @@ impl OffsetsTxn {
         self.begin().await?;
         self.handle.flush(self.flush_timeout).await?;
         if offsets.count() > 0 {
-            let metadata = consumer.group_metadata().ok_or_else(|| {
-                Error::connector(
-                    what("sending offsets"),
-                    "the consumer has no group metadata",
-                )
-            })?;
             let timeout = self.timeout;
             self.handle
                 .blocking(what("sending offsets to the transaction"), move |p| {
@@ -192,14 +186,6 @@ impl OffsetsTxn {
     /// Aborts what is open (no checkpoint's offsets cover it: it is read again) and drops the
     /// producer.
     pub async fn close(self) {
-        if self.open {
-            let _ = self
-                .handle
-                .blocking("abort_transaction", |p| {
-                    p.abort_transaction(Duration::from_secs(10))
-                })
-                .await;
-        }
-        self.handle.shutdown().await;
+        self.handle.abort_and_shutdown(self.open).await;
     }
 }

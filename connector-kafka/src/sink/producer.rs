@@ -236,6 +236,19 @@ impl ProducerHandle {
             .map_err(|e| crate::kafka_err(format!("kafka sink: {what}"), e))
     }
 
+    /// Closes a transactional producer: aborts its transaction if one is `open` (what no
+    /// commit covers is written again or read again), then shuts down.
+    pub async fn abort_and_shutdown(self, open: bool) {
+        if open {
+            let _ = self
+                .blocking("abort_transaction", |p| {
+                    p.abort_transaction(Duration::from_secs(10))
+                })
+                .await;
+        }
+        self.shutdown().await;
+    }
+
     /// Flushes briefly and drops the producer on a blocking thread (dropping can block).
     pub async fn shutdown(self) {
         let _ = tokio::task::spawn_blocking(move || {

@@ -411,15 +411,7 @@ impl TxnManager {
     /// Aborts what is open (a restore writes pending transactions again) and drops producers.
     pub async fn close(self) {
         for slot in self.slots {
-            if slot.busy {
-                let _ = slot
-                    .handle
-                    .blocking("abort_transaction", |p| {
-                        p.abort_transaction(Duration::from_secs(10))
-                    })
-                    .await;
-            }
-            slot.handle.shutdown().await;
+            slot.handle.abort_and_shutdown(slot.busy).await;
         }
     }
 }

@@ -9,7 +9,16 @@ use parking_lot::Mutex;
 use rdkafka::consumer::Rebalance;
 use rdkafka::TopicPartitionList;
 
-use super::tp_key;
+/// The state key of a partition: `topic/partition`.
+pub(crate) fn tp_key(topic: &str, partition: i32) -> String {
+    format!("{topic}/{partition}")
+}
+
+/// A state key back into topic and partition.
+pub(crate) fn parse_tp(key: &str) -> Option<(String, i32)> {
+    let (t, p) = key.rsplit_once('/')?;
+    Some((t.to_owned(), p.parse().ok()?))
+}
 
 /// The partitions the group gave this consumer now (`topic/partition` keys), kept by the
 /// rebalance callbacks and read by the emitting loop. A version counts the changes, so the

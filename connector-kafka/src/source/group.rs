@@ -18,9 +18,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rivus_core::{Error, Result, RuntimeContext};
 
+use super::assignment::tp_key;
 use super::offsets::{StartOffsets, StopOffsets};
 use super::subscription::Subscription;
-use super::tp_key;
 use crate::kafka_err;
 
 /// Checks that a source's settings fit group mode; `Err` names the field.
@@ -225,7 +225,7 @@ impl<T: Send + 'static> super::KafkaSource<T> {
 /// The link, when an exactly-once sink chained into the task commits the offsets.
 fn r_link<T: Send + 'static>(
     src: &super::KafkaSource<T>,
-) -> Result<Option<Arc<crate::offsets_link::OffsetsLink>>> {
+) -> Result<Option<Arc<super::offsets_link::OffsetsLink>>> {
     Ok(src.running()?.link.clone().filter(|l| l.sink_commits()))
 }
 
@@ -242,7 +242,7 @@ impl View {
     fn refresh(
         &mut self,
         assignment: &super::assignment::Assignment,
-        link: Option<&crate::offsets_link::OffsetsLink>,
+        link: Option<&super::offsets_link::OffsetsLink>,
         state: &mut super::KafkaSourceState,
     ) -> bool {
         let version = assignment.version();

@@ -16,7 +16,7 @@ pub(crate) struct LagContext {
     pub assignment: Option<super::assignment::Assignment>,
     /// Group mode with an exactly-once Kafka sink chained: revocations wait for its
     /// transaction (see `offsets_link.rs`), at most `drain_limit`.
-    pub link: Option<std::sync::Arc<crate::offsets_link::OffsetsLink>>,
+    pub link: Option<std::sync::Arc<super::offsets_link::OffsetsLink>>,
     pub drain_limit: std::time::Duration,
 }
 
@@ -42,7 +42,7 @@ impl ClientContext for LagContext {
                 };
                 let Some(lag) = lag_of(p) else { continue };
                 self.group
-                    .with_label("partition", super::tp_key(topic, partition))
+                    .with_label("partition", super::assignment::tp_key(topic, partition))
                     .gauge("rivus_kafka_consumer_lag")
                     .set(lag as f64);
             }

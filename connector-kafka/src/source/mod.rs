@@ -6,6 +6,7 @@ mod fetcher;
 mod group;
 mod lag;
 mod offsets;
+pub(crate) mod offsets_link;
 mod subscription;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +21,7 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
 use rivus_core::prelude::*;
 
-pub(crate) use assignment::Assignment;
+pub(crate) use assignment::{parse_tp, tp_key};
 pub use builder::KafkaSourceBuilder;
 use builder::Settings;
 pub use offsets::{StartOffsets, StopOffsets};
@@ -30,20 +31,10 @@ use crate::config::KafkaProperties;
 use crate::kafka_err;
 use crate::record::KafkaDeserializer;
 use fetcher::{Discovery, FetchBatch, Fetcher, Refused};
-use lag::LagContext;
-pub(crate) use lag::SourceConsumer;
+use lag::{LagContext, SourceConsumer};
 
 /// Checkpointed positions: `topic/partition` → next offset to read.
 pub type KafkaSourceState = BTreeMap<String, i64>;
-
-fn tp_key(topic: &str, partition: i32) -> String {
-    format!("{topic}/{partition}")
-}
-
-fn parse_tp(key: &str) -> Option<(String, i32)> {
-    let (t, p) = key.rsplit_once('/')?;
-    Some((t.to_owned(), p.parse().ok()?))
-}
 
 /// The source's prefetch unless set otherwise: at most 8 MiB (`queued.max.messages.kbytes`) or
 /// 50 000 messages queued per partition, and the next fetch 10 ms after the queue drains below
@@ -66,7 +57,7 @@ struct Running<T> {
     assignment: Option<assignment::Assignment>,
     /// Group mode: shared with an exactly-once Kafka sink chained into the task, which then
     /// commits the offsets (see `offsets_link.rs`).
-    link: Option<Arc<crate::offsets_link::OffsetsLink>>,
+    link: Option<Arc<offsets_link::OffsetsLink>>,
     handler: ErrorHandler,
     commit_ok: metrics::Counter,
     commit_failed: metrics::Counter,
@@ -243,7 +234,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         let assignment = s.group_mode.then(assignment::Assignment::default);
         let link = s.group_mode.then(|| {
             ctx.task_shared()
-                .get_or_insert_with(crate::offsets_link::OffsetsLink::default)
+                .get_or_insert_with(offsets_link::OffsetsLink::default)
         });
         let alive = Arc::new(AtomicBool::new(true));
         let lag = LagContext {
@@ -266,7 +257,9 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
                 .map_err(|e| s.props.build_error("consumer", e))?,
         );
         if let (Some(link), Some(a)) = (&link, &assignment) {
-            link.set_source(&consumer, a.clone(), Arc::clone(&alive));
+            let weak = Arc::downgrade(&consumer);
+            let metadata = move || weak.upgrade().and_then(|c| c.group_metadata());
+            link.set_source(Box::new(metadata), a.clone(), Arc::clone(&alive));
         }
         let m = ctx.metrics();
         self.running = Some(Running {

@@ -9,8 +9,9 @@ use super::lag::SourceConsumer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::{Error, Result};
 
+use super::assignment::parse_tp;
 use super::subscription::Subscription;
-use super::{parse_tp, KafkaSourceState};
+use super::KafkaSourceState;
 use crate::kafka_err;
 
 /// Where a partition without checkpointed state starts.

@@ -20,25 +20,33 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::source::{Assignment, KafkaSourceState, SourceConsumer};
+use rdkafka::consumer::ConsumerGroupMetadata;
+
+use super::assignment::Assignment;
+
+/// `topic/partition` → next offset to read (the source's state).
+type Positions = std::collections::BTreeMap<String, i64>;
+
+/// The consumer's group metadata now; `None` once the consumer is gone.
+pub(crate) type GroupMetadata = Box<dyn Fn() -> Option<ConsumerGroupMetadata> + Send + Sync>;
 
 /// The positions a source snapshot at one barrier, and the assignment version its emitting loop
 /// had applied by then.
 #[derive(Debug, Clone)]
 pub(crate) struct AtBarrier {
     pub id: u64,
-    pub positions: KafkaSourceState,
+    pub positions: Positions,
     pub seen: u64,
 }
 
 /// What the source side registers when it opens.
 struct SourceSide {
-    consumer: Weak<SourceConsumer>,
+    metadata: GroupMetadata,
     assignment: Assignment,
     alive: Arc<AtomicBool>,
 }
@@ -72,15 +80,15 @@ impl OffsetsLink {
         self.sink_commits.load(Ordering::Acquire)
     }
 
-    /// The source opened: its consumer, assignment and liveness flag.
+    /// The source opened: its consumer's group metadata, assignment and liveness flag.
     pub fn set_source(
         &self,
-        consumer: &Arc<SourceConsumer>,
+        metadata: GroupMetadata,
         assignment: Assignment,
         alive: Arc<AtomicBool>,
     ) {
         *self.source.lock() = Some(SourceSide {
-            consumer: Arc::downgrade(consumer),
+            metadata,
             assignment,
             alive,
         });
@@ -88,11 +96,16 @@ impl OffsetsLink {
         self.broken.store(false, Ordering::Release);
     }
 
-    /// The consumer and assignment of the source, if one opened and is still open.
-    pub fn source(&self) -> Option<(Arc<SourceConsumer>, Assignment)> {
+    /// Whether a source opened.
+    pub fn has_source(&self) -> bool {
+        self.source.lock().is_some()
+    }
+
+    /// The group metadata of the source's consumer and its assignment, while it is open.
+    pub fn source(&self) -> Option<(ConsumerGroupMetadata, Assignment)> {
         let side = self.source.lock();
         let side = side.as_ref()?;
-        Some((side.consumer.upgrade()?, side.assignment.clone()))
+        Some(((side.metadata)()?, side.assignment.clone()))
     }
 
     /// The emitting loop applies assignment `version` from now on.
@@ -106,7 +119,7 @@ impl OffsetsLink {
     }
 
     /// Barrier `id`: the source's positions snapshot for it.
-    pub fn record_barrier(&self, id: u64, positions: &KafkaSourceState) {
+    pub fn record_barrier(&self, id: u64, positions: &Positions) {
         let seen = if self.loop_idle.load(Ordering::Acquire) {
             // Between batches: the next batch starts from the version current now.
             self.source
@@ -186,7 +199,7 @@ mod tests {
     fn barrier_is_taken_once_and_only_for_its_id() {
         let link = OffsetsLink::default();
         link.loop_applies(3);
-        let positions: KafkaSourceState = [("t/0".to_owned(), 10)].into();
+        let positions: Positions = [("t/0".to_owned(), 10)].into();
         link.record_barrier(7, &positions);
         assert!(link.take_barrier(6).is_none());
         let b = link.take_barrier(7).expect("barrier 7");
