@@ -174,7 +174,8 @@ async fn run(
         }
         Err(e) => {
             eprintln!("{}: the job failed: {e}", config.name);
-            ExitCode::from(1)
+            // What no restart fixes (configuration, credentials, an owned store): 2.
+            ExitCode::from(if e.is_setup() { 2 } else { 1 })
         }
     }
 }

@@ -1,150 +1,25 @@
 //! Worker mode with real processes and real brokers: `rivus run FILE --worker ID` three
-//! times on one 12-partition topic → a Kafka topic. One worker is SIGKILLed mid-stream and a
+//! times on one 12-partition topic → a Kafka topic. Workers joining and leaving gracefully
+//! repeat nothing (a revocation waits for a completed checkpoint). One worker is SIGKILLed mid-stream and a
 //! fourth joins later; the others take its partitions over through the consumer group, and
 //! every record arrives: at-least-once with a plain sink; exactly once, as a `read_committed`
 //! reader sees it, with the transactional sink (the source's offsets commit in its
 //! transactions, KIP-447). Then two workers as competing
 //! consumers of one RabbitMQ queue: one is SIGKILLed, the broker redelivers what it held to
-//! the other, and every message arrives.
+//! the other, and every message arrives. Kafka → PostgreSQL with the checkpoints in the S3
+//! server: a killed worker loses nothing (at-least-once across workers; exactly-once into
+//! SQL is refused in worker mode), and a second process with the same worker id is refused.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+#[path = "support/workers.rs"]
+mod support;
+
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use rivus_testkit::services::{require, unique_name, Service};
-
-const PARTITIONS: i32 = 12;
-
-async fn create_topic(bootstrap: &str, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let r = admin
-        .create_topics(
-            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .unwrap();
-    assert!(r[0].is_ok(), "{r:?}");
-}
-
-fn worker(dir: &Path, file: &Path, id: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_rivus"))
-        .args(["run", file.to_str().unwrap(), "--worker", id])
-        .current_dir(dir)
-        .env(
-            "RUST_LOG",
-            "warn,rivus_connector_kafka=info,rivus_connector_redis=info",
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Reads `topic` from the beginning on a thread, recording the ids seen, the total count, and
-/// per input partition when the first record with an id at or above `after` arrived.
-struct Reader {
-    ids: Arc<Mutex<HashSet<u64>>>,
-    total: Arc<AtomicU64>,
-    after: Arc<AtomicU64>,
-    first_after: Arc<Mutex<HashMap<i32, Instant>>>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Reader {
-    fn start(bootstrap: &str, topic: &str) -> Self {
-        Self::start_with(bootstrap, topic, "read_uncommitted")
-    }
-
-    fn start_with(bootstrap: &str, topic: &str, isolation: &str) -> Self {
-        let c: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .set("group.id", unique_name("reader"))
-            .set("enable.auto.commit", "false")
-            .set("isolation.level", isolation)
-            .create()
-            .unwrap();
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..PARTITIONS {
-            tpl.add_partition_offset(topic, p, Offset::Beginning)
-                .unwrap();
-        }
-        c.assign(&tpl).unwrap();
-        let r = Reader {
-            ids: Arc::default(),
-            total: Arc::default(),
-            after: Arc::new(AtomicU64::new(u64::MAX)),
-            first_after: Arc::default(),
-            stop: Arc::default(),
-        };
-        let (ids, total, after, first_after, stop) = (
-            Arc::clone(&r.ids),
-            Arc::clone(&r.total),
-            Arc::clone(&r.after),
-            Arc::clone(&r.first_after),
-            Arc::clone(&r.stop),
-        );
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-                    let v: serde_json::Value =
-                        serde_json::from_slice(m.payload().unwrap_or_default()).unwrap();
-                    let id = v["id"].as_u64().unwrap();
-                    ids.lock().insert(id);
-                    total.fetch_add(1, Ordering::Relaxed);
-                    if id >= after.load(Ordering::Relaxed) {
-                        let p = v["p"].as_i64().unwrap() as i32;
-                        first_after.lock().entry(p).or_insert_with(Instant::now);
-                    }
-                }
-            }
-        });
-        r
-    }
-
-    fn distinct(&self) -> usize {
-        self.ids.lock().len()
-    }
-
-    /// Waits (at most 90 s) until every id in `0..n` arrived; `what` says what should have
-    /// (in failures).
-    async fn wait_for_all(&self, n: u64, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while (self.distinct() as u64) < n {
-            assert!(
-                Instant::now() < deadline,
-                "only {} of {n} {what}",
-                self.distinct()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let ids = self.ids.lock().clone();
-        assert!(
-            (0..n).all(|i| ids.contains(&i)),
-            "not all {n} {what}: one is missing"
-        );
-    }
-}
-
-/// Asks a worker to stop gracefully (SIGINT).
-fn interrupt(w: &Child) {
-    Command::new("kill")
-        .args(["-INT", &w.id().to_string()])
-        .status()
-        .unwrap();
-}
+use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
+use support::*;
 
 #[tokio::test]
 async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
@@ -160,6 +35,94 @@ async fn workers_with_the_transactional_sink_deliver_every_record_exactly_once()
         return;
     };
     kafka_workers(&kafka, true).await;
+}
+
+/// Kafka → Kafka in group mode, checkpoints every 500 ms, a 6 s session.
+fn kafka_pipeline(kafka: &str, input: &str, output: &str, sink_extra: &str) -> String {
+    format!(
+        "name = \"{input}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state\"\n\
+         [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+         properties = {{ \"session.timeout.ms\" = \"6000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
+         [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n{sink_extra}"
+    )
+}
+
+#[tokio::test]
+async fn workers_joining_and_leaving_gracefully_repeat_nothing() {
+    let Some(kafka) = require(Service::Kafka) else {
+        return;
+    };
+    let (input, output) = (
+        unique_name("workers-move-in"),
+        unique_name("workers-move-out"),
+    );
+    create_topic(&kafka, &input).await;
+    create_topic(&kafka, &output).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    // At-least-once sink: only the revocation's wait for a completed checkpoint keeps the
+    // new owner from repeating what the old one emitted.
+    std::fs::write(&file, kafka_pipeline(&kafka, &input, &output, "")).unwrap();
+    let reader = Reader::start(&kafka, &output);
+    let n: u64 = 90_000;
+    let produced = Arc::new(AtomicU64::new(0));
+    let feed = feed(
+        &kafka,
+        &input,
+        n,
+        Duration::from_millis(100),
+        Arc::clone(&produced),
+    );
+    let w1 = worker(dir.path(), &file, "w1");
+    let w2 = worker(dir.path(), &file, "w2");
+    // A third joins (partitions move to it), later the first leaves (its partitions move).
+    wait_produced(&produced, 25_000).await;
+    let w3 = worker(dir.path(), &file, "w3");
+    wait_produced(&produced, 60_000).await;
+    interrupt(&w1);
+    let w1 = w1.wait_with_output().unwrap();
+    assert!(
+        w1.status.success(),
+        "{}",
+        String::from_utf8_lossy(&w1.stderr)
+    );
+    feed.await.unwrap();
+    reader.wait_for_all(n, "records arrived").await;
+    // Late duplicates would come after the last distinct record: a few checkpoints more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let total = reader.total.load(Ordering::Relaxed);
+    reader.stop.store(true, Ordering::Relaxed);
+    let mut drained = 0;
+    let mut logs = vec![String::from_utf8_lossy(&w1.stderr).into_owned()];
+    for w in [w2, w3] {
+        interrupt(&w);
+        let out = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        logs.push(err);
+    }
+    for log in &logs {
+        drained += log
+            .matches("revoked partitions committed by a completed checkpoint")
+            .count();
+    }
+    eprintln!(
+        "workers joining and leaving: {n} records, {} duplicates, {drained} revocations waited \
+         for a checkpoint",
+        total - n
+    );
+    assert_eq!(
+        total,
+        n,
+        "{} duplicates after graceful rebalances",
+        total - n
+    );
+    assert!(drained > 0, "no revocation waited: {logs:?}");
+    assert!(
+        logs[2].contains("the group assigned partitions"),
+        "w3 never got partitions: {}",
+        logs[2]
+    );
 }
 
 /// Three workers, one killed at ~40 000 records, a fourth joining at ~80 000 (a rebalance
@@ -179,16 +142,7 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     } else {
         ""
     };
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"{input}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state\"\n\
-             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
-             properties = {{ \"session.timeout.ms\" = \"6000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
-             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n{sink_extra}"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&file, kafka_pipeline(&kafka, &input, &output, sink_extra)).unwrap();
 
     let reader = if exactly_once {
         Reader::start_with(&kafka, &output, "read_committed")
@@ -197,65 +151,24 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     };
     let n: u64 = 120_000;
     let produced = Arc::new(AtomicU64::new(0));
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &kafka)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    let feed = {
-        let (input, produced) = (input.clone(), Arc::clone(&produced));
-        tokio::spawn(async move {
-            // About 15 000 records/s for 8 s: the kill and the join fall mid-stream.
-            for chunk in (0..n).collect::<Vec<_>>().chunks(1500) {
-                let sends: Vec<_> = chunk
-                    .iter()
-                    .map(|i| {
-                        let p = (*i % PARTITIONS as u64) as i32;
-                        let value = format!("{{\"id\":{i},\"p\":{p},\"pad\":\"{:0>60}\"}}", i);
-                        let producer = producer.clone();
-                        let input = input.clone();
-                        async move {
-                            producer
-                                .send(
-                                    FutureRecord::<(), _>::to(&input)
-                                        .partition(p)
-                                        .payload(&value),
-                                    Duration::from_secs(30),
-                                )
-                                .await
-                                .map(|_| ())
-                                .map_err(|(e, _)| e)
-                        }
-                    })
-                    .collect();
-                for r in futures::future::join_all(sends).await {
-                    r.unwrap();
-                }
-                produced.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    // About 15 000 records/s for 8 s: the kill and the join fall mid-stream.
+    let feed = feed(
+        &kafka,
+        &input,
+        n,
+        Duration::from_millis(100),
+        Arc::clone(&produced),
+    );
 
     let mut workers = vec![
         ("w1", worker(dir.path(), &file, "w1")),
         ("w2", worker(dir.path(), &file, "w2")),
         ("w3", worker(dir.path(), &file, "w3")),
     ];
-    let wait_produced = |k: u64| {
-        let produced = Arc::clone(&produced);
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while produced.load(Ordering::Relaxed) < k {
-                assert!(Instant::now() < deadline, "the feed is stuck");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
 
     // Mid-stream: kill w2. Records of its partitions produced after the kill can only arrive
     // through the worker that takes each partition over.
-    wait_produced(40_000).await;
+    wait_produced(&produced, 40_000).await;
     reader
         .after
         .store(produced.load(Ordering::Relaxed) + 1500, Ordering::Relaxed);
@@ -270,7 +183,7 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     );
 
     // A worker joins mid-stream; partitions move to it.
-    wait_produced(80_000).await;
+    wait_produced(&produced, 80_000).await;
     workers.push(("w4", worker(dir.path(), &file, "w4")));
     feed.await.unwrap();
     reader.wait_for_all(n, "records arrived").await;
@@ -343,28 +256,6 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
             "no revocation waited for the sink's transaction"
         );
     }
-}
-
-/// The input partitions a worker's log says it held last (assignments minus revocations).
-fn held_at_the_end(log: &str) -> BTreeSet<i32> {
-    let mut held = BTreeSet::new();
-    for line in log.lines() {
-        let assigned = line.contains("the group assigned partitions");
-        if !assigned && !line.contains("the group revoked partitions") {
-            continue;
-        }
-        // partitions=["topic/3", "topic/7"]
-        for part in line.split('"').filter_map(|s| s.rsplit_once('/')) {
-            if let Ok(p) = part.1.parse::<i32>() {
-                if assigned {
-                    held.insert(p);
-                } else {
-                    held.remove(&p);
-                }
-            }
-        }
-    }
-    held
 }
 
 #[tokio::test]
@@ -575,4 +466,140 @@ async fn redis_streams_workers_claim_a_killed_workers_pending_entries() {
         err.contains("claimed entries pending longer than claim_idle"),
         "{err}"
     );
+}
+
+/// Rows in `table`, and distinct ids among them.
+async fn count(db: &mut sqlx::PgConnection, table: &str) -> (i64, i64) {
+    sqlx::query_as(&format!("SELECT COUNT(*), COUNT(DISTINCT id) FROM {table}"))
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_is_killed() {
+    let (Some(kafka), Some(pg), Some(s3)) = (
+        require(Service::Kafka),
+        require(Service::Postgres),
+        require(Service::S3),
+    ) else {
+        return;
+    };
+    use sqlx::Connection;
+    let mut db = sqlx::PgConnection::connect(&pg).await.unwrap();
+    let input = unique_name("workers-pg-in");
+    create_topic(&kafka, &input).await;
+    let table = unique_name("workers_pg").replace('-', "_");
+    let (bucket, _, _) = s3_credentials();
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = |store: &str, extra: &str| {
+        format!(
+            "name = \"{input}\"\n[checkpoint]\ninterval = \"500ms\"\nstore = \"{store}\"\nlease = \"5s\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             properties = {{ \"session.timeout.ms\" = \"6000\", \"heartbeat.interval.ms\" = \"1000\" }}\n\
+             [sink]\ntype = \"jdbc\"\nurl = \"{pg}\"\ntable = \"{table}\"\n{extra}\
+             setup = \"CREATE TABLE IF NOT EXISTS {table} (id BIGINT, p INT, pad TEXT)\"\n"
+        )
+    };
+
+    // Prepared transactions cannot move between workers: exactly-once is refused, by name.
+    let eo = dir.path().join("eo.toml");
+    let eo_store = format!("s3://{bucket}/{}", unique_name("workers-pg-eo"));
+    std::fs::write(&eo, pipeline(&eo_store, "exactly_once = true\n")).unwrap();
+    let out = worker_s3(dir.path(), &eo, "w1", &s3).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("sink.jdbc.exactly_once"), "{err}");
+    assert!(err.contains("worker `w1`"), "{err}");
+
+    // The table has no key: a record written twice is a second row.
+    let file = dir.path().join("p.toml");
+    let store = format!("s3://{bucket}/{}", unique_name("workers-pg"));
+    std::fs::write(&file, pipeline(&store, "")).unwrap();
+    let n: u64 = 60_000;
+    let produced = Arc::new(AtomicU64::new(0));
+    let mut workers: Vec<(&str, Child)> = ["w1", "w2", "w3"]
+        .into_iter()
+        .map(|id| (id, worker_s3(dir.path(), &file, id, &s3).spawn().unwrap()))
+        .collect();
+    let feed = feed(
+        &kafka,
+        &input,
+        n,
+        Duration::from_millis(100),
+        Arc::clone(&produced),
+    );
+    // Rows arrive: every worker holds its lease by now.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&table)
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+        if exists && count(&mut db, &table).await.0 > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no row arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The same worker id a second time: refused, naming the holder of the store's lease.
+    let twin = worker_s3(dir.path(), &file, "w1", &s3).output().unwrap();
+    let err = String::from_utf8_lossy(&twin.stderr);
+    assert!(!twin.status.success(), "a second w1 must not run: {err}");
+    assert!(
+        err.contains(&format!("checkpoint store `{store}/w1`")),
+        "{err}"
+    );
+    assert!(err.contains("held by job"), "{err}");
+
+    // Mid-stream: kill w2; later w4 joins.
+    wait_produced(&produced, 20_000).await;
+    workers[1].1.kill().unwrap();
+    let killed = Instant::now();
+    workers.remove(1).1.wait().unwrap();
+    let at_kill = count(&mut db, &table).await.1;
+    wait_produced(&produced, 40_000).await;
+    workers.push((
+        "w4",
+        worker_s3(dir.path(), &file, "w4", &s3).spawn().unwrap(),
+    ));
+    feed.await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let (rows, distinct) = loop {
+        let (rows, distinct) = count(&mut db, &table).await;
+        if distinct as u64 == n {
+            break (rows, distinct);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {distinct} of {n} ids arrived ({rows} rows)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (min, max): (i64, i64) = sqlx::query_as(&format!("SELECT MIN(id), MAX(id) FROM {table}"))
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!((min, max), (0, n as i64 - 1), "ids outside 0..{n}");
+    eprintln!(
+        "kafka → postgres workers: {n} records, {} duplicate rows ({at_kill} distinct when w2 \
+         was killed; every id {:.1} s after the kill)",
+        rows - distinct,
+        killed.elapsed().as_secs_f64()
+    );
+    for (_, w) in &workers {
+        interrupt(w);
+    }
+    for (id, w) in workers {
+        let out = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{id}: {err}");
+        assert!(
+            err.contains("the group assigned partitions"),
+            "{id} never got partitions: {err}"
+        );
+    }
 }

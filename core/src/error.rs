@@ -197,6 +197,17 @@ impl Error {
         }
     }
 
+    /// True when the operator must change something before the job can run: bad
+    /// configuration, refused credentials or permissions, a checkpoint store held by another
+    /// owner (the CLI exits with code 2 for these).
+    pub fn is_setup(&self) -> bool {
+        match self {
+            Error::Task { source, .. } => source.is_setup(),
+            Error::Config { .. } | Error::Refused { .. } | Error::Owner { .. } => true,
+            _ => false,
+        }
+    }
+
     /// True when this error only reports cancellation (not a root cause).
     pub fn is_cancelled(&self) -> bool {
         match self {

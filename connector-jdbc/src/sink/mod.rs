@@ -149,6 +149,23 @@ impl<T: Send + 'static> JdbcSink<T> {
 impl<T: Send + 'static> RichFunction for JdbcSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = Arc::clone(&self.settings);
+        if s.exactly_once {
+            if let Some(w) = ctx.worker() {
+                // Prepared transactions are resolved from one process's checkpoints: a worker
+                // that never came back would leave the rows of its completed checkpoints
+                // prepared but uncommitted, while its source's offsets already moved on.
+                return Err(Error::config(
+                    "sink.jdbc.exactly_once",
+                    format!(
+                        "worker `{w}`: prepared transactions belong to one process's \
+                         checkpoints and cannot move to another worker; across workers use \
+                         at-least-once with mode = \"upsert\" on the table's key (the table \
+                         ends as if each record were written once), or run exactly-once as one \
+                         process"
+                    ),
+                ));
+            }
+        }
         // Exactly-once on MySQL/MariaDB parks a session per prepared, uncommitted checkpoint.
         let parked = if s.exactly_once { 2 } else { 0 };
         let connections = s.bulk.concurrent_requests as u32 + 2 + parked;

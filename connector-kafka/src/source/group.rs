@@ -4,9 +4,12 @@
 //! partitions move as workers join and leave.
 //!
 //! What moves with a partition is the group's committed offset: a completed checkpoint
-//! commits the offsets it covers (as in the default mode), and a worker that gains a partition
-//! starts from that commit. Records a worker emitted after its last completed checkpoint for a
-//! partition it then loses are read again by the new owner: at-least-once across workers.
+//! commits the offsets it covers (from a task of its own, `group_commit.rs`), and a worker
+//! that gains a partition starts from that commit. A revocation (a worker joins or leaves)
+//! waits until a completed checkpoint covered the revoked partitions and its commit went
+//! through, so a graceful rebalance repeats nothing. Records a worker emitted after its last
+//! completed checkpoint for a partition it loses without a rebalance (it was killed, or
+//! missed its session timeout) are read again by the new owner: at-least-once across workers.
 //!
 //! With an exactly-once Kafka sink chained into the task, the sink commits the offsets instead,
 //! inside the transaction of the records read before them (KIP-447, `offsets_link.rs`), and a
@@ -158,8 +161,8 @@ impl<T: Send + 'static> super::KafkaSource<T> {
         );
 
         let handover = Arc::clone(&self.running()?.handover);
-        // With a sink committing the offsets: it learns the positions at every barrier, and
-        // which assignment the loop had applied by then.
+        // Whoever commits the offsets learns the positions at every barrier, and which
+        // assignment the loop had applied by then.
         let link = r_link(self)?;
         if let Some(link) = &link {
             let link = Arc::clone(link);
@@ -222,11 +225,11 @@ impl<T: Send + 'static> super::KafkaSource<T> {
     }
 }
 
-/// The link, when an exactly-once sink chained into the task commits the offsets.
+/// The link (group mode).
 fn r_link<T: Send + 'static>(
     src: &super::KafkaSource<T>,
 ) -> Result<Option<Arc<super::offsets_link::OffsetsLink>>> {
-    Ok(src.running()?.link.clone().filter(|l| l.sink_commits()))
+    Ok(src.running()?.link.clone())
 }
 
 /// The emitting loop's copy of the assignment, refreshed when its version changes.

@@ -14,8 +14,8 @@ pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
 pub(crate) struct LagContext {
     pub group: MetricsGroup,
     pub assignment: Option<super::assignment::Assignment>,
-    /// Group mode with an exactly-once Kafka sink chained: revocations wait for its
-    /// transaction (see `offsets_link.rs`), at most `drain_limit`.
+    /// Group mode with checkpoints: revocations wait for a commit covering the revoked
+    /// partitions (see `offsets_link.rs`), at most `drain_limit`.
     pub link: Option<std::sync::Arc<super::offsets_link::OffsetsLink>>,
     pub drain_limit: std::time::Duration,
 }
@@ -51,21 +51,28 @@ impl ClientContext for LagContext {
 }
 
 impl ConsumerContext for LagContext {
-    /// Runs on the consumer thread inside `poll`, before librdkafka gives partitions up: with
-    /// a sink committing the offsets, waits until a transaction covered the revoked ones.
+    /// Runs on the consumer thread inside `poll`, before librdkafka gives partitions up: waits
+    /// until a commit (a completed checkpoint's, or the sink's transaction) covered the
+    /// revoked ones.
     fn pre_rebalance(
         &self,
         _: &rdkafka::consumer::BaseConsumer<Self>,
         rebalance: &rdkafka::consumer::Rebalance<'_>,
     ) {
         if let (Some(link), rdkafka::consumer::Rebalance::Revoke(_)) = (&self.link, rebalance) {
-            if link.sink_commits() {
-                let gone = super::assignment::rebalance_keys(rebalance);
-                let started = std::time::Instant::now();
-                if link.drain(gone, self.drain_limit) {
+            let gone = super::assignment::rebalance_keys(rebalance);
+            let started = std::time::Instant::now();
+            if link.drain(gone, self.drain_limit) {
+                let waited_ms = started.elapsed().as_millis() as u64;
+                if link.sink_commits() {
                     tracing::info!(
-                        waited_ms = started.elapsed().as_millis() as u64,
+                        waited_ms,
                         "kafka source: revoked partitions committed by the sink's transaction"
+                    );
+                } else {
+                    tracing::info!(
+                        waited_ms,
+                        "kafka source: revoked partitions committed by a completed checkpoint"
                     );
                 }
             }

@@ -4,6 +4,7 @@ mod assignment;
 mod builder;
 mod fetcher;
 mod group;
+mod group_commit;
 mod lag;
 mod offsets;
 pub(crate) mod offsets_link;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
@@ -55,12 +56,14 @@ struct Running<T> {
     thread: Option<JoinHandle<()>>,
     /// Group mode: the partitions the group gave this consumer now.
     assignment: Option<assignment::Assignment>,
-    /// Group mode: shared with an exactly-once Kafka sink chained into the task, which then
-    /// commits the offsets (see `offsets_link.rs`).
+    /// Group mode: the barriers' positions and what commits them, shared with an
+    /// exactly-once Kafka sink chained into the task if there is one (see `offsets_link.rs`).
     link: Option<Arc<offsets_link::OffsetsLink>>,
+    /// Group mode with checkpoints: the task committing completed checkpoints to the group
+    /// (`group_commit.rs`).
+    committer: Option<group_commit::Committer>,
     handler: ErrorHandler,
-    commit_ok: metrics::Counter,
-    commit_failed: metrics::Counter,
+    commits: group_commit::CommitCounters,
     records: metrics::Counter,
     bytes: metrics::Counter,
 }
@@ -143,32 +146,9 @@ impl<T: Send + 'static> KafkaSource<T> {
             // The sink's transactions commit them, with the records.
             return;
         }
-        // In group mode, only what the group gives this consumer now: a partition that moved
-        // is the new owner's to commit.
+        // In group mode, only what the group gives this consumer now.
         let held = r.assignment.as_ref().map(assignment::Assignment::current);
-        let mut tpl = TopicPartitionList::new();
-        for (k, off) in state {
-            if held.as_ref().is_some_and(|h| !h.contains(k)) {
-                continue;
-            }
-            if let Some((t, p)) = parse_tp(k) {
-                let _ = tpl.add_partition_offset(&t, p, Offset::Offset(*off));
-            }
-        }
-        if tpl.count() == 0 {
-            return;
-        }
-        let consumer = Arc::clone(&r.consumer);
-        let result =
-            tokio::task::spawn_blocking(move || consumer.commit(&tpl, CommitMode::Sync)).await;
-        match result {
-            Ok(Ok(())) => r.commit_ok.increment(1),
-            Ok(Err(e)) => {
-                r.commit_failed.increment(1);
-                tracing::warn!(error = %e, "kafka offset commit failed (progress is still checkpointed)");
-            }
-            Err(e) => tracing::warn!(error = %e, "kafka offset commit task failed"),
-        }
+        group_commit::commit(&r.consumer, held, state, &r.commits).await;
     }
 
     fn commit_events_state(
@@ -184,8 +164,11 @@ impl<T: Send + 'static> KafkaSource<T> {
         ctx: &mut SourceContext<T, KafkaSourceState>,
         handover: &Handover<FetchBatch<T>>,
     ) -> Result<Option<FetchBatch<T>>> {
-        if let Some(state) = Self::commit_events_state(ctx.take_events()) {
-            self.commit(&state).await;
+        let events = ctx.take_events();
+        if self.running()?.committer.is_none() {
+            if let Some(state) = Self::commit_events_state(events) {
+                self.commit(&state).await;
+            }
         }
         match ctx.wait_for(handover.poll_next()).await? {
             None | Some(Err(HandoverError::Closed)) => Ok(None),
@@ -243,8 +226,9 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
                 ("subtask".into(), ctx.subtask_index().to_string()),
             ]),
             assignment: assignment.clone(),
-            link: link.clone(),
-            // A revocation waits for the sink's next transaction: a few checkpoints.
+            // A revocation waits for the next commit (a few checkpoints); without checkpoints
+            // nothing commits, and nothing waits.
+            link: link.clone().filter(|_| ctx.is_checkpointing_enabled()),
             drain_limit: ctx
                 .checkpoint_interval()
                 .map_or(Duration::from_secs(60), |i| {
@@ -262,6 +246,26 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             link.set_source(Box::new(metadata), a.clone(), Arc::clone(&alive));
         }
         let m = ctx.metrics();
+        let commits = group_commit::CommitCounters {
+            ok: m
+                .with_label("result", "ok")
+                .counter("rivus_kafka_commits_total"),
+            failed: m
+                .with_label("result", "failed")
+                .counter("rivus_kafka_commits_total"),
+        };
+        let committer = match (&link, &assignment) {
+            (Some(link), Some(a)) if ctx.is_checkpointing_enabled() => {
+                Some(group_commit::Committer::spawn(
+                    Arc::clone(&consumer),
+                    a.clone(),
+                    Arc::clone(link),
+                    ctx.completed_checkpoints(),
+                    commits.clone(),
+                ))
+            }
+            _ => None,
+        };
         self.running = Some(Running {
             consumer,
             handover: Arc::new(Handover::new()),
@@ -269,13 +273,9 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             thread: None,
             assignment,
             link,
+            committer,
             handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka"),
-            commit_ok: m
-                .with_label("result", "ok")
-                .counter("rivus_kafka_commits_total"),
-            commit_failed: m
-                .with_label("result", "failed")
-                .counter("rivus_kafka_commits_total"),
+            commits,
             records: m.counter("rivus_kafka_records_total"),
             bytes: m.counter("rivus_kafka_bytes_total"),
         });
@@ -284,6 +284,9 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
 
     async fn close(&mut self) -> Result<()> {
         if let Some(mut r) = self.running.take() {
+            if let Some(c) = r.committer.take() {
+                c.stop();
+            }
             r.alive.store(false, Ordering::Release);
             r.handover.close();
             let thread = r.thread.take();
@@ -498,8 +501,13 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
         &mut self,
         events: Vec<CheckpointEvent<KafkaSourceState>>,
     ) -> Result<()> {
-        if let Some(state) = Self::commit_events_state(events) {
-            self.commit(&state).await;
+        let Some((id, state)) = CheckpointEvent::latest_completed(events) else {
+            return Ok(());
+        };
+        match self.running.as_mut().and_then(|r| r.committer.as_mut()) {
+            // Group mode: its task commits; the last checkpoint is committed before closing.
+            Some(c) => c.handled(id, Duration::from_secs(30)).await,
+            None => self.commit(&state).await,
         }
         Ok(())
     }

@@ -1,24 +1,28 @@
-//! Kafka → Kafka exactly-once with the consumer group (KIP-447): what a group-mode
-//! [`KafkaSource`](crate::KafkaSource) and an exactly-once [`KafkaSink`](crate::KafkaSink)
-//! chained into its task share.
+//! What a group-mode [`KafkaSource`](crate::KafkaSource) shares with whatever commits its
+//! offsets to the group, so that a revocation can wait for a commit covering the revoked
+//! partitions before they move (a graceful rebalance then repeats nothing).
 //!
 //! In group mode the group's committed offsets, not the checkpoint, say where a partition
-//! resumes — wherever it moves. The sink commits them itself, inside the transaction that holds
-//! the records read before them (`send_offsets_to_transaction` with the consumer's group
-//! metadata), at each checkpoint's barrier: records and offsets become visible in one step.
-//! A worker the group has already replaced is fenced by the group coordinator (its generation
-//! is stale), so its transaction aborts.
+//! resumes — wherever it moves. Two committers:
+//! - the source itself (`group_commit.rs`), when a checkpoint completes: at-least-once, and
+//!   a rebalance repeats nothing the completed checkpoint covered;
+//! - an exactly-once [`KafkaSink`](crate::KafkaSink) chained into the task (KIP-447): it
+//!   commits them inside the transaction that holds the records read before them
+//!   (`send_offsets_to_transaction` with the consumer's group metadata), at each checkpoint's
+//!   barrier: records and offsets become visible in one step. A worker the group has already
+//!   replaced is fenced by the group coordinator (its generation is stale), so its
+//!   transaction aborts.
 //!
 //! Through this link:
 //! - the source hands over its consumer (for the group metadata) and, at every barrier, its
 //!   positions (`SourceContext::on_barrier`);
 //! - the sink says that it commits the offsets (the source then commits none);
-//! - a revocation waits (on the consumer thread, inside the rebalance) until a transaction
-//!   holding everything emitted for the revoked partitions, and their offsets, has committed;
-//!   from the moment the emitting loop sees the revocation, records of those partitions are
-//!   dropped (the new owner reads them from the committed offset).
+//! - a revocation waits (on the consumer thread, inside the rebalance) until a commit covering
+//!   everything emitted for the revoked partitions has happened; from the moment the emitting
+//!   loop sees the revocation, records of those partitions are dropped (the new owner reads
+//!   them from the committed offset).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +32,9 @@ use parking_lot::{Condvar, Mutex};
 use rdkafka::consumer::ConsumerGroupMetadata;
 
 use super::assignment::Assignment;
+
+/// Barriers kept for a completion at most (a checkpoint completes within a few barriers).
+const MAX_PENDING: usize = 64;
 
 /// `topic/partition` → next offset to read (the source's state).
 type Positions = std::collections::BTreeMap<String, i64>;
@@ -58,11 +65,13 @@ pub(crate) struct OffsetsLink {
     sink_commits: AtomicBool,
     source: Mutex<Option<SourceSide>>,
     barrier: Mutex<Option<AtBarrier>>,
+    /// The source commits: barriers whose checkpoints have not completed yet.
+    pending: Mutex<BTreeMap<u64, AtBarrier>>,
     /// The assignment version the emitting loop applies now.
     loop_seen: AtomicU64,
     /// The emitting loop waits for the consumer thread (applies any version it sees next).
     loop_idle: AtomicBool,
-    /// The newest assignment version a committed transaction covers.
+    /// The newest assignment version a commit covers.
     committed: Mutex<Option<u64>>,
     committed_changed: Condvar,
     /// A revocation gave up waiting: the open transaction must not commit.
@@ -129,11 +138,31 @@ impl OffsetsLink {
         } else {
             self.loop_seen.load(Ordering::Acquire)
         };
-        *self.barrier.lock() = Some(AtBarrier {
+        let at = AtBarrier {
             id,
             positions: positions.clone(),
             seen,
-        });
+        };
+        if self.sink_commits() {
+            *self.barrier.lock() = Some(at);
+        } else {
+            let mut pending = self.pending.lock();
+            pending.insert(id, at);
+            // Checkpoints that never complete (failed or declined) are not kept forever.
+            while pending.len() > MAX_PENDING {
+                pending.pop_first();
+            }
+        }
+    }
+
+    /// Checkpoint `id` completed: the positions of its barrier (those of older barriers are
+    /// dropped, a newer completion covers them).
+    pub fn take_completed(&self, id: u64) -> Option<AtBarrier> {
+        let mut pending = self.pending.lock();
+        let newer = pending.split_off(&(id + 1));
+        std::mem::replace(&mut *pending, newer)
+            .into_values()
+            .next_back()
     }
 
     /// The positions of barrier `id`, taken once by the sink.
@@ -145,7 +174,8 @@ impl OffsetsLink {
         }
     }
 
-    /// A transaction covering assignment version `seen` committed.
+    /// A commit (the sink's transaction or the source's group commit) covering assignment
+    /// version `seen` happened.
     pub fn committed(&self, seen: u64) {
         let mut c = self.committed.lock();
         if c.is_none_or(|v| v < seen) {
@@ -161,8 +191,8 @@ impl OffsetsLink {
     }
 
     /// On the consumer thread, inside a rebalance that revokes `partitions`: stops emitting
-    /// them and waits until a committed transaction covers them, at most `limit` (then the
-    /// open transaction is marked broken). Returns whether they were covered.
+    /// them and waits until a commit covers them, at most `limit` (then an open transaction
+    /// of the sink is marked broken). Returns whether they were covered.
     pub fn drain(&self, partitions: BTreeSet<String>, limit: Duration) -> bool {
         let Some((assignment, alive)) = self
             .source
@@ -177,11 +207,21 @@ impl OffsetsLink {
         let deadline = Instant::now() + limit;
         let mut c = self.committed.lock();
         while c.is_none_or(|v| v < version) {
-            if !alive.load(Ordering::Acquire) || Instant::now() >= deadline {
+            let closing = !alive.load(Ordering::Acquire);
+            if closing && !self.sink_commits() {
+                // The source closes: its final checkpoint committed what it could.
+                return false;
+            }
+            if closing || Instant::now() >= deadline {
                 drop(c);
                 self.broken.store(true, Ordering::Release);
-                tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
-                    "kafka source: revoked partitions released before a transaction covered them; the open transaction will abort");
+                if self.sink_commits() {
+                    tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
+                        "kafka source: revoked partitions released before a transaction covered them; the open transaction will abort");
+                } else {
+                    tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
+                        "kafka source: revoked partitions released before a checkpoint covered them; their new owner repeats what was emitted since the last one");
+                }
                 return false;
             }
             self.committed_changed
@@ -198,6 +238,7 @@ mod tests {
     #[test]
     fn barrier_is_taken_once_and_only_for_its_id() {
         let link = OffsetsLink::default();
+        link.set_sink_commits();
         link.loop_applies(3);
         let positions: Positions = [("t/0".to_owned(), 10)].into();
         link.record_barrier(7, &positions);
@@ -205,6 +246,24 @@ mod tests {
         let b = link.take_barrier(7).expect("barrier 7");
         assert_eq!((b.id, b.seen, b.positions["t/0"]), (7, 3, 10));
         assert!(link.take_barrier(7).is_none());
+    }
+
+    #[test]
+    fn a_completion_takes_its_barrier_and_drops_older_ones() {
+        let link = OffsetsLink::default();
+        for id in 1..=4 {
+            link.loop_applies(id * 10);
+            link.record_barrier(id, &[("t/0".to_owned(), id as i64)].into());
+        }
+        assert!(link.take_barrier(3).is_none(), "the sink takes nothing");
+        let b = link.take_completed(3).expect("barrier 3");
+        assert_eq!((b.id, b.seen), (3, 30));
+        assert!(link.take_completed(2).is_none(), "older ones are gone");
+        assert_eq!(link.take_completed(9).map(|b| b.id), Some(4));
+        for id in 0..(MAX_PENDING as u64 + 10) {
+            link.record_barrier(id, &Positions::new());
+        }
+        assert_eq!(link.pending.lock().len(), MAX_PENDING);
     }
 
     #[test]

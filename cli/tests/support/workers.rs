@@ -1,0 +1,239 @@
+//! What the worker tests and the workers bench share: a 12-partition topic, a feed into it,
+//! a reader of the output, and `rivus run --worker` processes.
+#![allow(dead_code)] // each includer uses a part
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rivus_testkit::services::{s3_credentials, unique_name};
+use tokio::task::JoinHandle;
+
+pub const PARTITIONS: i32 = 12;
+
+pub async fn create_topic(bootstrap: &str, topic: &str) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let r = admin
+        .create_topics(
+            &[NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+    assert!(r[0].is_ok(), "{r:?}");
+}
+
+pub fn worker(dir: &Path, file: &Path, id: &str) -> Child {
+    worker_command(dir, file, id).spawn().unwrap()
+}
+
+/// `rivus run FILE --worker ID` in `dir`, its output captured.
+pub fn worker_command(dir: &Path, file: &Path, id: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rivus"));
+    c.args(["run", file.to_str().unwrap(), "--worker", id])
+        .current_dir(dir)
+        .env(
+            "RUST_LOG",
+            "warn,rivus_connector_kafka=info,rivus_connector_redis=info",
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// A worker whose checkpoint store is the S3 server at `endpoint`.
+pub fn worker_s3(dir: &Path, file: &Path, id: &str, endpoint: &str) -> Command {
+    let (_, key, secret) = s3_credentials();
+    let mut c = worker_command(dir, file, id);
+    c.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", key)
+        .env("AWS_SECRET_ACCESS_KEY", secret)
+        .env("AWS_REGION", "us-east-1");
+    c
+}
+
+/// Produces `n` JSON records `{"id", "p", "pad"}` of about 100 bytes (record `i` to partition
+/// `i % 12`) in chunks of 1 500 with `pause` between them (100 ms: about 15 000 a second),
+/// counting them in `produced`.
+pub fn feed(
+    kafka: &str,
+    topic: &str,
+    n: u64,
+    pause: Duration,
+    produced: Arc<AtomicU64>,
+) -> JoinHandle<()> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    let topic = topic.to_owned();
+    tokio::spawn(async move {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1500) {
+            let sends: Vec<_> = chunk
+                .iter()
+                .map(|i| {
+                    let p = (*i % PARTITIONS as u64) as i32;
+                    let value = format!("{{\"id\":{i},\"p\":{p},\"pad\":\"{:0>60}\"}}", i);
+                    let producer = producer.clone();
+                    let topic = topic.clone();
+                    async move {
+                        producer
+                            .send(
+                                FutureRecord::<(), _>::to(&topic)
+                                    .partition(p)
+                                    .payload(&value),
+                                Duration::from_secs(30),
+                            )
+                            .await
+                            .map(|_| ())
+                            .map_err(|(e, _)| e)
+                    }
+                })
+                .collect();
+            for r in futures::future::join_all(sends).await {
+                r.unwrap();
+            }
+            produced.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+    })
+}
+
+/// Waits (at most 60 s) until the feed produced `k` records.
+pub async fn wait_produced(produced: &AtomicU64, k: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while produced.load(Ordering::Relaxed) < k {
+        assert!(Instant::now() < deadline, "the feed is stuck");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads `topic` from the beginning on a thread, recording the ids seen, the total count, and
+/// per input partition when the first record with an id at or above `after` arrived.
+pub struct Reader {
+    pub ids: Arc<Mutex<HashSet<u64>>>,
+    pub total: Arc<AtomicU64>,
+    pub after: Arc<AtomicU64>,
+    pub first_after: Arc<Mutex<HashMap<i32, Instant>>>,
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Reader {
+    pub fn start(bootstrap: &str, topic: &str) -> Self {
+        Self::start_with(bootstrap, topic, "read_uncommitted")
+    }
+
+    pub fn start_with(bootstrap: &str, topic: &str, isolation: &str) -> Self {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", unique_name("reader"))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", isolation)
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..PARTITIONS {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        c.assign(&tpl).unwrap();
+        let r = Reader {
+            ids: Arc::default(),
+            total: Arc::default(),
+            after: Arc::new(AtomicU64::new(u64::MAX)),
+            first_after: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (ids, total, after, first_after, stop) = (
+            Arc::clone(&r.ids),
+            Arc::clone(&r.total),
+            Arc::clone(&r.after),
+            Arc::clone(&r.first_after),
+            Arc::clone(&r.stop),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(m.payload().unwrap_or_default()).unwrap();
+                    let id = v["id"].as_u64().unwrap();
+                    ids.lock().insert(id);
+                    total.fetch_add(1, Ordering::Relaxed);
+                    if id >= after.load(Ordering::Relaxed) {
+                        let p = v["p"].as_i64().unwrap() as i32;
+                        first_after.lock().entry(p).or_insert_with(Instant::now);
+                    }
+                }
+            }
+        });
+        r
+    }
+
+    pub fn distinct(&self) -> usize {
+        self.ids.lock().len()
+    }
+
+    /// Waits (at most 90 s) until every id in `0..n` arrived; `what` says what should have
+    /// (in failures).
+    pub async fn wait_for_all(&self, n: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while (self.distinct() as u64) < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} {what}",
+                self.distinct()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let ids = self.ids.lock().clone();
+        assert!(
+            (0..n).all(|i| ids.contains(&i)),
+            "not all {n} {what}: one is missing"
+        );
+    }
+}
+
+/// Asks a worker to stop gracefully (SIGINT).
+pub fn interrupt(w: &Child) {
+    Command::new("kill")
+        .args(["-INT", &w.id().to_string()])
+        .status()
+        .unwrap();
+}
+
+/// The input partitions a worker's log says it held last (assignments minus revocations).
+pub fn held_at_the_end(log: &str) -> BTreeSet<i32> {
+    let mut held = BTreeSet::new();
+    for line in log.lines() {
+        let assigned = line.contains("the group assigned partitions");
+        if !assigned && !line.contains("the group revoked partitions") {
+            continue;
+        }
+        // partitions=["topic/3", "topic/7"]
+        for part in line.split('"').filter_map(|s| s.rsplit_once('/')) {
+            if let Ok(p) = part.1.parse::<i32>() {
+                if assigned {
+                    held.insert(p);
+                } else {
+                    held.remove(&p);
+                }
+            }
+        }
+    }
+    held
+}
