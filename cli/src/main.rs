@@ -13,6 +13,7 @@ mod check;
 mod config;
 mod counted;
 mod generator;
+mod http;
 mod replay;
 mod sinks;
 mod sources;
@@ -58,6 +59,18 @@ enum Command {
         /// checkpoints under `<dir or store>/<ID>`.
         #[arg(long, value_name = "ID")]
         worker: Option<String>,
+        /// Serve the dashboard and the status API on this address (e.g. 127.0.0.1:8080);
+        /// a non-loopback address needs --http-token.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// The token the dashboard and the API ask for (also needed by POST /api/stop).
+        #[arg(
+            long,
+            env = "RIVUS_HTTP_TOKEN",
+            hide_env_values = true,
+            value_name = "TOKEN"
+        )]
+        http_token: Option<String>,
     },
     /// Check a pipeline file without running it.
     Validate { file: PathBuf },
@@ -88,26 +101,83 @@ fn load(file: &std::path::Path) -> Result<PipelineConfig, ExitCode> {
     })
 }
 
-async fn run(
+/// `rivus run`'s options.
+struct RunOptions {
     file: PathBuf,
     metrics_addr: Option<std::net::SocketAddr>,
     status_interval: Option<std::time::Duration>,
     worker: Option<String>,
-) -> ExitCode {
+    http: Option<std::net::SocketAddr>,
+    http_token: Option<String>,
+}
+
+/// Installs the Prometheus recorder when metrics are served (`--metrics-addr`, `--http`);
+/// returns what renders them.
+fn install_metrics(
+    metrics_addr: Option<std::net::SocketAddr>,
+    http: bool,
+) -> Result<Option<metrics_exporter_prometheus::PrometheusHandle>, String> {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    let handle = match metrics_addr {
+        Some(addr) => {
+            let (recorder, exporter) = PrometheusBuilder::new()
+                .with_http_listener(addr)
+                .build()
+                .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|e| format!("metrics: {e}"))?;
+            tokio::spawn(exporter);
+            handle
+        }
+        None if http => {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|e| format!("metrics: {e}"))?;
+            handle
+        }
+        None => return Ok(None),
+    };
+    // Summaries age out of the recorder unless it is asked to tidy up now and then.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(Some(handle))
+}
+
+async fn run(o: RunOptions) -> ExitCode {
+    let RunOptions {
+        file,
+        metrics_addr,
+        status_interval,
+        worker,
+        http,
+        http_token,
+    } = o;
     let mut config = match load(&file) {
         Ok(c) => c,
         Err(code) => return code,
     };
     config.worker = worker;
-    if let Some(addr) = metrics_addr {
-        if let Err(e) = metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(addr)
-            .install()
-        {
-            eprintln!("--metrics-addr {addr}: {e}");
+    let http = match http.map(|addr| http::check(addr, http_token).map(|t| (addr, t))) {
+        None => None,
+        Some(Ok(h)) => Some(h),
+        Some(Err(e)) => {
+            eprintln!("{e}");
             return ExitCode::from(2);
         }
-    }
+    };
+    let prometheus = match install_metrics(metrics_addr, http.is_some()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let built = match build::build(&config, false).await {
         Ok(b) => b,
         Err(e) => {
@@ -139,6 +209,38 @@ async fn run(
     .await
     .expect("the first attempt's job is already built");
     supervisor.handle().stop_on_signals();
+    let dashboard = match (http, prometheus) {
+        (Some((addr, token)), Some(prometheus)) => {
+            let snapshot = std::sync::Arc::new(http::Snapshot::new(
+                config.name.clone(),
+                config.worker.clone(),
+                guarantee,
+                http::graph(&file, config.parallelism),
+                std::sync::Arc::clone(&built.counts),
+                Box::new(move || prometheus.render()),
+                supervisor.checkpoint_history(),
+                supervisor.restarts(),
+            ));
+            match http::serve(
+                addr,
+                token,
+                std::sync::Arc::clone(&snapshot),
+                supervisor.handle(),
+            )
+            .await
+            {
+                Ok(server) => {
+                    let sampler = tokio::spawn(std::sync::Arc::clone(&snapshot).sample_forever());
+                    Some((snapshot, server, sampler))
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => None,
+    };
     let reporter = tokio::spawn(status::report(
         config.name.clone(),
         std::sync::Arc::clone(&built.counts),
@@ -149,6 +251,15 @@ async fn run(
     ));
     let result = supervisor.run().await;
     reporter.abort();
+    if let Some((snapshot, server, sampler)) = dashboard {
+        sampler.abort();
+        snapshot.sample();
+        match &result {
+            Ok(_) => snapshot.ended(http::JobState::Finished, None),
+            Err(e) => snapshot.ended(http::JobState::Failed, Some(e.to_string())),
+        }
+        server.abort();
+    }
     status::clear();
     match result {
         Ok(summary) => {
@@ -190,7 +301,19 @@ async fn main() -> ExitCode {
             metrics_addr,
             status_interval,
             worker,
-        } => run(file, metrics_addr, status_interval, worker).await,
+            http,
+            http_token,
+        } => {
+            run(RunOptions {
+                file,
+                metrics_addr,
+                status_interval,
+                worker,
+                http,
+                http_token,
+            })
+            .await
+        }
         Command::Validate { file } => {
             let config = match load(&file) {
                 Ok(c) => c,

@@ -45,8 +45,8 @@ pub use function::{
 };
 pub use guarantee::DeliveryGuarantee;
 pub use runtime::{
-    CheckpointEvent, Job, JobHandle, JobSummary, Pipeline, RestartStatus, RestartStrategy,
-    SourceContext, Stream, Supervisor, Waited,
+    CheckpointEvent, CheckpointHistory, CheckpointRecord, Job, JobHandle, JobSummary, Pipeline,
+    RestartStatus, RestartStrategy, SourceContext, Stream, Supervisor, Waited,
 };
 pub use share::Share;
 pub use state::Restored;

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::control::{Command, MailboxSender, Report};
+use super::CheckpointRecord;
 use crate::checkpoint::{CheckpointConfig, CompletedCheckpoint};
 use crate::error::{Error, Result};
 
@@ -43,6 +44,8 @@ pub(crate) struct Coordinator {
     pub buffer_timeout: Duration,
     /// Published on every completed checkpoint (see `RuntimeContext::completed_checkpoints`).
     pub completed: std::sync::Arc<watch::Sender<Option<u64>>>,
+    /// The recent checkpoints, for status displays.
+    pub history: std::sync::Arc<super::CheckpointHistory>,
 }
 
 const FINAL_ATTEMPTS: u32 = 3;
@@ -83,24 +86,41 @@ impl Coordinator {
         }
     }
 
+    fn record(&self, p: &Pending, bytes: Option<u64>, aborted: Option<&str>) -> CheckpointRecord {
+        CheckpointRecord {
+            id: p.id,
+            triggered_ms: p.timestamp_ms,
+            duration_ms: p.started.elapsed().as_millis() as u64,
+            bytes,
+            result: if aborted.is_some() {
+                "aborted"
+            } else {
+                "completed"
+            },
+            reason: aborted.map(str::to_owned),
+            is_final: p.is_final,
+        }
+    }
+
     fn abort(&self, p: &Pending, stats: &mut CheckpointStats, why: &str) {
         tracing::warn!(job = %self.job, checkpoint = p.id, reason = why, "checkpoint aborted");
         metrics::counter!("rivus_checkpoints_aborted_total", "job" => self.job.clone())
             .increment(1);
         stats.aborted += 1;
+        self.history.record(self.record(p, None, Some(why)));
         self.broadcast(Command::Abort(p.id));
     }
 
     /// Stores and announces a checkpoint every task acknowledged; `Ok(false)` when storing
     /// failed (the job goes on; the next checkpoint tries again), `Err` when this process no
     /// longer owns the store (another one took the job over): the job must end.
-    async fn complete(&self, p: Pending, stats: &mut CheckpointStats) -> Result<bool> {
+    async fn complete(&self, mut p: Pending, stats: &mut CheckpointStats) -> Result<bool> {
         let config = self.config.as_ref().expect("checkpointing is enabled");
         let cp = CompletedCheckpoint {
             job: self.job.clone(),
             checkpoint_id: p.id,
             timestamp_ms: p.timestamp_ms,
-            operators: p.operators,
+            operators: std::mem::take(&mut p.operators),
         };
         match config.backend.store(&cp).await {
             Ok(bytes) => {
@@ -115,6 +135,7 @@ impl Coordinator {
                 metrics::gauge!("rivus_checkpoint_size_bytes", "job" => job).set(bytes as f64);
                 stats.completed += 1;
                 stats.last_completed = Some(p.id);
+                self.history.record(self.record(&p, Some(bytes), None));
                 self.completed.send_replace(Some(p.id));
                 self.broadcast(Command::Complete(p.id));
                 Ok(true)

@@ -149,6 +149,16 @@ impl Job {
         self.cancel = handle.cancel.child_token();
     }
 
+    /// Records this job's checkpoints into `history` (a supervisor's, shared by its attempts).
+    pub(crate) fn share_history(&mut self, history: &Arc<super::CheckpointHistory>) {
+        self.plan.history = Arc::clone(history);
+    }
+
+    /// The recent checkpoints of this job.
+    pub fn checkpoint_history(&self) -> Arc<super::CheckpointHistory> {
+        Arc::clone(&self.plan.history)
+    }
+
     /// The sender of this job's newest completed checkpoint.
     pub(crate) fn completed_sender(&self) -> &Arc<watch::Sender<Option<u64>>> {
         &self.plan.completed
@@ -273,6 +283,7 @@ impl Job {
             next_id: restored_from.map_or(1, |id| id + 1),
             buffer_timeout: plan.buffer_timeout,
             completed: Arc::clone(&plan.completed),
+            history: Arc::clone(&plan.history),
         };
         let coord = tokio::spawn(coordinator.run());
 

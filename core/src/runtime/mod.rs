@@ -5,6 +5,7 @@
 //! newest checkpoint with a [`Supervisor`].
 
 mod chain;
+mod checkpoint_history;
 mod control;
 mod coordinator;
 mod counters;
@@ -20,6 +21,7 @@ mod source_context;
 mod supervisor;
 mod task;
 
+pub use checkpoint_history::{CheckpointHistory, CheckpointRecord, HISTORY_LEN};
 pub use job::{Job, JobHandle, JobSummary};
 pub use pipeline::{Pipeline, Stream};
 pub use restart::RestartStrategy;

@@ -488,6 +488,7 @@ impl<T: Send + 'static> Stream<T> {
             operators: pipeline.operators,
             counters: pipeline.counters,
             completed: pipeline.completed,
+            history: Arc::default(),
         };
         Ok(Job::new(plan, guarantee, restart))
     }

@@ -21,6 +21,8 @@ pub(crate) struct Plan {
     pub operators: Vec<(String, usize)>,
     pub counters: Arc<Counters>,
     pub completed: Arc<tokio::sync::watch::Sender<Option<u64>>>,
+    /// The recent checkpoints (a supervisor shares its own with every attempt).
+    pub history: Arc<super::CheckpointHistory>,
 }
 
 impl std::fmt::Debug for Plan {

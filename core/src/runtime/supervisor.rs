@@ -50,6 +50,7 @@ pub struct Supervisor<B> {
     handle: JobHandle,
     status: Arc<watch::Sender<RestartStatus>>,
     completed: Arc<watch::Sender<Option<u64>>>,
+    history: Arc<super::CheckpointHistory>,
 }
 
 impl<B> std::fmt::Debug for Supervisor<B> {
@@ -79,6 +80,7 @@ where
             handle,
             status: Arc::new(watch::channel(RestartStatus::default()).0),
             completed: Arc::new(watch::channel(None).0),
+            history: Arc::default(),
         })
     }
 
@@ -107,6 +109,11 @@ where
         self.status.subscribe()
     }
 
+    /// The recent checkpoints across attempts.
+    pub fn checkpoint_history(&self) -> Arc<super::CheckpointHistory> {
+        Arc::clone(&self.history)
+    }
+
     /// Watches the newest completed checkpoint across attempts.
     pub fn completed_checkpoints(&self) -> CompletedCheckpoints {
         CompletedCheckpoints::new(self.completed.subscribe())
@@ -129,6 +136,7 @@ where
             let failure = match built {
                 Ok(mut job) => {
                     job.attach(&self.handle);
+                    job.share_history(&self.history);
                     let forward = forward_checkpoints(job.completed_sender(), &self.completed);
                     self.status.send_modify(|s| s.restarting = false);
                     let (summary, failure) = job.run_once().await;

@@ -1,0 +1,370 @@
+//! What the status API reports: a sampler reads the job's metrics once a second into a
+//! snapshot (per stage and subtask counts and rates, lag, dead letters, a few minutes of
+//! throughput, recent failures); `/api/status` adds the live totals and the job's state.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use rivus_core::{CheckpointHistory, RestartStatus};
+
+use super::prom::{self, Sample};
+use crate::counted::Counts;
+
+/// Throughput points kept: five minutes at one a second.
+const POINTS: usize = 300;
+/// Failures kept.
+const FAILURES: usize = 20;
+
+/// Where the job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Running,
+    Restarting,
+    Finished,
+    Failed,
+}
+
+/// One subtask of one stage.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Subtask {
+    pub subtask: u32,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub in_per_second: f64,
+    pub out_per_second: f64,
+    /// Time spent waiting for downstream (back-pressure), in milliseconds, and its share of
+    /// the last second.
+    pub backpressure_ms: u64,
+    pub backpressured: f64,
+}
+
+/// One stage (a task: a chain of operators) with its subtasks.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stage {
+    pub task: String,
+    pub subtasks: Vec<Subtask>,
+}
+
+/// One throughput point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub t_ms: u64,
+    pub read_per_second: f64,
+    pub written_per_second: f64,
+}
+
+/// A failure that restarted (or ended) the job.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub t_ms: u64,
+    pub message: String,
+}
+
+#[derive(Debug, Default)]
+struct Sampled {
+    stages: Vec<Stage>,
+    lag: Vec<Value>,
+    dead_letters: u64,
+    skipped: u64,
+    points: VecDeque<Point>,
+    failures: VecDeque<Failure>,
+    last: Option<(Instant, u64, u64)>,
+    /// (task, subtask) → (records in, records out, back-pressure µs) a second ago.
+    previous: BTreeMap<(String, u32), (u64, u64, u64)>,
+    last_failure: Option<String>,
+}
+
+/// Everything the HTTP handlers read.
+pub struct Snapshot {
+    pub name: String,
+    pub worker: Option<String>,
+    pub guarantee: &'static str,
+    pub pipeline: Value,
+    started: Instant,
+    counts: Arc<Counts>,
+    render: Box<dyn Fn() -> String + Send + Sync>,
+    history: Arc<CheckpointHistory>,
+    restarts: tokio::sync::watch::Receiver<RestartStatus>,
+    state: Mutex<Option<JobState>>,
+    sampled: Mutex<Sampled>,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Counters render as floats; they count whole things.
+fn whole(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v as u64
+    } else {
+        0
+    }
+}
+
+impl Snapshot {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: String,
+        worker: Option<String>,
+        guarantee: &'static str,
+        pipeline: Value,
+        counts: Arc<Counts>,
+        render: Box<dyn Fn() -> String + Send + Sync>,
+        history: Arc<CheckpointHistory>,
+        restarts: tokio::sync::watch::Receiver<RestartStatus>,
+    ) -> Self {
+        Snapshot {
+            name,
+            worker,
+            guarantee,
+            pipeline,
+            started: Instant::now(),
+            counts,
+            render,
+            history,
+            restarts,
+            state: Mutex::new(None),
+            sampled: Mutex::default(),
+        }
+    }
+
+    /// The Prometheus text of the job's metrics (`/metrics`).
+    pub fn metrics_text(&self) -> String {
+        (self.render)()
+    }
+
+    /// The job ended (the last state the API reports).
+    pub fn ended(&self, state: JobState, failure: Option<String>) {
+        *self.state.lock() = Some(state);
+        if let Some(message) = failure {
+            self.push_failure(message);
+        }
+    }
+
+    fn push_failure(&self, message: String) {
+        let mut s = self.sampled.lock();
+        if s.failures.len() == FAILURES {
+            s.failures.pop_front();
+        }
+        s.failures.push_back(Failure {
+            t_ms: now_ms(),
+            message,
+        });
+    }
+
+    /// Samples the metrics every second until aborted.
+    pub async fn sample_forever(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            self.sample();
+        }
+    }
+
+    /// Reads the metrics once.
+    pub fn sample(&self) {
+        let samples = prom::parse(&(self.render)());
+        let now = Instant::now();
+        let restart = self.restarts.borrow().clone();
+        let (read, written) = (
+            self.counts.read.load(Ordering::Relaxed),
+            self.counts.written.load(Ordering::Relaxed),
+        );
+        let mut s = self.sampled.lock();
+        if restart.last_failure.is_some() && restart.last_failure != s.last_failure {
+            s.last_failure = restart.last_failure.clone();
+            let message = restart.last_failure.clone().unwrap_or_default();
+            drop(s);
+            self.push_failure(message);
+            s = self.sampled.lock();
+        }
+        let span = s.last.map(|(at, _, _)| (now - at).as_secs_f64());
+        if let (Some(span), Some((_, r0, w0))) = (span, s.last) {
+            if s.points.len() == POINTS {
+                s.points.pop_front();
+            }
+            s.points.push_back(Point {
+                t_ms: now_ms(),
+                read_per_second: read.saturating_sub(r0) as f64 / span.max(1e-3),
+                written_per_second: written.saturating_sub(w0) as f64 / span.max(1e-3),
+            });
+        }
+        s.last = Some((now, read, written));
+        let (stages, current) = stages(&samples, &s.previous, span);
+        s.stages = stages;
+        s.previous = current;
+        s.lag = samples
+            .iter()
+            .filter(|m| m.name == "rivus_kafka_consumer_lag")
+            .map(|m| {
+                json!({
+                    "partition": m.label("partition"),
+                    "subtask": m.label("subtask"),
+                    "lag": whole(m.value),
+                })
+            })
+            .collect();
+        let sum = |name: &str| -> u64 {
+            samples
+                .iter()
+                .filter(|m| m.name == name)
+                .map(|m| whole(m.value))
+                .sum()
+        };
+        s.dead_letters = sum("rivus_records_dead_lettered_total");
+        s.skipped = sum("rivus_records_skipped_total");
+    }
+
+    /// The job's state now.
+    pub fn state(&self) -> JobState {
+        if let Some(s) = *self.state.lock() {
+            return s;
+        }
+        if self.restarts.borrow().restarting {
+            JobState::Restarting
+        } else {
+            JobState::Running
+        }
+    }
+
+    /// `/api/status`.
+    pub fn status(&self) -> Value {
+        let restart = self.restarts.borrow().clone();
+        let s = self.sampled.lock();
+        let (last_completed, last_aborted) = self.history.last();
+        let all = self.history.recent();
+        let completed = all.iter().filter(|r| r.result == "completed").count();
+        let latest = s.points.back();
+        json!({
+            "job": self.name,
+            "worker": self.worker,
+            "state": self.state(),
+            "uptime_seconds": self.started.elapsed().as_secs_f64(),
+            "guarantee": self.guarantee,
+            "pipeline": self.pipeline,
+            "records": {
+                "read": self.counts.read.load(Ordering::Relaxed),
+                "written": self.counts.written.load(Ordering::Relaxed),
+                "errors": self.counts.errors.load(Ordering::Relaxed),
+                "errors_by_kind": *self.counts.by_kind.lock(),
+                "read_per_second": latest.map_or(0.0, |p| p.read_per_second),
+                "written_per_second": latest.map_or(0.0, |p| p.written_per_second),
+                "skipped": s.skipped,
+                "dead_lettered": s.dead_letters,
+            },
+            "stages": s.stages,
+            "checkpoints": {
+                "completed": completed,
+                "aborted": all.len() - completed,
+                "last_completed": last_completed,
+                "last_aborted": last_aborted,
+            },
+            "restarts": restart.restarts,
+            "last_failure": restart.last_failure,
+            "failures": s.failures,
+            "lag": s.lag,
+            "throughput": s.points,
+        })
+    }
+
+    /// `/api/checkpoints`.
+    pub fn checkpoints(&self) -> Value {
+        json!(self.history.recent())
+    }
+}
+
+/// The stages from the per-subtask counters, with rates against `previous` (`span` seconds
+/// ago); also the counters now, for the next sample.
+#[allow(clippy::type_complexity)]
+fn stages(
+    samples: &[Sample],
+    previous: &BTreeMap<(String, u32), (u64, u64, u64)>,
+    span: Option<f64>,
+) -> (Vec<Stage>, BTreeMap<(String, u32), (u64, u64, u64)>) {
+    let mut current: BTreeMap<(String, u32), (u64, u64, u64)> = BTreeMap::new();
+    for m in samples {
+        let slot = match m.name.as_str() {
+            "rivus_records_in_total" => 0,
+            "rivus_records_out_total" => 1,
+            "rivus_backpressure_microseconds_total" => 2,
+            _ => continue,
+        };
+        let Ok(subtask) = m.label("subtask").parse::<u32>() else {
+            continue;
+        };
+        let e = current
+            .entry((m.label("task").to_owned(), subtask))
+            .or_default();
+        let v = whole(m.value);
+        match slot {
+            0 => e.0 += v,
+            1 => e.1 += v,
+            _ => e.2 += v,
+        }
+    }
+    let mut stages: Vec<Stage> = Vec::new();
+    for ((task, subtask), (i, o, bp)) in &current {
+        let (pi, po, pbp) = previous
+            .get(&(task.clone(), *subtask))
+            .copied()
+            .unwrap_or((*i, *o, *bp));
+        let per = |now: u64, then: u64| span.map_or(0.0, |s| now.saturating_sub(then) as f64 / s);
+        let sub = Subtask {
+            subtask: *subtask,
+            records_in: *i,
+            records_out: *o,
+            in_per_second: per(*i, pi),
+            out_per_second: per(*o, po),
+            backpressure_ms: bp / 1000,
+            backpressured: (per(*bp, pbp) / 1e6).clamp(0.0, 1.0),
+        };
+        match stages.last_mut() {
+            Some(s) if &s.task == task => s.subtasks.push(sub),
+            _ => stages.push(Stage {
+                task: task.clone(),
+                subtasks: vec![sub],
+            }),
+        }
+    }
+    (stages, current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_sum_per_subtask_and_rate_against_the_previous_sample() {
+        let text = "rivus_records_in_total{job=\"j\",task=\"a\",subtask=\"0\"} 100\n\
+            rivus_records_out_total{job=\"j\",task=\"a\",subtask=\"0\"} 90\n\
+            rivus_backpressure_microseconds_total{job=\"j\",task=\"a\",subtask=\"0\"} 500000\n\
+            rivus_records_in_total{job=\"j\",task=\"a\",subtask=\"1\"} 10\n\
+            rivus_records_in_total{job=\"j\",task=\"b\",subtask=\"0\"} 5\n";
+        let samples = prom::parse(text);
+        let (first, current) = stages(&samples, &BTreeMap::new(), None);
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].subtasks.len(), 2);
+        assert_eq!(first[0].subtasks[0].in_per_second, 0.0);
+        let mut previous = current;
+        previous.insert(("a".into(), 0), (50, 40, 0));
+        let (second, _) = stages(&samples, &previous, Some(2.0));
+        let a0 = &second[0].subtasks[0];
+        assert_eq!(
+            (a0.records_in, a0.records_out, a0.backpressure_ms),
+            (100, 90, 500)
+        );
+        assert_eq!((a0.in_per_second, a0.out_per_second), (25.0, 25.0));
+        assert_eq!(a0.backpressured, 0.25);
+        assert_eq!(second[1].task, "b");
+    }
+}
