@@ -2,10 +2,14 @@
 //! → Redis hashes (stopped with SIGINT once everything arrived); Redis stream → stdout; and the
 //! example file RabbitMQ → PostgreSQL.
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use http::{free_port, request};
 use redis::AsyncCommands;
 use rivus_testkit::services::{require, unique_name, Service};
 
@@ -224,9 +228,11 @@ async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
              correlation_id_field = \"id\"\n"
         ),
     );
-    let run = |file: &str| {
+    let port = free_port();
+    let run = |file: &str, extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_rivus"))
             .args(["run", file])
+            .args(extra)
             .current_dir(dir.path())
             .env("RIVUS_AMQP_URL", &amqp)
             .env("RIVUS_PG_URL", &pg)
@@ -236,7 +242,8 @@ async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
             .unwrap()
     };
     // The consumer declares the queue; publish once it is there.
-    let consumer = run(&consume);
+    // With the dashboard on: its status API follows the job.
+    let consumer = run(&consume, &["--http", &format!("127.0.0.1:{port}")]);
     let connection = lapin::Connection::connect(&amqp, Default::default())
         .await
         .unwrap();
@@ -260,7 +267,7 @@ async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
         assert!(Instant::now() < deadline, "the consumer declared the queue");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let out = run(&publish).wait_with_output().unwrap();
+    let out = run(&publish, &[]).wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -277,6 +284,15 @@ async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
         assert!(Instant::now() < deadline, "every order reached PostgreSQL");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let (code, body) = request(port, "GET", "/api/status", None).expect("the status API answers");
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["state"], "running", "{status}");
+    assert_eq!(status["pipeline"]["source"]["type"], "rabbitmq", "{status}");
+    assert!(
+        status["records"]["written"].as_u64().unwrap() >= n as u64,
+        "{status}"
+    );
     Command::new("kill")
         .args(["-INT", &consumer.id().to_string()])
         .status()

@@ -1,9 +1,18 @@
 //! The example pipelines of `examples/`, run in a chain against the real servers:
 //! generator → Kafka, Kafka → PostgreSQL, PostgreSQL → Elasticsearch; and the secured one,
-//! Kafka over SASL_SSL → PostgreSQL over verified TLS.
+//! Kafka over SASL_SSL → PostgreSQL over verified TLS. Each runs with `--http`: its status API
+//! and dashboard page answer while it runs.
+
+#[path = "support/http.rs"]
+mod http;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{free_port, request};
 
 use rivus_testkit::services::{require, unique_name, Service};
 use sqlx::Connection;
@@ -22,18 +31,56 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
         );
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, text).unwrap();
+    // Each example runs with the dashboard on: its status API answers while the job runs.
+    let port = free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));
-    cmd.args(["run", file.to_str().unwrap()]).current_dir(dir);
+    cmd.args(["run", file.to_str().unwrap()])
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
+    let child = cmd.spawn().unwrap();
+    let running = Arc::new(AtomicBool::new(true));
+    let poller = {
+        let running = Arc::clone(&running);
+        std::thread::spawn(move || {
+            let mut seen: Option<serde_json::Value> = None;
+            while running.load(Ordering::Relaxed) {
+                if let Some((200, body)) = request(port, "GET", "/api/status", None) {
+                    seen = serde_json::from_str(&body).ok();
+                    let page = request(port, "GET", "/", None);
+                    if seen.is_some() && page.is_some_and(|(c, p)| c == 200 && p.contains("<svg")) {
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            seen
+        })
+    };
+    let out = child.wait_with_output().unwrap();
+    running.store(false, Ordering::Relaxed);
+    let status = poller.join().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{name}: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let status = status.unwrap_or_else(|| panic!("{name}: the status API never answered"));
+    assert_eq!(status["job"], format!("{unique}-{name}"), "{status}");
+    let doc: toml::Table = std::fs::read_to_string(&file).unwrap().parse().unwrap();
+    for part in ["source", "sink"] {
+        assert_eq!(
+            status["pipeline"][part]["type"].as_str(),
+            doc[part]["type"].as_str(),
+            "{status}"
+        );
+    }
+    assert!(status["stages"].is_array() && status["checkpoints"].is_object());
     stdout
 }
 
