@@ -20,7 +20,7 @@ mod support;
 
 use std::path::Path;
 use std::process::Child;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -176,17 +176,10 @@ async fn takeover_round(kafka: &str, dir: &Path) -> f64 {
     let file = pipeline(dir, kafka, &name, &input, &output);
     let reader = Reader::start(kafka, &output);
     let n = 150_000;
-    let produced = Arc::new(AtomicU64::new(0));
     let mut workers: Vec<Child> = (1..=3)
         .map(|i| worker(dir, &file, &format!("w{i}")))
         .collect();
-    let feed = feed(
-        kafka,
-        &input,
-        n,
-        Duration::from_millis(100),
-        Arc::clone(&produced),
-    );
+    let (produced, feed) = paced_feed(kafka, &input, n);
     wait_produced(&produced, 45_000).await;
     reader
         .after

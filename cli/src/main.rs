@@ -46,32 +46,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run a pipeline file.
-    Run {
-        file: PathBuf,
-        /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9898).
-        #[arg(long)]
-        metrics_addr: Option<std::net::SocketAddr>,
-        /// How often the status is shown: default 500ms on a terminal, 10s in logs.
-        #[arg(long, value_parser = parse_interval)]
-        status_interval: Option<std::time::Duration>,
-        /// Run as worker ID of the job: processes started with the same file and distinct
-        /// ids share the work through the brokers' group protocols; each keeps its
-        /// checkpoints under `<dir or store>/<ID>`.
-        #[arg(long, value_name = "ID")]
-        worker: Option<String>,
-        /// Serve the dashboard and the status API on this address (e.g. 127.0.0.1:8080);
-        /// a non-loopback address needs --http-token.
-        #[arg(long, value_name = "ADDR")]
-        http: Option<std::net::SocketAddr>,
-        /// The token the dashboard and the API ask for (also needed by POST /api/stop).
-        #[arg(
-            long,
-            env = "RIVUS_HTTP_TOKEN",
-            hide_env_values = true,
-            value_name = "TOKEN"
-        )]
-        http_token: Option<String>,
-    },
+    Run(RunOptions),
     /// Check a pipeline file without running it.
     Validate { file: PathBuf },
     /// Connect to every endpoint of a pipeline file.
@@ -102,12 +77,32 @@ fn load(file: &std::path::Path) -> Result<PipelineConfig, ExitCode> {
 }
 
 /// `rivus run`'s options.
+#[derive(clap::Args)]
 struct RunOptions {
+    /// The pipeline file.
     file: PathBuf,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9898).
+    #[arg(long)]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// How often the status is shown: default 500ms on a terminal, 10s in logs.
+    #[arg(long, value_parser = parse_interval)]
     status_interval: Option<std::time::Duration>,
+    /// Run as worker ID of the job: processes started with the same file and distinct
+    /// ids share the work through the brokers' group protocols; each keeps its
+    /// checkpoints under `<dir or store>/<ID>`.
+    #[arg(long, value_name = "ID")]
     worker: Option<String>,
+    /// Serve the dashboard and the status API on this address (e.g. 127.0.0.1:8080);
+    /// a non-loopback address needs --http-token.
+    #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
+    /// The token the dashboard and the API ask for (also needed by POST /api/stop).
+    #[arg(
+        long,
+        env = "RIVUS_HTTP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     http_token: Option<String>,
 }
 
@@ -296,24 +291,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(cli.log_format);
     match cli.command {
-        Command::Run {
-            file,
-            metrics_addr,
-            status_interval,
-            worker,
-            http,
-            http_token,
-        } => {
-            run(RunOptions {
-                file,
-                metrics_addr,
-                status_interval,
-                worker,
-                http,
-                http_token,
-            })
-            .await
-        }
+        Command::Run(o) => run(o).await,
         Command::Validate { file } => {
             let config = match load(&file) {
                 Ok(c) => c,

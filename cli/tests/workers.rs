@@ -14,8 +14,7 @@
 mod support;
 
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
@@ -65,14 +64,7 @@ async fn workers_joining_and_leaving_gracefully_repeat_nothing() {
     std::fs::write(&file, kafka_pipeline(&kafka, &input, &output, "")).unwrap();
     let reader = Reader::start(&kafka, &output);
     let n: u64 = 90_000;
-    let produced = Arc::new(AtomicU64::new(0));
-    let feed = feed(
-        &kafka,
-        &input,
-        n,
-        Duration::from_millis(100),
-        Arc::clone(&produced),
-    );
+    let (produced, feed) = paced_feed(&kafka, &input, n);
     let w1 = worker(dir.path(), &file, "w1");
     let w2 = worker(dir.path(), &file, "w2");
     // A third joins (partitions move to it), later the first leaves (its partitions move).
@@ -150,15 +142,8 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
         Reader::start(&kafka, &output)
     };
     let n: u64 = 120_000;
-    let produced = Arc::new(AtomicU64::new(0));
     // About 15 000 records/s for 8 s: the kill and the join fall mid-stream.
-    let feed = feed(
-        &kafka,
-        &input,
-        n,
-        Duration::from_millis(100),
-        Arc::clone(&produced),
-    );
+    let (produced, feed) = paced_feed(&kafka, &input, n);
 
     let mut workers = vec![
         ("w1", worker(dir.path(), &file, "w1")),
@@ -517,18 +502,11 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
     let store = format!("s3://{bucket}/{}", unique_name("workers-pg"));
     std::fs::write(&file, pipeline(&store, "")).unwrap();
     let n: u64 = 60_000;
-    let produced = Arc::new(AtomicU64::new(0));
     let mut workers: Vec<(&str, Child)> = ["w1", "w2", "w3"]
         .into_iter()
         .map(|id| (id, worker_s3(dir.path(), &file, id, &s3).spawn().unwrap()))
         .collect();
-    let feed = feed(
-        &kafka,
-        &input,
-        n,
-        Duration::from_millis(100),
-        Arc::clone(&produced),
-    );
+    let (produced, feed) = paced_feed(&kafka, &input, n);
     // Rows arrive: every worker holds its lease by now.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -114,6 +114,19 @@ pub fn feed(
     })
 }
 
+/// [`feed`] at about 15 000 records a second: the count produced so far, and the task.
+pub fn paced_feed(kafka: &str, topic: &str, n: u64) -> (Arc<AtomicU64>, JoinHandle<()>) {
+    let produced = Arc::new(AtomicU64::new(0));
+    let task = feed(
+        kafka,
+        topic,
+        n,
+        Duration::from_millis(100),
+        Arc::clone(&produced),
+    );
+    (produced, task)
+}
+
 /// Waits (at most 60 s) until the feed produced `k` records.
 pub async fn wait_produced(produced: &AtomicU64, k: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
