@@ -205,19 +205,9 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     assert!(takeover < bound, "took {takeover:?} to take over");
 
     // The living workers stop gracefully on SIGINT; the one that joined got partitions.
-    for (_, w) in &workers {
-        interrupt(w);
-    }
     reader.stop.store(true, Ordering::Relaxed);
     let mut drained = 0;
-    for (id, w) in workers {
-        let out = w.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{id}: {err}");
-        assert!(
-            err.contains("the group assigned partitions"),
-            "{id} never got partitions: {err}"
-        );
+    for (id, err) in stop_kafka_workers(workers) {
         if exactly_once {
             assert!(
                 err.contains("offsets commit in this sink's transactions"),
@@ -229,7 +219,7 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
         }
         // Each worker checkpointed into its own directory.
         assert!(
-            dir.path().join("state").join(id).join(".owner").exists(),
+            dir.path().join("state").join(&id).join(".owner").exists(),
             "{id}"
         );
     }
@@ -568,16 +558,26 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
         rows - distinct,
         killed.elapsed().as_secs_f64()
     );
+    stop_kafka_workers(workers);
+}
+
+/// Stops Kafka workers gracefully (SIGINT): each ends with success and got partitions from
+/// the group. Returns each one's log.
+fn stop_kafka_workers(workers: Vec<(&str, Child)>) -> Vec<(String, String)> {
     for (_, w) in &workers {
         interrupt(w);
     }
-    for (id, w) in workers {
-        let out = w.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{id}: {err}");
-        assert!(
-            err.contains("the group assigned partitions"),
-            "{id} never got partitions: {err}"
-        );
-    }
+    workers
+        .into_iter()
+        .map(|(id, w)| {
+            let out = w.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{id}: {err}");
+            assert!(
+                err.contains("the group assigned partitions"),
+                "{id} never got partitions: {err}"
+            );
+            (id.to_owned(), err)
+        })
+        .collect()
 }
