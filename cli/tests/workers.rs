@@ -167,8 +167,20 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
         "w2 held no partition when it was killed: {w2_log}"
     );
 
-    // A worker joins mid-stream; partitions move to it.
+    // A worker joins mid-stream, once the group has moved w2's partitions (joining earlier,
+    // it would just get those, and no living worker would give any up); partitions move to it.
     wait_produced(&produced, 80_000).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !w2_partitions
+        .iter()
+        .all(|p| reader.first_after.lock().contains_key(p))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "w2's partitions were never taken over"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     workers.push(("w4", worker(dir.path(), &file, "w4")));
     feed.await.unwrap();
     reader.wait_for_all(n, "records arrived").await;
