@@ -9,7 +9,9 @@
 //! picks cases by name; `RIVUS_BENCH_STALL_SECS`, default 30). Not part of `dev/test`: it
 //! freezes the shared servers. Every frozen process is thawed again, also when a case fails.
 
-use std::io::{Read, Write};
+#[path = "../tests/support/http.rs"]
+mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -91,12 +93,7 @@ fn rss(pid: u32) -> (f64, f64) {
 /// Records the generator has handed to the sink so far (`rivus_records_in_total` of the sink
 /// task, from the job's Prometheus endpoint; the source is chained to the sink), if it answers.
 fn emitted() -> Option<u64> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
+    let body = http::metrics(METRICS_PORT)?;
     let total = body
         .lines()
         .filter(|l| l.starts_with("rivus_records_in_total{") && l.contains("task=\"sink\""))

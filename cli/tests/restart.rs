@@ -3,6 +3,9 @@
 //! from its newest completed checkpoint, and ends with every record in the table exactly once.
 //! Alone in its file: no other test runs while PostgreSQL is down.
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,15 +25,9 @@ async fn rows(pg: &mut sqlx::PgConnection, table: &str) -> i64 {
         .unwrap_or(0)
 }
 
-/// The Prometheus text served at `addr`.
-fn scrape(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text
+/// The Prometheus text served on `port`.
+fn scrape(port: u16) -> String {
+    http::metrics(port).expect("the job serves its metrics")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,11 +82,7 @@ async fn kafka_to_postgres_restarts_itself_across_two_database_restarts() {
     );
     let mut pg = sqlx::PgConnection::connect(&pg_url).await.unwrap();
     let started = Instant::now();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = http::free_port();
     let metrics_addr = format!("127.0.0.1:{port}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", &job, "--status-interval", "1s"])
@@ -134,7 +127,7 @@ async fn kafka_to_postgres_restarts_itself_across_two_database_restarts() {
         if bounce == 1 {
             // Mid-stream, after the first restart: it is counted in the metrics.
             assert!(child.try_wait().unwrap().is_none(), "still running");
-            let text = scrape(&metrics_addr);
+            let text = scrape(port);
             let restarts: f64 = text
                 .lines()
                 .find(|l| l.starts_with("rivus_job_restarts_total{job=\"heal\"}"))

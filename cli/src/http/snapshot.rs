@@ -81,6 +81,18 @@ struct Sampled {
     last_failure: Option<String>,
 }
 
+impl Sampled {
+    fn push_failure(&mut self, message: String) {
+        if self.failures.len() == FAILURES {
+            self.failures.pop_front();
+        }
+        self.failures.push_back(Failure {
+            t_ms: now_ms(),
+            message,
+        });
+    }
+}
+
 /// Everything the HTTP handlers read.
 pub struct Snapshot {
     pub name: String,
@@ -147,19 +159,8 @@ impl Snapshot {
     pub fn ended(&self, state: JobState, failure: Option<String>) {
         *self.state.lock() = Some(state);
         if let Some(message) = failure {
-            self.push_failure(message);
+            self.sampled.lock().push_failure(message);
         }
-    }
-
-    fn push_failure(&self, message: String) {
-        let mut s = self.sampled.lock();
-        if s.failures.len() == FAILURES {
-            s.failures.pop_front();
-        }
-        s.failures.push_back(Failure {
-            t_ms: now_ms(),
-            message,
-        });
     }
 
     /// Samples the metrics every second until aborted.
@@ -181,12 +182,12 @@ impl Snapshot {
             self.counts.written.load(Ordering::Relaxed),
         );
         let mut s = self.sampled.lock();
-        if restart.last_failure.is_some() && restart.last_failure != s.last_failure {
-            s.last_failure = restart.last_failure.clone();
-            let message = restart.last_failure.clone().unwrap_or_default();
-            drop(s);
-            self.push_failure(message);
-            s = self.sampled.lock();
+        if let Some(message) = restart
+            .last_failure
+            .filter(|f| s.last_failure.as_ref() != Some(f))
+        {
+            s.last_failure = Some(message.clone());
+            s.push_failure(message);
         }
         let span = s.last.map(|(at, _, _)| (now - at).as_secs_f64());
         if let (Some(span), Some((_, r0, w0))) = (span, s.last) {
@@ -242,8 +243,7 @@ impl Snapshot {
         let restart = self.restarts.borrow().clone();
         let s = self.sampled.lock();
         let (last_completed, last_aborted) = self.history.last();
-        let all = self.history.recent();
-        let completed = all.iter().filter(|r| r.result == "completed").count();
+        let (completed, aborted) = self.history.totals();
         let latest = s.points.back();
         json!({
             "job": self.name,
@@ -265,7 +265,7 @@ impl Snapshot {
             "stages": s.stages,
             "checkpoints": {
                 "completed": completed,
-                "aborted": all.len() - completed,
+                "aborted": aborted,
                 "last_completed": last_completed,
                 "last_aborted": last_aborted,
             },

@@ -28,30 +28,49 @@ pub struct CheckpointRecord {
     pub is_final: bool,
 }
 
-/// The recent checkpoints, newest last; shared by every attempt of a supervised job.
+/// The recent checkpoints, newest last, and how many completed and aborted in all; shared by
+/// every attempt of a supervised job.
 #[derive(Debug, Default)]
 pub struct CheckpointHistory {
-    entries: Mutex<VecDeque<CheckpointRecord>>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: VecDeque<CheckpointRecord>,
+    completed: u64,
+    aborted: u64,
 }
 
 impl CheckpointHistory {
     pub(crate) fn record(&self, r: CheckpointRecord) {
-        let mut e = self.entries.lock();
-        if e.len() == HISTORY_LEN {
-            e.pop_front();
+        let mut i = self.inner.lock();
+        if r.result == "completed" {
+            i.completed += 1;
+        } else {
+            i.aborted += 1;
         }
-        e.push_back(r);
+        if i.entries.len() == HISTORY_LEN {
+            i.entries.pop_front();
+        }
+        i.entries.push_back(r);
+    }
+
+    /// Checkpoints completed and aborted since the history began (not only those kept).
+    pub fn totals(&self) -> (u64, u64) {
+        let i = self.inner.lock();
+        (i.completed, i.aborted)
     }
 
     /// The checkpoints kept, oldest first.
     pub fn recent(&self) -> Vec<CheckpointRecord> {
-        self.entries.lock().iter().cloned().collect()
+        self.inner.lock().entries.iter().cloned().collect()
     }
 
     /// The newest checkpoint that completed, and the newest that was aborted.
     pub fn last(&self) -> (Option<CheckpointRecord>, Option<CheckpointRecord>) {
-        let e = self.entries.lock();
-        let find = |result: &str| e.iter().rev().find(|r| r.result == result).cloned();
+        let i = self.inner.lock();
+        let find = |result: &str| i.entries.iter().rev().find(|r| r.result == result).cloned();
         (find("completed"), find("aborted"))
     }
 }
@@ -84,5 +103,7 @@ mod tests {
         let (done, aborted) = h.last();
         assert_eq!(done.map(|r| r.id), Some(HISTORY_LEN as u64 + 4));
         assert_eq!(aborted.map(|r| r.id), Some(103));
+        // The totals count every checkpoint, not only those kept: 11 of 105 ended in 3.
+        assert_eq!(h.totals(), (94, 11));
     }
 }
