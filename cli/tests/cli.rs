@@ -106,6 +106,10 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
             "source.type: unknown variant `mongo`, expected one of `dead-letters`, `generator`, `jdbc`, `kafka`",
         ),
         (
+            "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"h:1\"\ntopics = [\"a\"]\nformat = \"avro\"\n[sink]\ntype = \"stdout\"\n",
+            "source.format: unknown variant `avro`, expected one of `json`, `text`, `bytes`",
+        ),
+        (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"${RIVUS_TEST_NOT_SET}\"\ntable = \"t\"\n",
             "line 6: environment variable RIVUS_TEST_NOT_SET is not set",
         ),

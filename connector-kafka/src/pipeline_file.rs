@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::format::Format;
 use rivus_core::pipeline_file::{text_of, CatalogEntry, Health};
-use rivus_core::schema::JsonSchema;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 
@@ -26,17 +26,17 @@ pub const CATALOG: &[CatalogEntry] = &[
         role: "source",
         name: "kafka",
         guarantee: "exactly-once",
-        options: "bootstrap_servers, topics [..], group_id, start committed|earliest|latest, bounded (false), properties {..}",
+        options: "bootstrap_servers, topics [..], group_id, start committed|earliest|latest, bounded (false), format json|text|bytes, properties {..}",
     },
     CatalogEntry {
         role: "sink",
         name: "kafka",
         guarantee: "at-least-once; exactly-once with transactions (exactly_once = true)",
-        options: "bootstrap_servers, topic, key_field, exactly_once, properties {..}",
+        options: "bootstrap_servers, topic, key_field, exactly_once, format json|text|bytes, properties {..}",
     },
 ];
 
-/// `[source] type = "kafka"`: topics, values decoded as JSON.
+/// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSourceSection {
@@ -57,6 +57,9 @@ pub struct KafkaSourceSection {
     /// for `rivus run --worker`.
     #[serde(default)]
     pub group_mode: bool,
+    /// How values are read: `json` (default), `text` or `bytes` (see [`Format`]).
+    #[serde(default)]
+    pub format: Format,
     /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
     /// roots). With a client certificate: mutual TLS.
     pub tls: Option<TlsFiles>,
@@ -81,7 +84,7 @@ pub enum KafkaStart {
     Latest,
 }
 
-/// `[sink] type = "kafka"`: one topic, records written as JSON.
+/// `[sink] type = "kafka"`: one topic, records written in `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkSection {
@@ -94,6 +97,9 @@ pub struct KafkaSinkSection {
     /// One transaction per checkpoint (exactly-once) instead of flushing (at-least-once).
     #[serde(default)]
     pub exactly_once: bool,
+    /// How values are written: `json` (default), `text` or `bytes` (see [`Format`]).
+    #[serde(default)]
+    pub format: Format,
     /// TLS, as for the source.
     pub tls: Option<TlsFiles>,
     /// SASL over TLS, as for the source.
@@ -164,7 +170,7 @@ impl KafkaSourceSection {
         )
     }
 
-    /// The source, JSON values, bad records to `policy`.
+    /// The source, values read in the section's format, bad records to `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<KafkaSource<Value>> {
         let mut b = KafkaSource::builder_with(self.properties())
             .topics(self.topics.clone())
@@ -183,7 +189,7 @@ impl KafkaSourceSection {
             b = b.stop(StopOffsets::LatestAtStart);
         }
         b.group_mode(self.group_mode)
-            .build(ValueDeserializer(JsonSchema::<Value>::new()))
+            .build(ValueDeserializer(self.format.schema()))
     }
 
     /// Reaches the brokers (a metadata request), reading and writing nothing.
@@ -203,7 +209,8 @@ impl KafkaSinkSection {
         )
     }
 
-    /// The sink, records as JSON, the key from `key_field`, bad records to `policy`.
+    /// The sink, records in the section's format, the key from `key_field`, bad records to
+    /// `policy`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<KafkaSink<Value>> {
         let b = KafkaSink::builder_with(self.properties())
             .topic(&self.topic)
@@ -213,7 +220,7 @@ impl KafkaSinkSection {
                 SinkDelivery::AtLeastOnce
             })
             .error_policy(policy);
-        let mut ser = ValueSerializer::new(JsonSchema::<Value>::new());
+        let mut ser = ValueSerializer::new(self.format.schema());
         if let Some(f) = self.key_field.clone() {
             ser = ser
                 .with_key(move |v: &Value| v.get(&f).map(text_of).unwrap_or_default().into_bytes());

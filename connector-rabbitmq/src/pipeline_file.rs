@@ -1,6 +1,6 @@
 //! The `rabbitmq` sections of a pipeline file (feature `pipeline-file`): `[source]`, `[sink]`
 //! and `[errors.destination]` with `type = "rabbitmq"`, read by serde (unknown fields refused),
-//! turned into the connector with JSON bodies, and checked by a healthcheck that connects and
+//! turned into the connector with bodies in the section's `format` (JSON by default), and checked by a healthcheck that connects and
 //! closes.
 
 use std::time::Duration;
@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::format::Format;
 use rivus_core::pipeline_file::{field_text, CatalogEntry, Health};
-use rivus_core::schema::{DeserializationSchema, JsonSchema};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
@@ -25,17 +25,17 @@ pub const CATALOG: &[CatalogEntry] = &[
         role: "source",
         name: "rabbitmq",
         guarantee: "at-least-once; exactly-once with correlation_ids = true",
-        options: "uri, queues [..], prefetch (500), declare (false), correlation_ids (false)",
+        options: "uri, queues [..], prefetch (500), declare (false), correlation_ids (false), format json|text|bytes",
     },
     CatalogEntry {
         role: "sink",
         name: "rabbitmq",
         guarantee: "at-least-once (publisher confirms)",
-        options: "uri, exchange (\"\"), routing_key, routing_key_field, correlation_id_field",
+        options: "uri, exchange (\"\"), routing_key, routing_key_field, correlation_id_field, format json|text|bytes",
     },
 ];
 
-/// `[source] type = "rabbitmq"`: queues, bodies decoded as JSON.
+/// `[source] type = "rabbitmq"`: queues, bodies decoded by `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitSourceSection {
@@ -54,9 +54,12 @@ pub struct RabbitSourceSection {
     /// Drop redeliveries by correlation id (exactly-once).
     #[serde(default)]
     pub correlation_ids: bool,
+    /// How bodies are read: `json` (default), `text` or `bytes` (see [`Format`]).
+    #[serde(default)]
+    pub format: Format,
 }
 
-/// `[sink] type = "rabbitmq"`: bodies are the records as JSON.
+/// `[sink] type = "rabbitmq"`: bodies are the records in `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitSinkSection {
@@ -76,6 +79,10 @@ pub struct RabbitSinkSection {
     /// Set the correlation id from this field (a rivus RabbitMQ source can then drop
     /// redeliveries).
     pub correlation_id_field: Option<String>,
+    /// How bodies are written: `json` (default), `text` or `bytes` (see [`Format`]); the
+    /// content type says which.
+    #[serde(default)]
+    pub format: Format,
 }
 
 /// `[errors.destination] type = "rabbitmq"`: dead letters to a queue (persistent, confirmed);
@@ -116,7 +123,7 @@ async fn healthcheck(uri: &str, tls: &TlsFiles) -> Health {
 }
 
 impl RabbitSourceSection {
-    /// The source, JSON bodies, bad records to `policy`.
+    /// The source, bodies read in the section's format, bad records to `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RabbitSource<Value>> {
         let mut b = RabbitSource::builder(config(&self.uri, &self.tls))
             .queues(self.queues.clone())
@@ -128,9 +135,10 @@ impl RabbitSourceSection {
         if self.declare {
             b = b.declare(QueueDeclare::durable());
         }
-        b.build(|m| {
+        let format = self.format;
+        b.build(move |m| {
             let position = format!("queue {} delivery {}", m.queue, m.delivery_tag);
-            JsonSchema::<Value>::new().deserialize(m.body, &position)
+            format.decode(m.body, &position)
         })
     }
 
@@ -141,8 +149,9 @@ impl RabbitSourceSection {
 }
 
 impl RabbitSinkSection {
-    /// The sink, records as JSON bodies, routing key and correlation id from fields when set.
+    /// The sink, bodies in the section's format, routing key and correlation id from fields when set.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<RabbitSink<Value>> {
+        let format = self.format;
         let (rk_field, cid_field) = (
             self.routing_key_field.clone(),
             self.correlation_id_field.clone(),
@@ -155,8 +164,8 @@ impl RabbitSinkSection {
                 Ok(OutMessage {
                     routing_key: rk_field.as_deref().map(|f| field_text(v, f)).transpose()?,
                     correlation_id: cid_field.as_deref().map(|f| field_text(v, f)).transpose()?,
-                    body: serde_json::to_vec(v).unwrap_or_default(),
-                    content_type: Some("application/json".into()),
+                    body: format.to_vec(v)?,
+                    content_type: Some(format.content_type().into()),
                     ..OutMessage::default()
                 })
             })

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::format::Format;
 use rivus_core::pipeline_file::{template, text_of, CatalogEntry, Health};
 use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
 use rivus_core::secrets::redact_url;
@@ -29,7 +30,7 @@ pub const CATALOG: &[CatalogEntry] = &[
         role: "sink",
         name: "redis",
         guarantee: "at-least-once (set/hset/sadd rewrite the same value on replay)",
-        options: "url, command set|hset|xadd|lpush|rpush|sadd|publish, key (template `order:{id}`), field (hset), ttl_secs, maxlen",
+        options: "url, command set|hset|xadd|lpush|rpush|sadd|publish, key (template `order:{id}`), field (hset), ttl_secs, maxlen, format json|text|bytes (values of set/hset/lpush/rpush/sadd/publish)",
     },
 ];
 
@@ -78,6 +79,10 @@ pub struct RedisSinkSection {
     pub field: Option<String>,
     /// Expiry of the key, for `set` and `hset`.
     pub ttl_secs: Option<u64>,
+    /// How values are written (every command but `xadd`, which writes fields): `json`
+    /// (default), `text` or `bytes` (see [`Format`]).
+    #[serde(default)]
+    pub format: Format,
     /// Cap of the stream, for `xadd`.
     pub maxlen: Option<usize>,
 }
@@ -193,28 +198,29 @@ impl RedisSinkSection {
         if self.command == RedisCommandName::Hset && self.field.is_none() {
             return Err(Error::config("sink.field", "hset needs a hash field"));
         }
-        let (command, key, field, ttl, maxlen) = (
+        let (command, key, field, ttl, maxlen, format) = (
             self.command,
             self.key.clone(),
             self.field.clone(),
             self.ttl_secs,
             self.maxlen,
+            self.format,
         );
         RedisSink::builder(endpoint(&self.url, self.cluster, &self.tls))
             .error_policy(policy)
             .build(move |v: &Value| {
                 let key = template(&key, v)?;
-                let body = || serde_json::to_vec(v).unwrap_or_default();
+                let body = || format.to_vec(v);
                 Ok(vec![match command {
                     RedisCommandName::Set => RedisCommand::Set {
                         key,
-                        value: body(),
+                        value: body()?,
                         ttl_secs: ttl,
                     },
                     RedisCommandName::Hset => RedisCommand::HSet {
                         key,
                         field: template(field.as_deref().unwrap_or_default(), v)?,
-                        value: body(),
+                        value: body()?,
                         ttl_secs: ttl,
                     },
                     RedisCommandName::Xadd => RedisCommand::XAdd {
@@ -228,15 +234,21 @@ impl RedisSinkSection {
                         },
                         maxlen,
                     },
-                    RedisCommandName::Lpush => RedisCommand::LPush { key, value: body() },
-                    RedisCommandName::Rpush => RedisCommand::RPush { key, value: body() },
+                    RedisCommandName::Lpush => RedisCommand::LPush {
+                        key,
+                        value: body()?,
+                    },
+                    RedisCommandName::Rpush => RedisCommand::RPush {
+                        key,
+                        value: body()?,
+                    },
                     RedisCommandName::Sadd => RedisCommand::SAdd {
                         key,
-                        member: body(),
+                        member: body()?,
                     },
                     RedisCommandName::Publish => RedisCommand::Publish {
                         channel: key,
-                        message: body(),
+                        message: body()?,
                     },
                 }])
             })

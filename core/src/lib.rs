@@ -25,6 +25,7 @@ pub mod checkpoint;
 pub mod context;
 pub mod error;
 pub mod error_policy;
+pub mod format;
 pub mod function;
 pub mod guarantee;
 pub mod handover;

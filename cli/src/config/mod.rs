@@ -130,9 +130,9 @@ pub enum SourceConfig {
     Generator(GeneratorSection),
     /// A SQL query or table (rivus-connector-jdbc).
     Jdbc(JdbcSourceSection),
-    /// Kafka topics; values decoded as JSON (rivus-connector-kafka).
+    /// Kafka topics; values read in `format` (JSON by default; rivus-connector-kafka).
     Kafka(KafkaSourceSection),
-    /// RabbitMQ queues; bodies decoded as JSON (rivus-connector-rabbitmq).
+    /// RabbitMQ queues; bodies read in `format` (JSON by default; rivus-connector-rabbitmq).
     Rabbitmq(RabbitSourceSection),
     /// Redis Streams through a consumer group (rivus-connector-redis).
     RedisStreams(RedisStreamsSection),
@@ -173,11 +173,11 @@ pub enum SinkConfig {
     Stdout(StdoutSection),
     /// A SQL table (rivus-connector-jdbc).
     Jdbc(JdbcSinkSection),
-    /// A Kafka topic; records written as JSON (rivus-connector-kafka).
+    /// A Kafka topic; records written in `format` (JSON by default; rivus-connector-kafka).
     Kafka(KafkaSinkSection),
     /// An Elasticsearch index (rivus-connector-es).
     Elasticsearch(EsSinkSection),
-    /// A RabbitMQ exchange; bodies are the records as JSON (rivus-connector-rabbitmq).
+    /// A RabbitMQ exchange; bodies in `format` (JSON by default; rivus-connector-rabbitmq).
     Rabbitmq(RabbitSinkSection),
     /// Redis commands (rivus-connector-redis).
     Redis(RedisSinkSection),
