@@ -1,10 +1,26 @@
-// Watches a topic's end offsets (read_committed: what a reader of committed data sees) every
-// 20 ms until it holds N records; prints the epoch milliseconds of the first and the last
-// output: `FIRST_MS LAST_MS` (after a line `ready` once it watches). Or creates a topic.
+// The side of bench/versus-flink that belongs to neither contestant: creates and deletes
+// topics, fills the input, and watches the output.
 //
-//   java -cp JARS Watch BOOTSTRAP TOPIC N TIMEOUT_S
-//   java -cp JARS Watch BOOTSTRAP TOPIC create PARTITIONS
+//   Watch BOOTSTRAP TOPIC create PARTITIONS      a topic
+//   Watch BOOTSTRAP TOPIC delete                 a topic
+//   Watch BOOTSTRAP TOPIC fill N SIZE RATE       N JSON records of about SIZE bytes, RATE a
+//                                                second (0: as fast as it goes); each holds its
+//                                                send time in "ts" (epoch ms)
+//   Watch BOOTSTRAP TOPIC watch N TIMEOUT_S      end offsets (read_committed) every 20 ms until
+//                                                N records: prints `FIRST_MS LAST_MS`
+//   Watch BOOTSTRAP TOPIC latency N TIMEOUT_S    reads N records (read_committed): prints
+//                                                `P50_MS P99_MS MEASURED` of arrival - ts, for
+//                                                records sent 3 s after the first arrived
+//   Watch JDBC_URL TABLE rows N TIMEOUT_S        counts the rows every 100 ms until N: prints
+//                                                `FIRST_MS LAST_MS`
+//
+// The watching modes print `ready` first, once they watch.
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.Statement;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -13,36 +29,101 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class Watch {
+    static final String[] STATUS = {"new", "paid", "shipped"};
+
     public static void main(String[] args) throws Exception {
-        String bootstrap = args[0], topic = args[1];
-        if (args[2].equals("create")) {
-            Properties a = new Properties();
-            a.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-            try (Admin admin = Admin.create(a)) {
-                admin.createTopics(List.of(new NewTopic(topic, Integer.parseInt(args[3]), (short) 1)))
-                        .all().get();
-            }
-            return;
+        String target = args[0], topic = args[1], mode = args[2];
+        switch (mode) {
+            case "create": admin(target, a -> a.createTopics(List.of(
+                    new NewTopic(topic, Integer.parseInt(args[3]), (short) 1))).all().get()); break;
+            case "delete": admin(target, a -> a.deleteTopics(List.of(topic)).all().get()); break;
+            case "fill": fill(target, topic, Long.parseLong(args[3]), Integer.parseInt(args[4]),
+                    Long.parseLong(args[5])); break;
+            case "watch": watch(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
+            case "latency": latency(target, topic, Integer.parseInt(args[3]), deadline(args[4])); break;
+            case "rows": rows(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
+            default: throw new IllegalArgumentException("unknown mode " + mode);
         }
-        long n = Long.parseLong(args[2]);
-        long deadline = System.currentTimeMillis() + Long.parseLong(args[3]) * 1000;
+    }
+
+    interface AdminCall { void run(Admin a) throws Exception; }
+
+    static void admin(String bootstrap, AdminCall call) throws Exception {
+        Properties a = new Properties();
+        a.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(a)) {
+            call.run(admin);
+        }
+    }
+
+    static long deadline(String seconds) {
+        return System.currentTimeMillis() + Long.parseLong(seconds) * 1000;
+    }
+
+    static void ready() {
+        System.out.println("ready");
+        System.out.flush();
+    }
+
+    /** Record i, padded to about size bytes, sent at ts. */
+    static byte[] record(long i, int size, long ts) {
+        String base = "{\"id\":" + i + ",\"account\":\"user-" + (i % 50) + "\",\"amount\":"
+                + ((i * 7919) % 100_000) / 100.0 + ",\"status\":\"" + STATUS[(int) (i % 3)]
+                + "\",\"ts\":" + ts + ",\"pad\":\"";
+        int pad = Math.max(0, size - base.length() - 2);
+        StringBuilder b = new StringBuilder(size + 8).append(base);
+        for (int k = 0; k < pad; k++) b.append((char) ('a' + (k % 26)));
+        return b.append("\"}").toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    static void fill(String bootstrap, String topic, long n, int size, long rate) throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, rate > 0 ? "0" : "5");
+        try (KafkaProducer<byte[], byte[]> producer =
+                new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            long start = System.nanoTime();
+            for (long i = 0; i < n; i++) {
+                if (rate > 0) {
+                    long due = start + i * 1_000_000_000L / rate;
+                    long wait = due - System.nanoTime();
+                    if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                }
+                producer.send(new ProducerRecord<>(topic, record(i, size, System.currentTimeMillis())));
+            }
+            producer.flush();
+        }
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
-        try (KafkaConsumer<byte[], byte[]> c =
-                new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-            List<TopicPartition> parts = c.partitionsFor(topic, Duration.ofSeconds(30)).stream()
-                    .map(i -> new TopicPartition(topic, i.partition()))
-                    .collect(Collectors.toList());
+        return new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+    }
+
+    static List<TopicPartition> partitions(KafkaConsumer<?, ?> c, String topic) {
+        return c.partitionsFor(topic, Duration.ofSeconds(30)).stream()
+                .map(i -> new TopicPartition(topic, i.partition()))
+                .collect(Collectors.toList());
+    }
+
+    static void watch(String bootstrap, String topic, long n, long deadline) throws Exception {
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            List<TopicPartition> parts = partitions(c, topic);
             c.endOffsets(parts);
             // The job starts once the watcher watches (a JVM takes a second to get here).
-            System.out.println("ready");
-            System.out.flush();
+            ready();
             long first = 0;
             while (System.currentTimeMillis() < deadline) {
                 long total = 0;
@@ -57,8 +138,71 @@ public class Watch {
                 }
                 Thread.sleep(20);
             }
-            System.err.println("watch: " + topic + " did not reach " + n + " records");
+        }
+        System.err.println("watch: " + topic + " did not reach " + n + " records");
+        System.exit(1);
+    }
+
+    /** The "ts" field of a record written by fill (and passed on by either job, which may
+     *  reorder the fields: rivus writes a JSON object's keys sorted). */
+    static long ts(byte[] v) {
+        String s = new String(v, java.nio.charset.StandardCharsets.UTF_8);
+        int at = s.indexOf("\"ts\":") + 5;
+        int end = at;
+        while (end < s.length() && Character.isDigit(s.charAt(end))) end++;
+        return Long.parseLong(s.substring(at, end));
+    }
+
+    static void latency(String bootstrap, String topic, int n, long deadline) throws Exception {
+        long[] lat = new long[n];
+        int seen = 0, measured = 0;
+        long first = 0;
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            List<TopicPartition> parts = partitions(c, topic);
+            c.assign(parts);
+            c.seekToBeginning(parts);
+            ready();
+            while (seen < n && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {
+                    long now = System.currentTimeMillis();
+                    if (first == 0) first = now;
+                    long sent = ts(r.value());
+                    // Records sent while the job started up wait for it: not counted.
+                    if (sent >= first + 3000 && measured < n) lat[measured++] = now - sent;
+                    seen++;
+                }
+            }
+        }
+        if (seen < n || measured == 0) {
+            System.err.println("latency: " + topic + " got " + seen + " of " + n + " records");
             System.exit(1);
         }
+        long[] m = Arrays.copyOf(lat, measured);
+        Arrays.sort(m);
+        System.out.println(m[measured / 2] + " " + m[Math.min(measured - 1, (int) (measured * 0.99))]
+                + " " + measured);
+    }
+
+    static void rows(String url, String table, long n, long deadline) throws Exception {
+        try (Connection c = DriverManager.getConnection(url); Statement s = c.createStatement()) {
+            ready();
+            long first = 0;
+            while (System.currentTimeMillis() < deadline) {
+                long total;
+                try (ResultSet r = s.executeQuery("SELECT count(*) FROM " + table)) {
+                    r.next();
+                    total = r.getLong(1);
+                }
+                long now = System.currentTimeMillis();
+                if (total > 0 && first == 0) first = now;
+                if (total >= n) {
+                    System.out.println(first + " " + now);
+                    return;
+                }
+                Thread.sleep(100);
+            }
+        }
+        System.err.println("rows: " + table + " did not reach " + n + " rows");
+        System.exit(1);
     }
 }
