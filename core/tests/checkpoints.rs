@@ -400,3 +400,73 @@ async fn a_second_owner_of_a_checkpoint_directory_is_refused() {
     let summary = again.run().await.unwrap();
     assert!(summary.restored_from.is_some(), "{summary:?}");
 }
+
+/// A job with a 30 s interval, stopped once `committed_before_stop` records are committed
+/// (or, when 0, once 10 000 were emitted): the first checkpoints' trigger times after the
+/// start, and whether each was the final one.
+async fn first_checkpoints(
+    delay: Option<Duration>,
+    committed_before_stop: usize,
+) -> Vec<(u64, bool)> {
+    let backend = MemoryStateBackend::new();
+    let store = TxnStore::new();
+    let data = splits(2, 1_000_000);
+    let emitted = Arc::new(AtomicUsize::new(0));
+    let job = Pipeline::new("first")
+        .checkpointing(config(&backend, 30_000).with_first_checkpoint_delay(delay))
+        .source("src", 2, |i| {
+            VecSource::new(Arc::clone(&data), i, 2)
+                .paced(40, Duration::from_millis(1))
+                .fail_after(usize::MAX, Arc::clone(&emitted))
+        })
+        .sink("sink", 2, |i| TransactionalSink::new(store.clone(), i))
+        .unwrap();
+    let history = job.checkpoint_history();
+    let handle = job.handle();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let running = tokio::spawn(job.run());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let done = if committed_before_stop > 0 {
+            store.committed().len() >= committed_before_stop
+        } else {
+            emitted.load(std::sync::atomic::Ordering::Relaxed) >= 10_000
+        };
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing committed in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    handle.stop();
+    running.await.unwrap().unwrap();
+    history
+        .recent()
+        .iter()
+        .map(|r| (r.triggered_ms.saturating_sub(started), r.is_final))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_first_checkpoint_follows_the_first_record_not_the_interval() {
+    // Default: a tenth of the 30 s interval after the first record.
+    let early = first_checkpoints(Some(Duration::from_secs(3)), 1).await;
+    assert!(
+        !early[0].1,
+        "the first checkpoint is not the final one: {early:?}"
+    );
+    assert!(
+        (2_900..10_000).contains(&early[0].0),
+        "triggered 3 s after the first record, not 30 s after the start: {early:?}"
+    );
+    // Without it, nothing is checkpointed before the stop's final checkpoint.
+    let waits = first_checkpoints(None, 0).await;
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(waits[0].1, "only the final checkpoint: {waits:?}");
+}

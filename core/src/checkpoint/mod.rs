@@ -42,6 +42,13 @@ pub struct CheckpointConfig {
     /// Take a final checkpoint when the sources end or the job is stopped, so that
     /// transactional sinks commit everything (default true).
     pub final_checkpoint: bool,
+    /// The first checkpoint of a run (a start or a restart) is triggered this long after the
+    /// first record leaves a source, when that is sooner than `interval` after the start
+    /// (default: a tenth of the interval). An exactly-once sink's output becomes visible at a
+    /// checkpoint, so results then appear soon after a start instead of one interval later,
+    /// and no checkpoint is spent before there is anything in it. `None`: the first waits an
+    /// interval like the others.
+    pub first_checkpoint_delay: Option<Duration>,
 }
 
 impl std::fmt::Debug for CheckpointConfig {
@@ -51,6 +58,7 @@ impl std::fmt::Debug for CheckpointConfig {
             .field("timeout", &self.timeout)
             .field("backend", &self.backend.describe())
             .field("final_checkpoint", &self.final_checkpoint)
+            .field("first_checkpoint_delay", &self.first_checkpoint_delay)
             .finish()
     }
 }
@@ -63,7 +71,15 @@ impl CheckpointConfig {
             timeout: Duration::from_secs(600),
             backend,
             final_checkpoint: true,
+            first_checkpoint_delay: Some(interval / 10),
         }
+    }
+
+    /// The same config with another delay of the first checkpoint after the first record
+    /// (`None`: one interval after the start, like the others).
+    pub fn with_first_checkpoint_delay(mut self, delay: Option<Duration>) -> Self {
+        self.first_checkpoint_delay = delay;
+        self
     }
 
     /// The same config with another timeout.

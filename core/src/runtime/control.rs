@@ -38,6 +38,8 @@ pub(crate) enum Report {
     },
     /// Source task `task`'s `run` returned; it now only serves checkpoints until shutdown.
     SourceFinished { task: usize },
+    /// A source subtask emitted its first record of this run.
+    FirstRecord,
 }
 
 /// The sending half of a task's mailbox.

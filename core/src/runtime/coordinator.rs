@@ -1,4 +1,5 @@
-//! The checkpoint coordinator: triggers checkpoint N at the sources on an interval, collects
+//! The checkpoint coordinator: triggers checkpoint N at the sources on an interval (the first
+//! soon after the first record, see `CheckpointConfig::first_checkpoint_delay`), collects
 //! every task's acknowledgement and state, stores the checkpoint durably, then notifies every
 //! task (complete or aborted). It also drives graceful stop and the final checkpoint.
 
@@ -161,6 +162,8 @@ impl Coordinator {
         let mut finished = vec![false; self.tasks.len()];
         let mut pending: Option<Pending> = None;
         let mut next_trigger = Instant::now() + self.interval();
+        // Until the first checkpoint of this run is triggered, a first record brings it nearer.
+        let mut triggered = false;
         let mut tick = tokio::time::interval(self.buffer_timeout);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut stop_sent = false;
@@ -200,13 +203,22 @@ impl Coordinator {
                 _ = tokio::time::sleep_until(deadline.into()) => {
                     match pending.take() {
                         Some(p) => self.abort(&p, &mut stats, "timed out"),
-                        None if !all_finished => pending = Some(self.trigger(false)),
+                        None if !all_finished => {
+                            triggered = true;
+                            pending = Some(self.trigger(false));
+                        }
                         None => {}
                     }
                 }
                 report = self.reports.recv() => match report {
                     None => return Ok(stats),
                     Some(Report::SourceFinished { task }) => finished[task] = true,
+                    Some(Report::FirstRecord) => {
+                        let delay = self.config.as_ref().and_then(|c| c.first_checkpoint_delay);
+                        if let (Some(d), None, false) = (delay, &pending, triggered) {
+                            next_trigger = next_trigger.min(Instant::now() + d);
+                        }
+                    }
                     Some(Report::Ack { id, task, subtask, states }) => {
                         let Some(p) = pending.as_mut().filter(|p| p.id == id) else {
                             tracing::debug!(checkpoint = id, task, "late acknowledgement ignored");

@@ -144,6 +144,9 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     /// serves pending checkpoint triggers; on the common path it is ready at once.
     #[inline]
     pub fn collect(&mut self, value: T) -> Collect<'_> {
+        if self.emitted == 0 {
+            self.first_record();
+        }
         self.emitted += 1;
         let full = self.out.push(value, None);
         self.after_push(full)
@@ -152,9 +155,18 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     /// Emits a record with its event timestamp (ms).
     #[inline]
     pub fn collect_with_timestamp(&mut self, value: T, timestamp: i64) -> Collect<'_> {
+        if self.emitted == 0 {
+            self.first_record();
+        }
         self.emitted += 1;
         let full = self.out.push(value, Some(timestamp));
         self.after_push(full)
+    }
+
+    /// Tells the coordinator, which may take the first checkpoint sooner.
+    #[cold]
+    fn first_record(&self) {
+        let _ = self.reports.send(Report::FirstRecord);
     }
 
     #[inline]
