@@ -13,6 +13,8 @@
 //                                                records sent 3 s after the first arrived
 //   Watch JDBC_URL TABLE rows N TIMEOUT_S        counts the rows every 100 ms until N: prints
 //                                                `FIRST_MS LAST_MS`
+//   Watch ES_URL INDEX docs N TIMEOUT_S          counts the index's documents (_count) every
+//                                                100 ms until N: prints `FIRST_MS LAST_MS`
 //
 // The watching modes print `ready` first, once they watch.
 import java.sql.Connection;
@@ -52,6 +54,7 @@ public class Watch {
             case "watch": watch(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
             case "latency": latency(target, topic, Integer.parseInt(args[3]), deadline(args[4])); break;
             case "rows": rows(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
+            case "docs": docs(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
             default: throw new IllegalArgumentException("unknown mode " + mode);
         }
     }
@@ -203,6 +206,30 @@ public class Watch {
             }
         }
         System.err.println("rows: " + table + " did not reach " + n + " rows");
+        System.exit(1);
+    }
+
+    static void docs(String url, String index, long n, long deadline) throws Exception {
+        java.net.http.HttpClient http = java.net.http.HttpClient.newHttpClient();
+        java.net.http.HttpRequest count = java.net.http.HttpRequest.newBuilder(
+                java.net.URI.create(url + "/" + index + "/_count")).build();
+        java.util.regex.Pattern field = java.util.regex.Pattern.compile("\"count\"\\s*:\\s*(\\d+)");
+        ready();
+        long first = 0;
+        while (System.currentTimeMillis() < deadline) {
+            String body = http.send(count, java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+            java.util.regex.Matcher m = field.matcher(body);
+            if (!m.find()) throw new IllegalStateException("no count in " + body);
+            long total = Long.parseLong(m.group(1));
+            long now = System.currentTimeMillis();
+            if (total > 0 && first == 0) first = now;
+            if (total >= n) {
+                System.out.println(first + " " + now);
+                return;
+            }
+            Thread.sleep(100);
+        }
+        System.err.println("docs: " + index + " did not reach " + n + " documents");
         System.exit(1);
     }
 }
