@@ -37,15 +37,17 @@ use lag::{LagContext, SourceConsumer};
 /// Checkpointed positions: `topic/partition` → next offset to read.
 pub type KafkaSourceState = BTreeMap<String, i64>;
 
-/// The source's prefetch unless set otherwise: at most 8 MiB (`queued.max.messages.kbytes`) or
-/// 50 000 messages queued per partition, and the next fetch 10 ms after the queue drains below
+/// The source's prefetch unless set otherwise: at most 4 MiB (`queued.max.messages.kbytes`) or
+/// 20 000 messages queued per partition, and the next fetch 10 ms after the queue drains below
 /// that (librdkafka's `fetch.queue.backoff.ms` default, 1 s, stalls a consumer whose queue
-/// is full half the time). Measured with `benches/memory.rs`, 2 M records of 100 B on two
-/// partitions: 1.42 M records/s at 37 MiB peak RSS, against 1.08 M/s at 251 MiB with the
-/// earlier 1 000 000-message prefetch.
+/// is full half the time). A message queued by librdkafka costs several times its payload,
+/// so the count matters as much as the bytes: a `rivus run` Kafka → Kafka or Kafka →
+/// PostgreSQL job (1 M records of 100 B, two partitions) peaks at about 66 MiB with this
+/// prefetch and at about 97 MiB with 50 000 / 8 MiB, in the same time. `benches/memory.rs`
+/// has the whole curve (README "Memory").
 pub const PREFETCH: [(&str, &str); 3] = [
-    ("queued.min.messages", "50000"),
-    ("queued.max.messages.kbytes", "8192"),
+    ("queued.min.messages", "20000"),
+    ("queued.max.messages.kbytes", "4096"),
     ("fetch.queue.backoff.ms", "10"),
 ];
 
