@@ -24,7 +24,6 @@ import java.sql.Statement;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
 import java.util.Properties;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
@@ -121,29 +120,35 @@ public class Watch {
                 .collect(Collectors.toList());
     }
 
+    interface Count { long get() throws Exception; }
+
+    /** Calls `count` every `everyMs` until it reaches n: prints `FIRST_MS LAST_MS`, the times
+     *  it was first above 0 and first at n (exits 1 at the deadline). */
+    static void until(String what, Count count, long n, long deadline, long everyMs) throws Exception {
+        ready();
+        long first = 0;
+        while (System.currentTimeMillis() < deadline) {
+            long total = count.get();
+            long now = System.currentTimeMillis();
+            if (total > 0 && first == 0) first = now;
+            if (total >= n) {
+                System.out.println(first + " " + now);
+                return;
+            }
+            Thread.sleep(everyMs);
+        }
+        System.err.println(what + " did not reach " + n);
+        System.exit(1);
+    }
+
     static void watch(String bootstrap, String topic, long n, long deadline) throws Exception {
         try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
             List<TopicPartition> parts = partitions(c, topic);
-            c.endOffsets(parts);
             // The job starts once the watcher watches (a JVM takes a second to get here).
-            ready();
-            long first = 0;
-            while (System.currentTimeMillis() < deadline) {
-                long total = 0;
-                for (Map.Entry<TopicPartition, Long> e : c.endOffsets(parts).entrySet()) {
-                    total += e.getValue();
-                }
-                long now = System.currentTimeMillis();
-                if (total > 0 && first == 0) first = now;
-                if (total >= n) {
-                    System.out.println(first + " " + now);
-                    return;
-                }
-                Thread.sleep(20);
-            }
+            c.endOffsets(parts);
+            until("topic " + topic, () -> c.endOffsets(parts).values().stream()
+                    .mapToLong(Long::longValue).sum(), n, deadline, 20);
         }
-        System.err.println("watch: " + topic + " did not reach " + n + " records");
-        System.exit(1);
     }
 
     /** The "ts" field of a record written by fill (and passed on by either job, which may
@@ -188,25 +193,13 @@ public class Watch {
 
     static void rows(String url, String table, long n, long deadline) throws Exception {
         try (Connection c = DriverManager.getConnection(url); Statement s = c.createStatement()) {
-            ready();
-            long first = 0;
-            while (System.currentTimeMillis() < deadline) {
-                long total;
+            until("table " + table, () -> {
                 try (ResultSet r = s.executeQuery("SELECT count(*) FROM " + table)) {
                     r.next();
-                    total = r.getLong(1);
+                    return r.getLong(1);
                 }
-                long now = System.currentTimeMillis();
-                if (total > 0 && first == 0) first = now;
-                if (total >= n) {
-                    System.out.println(first + " " + now);
-                    return;
-                }
-                Thread.sleep(100);
-            }
+            }, n, deadline, 100);
         }
-        System.err.println("rows: " + table + " did not reach " + n + " rows");
-        System.exit(1);
     }
 
     static void docs(String url, String index, long n, long deadline) throws Exception {
@@ -214,22 +207,11 @@ public class Watch {
         java.net.http.HttpRequest count = java.net.http.HttpRequest.newBuilder(
                 java.net.URI.create(url + "/" + index + "/_count")).build();
         java.util.regex.Pattern field = java.util.regex.Pattern.compile("\"count\"\\s*:\\s*(\\d+)");
-        ready();
-        long first = 0;
-        while (System.currentTimeMillis() < deadline) {
+        until("index " + index, () -> {
             String body = http.send(count, java.net.http.HttpResponse.BodyHandlers.ofString()).body();
             java.util.regex.Matcher m = field.matcher(body);
             if (!m.find()) throw new IllegalStateException("no count in " + body);
-            long total = Long.parseLong(m.group(1));
-            long now = System.currentTimeMillis();
-            if (total > 0 && first == 0) first = now;
-            if (total >= n) {
-                System.out.println(first + " " + now);
-                return;
-            }
-            Thread.sleep(100);
-        }
-        System.err.println("docs: " + index + " did not reach " + n + " documents");
-        System.exit(1);
+            return Long.parseLong(m.group(1));
+        }, n, deadline, 100);
     }
 }

@@ -10,6 +10,8 @@
 //! server: a killed worker loses nothing (at-least-once across workers; exactly-once into
 //! SQL is refused in worker mode), and a second process with the same worker id is refused.
 
+#[path = "support/http.rs"]
+mod http;
 #[path = "support/workers.rs"]
 mod support;
 
@@ -181,7 +183,10 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    workers.push(("w4", worker(dir.path(), &file, "w4")));
+    let w4_http = http::free_port();
+    let mut w4 = worker_command(dir.path(), &file, "w4");
+    w4.args(["--http", &format!("127.0.0.1:{w4_http}")]);
+    workers.push(("w4", w4.spawn().unwrap()));
     feed.await.unwrap();
     reader.wait_for_all(n, "records arrived").await;
     let total = reader.total.load(Ordering::Relaxed);
@@ -216,6 +221,17 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     let bound = Duration::from_secs(if exactly_once { 35 } else { 20 });
     assert!(takeover < bound, "took {takeover:?} to take over");
 
+    // The joiner's partitions may come after the last record arrived (its join waits for the
+    // others' revocations, which wait for a checkpoint): wait until it has some, as its
+    // per-partition lag (published from each statistics report) shows.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !http::metrics(w4_http).is_some_and(|m| m.contains("rivus_kafka_consumer_lag{")) {
+        assert!(
+            Instant::now() < deadline,
+            "w4 got no partition within 60 s of the feed's end"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // The living workers stop gracefully on SIGINT; the one that joined got partitions.
     reader.stop.store(true, Ordering::Relaxed);
     let mut drained = 0;
