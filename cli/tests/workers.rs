@@ -224,14 +224,7 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
     // The joiner's partitions may come after the last record arrived (its join waits for the
     // others' revocations, which wait for a checkpoint): wait until it has some, as its
     // per-partition lag (published from each statistics report) shows.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !http::metrics(w4_http).is_some_and(|m| m.contains("rivus_kafka_consumer_lag{")) {
-        assert!(
-            Instant::now() < deadline,
-            "w4 got no partition within 60 s of the feed's end"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_partitions("w4", w4_http).await;
     // The living workers stop gracefully on SIGINT; the one that joined got partitions.
     reader.stop.store(true, Ordering::Relaxed);
     let mut drained = 0;
@@ -520,9 +513,21 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
     let store = format!("s3://{bucket}/{}", unique_name("workers-pg"));
     std::fs::write(&file, pipeline(&store, "")).unwrap();
     let n: u64 = 60_000;
+    // Each worker serves /metrics, where its per-partition lag shows that it holds partitions.
+    let ports: Vec<(&str, u16)> = ["w1", "w2", "w3", "w4"]
+        .into_iter()
+        .map(|id| (id, http::free_port()))
+        .collect();
+    let spawn = |id: &str| {
+        let port = ports.iter().find(|(w, _)| *w == id).unwrap().1;
+        worker_s3(dir.path(), &file, id, &s3)
+            .args(["--http", &format!("127.0.0.1:{port}")])
+            .spawn()
+            .unwrap()
+    };
     let mut workers: Vec<(&str, Child)> = ["w1", "w2", "w3"]
         .into_iter()
-        .map(|id| (id, worker_s3(dir.path(), &file, id, &s3).spawn().unwrap()))
+        .map(|id| (id, spawn(id)))
         .collect();
     let (produced, feed) = paced_feed(&kafka, &input, n);
     // Rows arrive: every worker holds its lease by now.
@@ -557,10 +562,7 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
     workers.remove(1).1.wait().unwrap();
     let at_kill = count(&mut db, &table).await.1;
     wait_produced(&produced, 40_000).await;
-    workers.push((
-        "w4",
-        worker_s3(dir.path(), &file, "w4", &s3).spawn().unwrap(),
-    ));
+    workers.push(("w4", spawn("w4")));
     feed.await.unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -586,7 +588,26 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
         rows - distinct,
         killed.elapsed().as_secs_f64()
     );
+    // A worker's assignment can complete after the last row arrived (a join waits for the
+    // others' revocations, which wait for a checkpoint).
+    for (id, _) in &workers {
+        let port = ports.iter().find(|(w, _)| w == id).unwrap().1;
+        wait_for_partitions(id, port).await;
+    }
     stop_kafka_workers(workers);
+}
+
+/// Waits (at most 60 s) until the worker serving `/metrics` on `port` holds partitions, as
+/// its per-partition lag (published from each statistics report) shows.
+async fn wait_for_partitions(id: &str, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !http::metrics(port).is_some_and(|m| m.contains("rivus_kafka_consumer_lag{")) {
+        assert!(
+            Instant::now() < deadline,
+            "{id} got no partition within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Stops Kafka workers gracefully (SIGINT): each ends with success and got partitions from
