@@ -8,20 +8,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{CatalogEntry, Health};
+use rivus_core::pipeline_file::{
+    CatalogEntry, Health, OptionDoc, SectionContext, SinkPlan, SinkSection,
+};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 
 use crate::{EsAuth, EsConfig, EsSink};
-
-/// What `rivus connectors` lists for this crate's sections.
-pub const CATALOG: &[CatalogEntry] = &[CatalogEntry {
-    role: "sink",
-    name: "elasticsearch",
-    guarantee: "at-least-once (id_field makes replays overwrite)",
-    options: "url, index, id_field, max_actions (1000), username, password",
-}];
 
 /// `[sink] type = "elasticsearch"`: one index, each record a document.
 #[derive(Debug, Clone, Deserialize)]
@@ -58,10 +52,12 @@ impl EsSinkSection {
         es
     }
 
-    /// The sink: each record indexed as it is, with its id from `id_field` when set.
-    pub fn sink(&self, policy: ErrorPolicy) -> Result<EsSink<Value>> {
+    /// The sink: each record indexed as it is, with its id from `id_field` when set; errors
+    /// name fields below `path`.
+    pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<EsSink<Value>> {
         let mut b = EsSink::builder(&self.url)
             .config(self.config())
+            .path(path)
             .error_policy(policy);
         if let Some(n) = self.max_actions {
             b = b.batch_size(n);
@@ -78,12 +74,13 @@ impl EsSinkSection {
         })
     }
 
-    /// Asks the cluster for its version (authentication included), writing nothing.
-    pub async fn healthcheck(&self) -> Health {
+    /// Asks the cluster for its version (authentication included), writing nothing; errors
+    /// name fields below `path`.
+    pub async fn healthcheck(&self, path: &str) -> Health {
         let outcome = async {
             let mut config = self.config();
             config.timeout = Duration::from_secs(5);
-            let client = config.client("sink").map_err(|e| e.to_string())?;
+            let client = config.client(path).map_err(|e| e.to_string())?;
             let r = client
                 .info()
                 .send()
@@ -101,5 +98,31 @@ impl EsSinkSection {
         }
         .await;
         Health::new("elasticsearch", redact_url(&self.url), outcome)
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for EsSinkSection {
+    const TYPE: &'static str = "elasticsearch";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "one Elasticsearch index, each record a document (bulk requests)",
+        guarantee: "at-least-once (id_field makes replays overwrite)",
+        options: &[
+            OptionDoc::required("url", "http(s)://host:port"),
+            OptionDoc::required("index", "string"),
+            OptionDoc::optional("id_field", "string", "ids chosen by the cluster"),
+            OptionDoc::optional("max_actions", "integer", "1000"),
+            OptionDoc::optional("username", "string", "no authentication"),
+            OptionDoc::optional("password", "string (${VAR})", "none"),
+            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "system roots"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone(), &ctx.path)?))
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        self.healthcheck(&ctx.path).await
     }
 }

@@ -22,6 +22,8 @@ struct Settings {
     policy: ErrorPolicy,
     flush_on_checkpoint: bool,
     failure_handler: Option<Arc<dyn FailureHandler>>,
+    /// Where the settings stand in the caller's configuration, for errors.
+    path: String,
 }
 
 impl std::fmt::Debug for Settings {
@@ -87,6 +89,13 @@ impl EsSinkBuilder {
         self
     }
 
+    /// Names the settings in errors as fields below `path` (default `sink.elasticsearch`): a
+    /// pipeline file's `sink` makes a bad CA file `sink.tls.ca_file`.
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.s.path = path.into();
+        self
+    }
+
     /// Checks the settings; the sink calls `emitter` for each record (clone the sink into each
     /// subtask).
     pub fn build<T: Send + 'static>(
@@ -94,8 +103,8 @@ impl EsSinkBuilder {
         emitter: impl Fn(&T, &mut RequestIndexer) -> Result<(), SchemaError> + Send + Sync + 'static,
     ) -> Result<EsSink<T>> {
         let s = self.s;
-        s.config.validate("sink.elasticsearch")?;
-        s.bulk.validate("sink.elasticsearch.bulk")?;
+        s.config.validate(&s.path)?;
+        s.bulk.validate(&format!("{}.bulk", s.path))?;
         Ok(EsSink {
             settings: Arc::new(s),
             emitter: Arc::new(emitter),
@@ -159,6 +168,7 @@ impl EsSink<()> {
                 bulk: EsSink::default_bulk(),
                 policy: ErrorPolicy::Fail,
                 flush_on_checkpoint: true,
+                path: "sink.elasticsearch".to_owned(),
                 failure_handler: None,
             },
         }
@@ -177,7 +187,7 @@ impl<T: Send + 'static> EsSink<T> {
 impl<T: Send + 'static> RichFunction for EsSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
-        let client = s.config.client("sink.elasticsearch")?;
+        let client = s.config.client(&s.path)?;
         let handler =
             ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("elasticsearch");
         let m = ctx.metrics();

@@ -9,29 +9,16 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{opt_duration, CatalogEntry, Health};
+use rivus_core::pipeline_file::{
+    opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SinkPlan, SinkSection,
+    SourcePlan, SourceSection,
+};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 use crate::tls::url_with_tls;
 use crate::{run_script, table_report, JdbcSink, JdbcSource, WriteMode};
-
-/// What `rivus connectors` lists for this crate's sections.
-pub const CATALOG: &[CatalogEntry] = &[
-    CatalogEntry {
-        role: "source",
-        name: "jdbc",
-        guarantee: "exactly-once",
-        options: "url, table | query, track_by [..], mode continuous|bounded, poll_interval (1s), splits, fetch_size (1000)",
-    },
-    CatalogEntry {
-        role: "sink",
-        name: "jdbc",
-        guarantee: "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
-        options: "url, table, mode insert|upsert, key [..], columns [..], exactly_once, batch_size (1000), setup (SQL), ignore_unknown_fields",
-    },
-];
 
 /// `[source] type = "jdbc"`: a table or a query, read by keyset pages on `track_by`.
 #[derive(Debug, Clone, Deserialize)]
@@ -134,7 +121,7 @@ async fn healthcheck(url: &str, tls: &TlsFiles, path: &str, table: Option<&str>)
 
 impl JdbcSourceSection {
     /// The source, JSON records, bad rows to `policy`; a bounded read is split into
-    /// `splits` (default `parallelism`) ranges.
+    /// `splits` (default `parallelism`) ranges. Errors name fields below `source.jdbc`.
     pub fn source(&self, policy: ErrorPolicy, parallelism: usize) -> Result<JdbcSource<Value>> {
         let mut b = JdbcSource::builder(&self.url)
             .tls(self.tls.clone())
@@ -142,13 +129,15 @@ impl JdbcSourceSection {
         b = match (&self.table, &self.query) {
             (Some(_), Some(_)) => {
                 return Err(Error::config(
-                    "source.query",
+                    "source.jdbc.query",
                     "set a table or a query, not both",
                 ))
             }
             (Some(t), None) => b.table(t),
             (None, Some(q)) => b.query(q),
-            (None, None) => return Err(Error::config("source.table", "set a table or a query")),
+            (None, None) => {
+                return Err(Error::config("source.jdbc.table", "set a table or a query"))
+            }
         };
         b = match self.mode {
             JdbcSourceMode::Bounded => b.bounded(None, None, self.splits.unwrap_or(parallelism)),
@@ -163,13 +152,14 @@ impl JdbcSourceSection {
     }
 
     /// Connects; counts the table's rows when the source reads a table.
-    pub async fn healthcheck(&self) -> Health {
-        healthcheck(&self.url, &self.tls, "source", self.table.as_deref()).await
+    pub async fn healthcheck(&self, path: &str) -> Health {
+        healthcheck(&self.url, &self.tls, path, self.table.as_deref()).await
     }
 }
 
 impl JdbcSinkSection {
-    /// The sink, JSON records, refused rows to `policy`.
+    /// The sink, JSON records, refused rows to `policy`. Errors name fields below
+    /// `sink.jdbc`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<JdbcSink<Value>> {
         let mut b = JdbcSink::builder(&self.url, &self.table)
             .tls(self.tls.clone())
@@ -192,27 +182,107 @@ impl JdbcSinkSection {
         b.build_json()
     }
 
-    /// Runs the `setup` script, if any (before the job starts).
-    pub async fn setup(&self) -> Result<()> {
+    /// Runs the `setup` script, if any (before the job starts); errors name `path`.
+    pub async fn setup(&self, path: &str) -> Result<()> {
         match &self.setup {
-            Some(sql) => run_script(&url_with_tls(&self.url, &self.tls, "sink")?, sql).await,
+            Some(sql) => run_script(&url_with_tls(&self.url, &self.tls, path)?, sql).await,
             None => Ok(()),
         }
     }
 
     /// The table's row count and its first `limit` rows (for the report after a run).
-    pub async fn table_report(&self, limit: usize) -> Result<(u64, Vec<Value>)> {
-        table_report(
-            &url_with_tls(&self.url, &self.tls, "sink")?,
-            &self.table,
-            limit,
-        )
-        .await
+    pub async fn table_report(&self, limit: usize, path: &str) -> Result<(u64, Vec<Value>)> {
+        table_report(&url_with_tls(&self.url, &self.tls, path)?, &self.table, limit).await
     }
 
     /// Connects; counts the table's rows unless the setup script may still create it.
-    pub async fn healthcheck(&self) -> Health {
+    pub async fn healthcheck(&self, path: &str) -> Health {
         let table = self.setup.is_none().then_some(self.table.as_str());
-        healthcheck(&self.url, &self.tls, "sink", table).await
+        healthcheck(&self.url, &self.tls, path, table).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SourceSection for JdbcSourceSection {
+    const TYPE: &'static str = "jdbc";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "a SQL table or query, read in keyset pages (PostgreSQL, MySQL/MariaDB, SQLite)",
+        guarantee: "exactly-once (keyset position per split checkpointed)",
+        options: &[
+            OptionDoc::required("url", "postgres://… | mysql://… | sqlite:…"),
+            OptionDoc::optional("table", "string", "one of table and query"),
+            OptionDoc::optional("query", "SQL", "one of table and query"),
+            OptionDoc::required("track_by", "[column]"),
+            OptionDoc::optional("mode", "continuous|bounded", "continuous"),
+            OptionDoc::optional("poll_interval", "duration", "1s"),
+            OptionDoc::optional("splits", "integer", "the parallelism"),
+            OptionDoc::optional("fetch_size", "integer", "1000"),
+            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
+        ],
+    };
+
+    /// A bounded read is split into as many ranges as the stage has subtasks unless `splits`
+    /// says otherwise.
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        let source = self
+            .source(ctx.policy.clone(), ctx.parallelism)
+            .map_err(|e| e.rebase("source.jdbc", &ctx.path))?;
+        Ok(SourcePlan::cloned(Rebased::new(source, "source.jdbc", &ctx.path)))
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        self.healthcheck(&ctx.path).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for JdbcSinkSection {
+    const TYPE: &'static str = "jdbc";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "a SQL table: batched INSERT, upsert or DELETE (PostgreSQL, MySQL/MariaDB, SQLite)",
+        guarantee: "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
+        options: &[
+            OptionDoc::required("url", "postgres://… | mysql://… | sqlite:…"),
+            OptionDoc::required("table", "string"),
+            OptionDoc::optional("mode", "insert|upsert", "insert"),
+            OptionDoc::optional("key", "[column]", "none (needed by upsert)"),
+            OptionDoc::optional("columns", "[column]", "the record's fields"),
+            OptionDoc::optional("exactly_once", "bool", "false"),
+            OptionDoc::optional("batch_size", "integer", "1000"),
+            OptionDoc::optional("setup", "SQL", "none (run once before the job)"),
+            OptionDoc::optional("ignore_unknown_fields", "bool", "false"),
+            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        let sink = self
+            .sink(ctx.policy.clone())
+            .map_err(|e| e.rebase("sink.jdbc", &ctx.path))?;
+        Ok(SinkPlan::cloned(Rebased::new(sink, "sink.jdbc", &ctx.path)))
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        self.healthcheck(&ctx.path).await
+    }
+
+    /// The `setup` statement, once before the job.
+    async fn prepare(&self, ctx: &SectionContext) -> Result<()> {
+        self.setup(&ctx.path).await
+    }
+
+    /// How many rows the table holds now, and the first three.
+    async fn report(&self, ctx: &SectionContext) -> Option<String> {
+        let table = &self.table;
+        Some(match self.table_report(3, &ctx.path).await {
+            Ok((n, rows)) => {
+                let mut text = format!("  table `{table}` now holds {n} rows; the first:\n");
+                for r in rows {
+                    text.push_str(&format!("    {r}\n"));
+                }
+                text
+            }
+            Err(e) => format!("  (could not read table `{table}` back: {e})\n"),
+        })
     }
 }

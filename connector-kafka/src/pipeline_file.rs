@@ -1,9 +1,10 @@
 //! The `kafka` sections of a pipeline file (feature `pipeline-file`): `[source] type = "kafka"`,
 //! `[sink] type = "kafka"` and `[errors.destination] type = "kafka"`, read by serde (unknown
-//! fields refused), turned into the connector with JSON records, and checked by
-//! [`healthcheck`](KafkaSourceSection::healthcheck).
+//! fields refused), turned into the connector with JSON records
+//! ([`SourceSection`], [`SinkSection`], [`DestinationSection`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -11,7 +12,11 @@ use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::format::Format;
-use rivus_core::pipeline_file::{text_of, CatalogEntry, Health};
+use rivus_core::error_policy::DeadLetterQueue;
+use rivus_core::pipeline_file::{
+    text_of, CatalogEntry, DestinationSection, Health, OptionDoc, SectionContext, SectionMetrics,
+    SinkPlan, SinkSection, SourcePlan, SourceSection,
+};
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 
@@ -19,22 +24,6 @@ use crate::{
     KafkaDeadLetterQueue, KafkaProperties, KafkaSink, KafkaSource, SaslAuth, SinkDelivery,
     StartOffsets, StopOffsets, ValueDeserializer, ValueSerializer,
 };
-
-/// What `rivus connectors` lists for this crate's sections.
-pub const CATALOG: &[CatalogEntry] = &[
-    CatalogEntry {
-        role: "source",
-        name: "kafka",
-        guarantee: "exactly-once",
-        options: "bootstrap_servers, topics [..], group_id, start committed|earliest|latest, bounded (false), format json|text|bytes, properties {..}",
-    },
-    CatalogEntry {
-        role: "sink",
-        name: "kafka",
-        guarantee: "at-least-once; exactly-once with transactions (exactly_once = true)",
-        options: "bootstrap_servers, topic, key_field, exactly_once, format json|text|bytes, properties {..}",
-    },
-];
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
@@ -170,9 +159,11 @@ impl KafkaSourceSection {
         )
     }
 
-    /// The source, values read in the section's format, bad records to `policy`.
-    pub fn source(&self, policy: ErrorPolicy) -> Result<KafkaSource<Value>> {
+    /// The source, values read in the section's format, bad records to `policy`; errors
+    /// name fields below `path`.
+    pub fn source(&self, policy: ErrorPolicy, path: &str) -> Result<KafkaSource<Value>> {
         let mut b = KafkaSource::builder_with(self.properties())
+            .path(path)
             .topics(self.topics.clone())
             .start(match self.start {
                 KafkaStart::Committed => StartOffsets::Committed {
@@ -210,9 +201,10 @@ impl KafkaSinkSection {
     }
 
     /// The sink, records in the section's format, the key from `key_field`, bad records to
-    /// `policy`.
-    pub fn sink(&self, policy: ErrorPolicy) -> Result<KafkaSink<Value>> {
+    /// `policy`; errors name fields below `path`.
+    pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<KafkaSink<Value>> {
         let b = KafkaSink::builder_with(self.properties())
+            .path(path)
             .topic(&self.topic)
             .delivery(if self.exactly_once {
                 SinkDelivery::ExactlyOnce
@@ -253,5 +245,102 @@ impl KafkaDestinationSection {
     /// Reaches the brokers (a metadata request), writing nothing.
     pub async fn healthcheck(&self) -> Health {
         healthcheck(self.properties()).await
+    }
+}
+
+const CLIENT_OPTIONS: [OptionDoc; 3] = [
+    OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
+    OptionDoc::optional("sasl", "{ mechanism, username, password }", "none"),
+    OptionDoc::optional("properties", "{ librdkafka key = value }", "{}"),
+];
+
+#[async_trait::async_trait]
+impl SourceSection for KafkaSourceSection {
+    const TYPE: &'static str = "kafka";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "Kafka topics, values decoded by format",
+        guarantee: "exactly-once (offsets in checkpoints, committed to the group on completion)",
+        options: &[
+            OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
+            OptionDoc::required("topics", "[string]"),
+            OptionDoc::optional("group_id", "string", "the job's name"),
+            OptionDoc::optional("start", "committed|earliest|latest", "committed"),
+            OptionDoc::optional("bounded", "bool", "false"),
+            OptionDoc::optional("group_mode", "bool", "false (on for --worker)"),
+            OptionDoc::optional("format", "json|text|bytes", "json"),
+            CLIENT_OPTIONS[0],
+            CLIENT_OPTIONS[1],
+            CLIENT_OPTIONS[2],
+        ],
+    };
+
+    /// The group is the job's name unless the file names one; workers share the partitions
+    /// through it (group mode is on by itself for `rivus run --worker`).
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        let mut s = self.clone();
+        s.group_id.get_or_insert_with(|| ctx.job.clone());
+        s.group_mode |= ctx.worker.is_some();
+        Ok(SourcePlan::cloned(s.source(ctx.policy.clone(), &ctx.path)?))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
+    }
+
+    fn metrics(&self) -> SectionMetrics {
+        SectionMetrics {
+            lag: Some("rivus_kafka_consumer_lag"),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for KafkaSinkSection {
+    const TYPE: &'static str = "kafka";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "one Kafka topic, records encoded by format",
+        guarantee: "at-least-once; exactly-once with transactions (exactly_once = true)",
+        options: &[
+            OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
+            OptionDoc::required("topic", "string"),
+            OptionDoc::optional("key_field", "string", "no key"),
+            OptionDoc::optional("exactly_once", "bool", "false"),
+            OptionDoc::optional("format", "json|text|bytes", "json"),
+            CLIENT_OPTIONS[0],
+            CLIENT_OPTIONS[1],
+            CLIENT_OPTIONS[2],
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone(), &ctx.path)?))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
+    }
+}
+
+#[async_trait::async_trait]
+impl DestinationSection for KafkaDestinationSection {
+    const TYPE: &'static str = "kafka";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "dead letters to a Kafka topic (acks=all, idempotent producer)",
+        guarantee: "each letter acknowledged before its record counts as done",
+        options: &[
+            OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
+            OptionDoc::required("topic", "string"),
+            CLIENT_OPTIONS[0],
+            CLIENT_OPTIONS[1],
+            CLIENT_OPTIONS[2],
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
+        Ok(Arc::new(self.queue(&ctx.path)?))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
     }
 }

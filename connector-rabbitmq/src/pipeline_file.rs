@@ -3,6 +3,7 @@
 //! turned into the connector with bodies in the section's `format` (JSON by default), and checked by a healthcheck that connects and
 //! closes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -10,7 +11,11 @@ use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::format::Format;
-use rivus_core::pipeline_file::{field_text, CatalogEntry, Health};
+use rivus_core::error_policy::DeadLetterQueue;
+use rivus_core::pipeline_file::{
+    field_text, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased, SectionContext,
+    SinkPlan, SinkSection, SourcePlan, SourceSection,
+};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
@@ -18,22 +23,6 @@ use rivus_core::Result;
 use crate::{
     AmqpConfig, OutMessage, QueueDeclare, RabbitDeadLetterQueue, RabbitSink, RabbitSource,
 };
-
-/// What `rivus connectors` lists for this crate's sections.
-pub const CATALOG: &[CatalogEntry] = &[
-    CatalogEntry {
-        role: "source",
-        name: "rabbitmq",
-        guarantee: "at-least-once; exactly-once with correlation_ids = true",
-        options: "uri, queues [..], prefetch (500), declare (false), correlation_ids (false), format json|text|bytes",
-    },
-    CatalogEntry {
-        role: "sink",
-        name: "rabbitmq",
-        guarantee: "at-least-once (publisher confirms)",
-        options: "uri, exchange (\"\"), routing_key, routing_key_field, correlation_id_field, format json|text|bytes",
-    },
-];
 
 /// `[source] type = "rabbitmq"`: queues, bodies decoded by `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
@@ -123,7 +112,8 @@ async fn healthcheck(uri: &str, tls: &TlsFiles) -> Health {
 }
 
 impl RabbitSourceSection {
-    /// The source, bodies read in the section's format, bad records to `policy`.
+    /// The source, bodies read in the section's format, bad records to `policy`; errors name
+    /// fields below `source.rabbitmq`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RabbitSource<Value>> {
         let mut b = RabbitSource::builder(config(&self.uri, &self.tls))
             .queues(self.queues.clone())
@@ -149,7 +139,8 @@ impl RabbitSourceSection {
 }
 
 impl RabbitSinkSection {
-    /// The sink, bodies in the section's format, routing key and correlation id from fields when set.
+    /// The sink, bodies in the section's format, routing key and correlation id from fields
+    /// when set; errors name fields below `sink.rabbitmq`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<RabbitSink<Value>> {
         let format = self.format;
         let (rk_field, cid_field) = (
@@ -186,5 +177,87 @@ impl RabbitDestinationSection {
     /// Connects to the broker, then closes.
     pub async fn healthcheck(&self) -> Health {
         healthcheck(&self.uri, &self.tls).await
+    }
+}
+
+const TLS: OptionDoc = OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none");
+
+#[async_trait::async_trait]
+impl SourceSection for RabbitSourceSection {
+    const TYPE: &'static str = "rabbitmq";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "RabbitMQ queues, bodies decoded by format",
+        guarantee: "at-least-once; exactly-once with correlation_ids = true",
+        options: &[
+            OptionDoc::required("uri", "amqp(s)://user:password@host:port/vhost"),
+            OptionDoc::required("queues", "[string]"),
+            OptionDoc::optional("prefetch", "integer", "500"),
+            OptionDoc::optional("declare", "bool", "false"),
+            OptionDoc::optional("correlation_ids", "bool", "false"),
+            OptionDoc::optional("format", "json|text|bytes", "json"),
+            TLS,
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        let source = self
+            .source(ctx.policy.clone())
+            .map_err(|e| e.rebase("source.rabbitmq", &ctx.path))?;
+        Ok(SourcePlan::cloned(Rebased::new(source, "source.rabbitmq", &ctx.path)))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for RabbitSinkSection {
+    const TYPE: &'static str = "rabbitmq";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "a RabbitMQ exchange, bodies encoded by format",
+        guarantee: "at-least-once (publisher confirms)",
+        options: &[
+            OptionDoc::required("uri", "amqp(s)://user:password@host:port/vhost"),
+            OptionDoc::optional("exchange", "string", "\"\" (the default exchange)"),
+            OptionDoc::optional("routing_key", "string", "\"\""),
+            OptionDoc::optional("routing_key_field", "string", "the fixed routing_key"),
+            OptionDoc::optional("correlation_id_field", "string", "none"),
+            OptionDoc::optional("format", "json|text|bytes", "json"),
+            TLS,
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        let sink = self
+            .sink(ctx.policy.clone())
+            .map_err(|e| e.rebase("sink.rabbitmq", &ctx.path))?;
+        Ok(SinkPlan::cloned(Rebased::new(sink, "sink.rabbitmq", &ctx.path)))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
+    }
+}
+
+#[async_trait::async_trait]
+impl DestinationSection for RabbitDestinationSection {
+    const TYPE: &'static str = "rabbitmq";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "dead letters to a RabbitMQ queue that exists (persistent, confirmed)",
+        guarantee: "each letter confirmed before its record counts as done",
+        options: &[
+            OptionDoc::required("uri", "amqp(s)://user:password@host:port/vhost"),
+            OptionDoc::required("queue", "string"),
+            TLS,
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
+        Ok(Arc::new(self.queue(&ctx.path)?))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
     }
 }

@@ -3,6 +3,7 @@
 //! serde (unknown fields refused), turned into the connector with JSON records, and checked by
 //! a healthcheck that sends a PING.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -10,29 +11,17 @@ use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::format::Format;
-use rivus_core::pipeline_file::{template, text_of, CatalogEntry, Health};
+use rivus_core::error_policy::DeadLetterQueue;
+use rivus_core::pipeline_file::{
+    template, text_of, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased,
+    SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
+};
 use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 use crate::{Endpoint, RedisCommand, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
-
-/// What `rivus connectors` lists for this crate's sections.
-pub const CATALOG: &[CatalogEntry] = &[
-    CatalogEntry {
-        role: "source",
-        name: "redis-streams",
-        guarantee: "exactly-once",
-        options: "url, streams [..], group, json_field (else the entry's fields as text), claim_idle",
-    },
-    CatalogEntry {
-        role: "sink",
-        name: "redis",
-        guarantee: "at-least-once (set/hset/sadd rewrite the same value on replay)",
-        options: "url, command set|hset|xadd|lpush|rpush|sadd|publish, key (template `order:{id}`), field (hset), ttl_secs, maxlen, format json|text|bytes (values of set/hset/lpush/rpush/sadd/publish)",
-    },
-];
 
 /// `[source] type = "redis-streams"`: streams through a consumer group.
 #[derive(Debug, Clone, Deserialize)]
@@ -153,7 +142,7 @@ impl RedisStreamsSection {
     }
 
     /// The source, records from `json_field` (or the entry's fields as text), bad records to
-    /// `policy`.
+    /// `policy`; errors name fields below `source.redis`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RedisStreamsSource<Value>> {
         let json_field = self.json_field.clone();
         let mut builder = RedisStreamsSource::builder(self.endpoint());
@@ -193,10 +182,11 @@ impl RedisStreamsSection {
 }
 
 impl RedisSinkSection {
-    /// The sink: one `command` per record, key (and hash field) templated from the record.
+    /// The sink: one `command` per record, key (and hash field) templated from the record;
+    /// errors name fields below `sink.redis`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<RedisSink<Value>> {
         if self.command == RedisCommandName::Hset && self.field.is_none() {
-            return Err(Error::config("sink.field", "hset needs a hash field"));
+            return Err(Error::config("sink.redis.field", "hset needs a hash field"));
         }
         let (command, key, field, ttl, maxlen, format) = (
             self.command,
@@ -274,5 +264,87 @@ impl RedisDestinationSection {
     /// Connects and sends a PING.
     pub async fn healthcheck(&self) -> Health {
         healthcheck("redis", &self.url, endpoint(&self.url, false, &self.tls)).await
+    }
+}
+
+const URL: OptionDoc = OptionDoc::required("url", "redis(s)://[user:password@]host:port/[db]");
+const CLUSTER: OptionDoc = OptionDoc::optional("cluster", "bool", "false");
+const TLS: OptionDoc = OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none");
+
+#[async_trait::async_trait]
+impl SourceSection for RedisStreamsSection {
+    const TYPE: &'static str = "redis-streams";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "Redis Streams through a consumer group",
+        guarantee: "exactly-once (entries acknowledged on completed checkpoints)",
+        options: &[
+            URL,
+            CLUSTER,
+            TLS,
+            OptionDoc::required("streams", "[string]"),
+            OptionDoc::required("group", "string"),
+            OptionDoc::optional("json_field", "string", "the entry's fields as text"),
+            OptionDoc::optional("claim_idle", "duration", "60s"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        let source = self
+            .source(ctx.policy.clone())
+            .map_err(|e| e.rebase("source.redis", &ctx.path))?;
+        Ok(SourcePlan::cloned(Rebased::new(source, "source.redis", &ctx.path)))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for RedisSinkSection {
+    const TYPE: &'static str = "redis";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "one Redis command per record (pipelined)",
+        guarantee: "at-least-once (set/hset/sadd rewrite the same value on replay)",
+        options: &[
+            URL,
+            CLUSTER,
+            TLS,
+            OptionDoc::required("command", "set|hset|xadd|lpush|rpush|sadd|publish"),
+            OptionDoc::required("key", "template (`order:{id}`)"),
+            OptionDoc::optional("field", "template", "none (required by hset)"),
+            OptionDoc::optional("ttl_secs", "integer", "no expiry"),
+            OptionDoc::optional("maxlen", "integer", "unbounded (xadd)"),
+            OptionDoc::optional("format", "json|text|bytes", "json"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        let sink = self
+            .sink(ctx.policy.clone())
+            .map_err(|e| e.rebase("sink.redis", &ctx.path))?;
+        Ok(SinkPlan::cloned(Rebased::new(sink, "sink.redis", &ctx.path)))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
+    }
+}
+
+#[async_trait::async_trait]
+impl DestinationSection for RedisDestinationSection {
+    const TYPE: &'static str = "redis";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "dead letters to a Redis stream (XADD)",
+        guarantee: "each letter stored before its record counts as done",
+        options: &[URL, TLS, OptionDoc::required("stream", "string")],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
+        Ok(Arc::new(self.queue(&ctx.path)?))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
     }
 }

@@ -124,6 +124,31 @@ impl Error {
         }
     }
 
+    /// The same error with a configuration path below `from` moved below `to`
+    /// (`sink.kafka.topic` with `sink.kafka` → `sink` becomes `sink.topic`): a builder's
+    /// errors named where its caller's settings stand. Other errors are unchanged.
+    pub fn rebase(self, from: &str, to: &str) -> Self {
+        match self {
+            Error::Config { path, message } if from != to => {
+                let path = match path.strip_prefix(from) {
+                    Some(rest) if rest.is_empty() || rest.starts_with('.') => format!("{to}{rest}"),
+                    _ => path,
+                };
+                Error::Config { path, message }
+            }
+            Error::Task {
+                task,
+                subtask,
+                source,
+            } => Error::Task {
+                task,
+                subtask,
+                source: Box::new(source.rebase(from, to)),
+            },
+            other => other,
+        }
+    }
+
     /// Wraps an error from an external system with what was being done.
     pub fn connector(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Connector {
@@ -215,5 +240,23 @@ impl Error {
             Error::Task { source, .. } => source.is_cancelled(),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebase_moves_only_paths_below_the_prefix() {
+        let moved = Error::config("sink.kafka.tls.ca_file", "cannot read").rebase("sink.kafka", "sink");
+        assert!(
+            matches!(&moved, Error::Config { path, .. } if path == "sink.tls.ca_file"),
+            "{moved}"
+        );
+        let whole = Error::config("sink.kafka", "bad").rebase("sink.kafka", "errors.destination");
+        assert!(matches!(&whole, Error::Config { path, .. } if path == "errors.destination"));
+        let other = Error::config("sink.kafkax", "bad").rebase("sink.kafka", "sink");
+        assert!(matches!(&other, Error::Config { path, .. } if path == "sink.kafkax"));
     }
 }

@@ -23,6 +23,7 @@ pub mod backoff;
 pub mod bulk;
 pub mod checkpoint;
 pub mod context;
+pub mod dyn_sink;
 pub mod error;
 pub mod error_policy;
 pub mod format;
@@ -39,6 +40,7 @@ pub mod task_shared;
 pub mod tls;
 
 pub use async_trait::async_trait;
+pub use dyn_sink::DynSink;
 pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};
 pub use error::{Error, Result};
 pub use function::{

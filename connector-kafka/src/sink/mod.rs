@@ -46,7 +46,12 @@ struct Settings {
     policy: ErrorPolicy,
     flush_timeout: Duration,
     txn: TxnSettings,
+    /// Where the settings stand in the caller's configuration, for errors.
+    path: String,
 }
+
+/// The path a sink's settings are named by in errors unless the builder is told another.
+const DEFAULT_PATH: &str = "sink.kafka";
 
 /// Builds a [`KafkaSink`].
 pub struct KafkaSinkBuilder {
@@ -163,8 +168,24 @@ impl KafkaSinkBuilder {
         self
     }
 
+    /// Names the settings in errors as fields below `path` (default `sink.kafka`): a
+    /// pipeline file's `sink` makes an empty topic `sink.topic`.
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.s.path = path.into();
+        self
+    }
+
     /// Checks the settings and returns the sink (clone it into each subtask).
     pub fn build<T: Send + 'static>(
+        self,
+        serializer: impl KafkaSerializer<T>,
+    ) -> Result<KafkaSink<T>> {
+        let path = self.s.path.clone();
+        self.checked(serializer)
+            .map_err(|e| e.rebase(DEFAULT_PATH, &path))
+    }
+
+    fn checked<T: Send + 'static>(
         self,
         serializer: impl KafkaSerializer<T>,
     ) -> Result<KafkaSink<T>> {
@@ -294,6 +315,7 @@ impl KafkaSink<()> {
                     log_dir: None,
                     hook: None,
                 },
+                path: DEFAULT_PATH.to_owned(),
             },
         }
     }
@@ -395,7 +417,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
             }
             SinkDelivery::ExactlyOnce if ctx.worker().is_some() => {
                 return Err(Error::config(
-                    "sink.kafka.delivery",
+                    format!("{}.delivery", s.path),
                     format!(
                         "worker `{}`: exactly-once across workers needs a Kafka source in group \
                          mode chained into this sink (same parallelism, no key_by or rebalance \

@@ -24,6 +24,8 @@ pub(super) struct Settings {
     pub(super) policy: ErrorPolicy,
     pub(super) max_batch: usize,
     pub(super) group_mode: bool,
+    /// Where the settings stand in the caller's configuration, for errors.
+    pub(super) path: String,
 }
 
 /// Builds a [`KafkaSource`]; validated by [`build`](KafkaSourceBuilder::build).
@@ -135,8 +137,24 @@ impl KafkaSourceBuilder {
         self
     }
 
+    /// Names the settings in errors as fields below `path` (default `source.kafka`): a
+    /// pipeline file's `source` makes a bad topic list `source.topics`.
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.s.path = path.into();
+        self
+    }
+
     /// Checks the settings and returns a factory of subtask instances.
     pub fn build<T: Send + 'static>(
+        self,
+        deserializer: impl KafkaDeserializer<T>,
+    ) -> Result<KafkaSource<T>> {
+        let path = self.s.path.clone();
+        self.checked(deserializer)
+            .map_err(|e| e.rebase(super::DEFAULT_PATH, &path))
+    }
+
+    fn checked<T: Send + 'static>(
         self,
         deserializer: impl KafkaDeserializer<T>,
     ) -> Result<KafkaSource<T>> {

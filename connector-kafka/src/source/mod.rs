@@ -103,6 +103,9 @@ impl<T> Clone for KafkaSource<T> {
     }
 }
 
+/// The path a source's settings are named by in errors unless the builder is told another.
+pub(crate) const DEFAULT_PATH: &str = "source.kafka";
+
 impl KafkaSource<()> {
     /// Starts a builder for a source reading from `bootstrap_servers`.
     pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSourceBuilder {
@@ -123,6 +126,7 @@ impl KafkaSource<()> {
                 policy: ErrorPolicy::Fail,
                 max_batch: 5000,
                 group_mode: false,
+                path: DEFAULT_PATH.to_owned(),
             },
         }
     }
@@ -186,7 +190,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         let s = &self.settings;
-        group::check_worker_mode(ctx, s.group_mode)?;
+        group::check_worker_mode(ctx, s.group_mode).map_err(|e| e.rebase(DEFAULT_PATH, &s.path))?;
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         crate::connect::probe(
             &s.props,

@@ -1,10 +1,5 @@
-//! What every connector's pipeline-file section shares: durations as the file writes them
-//! (`500ms`, `2s`, `1.5m`, `1h`), the outcome of a healthcheck, a catalog line, and reading a
-//! record's field
-//! as text (keys, routing keys, correlation ids taken from a JSON record).
-//!
-//! Each connector crate owns its own sections (serde types that refuse unknown fields) behind
-//! its `pipeline-file` feature; the `rivus` CLI only dispatches on `type`.
+//! Values as pipeline files write them: durations (`500ms`, `2s`, `1.5m`, `1h`), and a
+//! record's field as text (keys, routing keys, correlation ids taken from a JSON record).
 
 use std::time::Duration;
 
@@ -42,47 +37,6 @@ pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 /// `deserialize_with` for an `Option<Duration>` (with `#[serde(default)]`).
 pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     duration(d).map(Some)
-}
-
-/// What a connector's healthcheck found: what it reached and what the system said (or why it
-/// could not be reached). Addresses never hold a password.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Health {
-    /// The connector's `type` in the file (`kafka`, `redis-streams`, ...).
-    pub kind: &'static str,
-    /// What was reached: a URL without its password, a broker list, a file.
-    pub address: String,
-    /// What it said (`3 broker(s), 12 topic(s)`), or what went wrong.
-    pub outcome: Result<String, String>,
-}
-
-impl Health {
-    /// A healthcheck of `kind` at `address` with `outcome`.
-    pub fn new(
-        kind: &'static str,
-        address: impl Into<String>,
-        outcome: Result<String, String>,
-    ) -> Self {
-        Health {
-            kind,
-            address: address.into(),
-            outcome,
-        }
-    }
-}
-
-/// One line of `rivus connectors`: a `type` a pipeline file can name, its guarantee and its
-/// options. Each connector lists its own (`pipeline_file::CATALOG`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CatalogEntry {
-    /// `source`, `sink` or `dead letters`.
-    pub role: &'static str,
-    /// The `type` in the file.
-    pub name: &'static str,
-    /// The delivery guarantee, and what changes it.
-    pub guarantee: &'static str,
-    /// The options, with defaults.
-    pub options: &'static str,
 }
 
 /// A JSON value as text: a string as it stands, anything else as JSON.

@@ -1,0 +1,27 @@
+//! What a connector implements to be named in a pipeline file, and what every section shares.
+//!
+//! A pipeline file has three kinds of connector section — `[source]`, `[sink]` and
+//! `[errors.destination]` — each chosen by its `type`. A connector offers one by implementing
+//! [`SourceSection`], [`SinkSection`] or [`DestinationSection`] on a serde type of its
+//! options (unknown fields refused): how to build the connector from them, how to reach its
+//! endpoint (`rivus check`), its entry in `rivus connectors`, and optional hooks run before
+//! and after the job. The `rivus` command is a registry of such sections; a connector written
+//! outside this repository registers its own the same way.
+//!
+//! Everything a section needs from the file around it (the field path for errors, the job's
+//! name, parallelism, worker id, error policy, checkpoint interval) comes in a
+//! [`SectionContext`].
+
+mod catalog;
+mod context;
+mod plan;
+mod rebased;
+mod section;
+mod values;
+
+pub use catalog::{CatalogEntry, Health, OptionDoc};
+pub use context::SectionContext;
+pub use plan::{SinkPlan, SourcePlan};
+pub use rebased::Rebased;
+pub use section::{DestinationSection, SectionMetrics, SinkSection, SourceSection};
+pub use values::{duration, field_text, opt_duration, parse_duration, template, text_of};

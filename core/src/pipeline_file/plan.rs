@@ -1,0 +1,103 @@
+//! What building a section gives: a [`SourcePlan`] that starts a pipeline, a [`SinkPlan`]
+//! that makes one sink per subtask. Both hide the connector's concrete type, so that a
+//! registry of sections can hold any connector.
+
+use serde_json::Value;
+
+use crate::dyn_sink::DynSink;
+use crate::function::{SinkFunction, SourceFunction};
+use crate::runtime::{Pipeline, Stream};
+
+type Attach = Box<dyn FnOnce(Pipeline, &str, usize) -> Stream<Value> + Send>;
+
+/// A built source section: attaches the source to a pipeline, one instance per subtask.
+pub struct SourcePlan {
+    attach: Attach,
+    total: Option<u64>,
+}
+
+impl SourcePlan {
+    /// Every subtask runs a clone of `source` (a source that divides its splits itself, by
+    /// [`RuntimeContext::share`](crate::RuntimeContext::share)).
+    pub fn cloned<S>(source: S) -> Self
+    where
+        S: SourceFunction<Out = Value> + Clone + 'static,
+    {
+        Self::per_subtask(move |_| source.clone())
+    }
+
+    /// Subtask `i` runs `make(i)`.
+    pub fn per_subtask<S, F>(make: F) -> Self
+    where
+        S: SourceFunction<Out = Value> + 'static,
+        F: Fn(usize) -> S + Send + 'static,
+    {
+        SourcePlan {
+            attach: Box::new(move |pipeline: Pipeline, name: &str, parallelism| {
+                pipeline.source(name, parallelism, make)
+            }),
+            total: None,
+        }
+    }
+
+    /// The source emits `total` records in all (the status line shows progress and an ETA).
+    pub fn with_total(mut self, total: u64) -> Self {
+        self.total = Some(total);
+        self
+    }
+
+    /// How many records the source will emit, when known.
+    pub fn total(&self) -> Option<u64> {
+        self.total
+    }
+
+    /// Starts `pipeline` at this source, named `name`, with `parallelism` subtasks.
+    pub fn attach(self, pipeline: Pipeline, name: &str, parallelism: usize) -> Stream<Value> {
+        (self.attach)(pipeline, name, parallelism)
+    }
+}
+
+impl std::fmt::Debug for SourcePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourcePlan")
+            .field("total", &self.total)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A built sink section: makes subtask `i`'s sink.
+pub struct SinkPlan {
+    make: Box<dyn Fn(usize) -> DynSink + Send>,
+}
+
+impl SinkPlan {
+    /// Every subtask writes through a clone of `sink`.
+    pub fn cloned<S>(sink: S) -> Self
+    where
+        S: SinkFunction<Value> + Clone + 'static,
+    {
+        Self::per_subtask(move |_| sink.clone())
+    }
+
+    /// Subtask `i` writes through `make(i)`.
+    pub fn per_subtask<S, F>(make: F) -> Self
+    where
+        S: SinkFunction<Value> + 'static,
+        F: Fn(usize) -> S + Send + 'static,
+    {
+        SinkPlan {
+            make: Box::new(move |i| DynSink::new(make(i))),
+        }
+    }
+
+    /// Subtask `i`'s sink.
+    pub fn make(&self, subtask: usize) -> DynSink {
+        (self.make)(subtask)
+    }
+}
+
+impl std::fmt::Debug for SinkPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkPlan").finish_non_exhaustive()
+    }
+}
