@@ -1,5 +1,6 @@
-//! Turns a [`PipelineConfig`] into a runnable job: checkpoint backend, error policy, source
-//! ([`crate::sources`]), transforms, sink ([`crate::sinks`]).
+//! Turns a [`PipelineConfig`] into a runnable job: checkpoint backend, error policy (with
+//! the dead-letter destination's section), source ([`crate::sources`]), transforms, sink
+//! ([`crate::sinks`]).
 
 use std::sync::Arc;
 
@@ -9,9 +10,7 @@ use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 
-use crate::config::{
-    CheckpointSection, DeadLetterDestination, PipelineConfig, PolicyName, TransformConfig,
-};
+use crate::config::{CheckpointSection, PipelineConfig, PolicyName, TransformConfig};
 use crate::counted::Counts;
 use crate::transform::Transforms;
 
@@ -58,7 +57,10 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
         PolicyName::Skip => None,
         PolicyName::DeadLetter if dry => None,
         PolicyName::DeadLetter => match &config.errors.destination {
-            Some(d) => Some(destination(d)?),
+            Some(d) => {
+                let ctx = config.context(&d.path, ErrorPolicy::Fail, dry);
+                Some(d.options.build(&ctx)?)
+            }
             None => {
                 let path = config.errors.dead_letter.as_deref().unwrap_or_default();
                 Some(Arc::new(FileDeadLetterQueue::open(path).await?))
@@ -69,16 +71,6 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
         inner,
         counts: Arc::clone(counts),
     })))
-}
-
-/// The dead-letter queue of `[errors.destination]` (connecting at the first letter).
-fn destination(d: &DeadLetterDestination) -> Result<Arc<dyn DeadLetterQueue>> {
-    const PATH: &str = "errors.destination";
-    Ok(match d {
-        DeadLetterDestination::Kafka(d) => Arc::new(d.queue(PATH)?),
-        DeadLetterDestination::Rabbitmq(d) => Arc::new(d.queue(PATH)?),
-        DeadLetterDestination::Redis(d) => Arc::new(d.queue(PATH)?),
-    })
 }
 
 /// Builds the job. With `dry`, nothing is created or contacted (validation): no dead-letter
@@ -159,7 +151,7 @@ pub async fn build_counting(
     if let Some(restart) = &config.restart {
         pipeline = pipeline.restart_strategy(restart.strategy());
     }
-    let (stream, total) = crate::sources::attach(pipeline, config, &policy)?;
+    let (stream, total) = crate::sources::attach(pipeline, config, &policy, dry).await?;
     let read = Arc::clone(&counts);
     let stream = stream.map(move |v| {
         read.read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

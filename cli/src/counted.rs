@@ -149,38 +149,3 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
         self.inner.finish().await
     }
 }
-
-/// Prints each record as a JSON line on stdout.
-#[derive(Debug, Clone, Default)]
-pub struct StdoutSink;
-
-#[async_trait]
-impl RichFunction for StdoutSink {}
-
-#[async_trait]
-impl CheckpointedFunction for StdoutSink {
-    type State = ();
-
-    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
-        use std::io::Write;
-        std::io::stdout()
-            .flush()
-            .map_err(|e| Error::io("flushing stdout", e))
-    }
-}
-
-#[async_trait]
-impl CheckpointListener for StdoutSink {}
-
-#[async_trait]
-impl SinkFunction<Value> for StdoutSink {
-    fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        DeliveryGuarantee::AtLeastOnce
-    }
-
-    async fn invoke(&mut self, value: Value, _: &SinkContext) -> Result<()> {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{value}").map_err(|e| Error::io("writing to stdout", e))
-    }
-}

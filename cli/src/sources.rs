@@ -1,5 +1,4 @@
-//! The sources a pipeline file can name: the built-in ones here, each connector's from its own
-//! `pipeline_file` section.
+//! Starts a pipeline at the file's `[source]`, whatever connector's section it is.
 
 use serde_json::Value;
 
@@ -7,50 +6,23 @@ use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::runtime::Stream;
 
-use crate::config::{PipelineConfig, SourceConfig};
-use crate::generator::{Generator, GeneratorTask};
-use crate::replay::DeadLetterReplay;
+use crate::config::PipelineConfig;
 
 /// Starts `pipeline` at the source of `config`; also returns how many records it will emit
-/// when that is known (a bounded generator).
-pub fn attach(
+/// when that is known (a bounded generator). Without `dry`, the section's `prepare` hook runs
+/// first.
+pub async fn attach(
     pipeline: Pipeline,
     config: &PipelineConfig,
     policy: &ErrorPolicy,
+    dry: bool,
 ) -> Result<(Stream<Value>, Option<u64>)> {
-    let p = config.parallelism;
-    let policy = policy.clone();
-    Ok(match &config.source {
-        SourceConfig::DeadLetters(s) => {
-            let replay = DeadLetterReplay::new(s.path.clone(), s.connector.clone(), policy);
-            (each(pipeline, p, replay), None)
-        }
-        SourceConfig::Generator(s) => {
-            let gen = Generator {
-                count: s.count,
-                rate: s.rate,
-                users: s.users,
-            };
-            (each(pipeline, p, GeneratorTask::new(gen)), s.count)
-        }
-        SourceConfig::Jdbc(s) => (each(pipeline, p, s.source(policy, p)?), None),
-        SourceConfig::Kafka(s) => {
-            let mut s = s.clone();
-            // The group is the job's name unless the file names one; workers share the
-            // partitions through it.
-            s.group_id.get_or_insert_with(|| config.name.clone());
-            s.group_mode |= config.worker.is_some();
-            (each(pipeline, p, s.source(policy)?), None)
-        }
-        SourceConfig::Rabbitmq(s) => (each(pipeline, p, s.source(policy)?), None),
-        SourceConfig::RedisStreams(s) => (each(pipeline, p, s.source(policy)?), None),
-    })
-}
-
-/// `parallelism` subtasks of `source`, each a clone.
-fn each<S>(pipeline: Pipeline, parallelism: usize, source: S) -> Stream<Value>
-where
-    S: SourceFunction<Out = Value> + Clone + 'static,
-{
-    pipeline.source("source", parallelism, move |_| source.clone())
+    let source = &config.source;
+    let ctx = config.context(&source.path, policy.clone(), dry);
+    let plan = source.options.build(&ctx)?;
+    if !dry {
+        source.options.prepare(&ctx).await?;
+    }
+    let total = plan.total();
+    Ok((plan.attach(pipeline, "source", config.parallelism), total))
 }

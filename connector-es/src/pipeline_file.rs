@@ -114,7 +114,11 @@ impl SinkSection for EsSinkSection {
             OptionDoc::optional("max_actions", "integer", "1000"),
             OptionDoc::optional("username", "string", "no authentication"),
             OptionDoc::optional("password", "string (${VAR})", "none"),
-            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "system roots"),
+            OptionDoc::optional(
+                "tls",
+                "{ ca_file, client_cert, client_key }",
+                "system roots",
+            ),
         ],
     };
 

@@ -192,7 +192,12 @@ impl JdbcSinkSection {
 
     /// The table's row count and its first `limit` rows (for the report after a run).
     pub async fn table_report(&self, limit: usize, path: &str) -> Result<(u64, Vec<Value>)> {
-        table_report(&url_with_tls(&self.url, &self.tls, path)?, &self.table, limit).await
+        table_report(
+            &url_with_tls(&self.url, &self.tls, path)?,
+            &self.table,
+            limit,
+        )
+        .await
     }
 
     /// Connects; counts the table's rows unless the setup script may still create it.
@@ -227,7 +232,11 @@ impl SourceSection for JdbcSourceSection {
         let source = self
             .source(ctx.policy.clone(), ctx.parallelism)
             .map_err(|e| e.rebase("source.jdbc", &ctx.path))?;
-        Ok(SourcePlan::cloned(Rebased::new(source, "source.jdbc", &ctx.path)))
+        Ok(SourcePlan::cloned(Rebased::new(
+            source,
+            "source.jdbc",
+            &ctx.path,
+        )))
     }
 
     async fn check(&self, ctx: &SectionContext) -> Health {
@@ -239,8 +248,10 @@ impl SourceSection for JdbcSourceSection {
 impl SinkSection for JdbcSinkSection {
     const TYPE: &'static str = "jdbc";
     const CATALOG: CatalogEntry = CatalogEntry {
-        summary: "a SQL table: batched INSERT, upsert or DELETE (PostgreSQL, MySQL/MariaDB, SQLite)",
-        guarantee: "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
+        summary:
+            "a SQL table: batched INSERT, upsert or DELETE (PostgreSQL, MySQL/MariaDB, SQLite)",
+        guarantee:
+            "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
         options: &[
             OptionDoc::required("url", "postgres://… | mysql://… | sqlite:…"),
             OptionDoc::required("table", "string"),

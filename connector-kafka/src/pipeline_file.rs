@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::format::Format;
-use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::pipeline_file::{
     text_of, CatalogEntry, DestinationSection, Health, OptionDoc, SectionContext, SectionMetrics,
     SinkPlan, SinkSection, SourcePlan, SourceSection,

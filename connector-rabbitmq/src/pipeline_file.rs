@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::format::Format;
-use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::pipeline_file::{
     field_text, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased, SectionContext,
     SinkPlan, SinkSection, SourcePlan, SourceSection,
@@ -203,7 +203,11 @@ impl SourceSection for RabbitSourceSection {
         let source = self
             .source(ctx.policy.clone())
             .map_err(|e| e.rebase("source.rabbitmq", &ctx.path))?;
-        Ok(SourcePlan::cloned(Rebased::new(source, "source.rabbitmq", &ctx.path)))
+        Ok(SourcePlan::cloned(Rebased::new(
+            source,
+            "source.rabbitmq",
+            &ctx.path,
+        )))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -232,7 +236,11 @@ impl SinkSection for RabbitSinkSection {
         let sink = self
             .sink(ctx.policy.clone())
             .map_err(|e| e.rebase("sink.rabbitmq", &ctx.path))?;
-        Ok(SinkPlan::cloned(Rebased::new(sink, "sink.rabbitmq", &ctx.path)))
+        Ok(SinkPlan::cloned(Rebased::new(
+            sink,
+            "sink.rabbitmq",
+            &ctx.path,
+        )))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

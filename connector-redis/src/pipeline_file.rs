@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::format::Format;
-use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::pipeline_file::{
     template, text_of, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased,
     SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
@@ -292,7 +292,11 @@ impl SourceSection for RedisStreamsSection {
         let source = self
             .source(ctx.policy.clone())
             .map_err(|e| e.rebase("source.redis", &ctx.path))?;
-        Ok(SourcePlan::cloned(Rebased::new(source, "source.redis", &ctx.path)))
+        Ok(SourcePlan::cloned(Rebased::new(
+            source,
+            "source.redis",
+            &ctx.path,
+        )))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -323,7 +327,11 @@ impl SinkSection for RedisSinkSection {
         let sink = self
             .sink(ctx.policy.clone())
             .map_err(|e| e.rebase("sink.redis", &ctx.path))?;
-        Ok(SinkPlan::cloned(Rebased::new(sink, "sink.redis", &ctx.path)))
+        Ok(SinkPlan::cloned(Rebased::new(
+            sink,
+            "sink.redis",
+            &ctx.path,
+        )))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

@@ -228,7 +228,9 @@ mod tests {
         CheckpointedFunction::initialize_state(&mut sink, restored)
             .await
             .unwrap();
-        let state = CheckpointedFunction::snapshot_state(&mut sink, 5).await.unwrap();
+        let state = CheckpointedFunction::snapshot_state(&mut sink, 5)
+            .await
+            .unwrap();
         assert_eq!(state, Value::from(41));
         assert_eq!(
             SinkFunction::delivery_guarantee(&sink),

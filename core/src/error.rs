@@ -249,7 +249,8 @@ mod tests {
 
     #[test]
     fn rebase_moves_only_paths_below_the_prefix() {
-        let moved = Error::config("sink.kafka.tls.ca_file", "cannot read").rebase("sink.kafka", "sink");
+        let moved =
+            Error::config("sink.kafka.tls.ca_file", "cannot read").rebase("sink.kafka", "sink");
         assert!(
             matches!(&moved, Error::Config { path, .. } if path == "sink.tls.ca_file"),
             "{moved}"

@@ -40,8 +40,8 @@ pub mod task_shared;
 pub mod tls;
 
 pub use async_trait::async_trait;
-pub use dyn_sink::DynSink;
 pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};
+pub use dyn_sink::DynSink;
 pub use error::{Error, Result};
 pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,

@@ -1,23 +1,16 @@
 //! The pipeline file: TOML read into typed settings, with `${VAR}` references to the
-//! environment expanded first and every error naming the path of the bad field.
+//! environment expanded first and every error naming the path of the bad field. The
+//! connector sections (`[source]`, `[sink]`, `[errors.destination]`) are parsed by the type
+//! their `type` names in the [`Registry`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rivus_connector_es::pipeline_file::EsSinkSection;
-use rivus_connector_jdbc::pipeline_file::{JdbcSinkSection, JdbcSourceSection};
-use rivus_connector_kafka::pipeline_file::{
-    KafkaDestinationSection, KafkaSinkSection, KafkaSourceSection,
-};
-use rivus_connector_rabbitmq::pipeline_file::{
-    RabbitDestinationSection, RabbitSinkSection, RabbitSourceSection,
-};
-use rivus_connector_redis::pipeline_file::{
-    RedisDestinationSection, RedisSinkSection, RedisStreamsSection,
-};
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::registry::{AnyDestination, AnySink, AnySource, Registry, Section};
 
 mod env;
 mod restart;
@@ -26,10 +19,52 @@ pub use env::expand_env;
 pub use restart::RestartSection;
 pub use rivus_core::pipeline_file::{duration, parse_duration};
 
-/// A whole pipeline file.
+/// A whole pipeline file, its connector sections parsed.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    /// The job's name (keys its checkpoints).
+    pub name: String,
+    /// Subtasks per stage (default 1).
+    pub parallelism: usize,
+    /// Checkpoints: interval and state directory. Without it, no checkpoints.
+    pub checkpoint: Option<CheckpointSection>,
+    /// Restarts after a failure (default with checkpoints: exponential delay, unlimited).
+    pub restart: Option<RestartSection>,
+    /// What to do with records that cannot be read or written.
+    pub errors: ErrorsSection,
+    /// Where records come from.
+    pub source: Section<dyn AnySource>,
+    /// Built-in transforms, in order.
+    pub transforms: Vec<TransformConfig>,
+    /// Where records go.
+    pub sink: Section<dyn AnySink>,
+    /// `rivus run --worker ID`: this process is one worker of the job (not in the file).
+    pub worker: Option<String>,
+}
+
+impl PipelineConfig {
+    /// What the section at `path` is told: the job's name, parallelism, worker, checkpoint
+    /// interval, and `policy` for its bad records.
+    pub fn context(
+        &self,
+        path: &str,
+        policy: rivus_core::error_policy::ErrorPolicy,
+        dry: bool,
+    ) -> rivus_core::pipeline_file::SectionContext {
+        let mut ctx = rivus_core::pipeline_file::SectionContext::new(path, &self.name);
+        ctx.parallelism = self.parallelism;
+        ctx.worker = self.worker.clone();
+        ctx.policy = policy;
+        ctx.checkpoint_interval = self.checkpoint.as_ref().map(|c| c.interval);
+        ctx.dry = dry;
+        ctx
+    }
+}
+
+/// The file as serde reads it: the connector sections still tables.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PipelineConfig {
+struct RawPipeline {
     /// The job's name (keys its checkpoints).
     pub name: String,
     /// Subtasks per stage (default 1).
@@ -41,17 +76,14 @@ pub struct PipelineConfig {
     pub restart: Option<RestartSection>,
     /// What to do with records that cannot be read or written.
     #[serde(default)]
-    pub errors: ErrorsSection,
+    pub errors: RawErrors,
     /// Where records come from.
-    pub source: SourceConfig,
+    pub source: toml::Table,
     /// Built-in transforms, in order.
     #[serde(default, rename = "transform")]
     pub transforms: Vec<TransformConfig>,
     /// Where records go.
-    pub sink: SinkConfig,
-    /// `rivus run --worker ID`: this process is one worker of the job (not in the file).
-    #[serde(skip)]
-    pub worker: Option<String>,
+    pub sink: toml::Table,
 }
 
 fn one() -> usize {
@@ -81,29 +113,26 @@ pub struct CheckpointSection {
 }
 
 /// `[errors]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct ErrorsSection {
     /// `fail` (default), `skip` or `dead-letter`.
-    #[serde(default)]
     pub policy: PolicyName,
     /// The dead-letter file (JSON lines), for `dead-letter`.
     pub dead_letter: Option<String>,
-    /// Or a dead-letter destination in Kafka, RabbitMQ or Redis, for `dead-letter`.
-    pub destination: Option<DeadLetterDestination>,
+    /// Or a dead-letter destination (`[errors.destination] type = ...`, any type the
+    /// registry holds), for `dead-letter`. Each letter is confirmed by the destination
+    /// before the record counts as done.
+    pub destination: Option<Section<dyn AnyDestination>>,
 }
 
-/// `[errors.destination]`, by `type`: where dead letters go instead of a file. Each letter is
-/// confirmed by the destination before the record counts as done.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
-pub enum DeadLetterDestination {
-    /// A Kafka topic (acks=all, idempotent producer).
-    Kafka(KafkaDestinationSection),
-    /// A RabbitMQ queue (persistent messages, publisher confirms); the queue must exist.
-    Rabbitmq(RabbitDestinationSection),
-    /// A Redis stream (`XADD`).
-    Redis(RedisDestinationSection),
+/// `[errors]` as serde reads it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawErrors {
+    #[serde(default)]
+    policy: PolicyName,
+    dead_letter: Option<String>,
+    destination: Option<toml::Table>,
 }
 
 /// The error policies by name.
@@ -118,75 +147,6 @@ pub enum PolicyName {
     /// Write it to the dead-letter file, go on.
     DeadLetter,
 }
-
-/// `[source]`, by `type`: the built-in sources, and each connector's own section.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
-pub enum SourceConfig {
-    /// The records of a dead-letter file, payloads parsed as JSON (replaying what was
-    /// rejected once the cause is fixed).
-    DeadLetters(DeadLettersSection),
-    /// Built-in generator of order-like records.
-    Generator(GeneratorSection),
-    /// A SQL query or table (rivus-connector-jdbc).
-    Jdbc(JdbcSourceSection),
-    /// Kafka topics; values read in `format` (JSON by default; rivus-connector-kafka).
-    Kafka(KafkaSourceSection),
-    /// RabbitMQ queues; bodies read in `format` (JSON by default; rivus-connector-rabbitmq).
-    Rabbitmq(RabbitSourceSection),
-    /// Redis Streams through a consumer group (rivus-connector-redis).
-    RedisStreams(RedisStreamsSection),
-}
-
-/// `[source] type = "dead-letters"`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeadLettersSection {
-    /// The dead-letter file (JSON lines).
-    pub path: String,
-    /// Only the letters of this connector (`kafka`, `rabbitmq`, `redis-streams`, ...).
-    pub connector: Option<String>,
-}
-
-/// `[source] type = "generator"`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GeneratorSection {
-    /// Records to emit; unbounded when absent.
-    pub count: Option<u64>,
-    /// Records per second per subtask (unlimited when absent).
-    pub rate: Option<u64>,
-    /// Distinct users in the records (default 50).
-    #[serde(default = "fifty")]
-    pub users: u64,
-}
-
-fn fifty() -> u64 {
-    50
-}
-
-/// `[sink]`, by `type`: stdout, and each connector's own section.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
-pub enum SinkConfig {
-    /// Print each record as a JSON line.
-    Stdout(StdoutSection),
-    /// A SQL table (rivus-connector-jdbc).
-    Jdbc(JdbcSinkSection),
-    /// A Kafka topic; records written in `format` (JSON by default; rivus-connector-kafka).
-    Kafka(KafkaSinkSection),
-    /// An Elasticsearch index (rivus-connector-es).
-    Elasticsearch(EsSinkSection),
-    /// A RabbitMQ exchange; bodies in `format` (JSON by default; rivus-connector-rabbitmq).
-    Rabbitmq(RabbitSinkSection),
-    /// Redis commands (rivus-connector-redis).
-    Redis(RedisSinkSection),
-}
-
-/// `[sink] type = "stdout"`: no settings.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StdoutSection {}
 
 /// `[[transform]]`, by `type`.
 #[derive(Debug, Clone, Deserialize)]
@@ -213,6 +173,20 @@ pub enum TransformConfig {
     Key { field: String },
 }
 
+impl TransformConfig {
+    /// The `type` in the file.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransformConfig::Filter { .. } => "filter",
+            TransformConfig::Rename { .. } => "rename",
+            TransformConfig::Drop { .. } => "drop",
+            TransformConfig::Add { .. } => "add",
+            TransformConfig::ParseJson { .. } => "parse-json",
+            TransformConfig::Key { .. } => "key",
+        }
+    }
+}
+
 /// Comparisons of a filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum CompareOp {
@@ -236,16 +210,17 @@ pub enum CompareOp {
     Missing,
 }
 
-/// Reads and checks `path`. The error names the file, the path of the bad field and what was
-/// expected; it never repeats values (they may be secrets).
-pub fn load(path: &Path) -> Result<PipelineConfig, String> {
+/// Reads and checks `path`, its sections parsed by the types of `registry`. The error names
+/// the file, the path of the bad field and what was expected; it never repeats values (they
+/// may be secrets).
+pub fn load(path: &Path, registry: &Registry) -> Result<PipelineConfig, String> {
     let raw = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    parse(&raw).map_err(|e| format!("{}: {e}", path.display()))
+    parse(&raw, registry).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Parses the text of a pipeline file.
-pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
+pub fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, String> {
     let text = expand_env(raw)?;
     let de = toml::Deserializer::parse(&text).map_err(|e| match e.span() {
         Some(span) => format!(
@@ -255,7 +230,7 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
         ),
         None => e.message().to_owned(),
     })?;
-    let config: PipelineConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+    let raw: RawPipeline = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let message = inner.message().to_owned();
@@ -265,6 +240,25 @@ pub fn parse(raw: &str) -> Result<PipelineConfig, String> {
             format!("{}: {message}", refine(&text, &path, &message))
         }
     })?;
+    let config = PipelineConfig {
+        source: registry.parse_source("source", raw.source)?,
+        sink: registry.parse_sink("sink", raw.sink)?,
+        errors: ErrorsSection {
+            policy: raw.errors.policy,
+            dead_letter: raw.errors.dead_letter,
+            destination: raw
+                .errors
+                .destination
+                .map(|d| registry.parse_destination("errors.destination", d))
+                .transpose()?,
+        },
+        name: raw.name,
+        parallelism: raw.parallelism,
+        checkpoint: raw.checkpoint,
+        restart: raw.restart,
+        transforms: raw.transforms,
+        worker: None,
+    };
     if config.parallelism == 0 {
         return Err("parallelism: must be at least 1".into());
     }

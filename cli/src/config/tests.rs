@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The file parsed with every built-in connector.
+fn parse(raw: &str) -> Result<PipelineConfig, String> {
+    super::parse(raw, &Registry::builtin())
+}
+
 #[test]
 fn environment_references_expand() {
     std::env::set_var("RIVUS_TEST_X", "v");

@@ -58,28 +58,14 @@ pub fn check(addr: SocketAddr, token: Option<String>) -> Result<Option<Token>, S
 }
 
 /// The pipeline graph the dashboard draws: the `type` of the source, of each transform and of
-/// the sink, read back from the file (nothing else of it: no option, no secret).
-pub fn graph(file: &std::path::Path, parallelism: usize) -> serde_json::Value {
-    let doc: toml::Table = std::fs::read_to_string(file)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_default();
-    let type_of = |v: Option<&toml::Value>| {
-        v.and_then(|s| s.get("type"))
-            .and_then(toml::Value::as_str)
-            .unwrap_or("?")
-            .to_owned()
-    };
-    let transforms: Vec<String> = doc
-        .get("transform")
-        .and_then(toml::Value::as_array)
-        .map(|a| a.iter().map(|t| type_of(Some(t))).collect())
-        .unwrap_or_default();
+/// the sink (nothing else of the file: no option, no secret).
+pub fn graph(config: &crate::config::PipelineConfig) -> serde_json::Value {
+    let transforms: Vec<&str> = config.transforms.iter().map(|t| t.kind()).collect();
     serde_json::json!({
-        "source": { "type": type_of(doc.get("source")) },
+        "source": { "type": config.source.kind },
         "transforms": transforms,
-        "sink": { "type": type_of(doc.get("sink")) },
-        "parallelism": parallelism,
+        "sink": { "type": config.sink.kind },
+        "parallelism": config.parallelism,
     })
 }
 

@@ -106,6 +106,8 @@ pub struct Snapshot {
     restarts: tokio::sync::watch::Receiver<RestartStatus>,
     state: Mutex<Option<JobState>>,
     sampled: Mutex<Sampled>,
+    /// The gauges shown as lag.
+    lag_metrics: Vec<&'static str>,
 }
 
 pub fn now_ms() -> u64 {
@@ -147,7 +149,15 @@ impl Snapshot {
             restarts,
             state: Mutex::new(None),
             sampled: Mutex::default(),
+            lag_metrics: Vec::new(),
         }
+    }
+
+    /// The gauges whose samples the dashboard shows as lag (labels `partition`, `subtask`):
+    /// what the pipeline's sections name in their [`SectionMetrics`](rivus_core::pipeline_file::SectionMetrics).
+    pub fn with_lag_metrics(mut self, names: Vec<&'static str>) -> Self {
+        self.lag_metrics = names;
+        self
     }
 
     /// The Prometheus text of the job's metrics (`/metrics`).
@@ -206,7 +216,7 @@ impl Snapshot {
         s.previous = current;
         s.lag = samples
             .iter()
-            .filter(|m| m.name == "rivus_kafka_consumer_lag")
+            .filter(|m| self.lag_metrics.contains(&m.name.as_str()))
             .map(|m| {
                 json!({
                     "partition": m.label("partition"),

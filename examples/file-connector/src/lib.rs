@@ -6,9 +6,12 @@
 //! - [`FileSink`]: subtask `i` appends lines to `part-<i>`; at a checkpoint it fsyncs and
 //!   records the file's length; on restore it truncates the file back to that length, so lines
 //!   written after the last checkpoint are removed before they are written again. Exactly-once.
+//! - [`pipeline_file`]: both as `type = "file"` sections of a pipeline file, for a `rivus`
+//!   built with this connector (`examples/custom-rivus`).
 
+pub mod pipeline_file;
 mod sink;
 mod source;
 
 pub use sink::FileSink;
-pub use source::FileSource;
+pub use source::{Decode, FileSource};

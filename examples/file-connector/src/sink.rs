@@ -5,13 +5,17 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+use rivus_core::format::Format;
 use rivus_core::prelude::*;
+use serde_json::Value;
 
-/// Writes each record as a line of `dir/part-<subtask>`.
+/// Writes each record as a line of `dir/part-<subtask>`: a `String` as it is, a JSON record
+/// in the sink's [`Format`].
 #[derive(Debug)]
 pub struct FileSink {
     dir: PathBuf,
     subtask: usize,
+    format: Format,
     out: Option<BufWriter<File>>,
 }
 
@@ -21,8 +25,24 @@ impl FileSink {
         FileSink {
             dir: dir.into(),
             subtask,
+            format: Format::Json,
             out: None,
         }
+    }
+
+    /// How JSON records are written (default `json`; `text` writes a string record as its
+    /// text).
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> Result<()> {
+        let path = self.path_of(self.subtask);
+        let w = self.writer();
+        w.write_all(line)
+            .and_then(|_| w.write_all(b"\n"))
+            .map_err(|e| io("writing", &path, e))
     }
 
     fn path_of(&self, subtask: usize) -> PathBuf {
@@ -118,15 +138,27 @@ impl SinkFunction<String> for FileSink {
     }
 
     async fn invoke(&mut self, value: String, _: &SinkContext) -> Result<()> {
-        let path = self.path_of(self.subtask);
-        let w = self.writer();
-        w.write_all(value.as_bytes())
-            .and_then(|_| w.write_all(b"\n"))
-            .map_err(|e| io("writing", &path, e))
+        self.write_line(value.as_bytes())
     }
 
     async fn finish(&mut self) -> Result<()> {
         let path = self.path_of(self.subtask);
         self.writer().flush().map_err(|e| io("flushing", &path, e))
+    }
+}
+
+#[async_trait]
+impl SinkFunction<Value> for FileSink {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn invoke(&mut self, value: Value, _: &SinkContext) -> Result<()> {
+        let line = self.format.to_vec(&value)?;
+        self.write_line(&line)
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        <Self as SinkFunction<String>>::finish(self).await
     }
 }

@@ -3,31 +3,75 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 
-/// Reads `dir/*` line by line; file `k` (in name order) goes to subtask `k % parallelism`.
-#[derive(Debug, Clone)]
-pub struct FileSource {
+/// Turns one line (without its newline) into a record; `Err` says why it cannot.
+pub type Decode<T> = Arc<dyn Fn(&[u8]) -> std::result::Result<T, String> + Send + Sync>;
+
+/// Reads `dir/*` line by line; the files, in name order, are the splits, shared among the
+/// subtasks by [`RuntimeContext::share`].
+#[derive(Clone)]
+pub struct FileSource<T = String> {
     dir: PathBuf,
     policy: ErrorPolicy,
+    decode: Decode<T>,
+    bounded: bool,
+    path: String,
     handler: Option<ErrorHandler>,
-    subtask: usize,
-    parallelism: usize,
+    share: Share,
 }
 
-impl FileSource {
-    /// A source over the files of `dir`; undecodable lines go to `policy`.
+impl<T> std::fmt::Debug for FileSource<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("dir", &self.dir)
+            .field("bounded", &self.bounded)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileSource<String> {
+    /// A source of the UTF-8 lines of the files of `dir`; other lines go to `policy`.
     pub fn new(dir: impl Into<PathBuf>, policy: ErrorPolicy) -> Self {
+        FileSource::with_decoder(
+            dir,
+            policy,
+            Arc::new(|line: &[u8]| {
+                String::from_utf8(line.to_vec()).map_err(|_| "invalid UTF-8".to_owned())
+            }),
+        )
+    }
+}
+
+impl<T> FileSource<T> {
+    /// A source of the lines of the files of `dir`, each turned into a record by `decode`;
+    /// lines it refuses go to `policy`.
+    pub fn with_decoder(dir: impl Into<PathBuf>, policy: ErrorPolicy, decode: Decode<T>) -> Self {
         FileSource {
             dir: dir.into(),
             policy,
+            decode,
+            bounded: false,
+            path: "source.file".to_owned(),
             handler: None,
-            subtask: 0,
-            parallelism: 1,
+            share: Share::whole(),
         }
+    }
+
+    /// Ends once every line of every file is read (default: keeps watching for new lines).
+    pub fn bounded(mut self, bounded: bool) -> Self {
+        self.bounded = bounded;
+        self
+    }
+
+    /// Names the source in configuration errors (default `source.file`).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
     }
 
     fn files(&self) -> Result<Vec<String>> {
@@ -36,12 +80,7 @@ impl FileSource {
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .collect();
         names.sort();
-        Ok(names
-            .into_iter()
-            .enumerate()
-            .filter(|(k, _)| k % self.parallelism == self.subtask)
-            .map(|(_, n)| n)
-            .collect())
+        Ok(self.share.pick(names).collect())
     }
 
     /// Reads the complete lines of `name` from `offset`: (line bytes, offset after it).
@@ -67,16 +106,20 @@ impl FileSource {
 }
 
 #[async_trait]
-impl RichFunction for FileSource {
+impl<T: Send + 'static> RichFunction for FileSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        // The files are split among this process's subtasks only: another worker would read
+        // them again.
+        ctx.refuse_worker_mode(&self.path, "the file source")?;
+        self.share = ctx.share();
         self.handler = Some(ErrorHandler::new(self.policy.clone(), ctx.display_name()));
         Ok(())
     }
 }
 
 #[async_trait]
-impl SourceFunction for FileSource {
-    type Out = String;
+impl<T: Send + 'static> SourceFunction for FileSource<T> {
+    type Out = T;
     /// File name → byte offset of the next line.
     type State = BTreeMap<String, u64>;
 
@@ -84,12 +127,13 @@ impl SourceFunction for FileSource {
         DeliveryGuarantee::ExactlyOnce
     }
 
+    /// Every old subtask's positions, pooled: `run` keeps those of the files this subtask
+    /// reads now, so the parallelism may change between runs.
     fn restore_state(&mut self, restored: Restored<Self::State>) -> Result<Self::State> {
-        (self.subtask, self.parallelism) = (restored.subtask, restored.parallelism);
         Ok(restored.union().flatten().collect())
     }
 
-    async fn run(&mut self, ctx: &mut SourceContext<String, Self::State>) -> Result<()> {
+    async fn run(&mut self, ctx: &mut SourceContext<T, Self::State>) -> Result<()> {
         let handler = self.handler.clone().expect("opened");
         // The restored state pools every old subtask's files: keep only ours, or our snapshot
         // would carry stale positions of files other subtasks now read.
@@ -102,16 +146,15 @@ impl SourceFunction for FileSource {
                 for (line, next) in self.read_from(&name, offset)? {
                     ctx.state_mut().insert(name.clone(), next);
                     let position = format!("{name}@{offset}");
-                    match String::from_utf8(line) {
-                        Ok(s) => ctx.collect(s).await?,
-                        Err(e) => {
-                            handler
-                                .handle(&position, "invalid UTF-8", e.as_bytes())
-                                .await?
-                        }
+                    match (self.decode)(&line) {
+                        Ok(record) => ctx.collect(record).await?,
+                        Err(reason) => handler.handle(&position, reason, &line).await?,
                     }
                     progressed = true;
                 }
+            }
+            if !progressed && self.bounded {
+                break;
             }
             if !progressed
                 && ctx

@@ -4,10 +4,53 @@
 //! was, without repeats. A payload that still is not JSON goes to the error policy again, as a
 //! letter with the original position.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
+use rivus_core::pipeline_file::{
+    CatalogEntry, Health, OptionDoc, SectionContext, SourcePlan, SourceSection,
+};
 use rivus_core::prelude::*;
+
+/// `[source] type = "dead-letters"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLettersSection {
+    /// The dead-letter file (JSON lines).
+    pub path: String,
+    /// Only the letters of this connector (`kafka`, `rabbitmq`, `redis-streams`, ...).
+    pub connector: Option<String>,
+}
+
+#[async_trait]
+impl SourceSection for DeadLettersSection {
+    const TYPE: &'static str = "dead-letters";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "the records of a dead-letter file, payloads parsed as JSON (a replay)",
+        guarantee: "exactly-once (the next line is checkpointed)",
+        options: &[
+            OptionDoc::required("path", "a dead-letter file"),
+            OptionDoc::optional("connector", "string", "every connector's letters"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        Ok(SourcePlan::cloned(DeadLetterReplay::new(
+            self.path.clone(),
+            self.connector.clone(),
+            ctx.policy.clone(),
+        )))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        let outcome = match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(format!("{} bytes", m.len())),
+            Err(e) => Err(format!("cannot read: {e}")),
+        };
+        Health::new("dead-letters", self.path.clone(), outcome)
+    }
+}
 
 /// Each subtask replays the lines its [`Share`] owns (line `n` is split `n`).
 #[derive(Debug, Clone)]

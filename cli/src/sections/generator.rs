@@ -3,9 +3,60 @@
 
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
+use rivus_core::pipeline_file::{
+    CatalogEntry, Health, OptionDoc, SectionContext, SourcePlan, SourceSection,
+};
 use rivus_core::prelude::*;
+
+/// `[source] type = "generator"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorSection {
+    /// Records to emit; unbounded when absent.
+    pub count: Option<u64>,
+    /// Records per second per subtask (unlimited when absent).
+    pub rate: Option<u64>,
+    /// Distinct users in the records (default 50).
+    #[serde(default = "fifty")]
+    pub users: u64,
+}
+
+fn fifty() -> u64 {
+    50
+}
+
+#[async_trait]
+impl SourceSection for GeneratorSection {
+    const TYPE: &'static str = "generator";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "numbered order-like records (id, user, amount, status, ts)",
+        guarantee: "exactly-once (its position is checkpointed)",
+        options: &[
+            OptionDoc::optional("count", "integer", "unbounded"),
+            OptionDoc::optional("rate", "records/s per subtask", "unlimited"),
+            OptionDoc::optional("users", "integer", "50"),
+        ],
+    };
+
+    fn build(&self, _ctx: &SectionContext) -> Result<SourcePlan> {
+        let plan = SourcePlan::cloned(GeneratorTask::new(Generator {
+            count: self.count,
+            rate: self.rate,
+            users: self.users,
+        }));
+        Ok(match self.count {
+            Some(n) => plan.with_total(n),
+            None => plan,
+        })
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        Health::new("generator", "built in", Ok("nothing to reach".into()))
+    }
+}
 
 /// Record `n` of the generator.
 pub fn record(n: u64, users: u64) -> Value {

@@ -1,0 +1,159 @@
+//! The command line: arguments, logging, and the dispatch of `run`, `validate`, `check` and
+//! `connectors` over a [`Registry`].
+//!
+//! ```text
+//! rivus run pipeline.toml        run it (Ctrl-C: drain and checkpoint; twice: stop now)
+//! rivus validate pipeline.toml   check the file without running it
+//! rivus check pipeline.toml      connect to every endpoint
+//! rivus connectors               what a file can name
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{self, PipelineConfig};
+use crate::registry::Registry;
+use crate::run::RunOptions;
+use crate::{build, catalog, check};
+
+#[derive(Parser)]
+#[command(name = "rivus", version, about = "Run declarative stream pipelines")]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline file.
+    Run(RunOptions),
+    /// Check a pipeline file without running it.
+    Validate { file: PathBuf },
+    /// Connect to every endpoint of a pipeline file.
+    Check { file: PathBuf },
+    /// List the connectors and transforms a pipeline file can use.
+    Connectors,
+}
+
+fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rivus::status=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Reads `file` with the sections of `registry`; exit code 2 (said on stderr) if it is bad.
+pub(crate) fn load(
+    file: &std::path::Path,
+    registry: &Registry,
+) -> Result<PipelineConfig, ExitCode> {
+    config::load(file, registry).map_err(|e| {
+        eprintln!("invalid pipeline: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Runs the `rivus` command — every subcommand, workers, restarts, the dashboard — with the
+/// section types of `registry`: `rivus_cli::main_with(Registry::builtin())` is `rivus`
+/// itself; add your own connectors' sections to build your own.
+pub fn main_with(registry: Registry) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(dispatch(Cli::parse(), &registry))
+}
+
+async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
+    init_logs(cli.log_format);
+    match cli.command {
+        Command::Run(o) => crate::run::run(o, registry).await,
+        Command::Validate { file } => {
+            let config = match load(&file, registry) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match build::build(&config, true).await {
+                Ok(_) => {
+                    out(&format!(
+                        "{}: ok ({} → {} transform(s) → {})\n",
+                        file.display(),
+                        config.source.kind,
+                        config.transforms.len(),
+                        config.sink.kind
+                    ));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("invalid pipeline: {}: {e}", file.display());
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Check { file } => {
+            let config = match load(&file, registry) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let mut ok = true;
+            for r in check::check(&config).await {
+                match &r.outcome {
+                    Ok(what) => out(&format!(
+                        "{} {} ({}): ok, {what}\n",
+                        r.role, r.kind, r.address
+                    )),
+                    Err(e) => {
+                        ok = false;
+                        out(&format!(
+                            "{} {} ({}): FAILED: {e}\n",
+                            r.role, r.kind, r.address
+                        ));
+                    }
+                }
+            }
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Command::Connectors => {
+            out(&catalog::render(registry));
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+pub(crate) fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}

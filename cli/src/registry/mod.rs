@@ -1,0 +1,289 @@
+//! The registry the `rivus` command is built from: every section type a pipeline file can
+//! name, by role. [`Registry::builtin`] holds this repository's connectors (each behind its
+//! feature); [`Registry::source`], [`Registry::sink`] and [`Registry::destination`] add more,
+//! so that a third party builds its own `rivus` with its connectors in a few lines
+//! ([`crate::main_with`]).
+
+mod erased;
+
+use std::sync::Arc;
+
+use rivus_core::pipeline_file::{CatalogEntry, DestinationSection, SinkSection, SourceSection};
+use serde::de::DeserializeOwned;
+
+pub use erased::{AnyDestination, AnySink, AnySource, Section};
+
+/// What can fill one role (`[source]`, `[sink]`, `[errors.destination]`).
+struct Entry<T: ?Sized> {
+    kind: &'static str,
+    catalog: CatalogEntry,
+    parse: fn(toml::Value) -> Result<Arc<T>, (String, String)>,
+}
+
+/// The section types a pipeline file can name.
+pub struct Registry {
+    sources: Vec<Entry<dyn AnySource>>,
+    sinks: Vec<Entry<dyn AnySink>>,
+    destinations: Vec<Entry<dyn AnyDestination>>,
+}
+
+/// A role's name in `rivus connectors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Source,
+    Sink,
+    Destination,
+}
+
+impl Role {
+    /// `source`, `sink`, `dlq` (a dead-letter destination), as `rivus connectors` lists them.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Source => "source",
+            Role::Sink => "sink",
+            Role::Destination => "dlq",
+        }
+    }
+}
+
+/// The options of a section, parsed by its type; errors as (path below the section, message).
+fn parse<T: DeserializeOwned>(v: toml::Value) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        (path, e.into_inner().message().to_owned())
+    })
+}
+
+fn parse_source<S: SourceSection>(v: toml::Value) -> Result<Arc<dyn AnySource>, (String, String)> {
+    Ok(Arc::new(parse::<S>(v)?))
+}
+
+fn parse_sink<S: SinkSection>(v: toml::Value) -> Result<Arc<dyn AnySink>, (String, String)> {
+    Ok(Arc::new(parse::<S>(v)?))
+}
+
+fn parse_destination<D: DestinationSection>(
+    v: toml::Value,
+) -> Result<Arc<dyn AnyDestination>, (String, String)> {
+    Ok(Arc::new(parse::<D>(v)?))
+}
+
+/// Adds `entry`, replacing one of the same type.
+fn put<T: ?Sized>(list: &mut Vec<Entry<T>>, entry: Entry<T>) {
+    list.retain(|e| e.kind != entry.kind);
+    list.push(entry);
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// The sections of the `rivus` command itself: the `generator` and `dead-letters`
+    /// sources and the `stdout` sink.
+    pub fn new() -> Self {
+        use crate::sections::{DeadLettersSection, GeneratorSection, StdoutSection};
+        Registry {
+            sources: Vec::new(),
+            sinks: Vec::new(),
+            destinations: Vec::new(),
+        }
+        .source::<DeadLettersSection>()
+        .source::<GeneratorSection>()
+        .sink::<StdoutSection>()
+    }
+
+    /// Every connector of this repository compiled in (one feature each), and the command's
+    /// own sections.
+    pub fn builtin() -> Self {
+        let r = Self::new();
+        #[cfg(feature = "elasticsearch")]
+        let r = r.sink::<rivus_connector_es::pipeline_file::EsSinkSection>();
+        #[cfg(feature = "jdbc")]
+        let r = r
+            .source::<rivus_connector_jdbc::pipeline_file::JdbcSourceSection>()
+            .sink::<rivus_connector_jdbc::pipeline_file::JdbcSinkSection>();
+        #[cfg(feature = "kafka")]
+        let r = r
+            .source::<rivus_connector_kafka::pipeline_file::KafkaSourceSection>()
+            .sink::<rivus_connector_kafka::pipeline_file::KafkaSinkSection>()
+            .destination::<rivus_connector_kafka::pipeline_file::KafkaDestinationSection>();
+        #[cfg(feature = "rabbitmq")]
+        let r = r
+            .source::<rivus_connector_rabbitmq::pipeline_file::RabbitSourceSection>()
+            .sink::<rivus_connector_rabbitmq::pipeline_file::RabbitSinkSection>()
+            .destination::<rivus_connector_rabbitmq::pipeline_file::RabbitDestinationSection>();
+        #[cfg(feature = "redis")]
+        let r = r
+            .source::<rivus_connector_redis::pipeline_file::RedisStreamsSection>()
+            .sink::<rivus_connector_redis::pipeline_file::RedisSinkSection>()
+            .destination::<rivus_connector_redis::pipeline_file::RedisDestinationSection>();
+        r
+    }
+
+    /// Adds a source type (`[source] type = S::TYPE`); one of the same type is replaced.
+    pub fn source<S: SourceSection>(mut self) -> Self {
+        put(
+            &mut self.sources,
+            Entry {
+                kind: S::TYPE,
+                catalog: S::CATALOG,
+                parse: parse_source::<S>,
+            },
+        );
+        self
+    }
+
+    /// Adds a sink type (`[sink] type = S::TYPE`); one of the same type is replaced.
+    pub fn sink<S: SinkSection>(mut self) -> Self {
+        put(
+            &mut self.sinks,
+            Entry {
+                kind: S::TYPE,
+                catalog: S::CATALOG,
+                parse: parse_sink::<S>,
+            },
+        );
+        self
+    }
+
+    /// Adds a dead-letter destination type (`[errors.destination] type = D::TYPE`); one of
+    /// the same type is replaced.
+    pub fn destination<D: DestinationSection>(mut self) -> Self {
+        put(
+            &mut self.destinations,
+            Entry {
+                kind: D::TYPE,
+                catalog: D::CATALOG,
+                parse: parse_destination::<D>,
+            },
+        );
+        self
+    }
+
+    /// Every registered type with its catalog entry: sources, sinks, then destinations, each
+    /// sorted by type.
+    pub fn catalog(&self) -> Vec<(Role, &'static str, CatalogEntry)> {
+        fn of<T: ?Sized>(role: Role, l: &[Entry<T>]) -> Vec<(Role, &'static str, CatalogEntry)> {
+            let mut v: Vec<_> = l.iter().map(|e| (role, e.kind, e.catalog)).collect();
+            v.sort_by_key(|e| e.1);
+            v
+        }
+        [
+            of(Role::Source, &self.sources),
+            of(Role::Sink, &self.sinks),
+            of(Role::Destination, &self.destinations),
+        ]
+        .concat()
+    }
+
+    /// The `[source]` table at `path`, parsed by its type.
+    pub fn parse_source(
+        &self,
+        path: &str,
+        table: toml::Table,
+    ) -> Result<Section<dyn AnySource>, String> {
+        resolve(&self.sources, path, table)
+    }
+
+    /// The `[sink]` table at `path`, parsed by its type.
+    pub fn parse_sink(
+        &self,
+        path: &str,
+        table: toml::Table,
+    ) -> Result<Section<dyn AnySink>, String> {
+        resolve(&self.sinks, path, table)
+    }
+
+    /// The `[errors.destination]` table at `path`, parsed by its type.
+    pub fn parse_destination(
+        &self,
+        path: &str,
+        table: toml::Table,
+    ) -> Result<Section<dyn AnyDestination>, String> {
+        resolve(&self.destinations, path, table)
+    }
+}
+
+/// Finds the entry of the table's `type` and parses the rest of the table with it; errors
+/// name the path of the field (`sink.tls.ca_file: unknown field ...`).
+fn resolve<T: ?Sized>(
+    entries: &[Entry<T>],
+    path: &str,
+    mut table: toml::Table,
+) -> Result<Section<T>, String> {
+    let kind = match table.remove("type") {
+        Some(toml::Value::String(s)) => s,
+        Some(_) => return Err(format!("{path}.type: must be a string")),
+        None => return Err(format!("{path}: missing field `type`")),
+    };
+    let Some(entry) = entries.iter().find(|e| e.kind == kind) else {
+        let mut known: Vec<&str> = entries.iter().map(|e| e.kind).collect();
+        known.sort_unstable();
+        let known: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+        return Err(format!(
+            "{path}.type: unknown variant `{kind}`, expected one of {}",
+            known.join(", ")
+        ));
+    };
+    let options = (entry.parse)(toml::Value::Table(table)).map_err(|(at, message)| {
+        if at == "." || at.is_empty() {
+            format!("{path}: {message}")
+        } else {
+            format!("{path}.{at}: {message}")
+        }
+    })?;
+    Ok(Section {
+        kind: entry.kind,
+        path: path.to_owned(),
+        options,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn an_unknown_type_names_the_types_held() {
+        let e = Registry::new()
+            .parse_source("source", table("type = \"mongo\""))
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            "source.type: unknown variant `mongo`, expected one of `dead-letters`, `generator`"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_below_the_section() {
+        let e = Registry::new()
+            .parse_source("source", table("type = \"generator\"\ncoutn = 3"))
+            .err()
+            .unwrap();
+        assert!(e.starts_with("source.coutn: unknown field `coutn`"), "{e}");
+        let e = Registry::new()
+            .parse_sink("sink", table("count = 3"))
+            .err()
+            .unwrap();
+        assert_eq!(e, "sink: missing field `type`");
+    }
+
+    #[test]
+    fn a_later_registration_replaces_one_of_the_same_type() {
+        let r = Registry::new().sink::<crate::sections::StdoutSection>();
+        let sinks: Vec<_> = r
+            .catalog()
+            .into_iter()
+            .filter(|(role, _, _)| *role == Role::Sink)
+            .collect();
+        assert_eq!(sinks.len(), 1);
+    }
+}

@@ -1,0 +1,270 @@
+//! `rivus run`: builds the job from the file, runs it under a supervisor (restarts from the
+//! newest checkpoint), with the status line, the metrics endpoint and the dashboard, and ends
+//! with the summary and the sections' reports.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::Supervisor;
+
+use crate::app::{load, out, parse_interval};
+use crate::config::PipelineConfig;
+use crate::counted::Counts;
+use crate::registry::Registry;
+use crate::{build, http, status};
+
+/// `rivus run`'s options.
+#[derive(clap::Args)]
+pub struct RunOptions {
+    /// The pipeline file.
+    file: PathBuf,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9898).
+    #[arg(long)]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// How often the status is shown: default 500ms on a terminal, 10s in logs.
+    #[arg(long, value_parser = parse_interval)]
+    status_interval: Option<std::time::Duration>,
+    /// Run as worker ID of the job: processes started with the same file and distinct
+    /// ids share the work through the brokers' group protocols; each keeps its
+    /// checkpoints under `<dir or store>/<ID>`.
+    #[arg(long, value_name = "ID")]
+    worker: Option<String>,
+    /// Serve the dashboard and the status API on this address (e.g. 127.0.0.1:8080);
+    /// a non-loopback address needs --http-token.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// The token the dashboard and the API ask for (also needed by POST /api/stop).
+    #[arg(
+        long,
+        env = "RIVUS_HTTP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    http_token: Option<String>,
+}
+
+/// Installs the Prometheus recorder when metrics are served (`--metrics-addr`, `--http`);
+/// returns what renders them.
+fn install_metrics(
+    metrics_addr: Option<std::net::SocketAddr>,
+    http: bool,
+) -> Result<Option<PrometheusHandle>, String> {
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    let handle = match metrics_addr {
+        Some(addr) => {
+            let (recorder, exporter) = PrometheusBuilder::new()
+                .with_http_listener(addr)
+                .build()
+                .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|e| format!("metrics: {e}"))?;
+            tokio::spawn(exporter);
+            handle
+        }
+        None if http => {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|e| format!("metrics: {e}"))?;
+            handle
+        }
+        None => return Ok(None),
+    };
+    // Summaries age out of the recorder unless it is asked to tidy up now and then.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(Some(handle))
+}
+
+/// What the dashboard watches of the supervised job.
+struct Watched {
+    history: Arc<rivus_core::CheckpointHistory>,
+    restarts: tokio::sync::watch::Receiver<rivus_core::RestartStatus>,
+    handle: rivus_core::JobHandle,
+}
+
+/// The dashboard while it runs: the snapshot, the server and the sampler.
+struct Dashboard {
+    snapshot: Arc<http::Snapshot>,
+    server: tokio::task::JoinHandle<()>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl Dashboard {
+    /// Serves the dashboard of `config` on `addr` for `supervisor`'s job.
+    async fn start(
+        config: &PipelineConfig,
+        (addr, token): (std::net::SocketAddr, Option<http::Token>),
+        prometheus: PrometheusHandle,
+        guarantee: &'static str,
+        counts: &Arc<Counts>,
+        job: Watched,
+    ) -> Result<Self, String> {
+        let lag = [
+            config.source.options.metrics().lag,
+            config.sink.options.metrics().lag,
+        ];
+        let snapshot = Arc::new(
+            http::Snapshot::new(
+                config.name.clone(),
+                config.worker.clone(),
+                guarantee,
+                http::graph(config),
+                Arc::clone(counts),
+                Box::new(move || prometheus.render()),
+                job.history,
+                job.restarts,
+            )
+            .with_lag_metrics(lag.into_iter().flatten().collect()),
+        );
+        let server = http::serve(addr, token, Arc::clone(&snapshot), job.handle).await?;
+        let sampler = tokio::spawn(Arc::clone(&snapshot).sample_forever());
+        Ok(Dashboard {
+            snapshot,
+            server,
+            sampler,
+        })
+    }
+
+    /// Takes the last sample and records how the job ended.
+    fn end(self, result: &rivus_core::Result<rivus_core::JobSummary>) {
+        self.sampler.abort();
+        self.snapshot.sample();
+        match result {
+            Ok(_) => self.snapshot.ended(http::JobState::Finished, None),
+            Err(e) => self
+                .snapshot
+                .ended(http::JobState::Failed, Some(e.to_string())),
+        }
+        self.server.abort();
+    }
+}
+
+/// The end-to-end guarantee as the summary and the dashboard say it.
+fn guarantee_name(job: &rivus_core::Job) -> &'static str {
+    match job.delivery_guarantee() {
+        rivus_core::DeliveryGuarantee::ExactlyOnce => "exactly-once",
+        rivus_core::DeliveryGuarantee::AtLeastOnce => "at-least-once",
+        _ => "at-most-once (no checkpoints)",
+    }
+}
+
+/// The sections' reports after a successful run (the SQL sink's table).
+async fn reports(config: &PipelineConfig) -> String {
+    let ctx = |path: &str| config.context(path, ErrorPolicy::Fail, false);
+    let (source, sink) = (&config.source, &config.sink);
+    let mut text = String::new();
+    if let Some(r) = source.options.report(&ctx(&source.path)).await {
+        text.push_str(&r);
+    }
+    if let Some(r) = sink.options.report(&ctx(&sink.path)).await {
+        text.push_str(&r);
+    }
+    text
+}
+
+/// `rivus run FILE`.
+pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
+    let mut config = match load(&o.file, registry) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    config.worker = o.worker;
+    let http = match o
+        .http
+        .map(|addr| http::check(addr, o.http_token).map(|t| (addr, t)))
+    {
+        None => None,
+        Some(Ok(h)) => Some(h),
+        Some(Err(e)) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let prometheus = match install_metrics(o.metrics_addr, http.is_some()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    // The first attempt's job is built here (bad configuration ends the run before it
+    // starts); each restart builds the job anew, counting into the same totals.
+    let built = match build::build(&config, false).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{}: {e}", o.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let guarantee = guarantee_name(&built.job);
+    let counts = Arc::clone(&built.counts);
+    let mut first = Some(built.job);
+    let supervisor = Supervisor::new(|| {
+        let job = first.take();
+        let (config, counts) = (&config, Arc::clone(&counts));
+        async move {
+            match job {
+                Some(job) => Ok(job),
+                None => build::build_counting(config, false, counts)
+                    .await
+                    .map(|b| b.job),
+            }
+        }
+    })
+    .await
+    .expect("the first attempt's job is already built");
+    supervisor.handle().stop_on_signals();
+    let dashboard = match (http, prometheus) {
+        (Some(h), Some(p)) => {
+            let job = Watched {
+                history: supervisor.checkpoint_history(),
+                restarts: supervisor.restarts(),
+                handle: supervisor.handle(),
+            };
+            match Dashboard::start(&config, h, p, guarantee, &counts, job).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        _ => None,
+    };
+    let reporter = tokio::spawn(status::report(
+        config.name.clone(),
+        Arc::clone(&counts),
+        built.total,
+        supervisor.completed_checkpoints(),
+        supervisor.restarts(),
+        o.status_interval,
+    ));
+    let result = supervisor.run().await;
+    reporter.abort();
+    if let Some(d) = dashboard {
+        d.end(&result);
+    }
+    status::clear();
+    match result {
+        Ok(summary) => {
+            let mut text = status::summary(&config.name, &summary, &counts, guarantee);
+            text.push_str(&reports(&config).await);
+            out(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{}: the job failed: {e}", config.name);
+            // What no restart fixes (configuration, credentials, an owned store): 2.
+            ExitCode::from(if e.is_setup() { 2 } else { 1 })
+        }
+    }
+}
