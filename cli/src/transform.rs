@@ -171,7 +171,11 @@ mod tests {
         let text = format!(
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n{toml}"
         );
-        Transforms::new(&parse(&text).unwrap().transforms)
+        Transforms::new(
+            &parse(&text, &crate::registry::Registry::new())
+                .unwrap()
+                .transforms,
+        )
     }
 
     #[test]

@@ -115,7 +115,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"oracle://u:hunter2@h/db\"\ntable = \"t\"\n",
-            "sink.jdbc.url",
+            "sink.url",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[[transform]]\ntype = \"filter\"\nfield = \"a\"\nop = \"~\"\nvalue = 1\n[sink]\ntype = \"stdout\"\n",
@@ -131,7 +131,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"redis\"\nurl = \"rediss://u:hunter2@127.0.0.1:6380/\"\ncommand = \"set\"\nkey = \"k\"\ntls = { ca_file = \"/no/such/ca.pem\" }\n",
-            "`sink.redis.tls.ca_file`: cannot read /no/such/ca.pem",
+            "`sink.tls.ca_file`: cannot read /no/such/ca.pem",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"rabbitmq\"\nuri = \"amqps://127.0.0.1:5671/%2f\"\nrouting_key = \"q\"\ntls = { cafile = \"ca.pem\" }\n",
@@ -139,23 +139,31 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9092\"\ntopics = []\n[sink]\ntype = \"stdout\"\n",
-            "source.kafka.topics",
+            "source.topics",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"127.0.0.1:9095\"\ntopics = [\"a\"]\nproperties = { \"security.protocol\" = \"SASL_SSLX\", \"sasl.password\" = \"hunter2\" }\n[sink]\ntype = \"stdout\"\n",
-            "source.kafka.properties.security.protocol",
+            "source.properties.security.protocol",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"kafka\"\nbootstrap_servers = \"h:9095\"\ntopic = \"a\"\nsasl = { mechanism = \"SCRAM-SHA-1\", username = \"u\", password = \"hunter2\" }\n",
-            "sink.kafka.sasl.mechanism",
+            "sink.sasl.mechanism",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"kafka\"\nbootstrap_servers = \"h:9095\"\ntopic = \"a\"\ntls = { ca_file = \"/no/such/ca.pem\" }\n",
-            "sink.kafka.tls.ca_file",
+            "sink.tls.ca_file",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"sqlite:x.db\"\ntable = \"t\"\ntls = { ca_file = \"/etc/hostname\" }\n",
-            "`sink.jdbc.tls`: SQLite is a local file",
+            "`sink.tls`: SQLite is a local file",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"elasticsearch\"\nurl = \"ftp://127.0.0.1:9200\"\nindex = \"i\"\n",
+            "`sink.url`: scheme must be http or https",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"redis-streams\"\nurl = \"redis://127.0.0.1:6379/\"\nstreams = []\ngroup = \"g\"\n[sink]\ntype = \"stdout\"\n",
+            "`source.streams`: at least one stream",
         ),
     ];
     let cases = [
@@ -198,6 +206,16 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
             stderr.contains(expected),
             "case {i}: expected `{expected}` in: {stderr}"
         );
+        // The path is the field's in the file, never the connector's own prefix.
+        for stale in ["kafka", "jdbc", "redis", "rabbitmq", "elasticsearch"] {
+            for role in ["source", "sink"] {
+                let prefix = format!("{role}.{stale}.");
+                assert!(
+                    !stderr.contains(&prefix),
+                    "case {i}: `{prefix}` in: {stderr}"
+                );
+            }
+        }
         assert!(
             !stderr.contains("hunter2"),
             "case {i}: a secret was printed: {stderr}"

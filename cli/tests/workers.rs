@@ -505,7 +505,7 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
     let out = worker_s3(dir.path(), &eo, "w1", &s3).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("sink.jdbc.exactly_once"), "{err}");
+    assert!(err.contains("sink.exactly_once"), "{err}");
     assert!(err.contains("worker `w1`"), "{err}");
 
     // The table has no key: a record written twice is a second row.
