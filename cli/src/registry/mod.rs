@@ -276,6 +276,46 @@ mod tests {
         assert_eq!(e, "sink: missing field `type`");
     }
 
+    /// What serde accepts for the section `kind` of `role`: the fields it lists when told of
+    /// an unknown one.
+    fn accepted_fields(r: &Registry, role: Role, kind: &str) -> Vec<String> {
+        let t = table(&format!("type = \"{kind}\"\nzz_not_an_option = 1"));
+        let e = match role {
+            Role::Source => r.parse_source("source", t).err(),
+            Role::Sink => r.parse_sink("sink", t).err(),
+            Role::Destination => r.parse_destination("errors.destination", t).err(),
+        }
+        .expect("an unknown option is refused");
+        assert!(e.contains("unknown field `zz_not_an_option`"), "{e}");
+        match e.split_once("expected one of ") {
+            Some((_, list)) => list
+                .split(", ")
+                .map(|f| f.trim_matches('`').to_owned())
+                .collect(),
+            // Two fields: "expected `a` or `b`"; one: "expected `a`".
+            None => match e.split_once("expected `") {
+                Some((_, rest)) => rest
+                    .split("` or `")
+                    .map(|f| f.trim_end_matches('`').to_owned())
+                    .collect(),
+                None => Vec::new(),
+            },
+        }
+    }
+
+    /// `rivus connectors` lists exactly the options each section accepts.
+    #[test]
+    fn every_catalog_lists_exactly_the_options_its_section_accepts() {
+        let r = Registry::builtin();
+        for (role, kind, entry) in r.catalog() {
+            let mut listed: Vec<String> = entry.options.iter().map(|o| o.name.to_owned()).collect();
+            let mut accepted = accepted_fields(&r, role, kind);
+            listed.sort();
+            accepted.sort();
+            assert_eq!(listed, accepted, "{} {kind}", role.name());
+        }
+    }
+
     #[test]
     fn a_later_registration_replaces_one_of_the_same_type() {
         let r = Registry::new().sink::<crate::sections::StdoutSection>();
