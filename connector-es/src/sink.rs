@@ -21,6 +21,8 @@ struct Settings {
     bulk: BulkConfig,
     policy: ErrorPolicy,
     flush_on_checkpoint: bool,
+    /// What `guarantee` asked for.
+    guarantee: DeliveryGuarantee,
     failure_handler: Option<Arc<dyn FailureHandler>>,
     /// Where the settings stand in the caller's configuration, for errors.
     path: String,
@@ -83,9 +85,13 @@ impl EsSinkBuilder {
         self
     }
 
-    /// Wait for every pending request at each checkpoint (default true: at-least-once).
-    pub fn flush_on_checkpoint(mut self, on: bool) -> Self {
-        self.s.flush_on_checkpoint = on;
+    /// The delivery guarantee (default at-least-once: every pending request is waited for
+    /// at each checkpoint; with deterministic ids replays overwrite, which makes the result
+    /// effectively exactly-once). `AtMostOnce` does not wait at checkpoints. `ExactlyOnce` is
+    /// refused at `build`: a bulk request cannot be part of a transaction.
+    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
+        self.s.guarantee = g;
+        self.s.flush_on_checkpoint = g != DeliveryGuarantee::AtMostOnce;
         self
     }
 
@@ -104,6 +110,13 @@ impl EsSinkBuilder {
     ) -> Result<EsSink<T>> {
         let s = self.s;
         s.config.validate(&s.path)?;
+        if s.guarantee == DeliveryGuarantee::ExactlyOnce {
+            return Err(Error::config(
+                format!("{}.guarantee", s.path),
+                "exactly-once is not offered (a bulk request is no transaction): use \
+                 at-least-once with deterministic document ids, so that replays overwrite",
+            ));
+        }
         s.bulk.validate(&format!("{}.bulk", s.path))?;
         Ok(EsSink {
             settings: Arc::new(s),
@@ -168,6 +181,7 @@ impl EsSink<()> {
                 bulk: EsSink::default_bulk(),
                 policy: ErrorPolicy::Fail,
                 flush_on_checkpoint: true,
+                guarantee: DeliveryGuarantee::AtLeastOnce,
                 path: "sink.elasticsearch".to_owned(),
                 failure_handler: None,
             },

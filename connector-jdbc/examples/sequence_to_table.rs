@@ -26,7 +26,7 @@ async fn main() -> Result<()> {
         .parse()
         .map_err(|_| Error::config("n", "expected a number"))?;
     let sink = JdbcSink::builder(&args[0], &args[1])
-        .exactly_once(true)
+        .guarantee(DeliveryGuarantee::ExactlyOnce)
         .transaction_prefix(&args[1])
         .batch_size(500)
         .build(|v: &u64| {

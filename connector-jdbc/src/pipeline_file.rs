@@ -15,7 +15,7 @@ use rivus_core::pipeline_file::{
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_core::{DeliveryGuarantee, Error, Result};
 
 use crate::tls::url_with_tls;
 use crate::{run_script, table_report, JdbcSink, JdbcSource, WriteMode};
@@ -167,7 +167,11 @@ impl JdbcSinkSection {
                 JdbcWriteMode::Insert => WriteMode::Insert,
                 JdbcWriteMode::Upsert => WriteMode::Upsert,
             })
-            .exactly_once(self.exactly_once)
+            .guarantee(if self.exactly_once {
+                DeliveryGuarantee::ExactlyOnce
+            } else {
+                DeliveryGuarantee::AtLeastOnce
+            })
             .ignore_unknown_fields(self.ignore_unknown_fields)
             .error_policy(policy);
         if let Some(k) = &self.key {

@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcSink, Row, RowChange};
+use rivus_core::DeliveryGuarantee;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
 use rivus_testkit::services::unique_name;
@@ -50,7 +51,7 @@ async fn exactly_once_sink_rides_out_network_faults_and_server_restarts() {
                 let (url, table) = (url.clone(), table.clone());
                 move || {
                     JdbcSink::builder(&url, &table)
-                        .exactly_once(true)
+                        .guarantee(DeliveryGuarantee::ExactlyOnce)
                         .timeout(Duration::from_secs(5))
                         .build(|n: &u64| {
                             let mut row = Row::new();

@@ -44,7 +44,11 @@ impl SinkExternal for TableCtx {
             .tls(self.db.tls.clone())
             .columns(["v"])
             .batch_size(100)
-            .exactly_once(self.exactly_once)
+            .guarantee(if self.exactly_once {
+                DeliveryGuarantee::ExactlyOnce
+            } else {
+                DeliveryGuarantee::AtLeastOnce
+            })
             .transaction_prefix(&self.table)
             .error_policy(policy)
             .build_json()
@@ -114,7 +118,11 @@ async fn run_ops(db: &Db, table: &str, ops: Vec<Op>, exactly_once: bool) -> JobS
     let sink = JdbcSink::builder(&db.url, table)
         .mode(WriteMode::Upsert)
         .batch_size(64)
-        .exactly_once(exactly_once)
+        .guarantee(if exactly_once {
+            DeliveryGuarantee::ExactlyOnce
+        } else {
+            DeliveryGuarantee::AtLeastOnce
+        })
         .transaction_prefix(table)
         .build(|(op, id, qty): &Op| {
             let row = json!({"id": id, "name": format!("n{id}"), "qty": qty});
@@ -416,7 +424,7 @@ async fn bad_configuration_is_refused_with_the_field_path() {
         "{e}"
     );
     let e = JdbcSink::builder(&lite.url, "t")
-        .exactly_once(true)
+        .guarantee(DeliveryGuarantee::ExactlyOnce)
         .build_json()
         .unwrap_err()
         .to_string();
@@ -475,7 +483,7 @@ async fn recovers_prepared_transactions(db: &Db) {
         db.exec(&prepare(id, &format!("{table}:{gid}"))).await;
     }
     let mut sink = JdbcSink::builder(&db.url, &table)
-        .exactly_once(true)
+        .guarantee(DeliveryGuarantee::ExactlyOnce)
         .transaction_prefix(&table)
         .build_json()
         .unwrap();
@@ -626,7 +634,7 @@ async fn exactly_once_sink_closes_after_a_failure_with_an_open_transaction() {
         .await;
     // Record 300 is refused (NULL id) under the default policy: the sink itself fails.
     let sink = JdbcSink::builder(&db.url, &table)
-        .exactly_once(true)
+        .guarantee(DeliveryGuarantee::ExactlyOnce)
         .transaction_prefix(&table)
         .batch_size(10)
         .build(|n: &u64| {

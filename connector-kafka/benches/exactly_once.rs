@@ -17,8 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rivus_connector_kafka::{
-    KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets,
-    StopOffsets,
+    KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets,
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -87,7 +86,7 @@ fn child(
     n: u64,
     size: usize,
     interval_ms: u64,
-    delivery: SinkDelivery,
+    delivery: DeliveryGuarantee,
 ) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -111,7 +110,7 @@ fn child(
     };
     let mut sink = KafkaSink::builder(Service::Kafka.url())
         .topic(topic)
-        .delivery(delivery)
+        .guarantee(delivery)
         .transactional_id_prefix(topic);
     for kv in std::env::var("RIVUS_BENCH_SINK_PROPS")
         .unwrap_or_default()
@@ -205,8 +204,8 @@ fn main() {
         let (label, delivery) = case.split_once(' ').unwrap();
         let &(_, size, interval, tenths) = CASES.iter().find(|c| c.0 == label).unwrap();
         let delivery = match delivery {
-            "at-least-once" => SinkDelivery::AtLeastOnce,
-            _ => SinkDelivery::ExactlyOnce,
+            "at-least-once" => DeliveryGuarantee::AtLeastOnce,
+            _ => DeliveryGuarantee::ExactlyOnce,
         };
         let topic = std::env::var("RIVUS_BENCH_TOPIC").unwrap();
         let input = std::env::var("RIVUS_BENCH_INPUT").unwrap_or_default();

@@ -35,9 +35,7 @@ pub use record::{
     KafkaDeserializer, KafkaRecord, KafkaSerializer, OutRecord, ValueDeserializer, ValueSerializer,
 };
 pub use security::SaslAuth;
-pub use sink::{
-    KafkaSink, KafkaSinkBuilder, PendingTxn, SinkDelivery, TxnHook, TxnStep, WalRef, PRODUCER_QUEUE,
-};
+pub use sink::{KafkaSink, KafkaSinkBuilder, PendingTxn, TxnHook, TxnStep, WalRef, PRODUCER_QUEUE};
 pub use source::{
     KafkaSource, KafkaSourceBuilder, KafkaSourceState, StartOffsets, StopOffsets, Subscription,
     PREFETCH,

@@ -18,11 +18,11 @@ use rivus_core::pipeline_file::{
     SinkPlan, SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::tls::TlsFiles;
-use rivus_core::Result;
+use rivus_core::{DeliveryGuarantee, Result};
 
 use crate::{
-    KafkaDeadLetterQueue, KafkaProperties, KafkaSink, KafkaSource, SaslAuth, SinkDelivery,
-    StartOffsets, StopOffsets, ValueDeserializer, ValueSerializer,
+    KafkaDeadLetterQueue, KafkaProperties, KafkaSink, KafkaSource, SaslAuth, StartOffsets,
+    StopOffsets, ValueDeserializer, ValueSerializer,
 };
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
@@ -206,10 +206,10 @@ impl KafkaSinkSection {
         let b = KafkaSink::builder_with(self.properties())
             .path(path)
             .topic(&self.topic)
-            .delivery(if self.exactly_once {
-                SinkDelivery::ExactlyOnce
+            .guarantee(if self.exactly_once {
+                DeliveryGuarantee::ExactlyOnce
             } else {
-                SinkDelivery::AtLeastOnce
+                DeliveryGuarantee::AtLeastOnce
             })
             .error_policy(policy);
         let mut ser = ValueSerializer::new(self.format.schema());

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
-use rivus_connector_kafka::{KafkaSink, OutRecord, SinkDelivery};
+use rivus_connector_kafka::{KafkaSink, OutRecord};
+use rivus_core::DeliveryGuarantee;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
 use rivus_testkit::services::{kafka_proxy_addr, require, unique_name, Service};
@@ -69,7 +70,7 @@ async fn sink_rides_out_network_faults_and_a_broker_restart() {
                         .property("linger.ms", "5");
                     if exactly_once {
                         b = b
-                            .delivery(SinkDelivery::ExactlyOnce)
+                            .guarantee(DeliveryGuarantee::ExactlyOnce)
                             .transactional_id_prefix(topic.clone())
                             .transaction_log_dir(dir.clone());
                     }

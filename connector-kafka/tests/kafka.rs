@@ -7,7 +7,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
-    KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets, ValueDeserializer,
+    KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, ValueDeserializer,
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::StringSchema;
@@ -42,7 +42,7 @@ async fn sink_passes_the_conformance_suite() {
     };
     let mut suite = SinkSuite::new(SinkCtx::new(
         Conn::plain(&bootstrap),
-        SinkDelivery::AtLeastOnce,
+        DeliveryGuarantee::AtLeastOnce,
     ))
     .records_per_split(200);
     if let Err(f) = suite.run_all().await {
@@ -254,7 +254,7 @@ async fn transactional_sink_passes_the_conformance_suite_exactly_once() {
     };
     let mut suite = SinkSuite::new(SinkCtx::new(
         Conn::plain(&bootstrap),
-        SinkDelivery::ExactlyOnce,
+        DeliveryGuarantee::ExactlyOnce,
     ))
     .records_per_split(150);
     if let Err(f) = suite.run_all().await {

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use rivus_connector_kafka::connect::probe;
 use rivus_connector_kafka::{
-    KafkaProperties, OutRecord, SaslAuth, SinkDelivery, StartOffsets, StopOffsets,
-    ValueDeserializer,
+    KafkaProperties, OutRecord, SaslAuth, StartOffsets, StopOffsets, ValueDeserializer,
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::StringSchema;
@@ -84,7 +83,10 @@ async fn source_suite(conn: Conn) {
 
 /// The sink suite at-least-once and exactly-once.
 async fn sink_suites(conn: Conn) {
-    for delivery in [SinkDelivery::AtLeastOnce, SinkDelivery::ExactlyOnce] {
+    for delivery in [
+        DeliveryGuarantee::AtLeastOnce,
+        DeliveryGuarantee::ExactlyOnce,
+    ] {
         let mut suite = SinkSuite::new(SinkCtx::new(conn.clone(), delivery)).records_per_split(100);
         if let Err(f) = suite.run_all().await {
             panic!("{delivery:?}: {f}");

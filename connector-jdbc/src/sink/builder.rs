@@ -9,7 +9,7 @@ use serde_json::Value;
 use rivus_core::bulk::BulkConfig;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::schema::SchemaError;
-use rivus_core::{Error, Result};
+use rivus_core::{DeliveryGuarantee, Error, Result};
 
 use super::{JdbcSink, RowChange};
 use crate::dialect::Dialect;
@@ -89,11 +89,14 @@ impl JdbcSinkBuilder {
         self
     }
 
-    /// Exactly-once with prepared transactions: PostgreSQL's `PREPARE TRANSACTION` (needs
-    /// `max_prepared_transactions` above 0 on the server) or MySQL/MariaDB XA (needs MariaDB
-    /// 10.5 or MySQL 5.7.7 or later, checked at open). Refused for SQLite.
-    pub fn exactly_once(mut self, on: bool) -> Self {
-        self.s.exactly_once = on;
+    /// The delivery guarantee (default at-least-once: every batch written before a
+    /// checkpoint completes). `ExactlyOnce` writes through prepared transactions:
+    /// PostgreSQL's `PREPARE TRANSACTION` (needs `max_prepared_transactions` above 0 on the
+    /// server) or MySQL/MariaDB XA (needs MariaDB 10.5 or MySQL 5.7.7 or later, checked at
+    /// open); refused for SQLite. The sink never writes less than at-least-once:
+    /// `AtMostOnce` gives at-least-once.
+    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
+        self.s.exactly_once = g == DeliveryGuarantee::ExactlyOnce;
         self
     }
 

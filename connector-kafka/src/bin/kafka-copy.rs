@@ -17,8 +17,7 @@ use std::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rivus_connector_kafka::{
-    KafkaRecord, KafkaSink, KafkaSource, OutRecord, SinkDelivery, StartOffsets, StopOffsets,
-    TxnStep,
+    KafkaRecord, KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, TxnStep,
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -91,7 +90,7 @@ async fn main() -> Result<()> {
         .build(Copy)?;
     let sink = KafkaSink::builder(bootstrap)
         .topic(to.clone())
-        .delivery(SinkDelivery::ExactlyOnce)
+        .guarantee(DeliveryGuarantee::ExactlyOnce)
         .transactional_id_prefix(prefix.clone())
         .property("linger.ms", "5")
         .transaction_hook(crash_hook(std::env::var("KAFKA_COPY_CRASH").ok()))

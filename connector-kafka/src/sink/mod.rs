@@ -24,25 +24,12 @@ use offsets_txn::OffsetsTxn;
 use producer::ProducerHandle;
 use txn::{TxnManager, TxnSettings};
 
-/// What the sink promises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SinkDelivery {
-    /// Send and forget: a failure may lose records.
-    None,
-    /// Every record sent before a checkpoint is acknowledged by the broker before that
-    /// checkpoint completes; after a failure, records since the last checkpoint are sent again.
-    AtLeastOnce,
-    /// One transaction per checkpoint, committed when the checkpoint completes; readers with
-    /// `isolation.level=read_committed` see every record exactly once.
-    ExactlyOnce,
-}
-
 /// What a [`KafkaSinkBuilder`] sets, shared by the subtasks of what it builds.
 #[derive(Debug)]
 struct Settings {
     props: KafkaProperties,
     topic: Option<String>,
-    delivery: SinkDelivery,
+    delivery: DeliveryGuarantee,
     policy: ErrorPolicy,
     flush_timeout: Duration,
     txn: TxnSettings,
@@ -76,9 +63,15 @@ impl KafkaSinkBuilder {
         self
     }
 
-    /// The delivery guarantee (default at-least-once).
-    pub fn delivery(mut self, d: SinkDelivery) -> Self {
-        self.s.delivery = d;
+    /// The delivery guarantee (default at-least-once):
+    /// - `AtMostOnce`: send and forget; a failure may lose records.
+    /// - `AtLeastOnce`: every record sent before a checkpoint is acknowledged by the broker
+    ///   before that checkpoint completes; after a failure, records since the last checkpoint
+    ///   are sent again.
+    /// - `ExactlyOnce`: one transaction per checkpoint, committed when the checkpoint
+    ///   completes; readers with `isolation.level=read_committed` see every record once.
+    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
+        self.s.delivery = g;
         self
     }
 
@@ -209,7 +202,7 @@ impl KafkaSinkBuilder {
                 "transactions are managed by the sink (delivery = exactly-once), not set by hand",
             ));
         }
-        if s.delivery != SinkDelivery::None
+        if s.delivery != DeliveryGuarantee::AtMostOnce
             && s.props.get("acks").is_some_and(|a| a != "all" && a != "-1")
         {
             return Err(Error::config(
@@ -217,7 +210,7 @@ impl KafkaSinkBuilder {
                 "must be `all` for at-least-once or exactly-once",
             ));
         }
-        if s.delivery == SinkDelivery::ExactlyOnce {
+        if s.delivery == DeliveryGuarantee::ExactlyOnce {
             if s.txn.pool < 2 {
                 return Err(Error::config(
                     "sink.kafka.transaction_pool",
@@ -304,7 +297,7 @@ impl KafkaSink<()> {
             s: Settings {
                 props,
                 topic: None,
-                delivery: SinkDelivery::AtLeastOnce,
+                delivery: DeliveryGuarantee::AtLeastOnce,
                 policy: ErrorPolicy::Fail,
                 flush_timeout: Duration::from_secs(60),
                 txn: TxnSettings {
@@ -384,7 +377,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
             .metrics()
             .counter("rivus_kafka_producer_queue_full_total");
         let producer = match s.delivery {
-            SinkDelivery::ExactlyOnce if ctx.source_positions_offered() => {
+            DeliveryGuarantee::ExactlyOnce if ctx.source_positions_offered() => {
                 let prefix = s
                     .txn
                     .prefix
@@ -415,7 +408,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     .await?,
                 ))
             }
-            SinkDelivery::ExactlyOnce if ctx.worker().is_some() => {
+            DeliveryGuarantee::ExactlyOnce if ctx.worker().is_some() => {
                 return Err(Error::config(
                     format!("{}.delivery", s.path),
                     format!(
@@ -427,7 +420,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     ),
                 ));
             }
-            SinkDelivery::ExactlyOnce => {
+            DeliveryGuarantee::ExactlyOnce => {
                 let restored = self.restored.take().unwrap_or_else(|| {
                     Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
                 });
@@ -450,8 +443,8 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     .await?,
                 ))
             }
-            SinkDelivery::AtLeastOnce | SinkDelivery::None => {
-                let overrides: &[(&str, &str)] = if s.delivery == SinkDelivery::AtLeastOnce {
+            DeliveryGuarantee::AtLeastOnce | DeliveryGuarantee::AtMostOnce => {
+                let overrides: &[(&str, &str)] = if s.delivery == DeliveryGuarantee::AtLeastOnce {
                     &[("enable.idempotence", "true")]
                 } else {
                     &[]
@@ -501,7 +494,7 @@ impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
                 txn.commit_at(checkpoint_id).await?;
                 Ok(Vec::new())
             }
-            Producer::Plain(p) if delivery == SinkDelivery::AtLeastOnce => {
+            Producer::Plain(p) if delivery == DeliveryGuarantee::AtLeastOnce => {
                 p.flush(flush_timeout).await?;
                 Ok(Vec::new())
             }
@@ -523,17 +516,13 @@ impl<T: Send + 'static> CheckpointListener for KafkaSink<T> {
 #[async_trait]
 impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        match self.settings.delivery {
-            SinkDelivery::None => DeliveryGuarantee::AtMostOnce,
-            SinkDelivery::AtLeastOnce => DeliveryGuarantee::AtLeastOnce,
-            SinkDelivery::ExactlyOnce => DeliveryGuarantee::ExactlyOnce,
-        }
+        self.settings.delivery
     }
 
     /// Exactly-once: a group-mode Kafka source chained into the task has its offsets
     /// committed in this sink's transactions (KIP-447).
     fn commits_source_positions(&self) -> bool {
-        self.settings.delivery == SinkDelivery::ExactlyOnce
+        self.settings.delivery == DeliveryGuarantee::ExactlyOnce
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {

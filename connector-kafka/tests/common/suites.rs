@@ -5,7 +5,7 @@
 use rdkafka::producer::FutureProducer;
 use rivus_connector_kafka::{
     KafkaSink, KafkaSinkBuilder, KafkaSource, KafkaSourceBuilder, OutRecord, SaslAuth,
-    SinkDelivery, StartOffsets, ValueDeserializer,
+    StartOffsets, ValueDeserializer,
 };
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -130,11 +130,11 @@ impl SourceExternal for SourceCtx {
 pub struct SinkCtx {
     pub conn: Conn,
     pub topic: String,
-    pub delivery: SinkDelivery,
+    pub delivery: DeliveryGuarantee,
 }
 
 impl SinkCtx {
-    pub fn new(conn: Conn, delivery: SinkDelivery) -> Self {
+    pub fn new(conn: Conn, delivery: DeliveryGuarantee) -> Self {
         SinkCtx {
             conn,
             topic: String::new(),
@@ -158,7 +158,7 @@ impl SinkExternal for SinkCtx {
         self.conn
             .sink()
             .topic(&self.topic)
-            .delivery(self.delivery)
+            .guarantee(self.delivery)
             .transactional_id_prefix(self.topic.clone())
             .error_policy(policy)
             .property("linger.ms", "5")
