@@ -87,7 +87,9 @@ pub enum Error {
         message: String,
     },
 
-    /// A shared primitive (Handover, BulkProcessor) was closed while in use.
+    /// Something is not open: a shared primitive (Handover, BulkProcessor) closed while in
+    /// use, a function called before `open` or after `close`, or a connection the
+    /// connector dropped and has not made again. Retryable: a restart opens it anew.
     #[error("{0} is closed")]
     Closed(&'static str),
 

@@ -16,7 +16,7 @@ use super::coordinator::Coordinator;
 use super::plan::Plan;
 use super::restart::RestartStrategy;
 use super::task::TaskEnv;
-use crate::checkpoint::Holder;
+use crate::checkpoint::{CheckpointConfig, CompletedCheckpoint, Holder, OwnerLock};
 use crate::error::{Error, Result};
 use crate::guarantee::DeliveryGuarantee;
 
@@ -192,7 +192,8 @@ impl Job {
         }
     }
 
-    /// One attempt; what it did is summarised whether it failed or not.
+    /// One attempt; what it did is summarised whether it failed or not: take the checkpoint
+    /// store, find what to restore, start the tasks and the coordinator, wait for them all.
     pub(crate) async fn run_once(self) -> (JobSummary, Option<Error>) {
         let started = Instant::now();
         let Job {
@@ -214,96 +215,20 @@ impl Job {
             last_failure: None,
         };
         // One job, one owner: held until every task of this attempt has ended.
-        let owner = match &plan.checkpoint {
-            Some(c) => match c
-                .backend
-                .lock(&Holder::this_process(&plan.name, plan.worker.as_deref()))
-                .await
-            {
-                Ok(lock) => Some(lock),
-                Err(e) => return (summary, Some(e)),
-            },
-            None => None,
-        };
-        let restore = match &plan.checkpoint {
-            Some(c) => match c.backend.latest(&plan.name).await {
-                Ok(latest) => latest.map(Arc::new),
-                Err(e) => return (summary, Some(e)),
-            },
-            None => None,
+        let found =
+            own_and_find_restore(plan.checkpoint.as_ref(), &plan.name, plan.worker.as_deref());
+        let (owner, restore) = match found.await {
+            Ok(found) => found,
+            Err(e) => return (summary, Some(e)),
         };
         let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
-        let plan_counters = Arc::clone(&plan.counters);
         if let Some(id) = restored_from {
             tracing::info!(job = %plan.name, checkpoint = id, "restoring from checkpoint");
         }
-        let (report_tx, report_rx) = mpsc::unbounded_channel();
-        let mut mailboxes = Vec::new();
-        let mut is_source = Vec::new();
-        let mut set = JoinSet::new();
-        for (index, spec) in plan.tasks.into_iter().enumerate() {
-            let (tx, mailbox) = Mailbox::new();
-            mailboxes.push(tx);
-            is_source.push(spec.is_source);
-            let env = TaskEnv {
-                task: index,
-                mailbox,
-                reports: report_tx.clone(),
-                restore: restore.clone(),
-                cancel: cancel.clone(),
-                checkpointing: plan.checkpoint.is_some(),
-            };
-            let (name, subtask) = (spec.name, spec.subtask);
-            let fut = (spec.start)(env);
-            set.spawn(async move {
-                fut.await.map_err(|e| Error::Task {
-                    task: name,
-                    subtask,
-                    source: Box::new(e),
-                })
-            });
-        }
-        drop(report_tx);
-        let coordinator = Coordinator {
-            job: plan.name.clone(),
-            config: plan.checkpoint.clone(),
-            tasks: mailboxes,
-            is_source,
-            operators: plan.operators.clone(),
-            reports: report_rx,
-            stop: {
-                // A stop asked for before this attempt began (between two attempts) counts.
-                let mut rx = stop.subscribe();
-                if *rx.borrow() {
-                    rx.mark_changed();
-                }
-                rx
-            },
-            cancel: cancel.clone(),
-            next_id: restored_from.map_or(1, |id| id + 1),
-            buffer_timeout: plan.buffer_timeout,
-            completed: Arc::clone(&plan.completed),
-            history: Arc::clone(&plan.history),
-        };
+        let (name, counters) = (plan.name.clone(), Arc::clone(&plan.counters));
+        let (tasks, coordinator) = start(plan, restore, &stop, &cancel);
         let coord = tokio::spawn(coordinator.run());
-
-        let mut first: Option<Error> = None;
-        let mut hard_cancelled = false;
-        while let Some(joined) = set.join_next().await {
-            let result =
-                joined.unwrap_or_else(|e| Err(Error::connector("task panicked", e.to_string())));
-            if let Err(e) = result {
-                if first.is_none() && !e.is_cancelled() {
-                    tracing::error!(job = %plan.name, error = %e, "task failed: cancelling the job");
-                    first = Some(e);
-                    cancel.cancel();
-                } else if first.is_none() {
-                    // Cancelled without a root cause (a hard stop): keep looking for one.
-                    hard_cancelled = true;
-                    cancel.cancel();
-                }
-            }
-        }
+        let (mut first, hard_cancelled) = join_tasks(tasks, &cancel, &name).await;
         cancel.cancel();
         let stats = match coord.await {
             Ok(Ok(s)) => s,
@@ -324,8 +249,8 @@ impl Job {
         summary.checkpoints_aborted = stats.aborted;
         summary.last_checkpoint = stats.last_completed;
         summary.duration = started.elapsed();
-        summary.records_read = plan_counters.read.load(Ordering::Relaxed);
-        summary.records_written = plan_counters.written.load(Ordering::Relaxed);
+        summary.records_read = counters.read.load(Ordering::Relaxed);
+        summary.records_written = counters.written.load(Ordering::Relaxed);
         if first.is_none() && hard_cancelled {
             first = Some(Error::Cancelled);
         }
@@ -334,4 +259,111 @@ impl Job {
         }
         (summary, first)
     }
+}
+
+/// With checkpoints: takes the job's store (refused while another process holds it) and
+/// reads the newest checkpoint to restore from.
+async fn own_and_find_restore(
+    checkpoint: Option<&CheckpointConfig>,
+    job: &str,
+    worker: Option<&str>,
+) -> Result<(Option<OwnerLock>, Option<Arc<CompletedCheckpoint>>)> {
+    let Some(c) = checkpoint else {
+        return Ok((None, None));
+    };
+    let owner = c.backend.lock(&Holder::this_process(job, worker)).await?;
+    match c.backend.latest(job).await {
+        Ok(latest) => Ok((Some(owner), latest.map(Arc::new))),
+        Err(e) => {
+            owner.release().await;
+            Err(e)
+        }
+    }
+}
+
+/// Spawns every task of `plan`, each restoring from `restore`, and makes the coordinator
+/// that checkpoints them.
+fn start(
+    plan: Plan,
+    restore: Option<Arc<CompletedCheckpoint>>,
+    stop: &watch::Sender<bool>,
+    cancel: &CancellationToken,
+) -> (JoinSet<Result<()>>, Coordinator) {
+    let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
+    let (report_tx, report_rx) = mpsc::unbounded_channel();
+    let mut mailboxes = Vec::new();
+    let mut is_source = Vec::new();
+    let mut set = JoinSet::new();
+    for (index, spec) in plan.tasks.into_iter().enumerate() {
+        let (tx, mailbox) = Mailbox::new();
+        mailboxes.push(tx);
+        is_source.push(spec.is_source);
+        let env = TaskEnv {
+            task: index,
+            mailbox,
+            reports: report_tx.clone(),
+            restore: restore.clone(),
+            cancel: cancel.clone(),
+            checkpointing: plan.checkpoint.is_some(),
+        };
+        let (name, subtask) = (spec.name, spec.subtask);
+        let fut = (spec.start)(env);
+        set.spawn(async move {
+            fut.await.map_err(|e| Error::Task {
+                task: name,
+                subtask,
+                source: Box::new(e),
+            })
+        });
+    }
+    drop(report_tx);
+    let coordinator = Coordinator {
+        job: plan.name.clone(),
+        config: plan.checkpoint.clone(),
+        tasks: mailboxes,
+        is_source,
+        operators: plan.operators.clone(),
+        reports: report_rx,
+        stop: {
+            // A stop asked for before this attempt began (between two attempts) counts.
+            let mut rx = stop.subscribe();
+            if *rx.borrow() {
+                rx.mark_changed();
+            }
+            rx
+        },
+        cancel: cancel.clone(),
+        next_id: restored_from.map_or(1, |id| id + 1),
+        buffer_timeout: plan.buffer_timeout,
+        completed: Arc::clone(&plan.completed),
+        history: Arc::clone(&plan.history),
+    };
+    (set, coordinator)
+}
+
+/// Waits for every task. The first failure cancels the others and is returned; the flag says
+/// the job was cancelled without a failure of its own (a hard stop).
+async fn join_tasks(
+    mut set: JoinSet<Result<()>>,
+    cancel: &CancellationToken,
+    job: &str,
+) -> (Option<Error>, bool) {
+    let mut first: Option<Error> = None;
+    let mut hard_cancelled = false;
+    while let Some(joined) = set.join_next().await {
+        let result =
+            joined.unwrap_or_else(|e| Err(Error::connector("task panicked", e.to_string())));
+        if let Err(e) = result {
+            if first.is_none() && !e.is_cancelled() {
+                tracing::error!(job = %job, error = %e, "task failed: cancelling the job");
+                first = Some(e);
+                cancel.cancel();
+            } else if first.is_none() {
+                // Cancelled without a root cause (a hard stop): keep looking for one.
+                hard_cancelled = true;
+                cancel.cancel();
+            }
+        }
+    }
+    (first, hard_cancelled)
 }
