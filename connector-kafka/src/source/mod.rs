@@ -1,5 +1,6 @@
 //! [`KafkaSource`]: reads partitions with offsets in checkpointed state (see the crate docs).
 
+mod assigned;
 mod assignment;
 mod builder;
 mod fetcher;
@@ -10,28 +11,26 @@ mod offsets;
 pub(crate) mod offsets_link;
 mod subscription;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rdkafka::consumer::Consumer;
-use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
 use rivus_core::prelude::*;
 
-pub(crate) use assignment::{parse_tp, tp_key};
+pub(crate) use assignment::parse_tp;
 pub use builder::KafkaSourceBuilder;
 use builder::Settings;
 pub use offsets::{StartOffsets, StopOffsets};
 pub use subscription::Subscription;
 
 use crate::config::KafkaProperties;
-use crate::kafka_err;
 use crate::record::KafkaDeserializer;
-use fetcher::{Discovery, FetchBatch, Fetcher, Refused};
+use fetcher::FetchBatch;
 use lag::{LagContext, SourceConsumer};
 
 /// Checkpointed positions: `topic/partition` → next offset to read.
@@ -346,161 +345,7 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
         if self.settings.group_mode {
             return self.run_group(ctx).await;
         }
-        let settings = Arc::clone(&self.settings);
-        let (subtask, parallelism) = (self.subtask, self.parallelism);
-        let consumer = Arc::clone(&self.running()?.consumer);
-
-        // Which partitions are ours, and where each starts and (if bounded) stops.
-        let plan = {
-            let settings = Arc::clone(&settings);
-            let consumer = Arc::clone(&consumer);
-            let restored = ctx.state().clone();
-            tokio::task::spawn_blocking(move || {
-                offsets::plan(
-                    &settings.subscription,
-                    &settings.start,
-                    &settings.stop,
-                    &consumer,
-                    restored,
-                    subtask,
-                    parallelism,
-                )
-            })
-            .await
-            .map_err(|e| Error::connector("kafka source: planning offsets", e.to_string()))??
-        };
-        *ctx.state_mut() = plan
-            .positions
-            .iter()
-            .map(|((t, p), o)| (tp_key(t, *p), *o))
-            .collect();
-        let mut stop_at: BTreeMap<String, i64> = plan
-            .stop
-            .iter()
-            .map(|((t, p), o)| (tp_key(t, *p), *o))
-            .collect();
-        let bounded = !matches!(settings.stop, StopOffsets::Never);
-        let mut unfinished: BTreeSet<String> = ctx
-            .state()
-            .iter()
-            .filter(|(k, o)| !bounded || stop_at.get(*k).is_some_and(|s| **o < *s))
-            .map(|(k, _)| k.clone())
-            .collect();
-        tracing::info!(
-            subtask,
-            partitions = plan.positions.len(),
-            bounded,
-            "kafka source assigned"
-        );
-        if bounded && unfinished.is_empty() {
-            return Ok(());
-        }
-
-        let mut tpl = TopicPartitionList::new();
-        for ((t, p), o) in &plan.positions {
-            tpl.add_partition_offset(t, *p, Offset::Offset(*o))
-                .map_err(|e| kafka_err("kafka source: assign", e))?;
-        }
-        consumer
-            .assign(&tpl)
-            .map_err(|e| kafka_err("kafka source: assign", e))?;
-
-        let fetcher = Fetcher {
-            consumer: Arc::clone(&consumer),
-            handover: Arc::clone(&self.running()?.handover),
-            deserializer: Arc::clone(&self.deserializer),
-            running: Arc::clone(&self.running()?.alive),
-            max_batch: settings.max_batch,
-            discovery: match (&settings.subscription, settings.discovery, bounded) {
-                (Subscription::Partitions(_), _, _) | (_, None, _) | (_, _, true) => None,
-                (sub, Some(every), false) => Some(Discovery {
-                    every,
-                    subscription: sub.clone(),
-                    subtask,
-                    parallelism,
-                    known: plan.positions.keys().cloned().collect(),
-                }),
-            },
-            report_positions: bounded,
-        };
-        let thread = fetcher
-            .spawn(format!("kafka-consumer-{subtask}"))
-            .map_err(|e| Error::connector("kafka source: starting the consumer thread", e))?;
-        if let Some(r) = self.running.as_mut() {
-            r.thread = Some(thread);
-        }
-
-        let handover = Arc::clone(&self.running()?.handover);
-        loop {
-            let Some(batch) = self.next_batch(ctx, &handover).await? else {
-                return Ok(());
-            };
-            for (t, p) in batch.new_partitions {
-                ctx.state_mut().entry(tp_key(&t, p)).or_insert(0);
-            }
-            let r = self.running()?;
-            let n = batch.records.len() as u64;
-            // Per partition of the batch, once: its state key and whether it still runs.
-            let keys: Vec<String> = batch
-                .partitions
-                .iter()
-                .map(|(t, p)| tp_key(t, *p))
-                .collect();
-            let mut stops: Vec<Option<i64>> =
-                keys.iter().map(|k| stop_at.get(k).copied()).collect();
-            let mut live: Vec<bool> = keys
-                .iter()
-                .map(|k| !bounded || unfinished.contains(k))
-                .collect();
-            for f in batch.records {
-                if !live[f.part] {
-                    continue;
-                }
-                let key = &keys[f.part];
-                match ctx.state_mut().get_mut(key) {
-                    Some(slot) => *slot = f.offset + 1,
-                    None => {
-                        ctx.state_mut().insert(key.clone(), f.offset + 1);
-                    }
-                }
-                match f.value {
-                    Ok(v) => match f.timestamp {
-                        Some(ts) => ctx.collect_with_timestamp(v, ts).await?,
-                        None => ctx.collect(v).await?,
-                    },
-                    Err(refused) => {
-                        let Refused {
-                            error,
-                            position,
-                            value,
-                        } = *refused;
-                        r.handler.handle(position, &error, &value).await?;
-                    }
-                }
-                if stops[f.part].is_some_and(|s| f.offset + 1 >= s) {
-                    live[f.part] = false;
-                    stops[f.part] = None;
-                    unfinished.remove(key);
-                    stop_at.remove(key);
-                }
-            }
-            r.records.increment(n);
-            r.bytes.increment(batch.bytes);
-            // Read to the end although the last offsets carried no record (transaction
-            // markers): the consumer's position has passed the stop offset.
-            for (t, p, position) in batch.positions {
-                let key = tp_key(&t, p);
-                if stop_at.get(&key).is_some_and(|s| position >= *s) {
-                    let slot = ctx.state_mut().entry(key.clone()).or_insert(0);
-                    *slot = (*slot).max(position);
-                    unfinished.remove(&key);
-                    stop_at.remove(&key);
-                }
-            }
-            if bounded && unfinished.is_empty() {
-                return Ok(());
-            }
-        }
+        self.run_assigned(ctx).await
     }
 
     async fn on_checkpoint_events(
