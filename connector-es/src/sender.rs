@@ -38,49 +38,109 @@ impl EsBulkSender {
         labels.push(metrics::Label::new("reason", reason.to_owned()));
         metrics::counter!("rivus_es_item_failures_total", labels).increment(1);
     }
-}
 
-#[async_trait]
-impl BulkSender<BulkItem> for EsBulkSender {
-    async fn send(&self, items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
+    /// `POST _bulk` with `items`: the response's JSON, or what to do with the whole bulk (a
+    /// failed request, 429 or a server error: retry; another status: fail).
+    async fn request(
+        &self,
+        items: Vec<BulkItem>,
+    ) -> Result<(Vec<BulkItem>, Value), SendOutcome<BulkItem>> {
         let body: Vec<Bytes> = items.iter().map(|i| i.lines.clone()).collect();
         let size: usize = items.iter().map(BulkItem::size).sum();
         let response = match self.client.bulk(BulkParts::None).body(body).send().await {
             Ok(r) => r,
             Err(e) => {
-                return SendOutcome::Retry {
+                return Err(SendOutcome::Retry {
                     items,
                     reason: format!("bulk request failed: {e}"),
-                };
+                });
             }
         };
         let status = response.status_code();
         if status.as_u16() == 429 || status.is_server_error() {
-            return SendOutcome::Retry {
+            return Err(SendOutcome::Retry {
                 items,
                 reason: format!("bulk request answered {status}"),
-            };
+            });
         }
         if !status.is_success() {
             let text = response.text().await.unwrap_or_default();
             let text: String = text.chars().take(500).collect();
             let message = format!("HTTP {status}: {text}");
-            return SendOutcome::Failed(crate::error::status_err(
+            return Err(SendOutcome::Failed(crate::error::status_err(
                 "elasticsearch bulk",
                 status.as_u16(),
                 message,
-            ));
+            )));
         }
-        let v: Value = match response.json().await {
-            Ok(v) => v,
-            Err(e) => {
-                return SendOutcome::Retry {
-                    items,
-                    reason: format!("unreadable bulk response: {e}"),
-                }
+        match response.json().await {
+            Ok(v) => {
+                self.bytes.increment(size as u64);
+                Ok((items, v))
+            }
+            Err(e) => Err(SendOutcome::Retry {
+                items,
+                reason: format!("unreadable bulk response: {e}"),
+            }),
+        }
+    }
+
+    /// An item refused for good: the failure handler (which may re-add requests to `retry`,
+    /// counted in `readded`) decides, else the error policy takes it. `Err` fails the bulk.
+    async fn refused(
+        &self,
+        item: BulkItem,
+        code: u64,
+        err: &Value,
+        retry: &mut Vec<BulkItem>,
+        readded: &mut usize,
+    ) -> Result<(), Error> {
+        let kind = err["type"].as_str().unwrap_or("unknown").to_owned();
+        let text = err["reason"].as_str().unwrap_or("");
+        let reason = format!("{code} {kind}: {text}");
+        self.count_failure(&kind);
+        let action = match &self.failure_handler {
+            None => FailureAction::Policy,
+            Some(h) => {
+                let mut indexer = RequestIndexer::default();
+                let failure = ItemFailure {
+                    status: code as u16,
+                    error_type: &kind,
+                    reason: text,
+                    position: &item.position,
+                    request: &item.lines,
+                };
+                let action = h.on_failure(&failure, &mut indexer);
+                *readded += indexer.items.len();
+                retry.extend(indexer.items);
+                action
             }
         };
-        self.bytes.increment(size as u64);
+        match action {
+            FailureAction::Policy => {
+                self.handler
+                    .handle(&item.position, &reason, &item.lines)
+                    .await
+            }
+            FailureAction::Handled => {
+                self.count_failure("handled");
+                Ok(())
+            }
+            FailureAction::Fail(message) => Err(Error::connector(
+                format!("elasticsearch item {}", item.position),
+                format!("{reason}: {message}"),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl BulkSender<BulkItem> for EsBulkSender {
+    async fn send(&self, items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
+        let (items, v) = match self.request(items).await {
+            Ok(answered) => answered,
+            Err(outcome) => return outcome,
+        };
         if v["errors"] == Value::Bool(false) {
             self.docs.increment(items.len() as u64);
             return SendOutcome::Done;
@@ -106,70 +166,34 @@ impl BulkSender<BulkItem> for EsBulkSender {
                 .cloned()
                 .unwrap_or(Value::Null);
             let code = r["status"].as_u64().unwrap_or(0);
-            let Some(err) = r.get("error") else {
-                ok += 1; // includes deletes of missing documents (404 without an error)
-                continue;
-            };
-            if code == 429 {
-                retry.push(item);
-                continue;
-            }
-            let kind = err["type"].as_str().unwrap_or("unknown").to_owned();
-            let text = err["reason"].as_str().unwrap_or("");
-            let reason = format!("{code} {kind}: {text}");
-            self.count_failure(&kind);
-            let action = match &self.failure_handler {
-                None => FailureAction::Policy,
-                Some(h) => {
-                    let mut indexer = RequestIndexer::default();
-                    let failure = ItemFailure {
-                        status: code as u16,
-                        error_type: &kind,
-                        reason: text,
-                        position: &item.position,
-                        request: &item.lines,
-                    };
-                    let action = h.on_failure(&failure, &mut indexer);
-                    readded += indexer.items.len();
-                    retry.extend(indexer.items);
-                    action
-                }
-            };
-            match action {
-                FailureAction::Policy => {
+            match r.get("error") {
+                // Includes deletes of missing documents (404 without an error).
+                None => ok += 1,
+                Some(_) if code == 429 => retry.push(item),
+                Some(err) => {
                     if let Err(e) = self
-                        .handler
-                        .handle(&item.position, &reason, &item.lines)
+                        .refused(item, code, err, &mut retry, &mut readded)
                         .await
                     {
                         return SendOutcome::Failed(e);
                     }
                 }
-                FailureAction::Handled => self.count_failure("handled"),
-                FailureAction::Fail(message) => {
-                    return SendOutcome::Failed(Error::connector(
-                        format!("elasticsearch item {}", item.position),
-                        format!("{reason}: {message}"),
-                    ))
-                }
             }
         }
         self.docs.increment(ok);
         if retry.is_empty() {
-            SendOutcome::Done
-        } else {
-            let rejected = retry.len() - readded;
-            let reason = format!(
+            return SendOutcome::Done;
+        }
+        let rejected = retry.len() - readded;
+        if rejected > 0 {
+            self.count_failure("es_rejected_execution_exception");
+        }
+        SendOutcome::Retry {
+            items: retry,
+            reason: format!(
                 "{rejected} items rejected with 429 (es_rejected_execution_exception), \
                  {readded} re-added by the failure handler"
-            );
-            if rejected > 0 {
-                self.count_failure("es_rejected_execution_exception");
-            }
-            SendOutcome::Retry {
-                items: retry,
-                reason,
-            }
+            ),
         }
     }
 }
