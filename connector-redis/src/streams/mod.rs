@@ -19,6 +19,7 @@ use crate::connection::{Endpoint, RedisConnection};
 use crate::redact;
 
 mod group;
+mod read_loop;
 
 /// One stream entry, borrowed.
 #[derive(Debug, Clone, Copy)]
@@ -474,128 +475,7 @@ impl<T: Send + 'static> SourceFunction for RedisStreamsSource<T> {
     }
 
     async fn run(&mut self, ctx: &mut SourceContext<T, RedisStreamsState>) -> Result<()> {
-        let owned = self.owned();
-        ctx.state_mut().last.retain(|k, _| owned.contains(k));
-        if owned.is_empty() {
-            ctx.wait_for(std::future::pending::<()>()).await?;
-            return Ok(());
-        }
-        let handler = ErrorHandler::new(
-            self.settings.policy.clone(),
-            format!("redis-streams[{}]", self.share.subtask()),
-        )
-        .connector("redis-streams");
-        let decode = Arc::clone(&self.decode);
-        ctx.state_mut().emitted = 0;
-        let workers = self.worker.is_some();
-        if !workers {
-            // One process: every other consumer of the group is an earlier run's.
-            self.claim_pending(&owned).await?;
-        }
-        let mut last_claim = std::time::Instant::now();
-        // First this consumer's pending entries (delivered before a crash, never acknowledged),
-        // read after a cursor per stream; then new entries.
-        let mut recovering = true;
-        // During recovery, entries at or before these ids were emitted already: after a
-        // restore they are acknowledged (only their XACK was lost); after a reconnect within
-        // this run they are not (their checkpoint acknowledges them). In worker mode nothing is
-        // skipped after a restore: claimed entries are older than the ids read, so an id says
-        // nothing about whether an entry was emitted before the checkpoint (at-least-once).
-        let mut skip_upto = if workers {
-            BTreeMap::new()
-        } else {
-            self.restored.clone()
-        };
-        let mut ack_skipped = true;
-        let mut cursors: Vec<String> = owned.iter().map(|_| "0".to_owned()).collect();
-        let new_entries: Vec<String> = owned.iter().map(|_| ">".to_owned()).collect();
-        loop {
-            let ids = if recovering {
-                cursors.clone()
-            } else {
-                new_entries.clone()
-            };
-            // Not `wait_for_or_event`: a dropped XREADGROUP may already have moved entries into
-            // this consumer's pending list, and skipping them would leave a gap before later
-            // ids. The read blocks at most `block_ms`, so events wait no longer than that.
-            let waited = ctx.wait_for(self.read(&owned, &ids, !recovering)).await?;
-            self.on_events(ctx.take_events()).await?;
-            let reply = match waited {
-                None => return Ok(()),
-                Some(r) => match r? {
-                    Ok(reply) if !self.broken => reply,
-                    lost => {
-                        // A read may have been executed before the connection went: its
-                        // entries sit in this consumer's pending list unseen. Recover them
-                        // after the reconnect, skipping (without acknowledging) what was
-                        // already emitted.
-                        if let Err(e) = lost {
-                            tracing::warn!(error = %redact(&e.to_string()),
-                                "redis source: connection lost, reconnecting");
-                        }
-                        if !self.reconnect(ctx).await? {
-                            return Ok(());
-                        }
-                        self.ack(Vec::new()).await?;
-                        recovering = true;
-                        ack_skipped = false;
-                        skip_upto = ctx.state().last.clone();
-                        cursors = owned.iter().map(|_| "0".to_owned()).collect();
-                        continue;
-                    }
-                },
-            };
-            let n: usize = reply.keys.iter().map(|k| k.ids.len()).sum();
-            if recovering && n == 0 {
-                recovering = false;
-                continue;
-            }
-            let mut already: Vec<(String, String)> = Vec::new();
-            for key in &reply.keys {
-                if recovering {
-                    if let (Some(pos), Some(last)) =
-                        (owned.iter().position(|s| *s == key.key), key.ids.last())
-                    {
-                        cursors[pos] = last.id.clone();
-                    }
-                }
-                for e in &key.ids {
-                    // Emitted before the restored checkpoint, only its XACK was lost.
-                    if recovering
-                        && skip_upto
-                            .get(&key.key)
-                            .is_some_and(|last| parse_id(&e.id) <= parse_id(last))
-                    {
-                        if ack_skipped {
-                            already.push((key.key.clone(), e.id.clone()));
-                        }
-                        continue;
-                    }
-                    let fields = fields_of(&e.map);
-                    let entry = StreamEntry {
-                        stream: &key.key,
-                        id: &e.id,
-                        fields: &fields,
-                    };
-                    ctx.state_mut().last.insert(key.key.clone(), e.id.clone());
-                    self.emit(ctx, &handler, &*decode, entry).await?;
-                }
-            }
-            if !already.is_empty() {
-                self.ack(already).await?;
-            }
-            if workers && !recovering && last_claim.elapsed() >= self.settings.claim_idle / 2 {
-                last_claim = std::time::Instant::now();
-                for (stream, id, fields) in self.claim_idle(&owned).await? {
-                    let entry = StreamEntry {
-                        stream: &stream,
-                        id: &id,
-                        fields: &fields,
-                    };
-                    self.emit(ctx, &handler, &*decode, entry).await?;
-                }
-            }
-        }
+        read_loop::run(self, ctx).await
     }
 }
 
