@@ -16,7 +16,6 @@
 //! Layering follows rdkafka's: [`config`] wraps client properties (secrets redacted), the
 //! source and sink sit on rdkafka's `BaseConsumer` and `ThreadedProducer`.
 
-pub mod assign;
 pub mod config;
 pub mod connect;
 mod dead_letters;

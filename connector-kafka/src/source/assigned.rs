@@ -9,8 +9,8 @@ use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::prelude::*;
 
-use super::assignment::tp_key;
 use super::fetcher::{Discovery, FetchBatch, Fetcher, Refused};
+use super::group_assignment::tp_key;
 use super::offsets::{self, Plan, StopOffsets};
 use super::subscription::Subscription;
 use super::{KafkaSource, KafkaSourceState};

@@ -212,7 +212,7 @@ impl<T: Send + 'static> Fetcher<T> {
             .partitions(&self.consumer, Duration::from_secs(10))?;
         let mine: Vec<(String, i32)> = all
             .into_iter()
-            .filter(|(t, p)| crate::assign::owner(t, *p, d.parallelism) == d.subtask)
+            .filter(|(t, p)| super::owner::owner(t, *p, d.parallelism) == d.subtask)
             .filter(|tp| !d.known.contains(tp))
             .collect();
         if mine.is_empty() {

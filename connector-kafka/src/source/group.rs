@@ -21,7 +21,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rivus_core::{Error, Result, RuntimeContext};
 
-use super::assignment::tp_key;
+use super::group_assignment::tp_key;
 use super::offsets::{StartOffsets, StopOffsets};
 use super::subscription::Subscription;
 use crate::kafka_err;
@@ -244,7 +244,7 @@ impl View {
     /// held leave the state (a draining one stays until its transaction committed).
     fn refresh(
         &mut self,
-        assignment: &super::assignment::Assignment,
+        assignment: &super::group_assignment::Assignment,
         link: Option<&super::offsets_link::OffsetsLink>,
         state: &mut super::KafkaSourceState,
     ) -> bool {

@@ -13,7 +13,7 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::CompletedCheckpoints;
 
-use super::assignment::{parse_tp, Assignment};
+use super::group_assignment::{parse_tp, Assignment};
 use super::lag::SourceConsumer;
 use super::offsets_link::OffsetsLink;
 use super::KafkaSourceState;

@@ -13,7 +13,7 @@ pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
 /// group mode also follows the group's assignment.
 pub(crate) struct LagContext {
     pub group: MetricsGroup,
-    pub assignment: Option<super::assignment::Assignment>,
+    pub assignment: Option<super::group_assignment::Assignment>,
     /// Group mode with checkpoints: revocations wait for a commit covering the revoked
     /// partitions (see `offsets_link.rs`), at most `drain_limit`.
     pub link: Option<std::sync::Arc<super::offsets_link::OffsetsLink>>,
@@ -42,7 +42,10 @@ impl ClientContext for LagContext {
                 };
                 let Some(lag) = lag_of(p) else { continue };
                 self.group
-                    .with_label("partition", super::assignment::tp_key(topic, partition))
+                    .with_label(
+                        "partition",
+                        super::group_assignment::tp_key(topic, partition),
+                    )
                     .gauge("rivus_kafka_consumer_lag")
                     .set(lag as f64);
             }
@@ -60,7 +63,7 @@ impl ConsumerContext for LagContext {
         rebalance: &rdkafka::consumer::Rebalance<'_>,
     ) {
         if let (Some(link), rdkafka::consumer::Rebalance::Revoke(_)) = (&self.link, rebalance) {
-            let gone = super::assignment::rebalance_keys(rebalance);
+            let gone = super::group_assignment::rebalance_keys(rebalance);
             let started = std::time::Instant::now();
             if link.drain(gone, self.drain_limit) {
                 let waited_ms = started.elapsed().as_millis() as u64;

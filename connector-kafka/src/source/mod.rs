@@ -1,14 +1,15 @@
 //! [`KafkaSource`]: reads partitions with offsets in checkpointed state (see the crate docs).
 
 mod assigned;
-mod assignment;
 mod builder;
 mod fetcher;
 mod group;
+mod group_assignment;
 mod group_commit;
 mod lag;
 mod offsets;
 pub(crate) mod offsets_link;
+mod owner;
 mod subscription;
 
 use std::collections::BTreeMap;
@@ -22,9 +23,9 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::handover::{Handover, HandoverError};
 use rivus_core::prelude::*;
 
-pub(crate) use assignment::parse_tp;
 pub use builder::KafkaSourceBuilder;
 use builder::Settings;
+pub(crate) use group_assignment::parse_tp;
 pub use offsets::{StartOffsets, StopOffsets};
 pub use subscription::Subscription;
 
@@ -56,7 +57,7 @@ struct Running<T> {
     alive: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     /// Group mode: the partitions the group gave this consumer now.
-    assignment: Option<assignment::Assignment>,
+    assignment: Option<group_assignment::Assignment>,
     /// Group mode: the barriers' positions and what commits them, shared with an
     /// exactly-once Kafka sink chained into the task if there is one (see `offsets_link.rs`).
     link: Option<Arc<offsets_link::OffsetsLink>>,
@@ -152,7 +153,10 @@ impl<T: Send + 'static> KafkaSource<T> {
             return;
         }
         // In group mode, only what the group gives this consumer now.
-        let held = r.assignment.as_ref().map(assignment::Assignment::current);
+        let held = r
+            .assignment
+            .as_ref()
+            .map(group_assignment::Assignment::current);
         group_commit::commit(&r.consumer, held, state, &r.commits).await;
     }
 
@@ -219,7 +223,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             // The lag gauge comes from librdkafka's statistics, every 10 s.
             config.set("statistics.interval.ms", "10000");
         }
-        let assignment = s.group_mode.then(assignment::Assignment::default);
+        let assignment = s.group_mode.then(group_assignment::Assignment::default);
         let link = s.group_mode.then(|| {
             ctx.task_shared()
                 .get_or_insert_with(offsets_link::OffsetsLink::default)

@@ -9,7 +9,7 @@ use super::lag::SourceConsumer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::{Error, Result};
 
-use super::assignment::parse_tp;
+use super::group_assignment::parse_tp;
 use super::subscription::Subscription;
 use super::KafkaSourceState;
 use crate::kafka_err;
@@ -74,7 +74,7 @@ pub(crate) fn plan(
         .collect();
     let mine: Vec<(String, i32)> = all
         .into_iter()
-        .filter(|(t, p)| crate::assign::owner(t, *p, parallelism) == subtask)
+        .filter(|(t, p)| super::owner::owner(t, *p, parallelism) == subtask)
         .collect();
 
     let mut positions = BTreeMap::new();

@@ -31,7 +31,7 @@ use parking_lot::{Condvar, Mutex};
 
 use rdkafka::consumer::ConsumerGroupMetadata;
 
-use super::assignment::Assignment;
+use super::group_assignment::Assignment;
 
 /// Barriers kept for a completion at most (a checkpoint completes within a few barriers).
 const MAX_PENDING: usize = 64;

@@ -1,4 +1,4 @@
-//! Which subtask reads which partition: deterministic, stable when partitions or topics are
+//! Which subtask reads which partition outside group mode: deterministic, stable when partitions or topics are
 //! added (each partition keeps its owner), and spreading a topic's partitions round-robin from a
 //! topic-dependent start — the rule Flink's Kafka source uses.
 
