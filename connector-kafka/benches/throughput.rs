@@ -17,7 +17,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
-    KafkaDeserializer, KafkaProperties, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SaslAuth,
+    KafkaConfig, KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SaslAuth,
     StartOffsets, StopOffsets,
 };
 use rivus_core::prelude::*;
@@ -42,7 +42,7 @@ use rivus_testkit::services::unique_name as unique;
 /// properties (TLS and SASL included). Topics are made and removed on the plaintext listener.
 #[derive(Clone)]
 struct Listener {
-    props: KafkaProperties,
+    props: KafkaConfig,
 }
 
 impl Listener {
@@ -53,16 +53,16 @@ impl Listener {
             ..TlsFiles::default()
         };
         let props = match which.as_str() {
-            "" | "plaintext" => KafkaProperties::new(Service::Kafka.url()),
+            "" | "plaintext" => KafkaConfig::new(Service::Kafka.url()),
             "sasl_ssl" => {
                 let (user, password) = kafka_sasl_user();
-                let mut p = KafkaProperties::new(Service::KafkaSasl.url());
+                let mut p = KafkaConfig::new(Service::KafkaSasl.url());
                 p.set_tls(ca())
                     .set_sasl(SaslAuth::new("SCRAM-SHA-512", user, password));
                 p
             }
             "mtls" => {
-                let mut p = KafkaProperties::new(Service::KafkaSsl.url());
+                let mut p = KafkaConfig::new(Service::KafkaSsl.url());
                 p.set_tls(TlsFiles {
                     client_cert: Some(tls_dir().join("client.crt")),
                     client_key: Some(tls_dir().join("client.key")),
@@ -125,7 +125,7 @@ fn raw_produce(l: &Listener, topic: &str, n: u64, size: usize) -> f64 {
 }
 
 async fn rivus_produce(l: &Listener, topic: &str, n: u64, size: usize) -> f64 {
-    let mut b = KafkaSink::builder_with(l.props.clone()).topic(topic);
+    let mut b = KafkaSink::builder(l.props.clone()).topic(topic);
     for (k, v) in PRODUCER_SETTINGS {
         b = b.property(k, v);
     }
@@ -190,7 +190,7 @@ impl KafkaDeserializer<usize> for Len {
 }
 
 async fn rivus_consume(l: &Listener, topic: &str, n: u64) -> f64 {
-    let mut b = KafkaSource::builder_with(l.props.clone());
+    let mut b = KafkaSource::builder(l.props.clone());
     for kv in std::env::var("RIVUS_BENCH_CONSUMER_PROPS")
         .unwrap_or_default()
         .split(',')

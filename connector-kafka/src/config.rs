@@ -16,7 +16,7 @@ use crate::security::{SaslAuth, Security};
 /// Values of keys that hold secrets (passwords, keys, tokens, JAAS configs) never appear in
 /// `Debug` output or error messages.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct KafkaProperties {
+pub struct KafkaConfig {
     props: BTreeMap<String, String>,
     security: Security,
     connect_timeout: Option<Duration>,
@@ -41,7 +41,7 @@ pub fn is_secret(key: &str) -> bool {
     .any(|s| k.contains(s))
 }
 
-impl fmt::Debug for KafkaProperties {
+impl fmt::Debug for KafkaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut m = f.debug_map();
         for (k, v) in &self.props {
@@ -61,10 +61,31 @@ impl fmt::Debug for KafkaProperties {
     }
 }
 
-impl KafkaProperties {
+impl From<&str> for KafkaConfig {
+    /// The settings of a client of `bootstrap_servers`, nothing else set.
+    fn from(bootstrap_servers: &str) -> Self {
+        KafkaConfig::new(bootstrap_servers)
+    }
+}
+
+impl From<String> for KafkaConfig {
+    /// The settings of a client of `bootstrap_servers`, nothing else set.
+    fn from(bootstrap_servers: String) -> Self {
+        KafkaConfig::new(bootstrap_servers)
+    }
+}
+
+impl From<&String> for KafkaConfig {
+    /// The settings of a client of `bootstrap_servers`, nothing else set.
+    fn from(bootstrap_servers: &String) -> Self {
+        KafkaConfig::new(bootstrap_servers.as_str())
+    }
+}
+
+impl KafkaConfig {
     /// Properties with `bootstrap.servers` set.
     pub fn new(bootstrap_servers: impl Into<String>) -> Self {
-        let mut p = KafkaProperties::default();
+        let mut p = KafkaConfig::default();
         p.set("bootstrap.servers", bootstrap_servers);
         p
     }
@@ -200,15 +221,13 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted_and_bad_config_names_the_field() {
-        let mut p = KafkaProperties::new("127.0.0.1:9092");
+        let mut p = KafkaConfig::new("127.0.0.1:9092");
         p.set("sasl.password", "hunter2")
             .set("sasl.username", "alice");
         let shown = format!("{p:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("alice"));
-        let err = KafkaProperties::default()
-            .validate("source.kafka")
-            .unwrap_err();
+        let err = KafkaConfig::default().validate("source.kafka").unwrap_err();
         assert!(
             err.to_string().contains("source.kafka.bootstrap.servers"),
             "{err}"
@@ -223,7 +242,7 @@ mod tests {
 
     #[test]
     fn librdkafka_refusals_name_the_property_without_its_secret() {
-        let mut p = KafkaProperties::new("127.0.0.1:9092");
+        let mut p = KafkaConfig::new("127.0.0.1:9092");
         p.set("security.protocol", "SASL_SSL")
             .set("sasl.mechanism", "SCRAM-SHA-512")
             .set("sasl.password", "hunter2");
@@ -242,7 +261,7 @@ mod tests {
         p.set("no.such.property", "hunter2");
         let e = p.validate("sink.kafka").unwrap_err().to_string();
         assert!(!e.contains("hunter2"), "{e}");
-        let mut p = KafkaProperties::new("h:9095");
+        let mut p = KafkaConfig::new("h:9095");
         p.set_sasl(SaslAuth::new("PLAIN", "alice", "s3cr3t-pw"));
         assert_eq!(p.endpoint(), "h:9095 (SASL_SSL, PLAIN, user alice)");
         let shown = format!("{p:?}");

@@ -14,7 +14,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 use rivus_core::{Error, Result};
 
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 
 /// What one metadata request found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ fn is_tls_alert(code: RDKafkaErrorCode, reason: &str) -> bool {
 /// authentication or TLS ends the wait at once; a topic the client may not read or write is an
 /// authorization error naming the topic. Errors never contain secrets.
 pub async fn probe(
-    props: &KafkaProperties,
+    props: &KafkaConfig,
     topics: &[String],
     timeout: Duration,
 ) -> Result<ClusterInfo> {

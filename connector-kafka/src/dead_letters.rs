@@ -10,12 +10,12 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
 use rivus_core::{Error, Result};
 
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 
 /// Writes dead letters to a Kafka topic.
 pub struct KafkaDeadLetterQueue {
     producer: FutureProducer,
-    props: KafkaProperties,
+    props: KafkaConfig,
     topic: String,
     timeout: Duration,
 }
@@ -33,7 +33,7 @@ impl KafkaDeadLetterQueue {
     /// A producer for `topic` on the cluster of `props` (security included); it connects
     /// lazily, so a wrong address shows at the first letter. `path` names the settings in
     /// errors.
-    pub fn new(props: KafkaProperties, topic: impl Into<String>, path: &str) -> Result<Self> {
+    pub fn new(props: KafkaConfig, topic: impl Into<String>, path: &str) -> Result<Self> {
         let topic = topic.into();
         if topic.is_empty() {
             return Err(Error::config(format!("{path}.topic"), "must not be empty"));

@@ -27,7 +27,7 @@ pub mod security;
 mod sink;
 mod source;
 
-pub use config::KafkaProperties;
+pub use config::KafkaConfig;
 pub use dead_letters::KafkaDeadLetterQueue;
 pub(crate) use error::kafka_err;
 pub use record::{

@@ -21,8 +21,8 @@ use rivus_core::tls::TlsFiles;
 use rivus_core::{DeliveryGuarantee, Result};
 
 use crate::{
-    KafkaDeadLetterQueue, KafkaProperties, KafkaSink, KafkaSource, SaslAuth, StartOffsets,
-    StopOffsets, ValueDeserializer, ValueSerializer,
+    KafkaConfig, KafkaDeadLetterQueue, KafkaSink, KafkaSource, SaslAuth, StartOffsets, StopOffsets,
+    ValueDeserializer, ValueSerializer,
 };
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
@@ -121,8 +121,8 @@ fn client(
     tls: &Option<TlsFiles>,
     sasl: &Option<SaslAuth>,
     properties: &BTreeMap<String, String>,
-) -> KafkaProperties {
-    let mut p = KafkaProperties::new(bootstrap_servers);
+) -> KafkaConfig {
+    let mut p = KafkaConfig::new(bootstrap_servers);
     for (k, v) in properties {
         p.set(k, v);
     }
@@ -136,7 +136,7 @@ fn client(
 }
 
 /// One metadata round trip through the connector's probe.
-async fn healthcheck(props: KafkaProperties) -> Health {
+async fn healthcheck(props: KafkaConfig) -> Health {
     let address = props.endpoint();
     let outcome = match props.validate("kafka") {
         Err(e) => Err(e.to_string()),
@@ -150,7 +150,7 @@ async fn healthcheck(props: KafkaProperties) -> Health {
 
 impl KafkaSourceSection {
     /// The client properties this section gives.
-    pub fn properties(&self) -> KafkaProperties {
+    pub fn properties(&self) -> KafkaConfig {
         client(
             &self.bootstrap_servers,
             &self.tls,
@@ -162,7 +162,7 @@ impl KafkaSourceSection {
     /// The source, values read in the section's format, bad records to `policy`; errors
     /// name fields below `path`.
     pub fn source(&self, policy: ErrorPolicy, path: &str) -> Result<KafkaSource<Value>> {
-        let mut b = KafkaSource::builder_with(self.properties())
+        let mut b = KafkaSource::builder(self.properties())
             .path(path)
             .topics(self.topics.clone())
             .start(match self.start {
@@ -191,7 +191,7 @@ impl KafkaSourceSection {
 
 impl KafkaSinkSection {
     /// The client properties this section gives.
-    pub fn properties(&self) -> KafkaProperties {
+    pub fn properties(&self) -> KafkaConfig {
         client(
             &self.bootstrap_servers,
             &self.tls,
@@ -203,7 +203,7 @@ impl KafkaSinkSection {
     /// The sink, records in the section's format, the key from `key_field`, bad records to
     /// `policy`; errors name fields below `path`.
     pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<KafkaSink<Value>> {
-        let b = KafkaSink::builder_with(self.properties())
+        let b = KafkaSink::builder(self.properties())
             .path(path)
             .topic(&self.topic)
             .guarantee(if self.exactly_once {
@@ -228,7 +228,7 @@ impl KafkaSinkSection {
 
 impl KafkaDestinationSection {
     /// The client properties this section gives.
-    pub fn properties(&self) -> KafkaProperties {
+    pub fn properties(&self) -> KafkaConfig {
         client(
             &self.bootstrap_servers,
             &self.tls,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rivus_connector_kafka::connect::probe;
 use rivus_connector_kafka::{
-    KafkaProperties, OutRecord, SaslAuth, StartOffsets, StopOffsets, ValueDeserializer,
+    KafkaConfig, OutRecord, SaslAuth, StartOffsets, StopOffsets, ValueDeserializer,
 };
 use rivus_core::prelude::*;
 use rivus_core::schema::StringSchema;
@@ -61,8 +61,8 @@ fn mutual_tls() -> Option<Conn> {
     })
 }
 
-fn props(conn: &Conn) -> KafkaProperties {
-    let mut p = KafkaProperties::new(&conn.bootstrap);
+fn props(conn: &Conn) -> KafkaConfig {
+    let mut p = KafkaConfig::new(&conn.bootstrap);
     if let Some(t) = &conn.tls {
         p.set_tls(t.clone());
     }

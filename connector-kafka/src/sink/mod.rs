@@ -18,7 +18,7 @@ pub use producer::PRODUCER_QUEUE;
 pub use txn::{PendingTxn, TxnHook, TxnStep};
 pub use wal::WalRef;
 
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 use crate::record::KafkaSerializer;
 use offsets_txn::OffsetsTxn;
 use producer::ProducerHandle;
@@ -27,7 +27,7 @@ use txn::{TxnManager, TxnSettings};
 /// What a [`KafkaSinkBuilder`] sets, shared by the subtasks of what it builds.
 #[derive(Debug)]
 struct Settings {
-    props: KafkaProperties,
+    props: KafkaConfig,
     topic: Option<String>,
     delivery: DeliveryGuarantee,
     policy: ErrorPolicy,
@@ -286,13 +286,10 @@ impl<T> Clone for KafkaSink<T> {
 }
 
 impl KafkaSink<()> {
-    /// Starts a builder for a sink writing to `bootstrap_servers`.
-    pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSinkBuilder {
-        Self::builder_with(KafkaProperties::new(bootstrap_servers))
-    }
-
-    /// Starts a builder from client properties made elsewhere (bootstrap servers, TLS, SASL).
-    pub fn builder_with(props: KafkaProperties) -> KafkaSinkBuilder {
+    /// Starts a builder for a sink writing to the brokers of `config`: bootstrap servers
+    /// (`"host:9092"`) or a whole [`KafkaConfig`] (TLS, SASL, librdkafka properties).
+    pub fn builder(config: impl Into<KafkaConfig>) -> KafkaSinkBuilder {
+        let props = config.into();
         KafkaSinkBuilder {
             s: Settings {
                 props,

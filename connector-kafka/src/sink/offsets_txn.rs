@@ -20,7 +20,7 @@ use rivus_core::{Error, Result};
 
 use super::producer::ProducerHandle;
 use super::txn::{TxnHook, TxnStep};
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 use crate::record::OutRecord;
 use crate::source::offsets_link::OffsetsLink;
 use crate::source::parse_tp;
@@ -43,7 +43,7 @@ impl OffsetsTxn {
     /// Creates the producer of transactional id `tid` and fences its earlier incarnation
     /// (aborting what it left open).
     pub async fn open(
-        props: &KafkaProperties,
+        props: &KafkaConfig,
         tid: String,
         link: Arc<OffsetsLink>,
         timeout: Duration,

@@ -38,7 +38,7 @@ use rivus_core::{Error, Restored, Result};
 
 use super::producer::ProducerHandle;
 use super::wal::{self, WalReader, WalRef, WalWriter};
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 use crate::kafka_err;
 use crate::record::OutRecord;
 
@@ -155,7 +155,7 @@ impl TxnManager {
     /// transactions this subtask inherits. `log_dir` holds the slots' logs; a pre-commit
     /// waits at most `flush_timeout` for its deliveries.
     pub async fn open(
-        props: &KafkaProperties,
+        props: &KafkaConfig,
         s: &TxnSettings,
         default_prefix: String,
         log_dir: PathBuf,
@@ -416,7 +416,7 @@ impl TxnManager {
     }
 }
 
-async fn ensure_marker_topic(props: &KafkaProperties, topic: &str) -> Result<()> {
+async fn ensure_marker_topic(props: &KafkaConfig, topic: &str) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = props
         .client_config(&[])
         .create()
@@ -436,7 +436,7 @@ async fn ensure_marker_topic(props: &KafkaProperties, topic: &str) -> Result<()>
 }
 
 /// Latest committed checkpoint per transactional id, from the marker topic.
-async fn read_markers(props: &KafkaProperties, topic: &str) -> Result<BTreeMap<String, u64>> {
+async fn read_markers(props: &KafkaConfig, topic: &str) -> Result<BTreeMap<String, u64>> {
     let cfg = props.client_config(&[
         ("isolation.level", "read_committed"),
         ("enable.partition.eof", "true"),

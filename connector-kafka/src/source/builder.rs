@@ -10,13 +10,13 @@ use rivus_core::prelude::*;
 use super::offsets::{StartOffsets, StopOffsets};
 use super::subscription::Subscription;
 use super::{group, KafkaSource};
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 use crate::record::KafkaDeserializer;
 
 /// What a [`KafkaSourceBuilder`] sets, shared by the subtasks of what it builds.
 #[derive(Debug)]
 pub(super) struct Settings {
-    pub(super) props: KafkaProperties,
+    pub(super) props: KafkaConfig,
     pub(super) subscription: Subscription,
     pub(super) start: StartOffsets,
     pub(super) stop: StopOffsets,

@@ -29,7 +29,7 @@ pub(crate) use group_assignment::parse_tp;
 pub use offsets::{StartOffsets, StopOffsets};
 pub use subscription::Subscription;
 
-use crate::config::KafkaProperties;
+use crate::config::KafkaConfig;
 use crate::record::KafkaDeserializer;
 use fetcher::FetchBatch;
 use lag::{LagContext, SourceConsumer};
@@ -107,13 +107,10 @@ impl<T> Clone for KafkaSource<T> {
 pub(crate) const DEFAULT_PATH: &str = "source.kafka";
 
 impl KafkaSource<()> {
-    /// Starts a builder for a source reading from `bootstrap_servers`.
-    pub fn builder(bootstrap_servers: impl Into<String>) -> KafkaSourceBuilder {
-        Self::builder_with(KafkaProperties::new(bootstrap_servers))
-    }
-
-    /// Starts a builder from client properties made elsewhere (bootstrap servers, TLS, SASL).
-    pub fn builder_with(props: KafkaProperties) -> KafkaSourceBuilder {
+    /// Starts a builder for a source reading from the brokers of `config`: bootstrap servers
+    /// (`"host:9092"`) or a whole [`KafkaConfig`] (TLS, SASL, librdkafka properties).
+    pub fn builder(config: impl Into<KafkaConfig>) -> KafkaSourceBuilder {
+        let props = config.into();
         KafkaSourceBuilder {
             s: Settings {
                 props,
