@@ -342,7 +342,7 @@ async fn generated_orders_go_into_a_redis_cluster() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let endpoint = rivus_connector_redis::Endpoint::cluster(nodes.split(','));
+    let endpoint = rivus_connector_redis::RedisConfig::cluster(nodes.split(','));
     let mut con = endpoint.open().await.unwrap();
     let mut found = 0;
     for id in 0..500 {

@@ -1,158 +1,15 @@
-//! Where Redis is and how to reach it — one server or the seed nodes of a cluster, TLS files,
-//! timeouts ([`Endpoint`]) — and the connection the sink and the Streams source share.
-
-use std::path::PathBuf;
-use std::time::Duration;
+//! The connection the sink and the Streams source share: opened from a
+//! [`RedisConfig`](crate::RedisConfig), to one server (reconnecting by itself) or a cluster.
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, ClientTlsConfig, Cmd, Pipeline, RedisFuture, TlsCertificates};
-use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
-use crate::redact;
+use crate::config::RedisConfig;
 
-/// How to reach Redis: one server (`redis://`, `rediss://` for TLS, `unix://`) or a cluster
-/// (seed nodes; the rest of the topology is discovered), with the CA and client certificate
-/// files for TLS and the timeouts.
-///
-/// A `&str` or `String` converts into a standalone endpoint, so `RedisSink::builder(url)` keeps
-/// working; `Endpoint::cluster([...])` names the seed nodes of a cluster.
-#[derive(Clone)]
-pub struct Endpoint {
-    urls: Vec<String>,
-    cluster: bool,
-    tls: TlsFiles,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-}
-
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
-        f.debug_struct("Endpoint")
-            .field("urls", &urls)
-            .field("cluster", &self.cluster)
-            .field("tls", &self.tls)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
-            .finish()
-    }
-}
-
-impl From<&str> for Endpoint {
-    fn from(url: &str) -> Self {
-        Endpoint::new(url)
-    }
-}
-
-impl From<&String> for Endpoint {
-    fn from(url: &String) -> Self {
-        Endpoint::new(url.as_str())
-    }
-}
-
-impl From<String> for Endpoint {
-    fn from(url: String) -> Self {
-        Endpoint::new(url)
-    }
-}
-
-impl Endpoint {
-    /// One server: `redis://[user:password@]host:port/db`, `rediss://...` (TLS) or
-    /// `unix:///path`.
-    pub fn new(url: impl Into<String>) -> Self {
-        Endpoint {
-            urls: vec![url.into()],
-            cluster: false,
-            tls: TlsFiles::default(),
-            connect_timeout: Duration::from_secs(5),
-            response_timeout: Duration::from_secs(10),
-        }
-    }
-
-    /// A Redis Cluster, reached through any of these seed nodes (`redis://` or `rediss://`).
-    /// Commands are routed by their key's hash slot.
-    pub fn cluster<I: IntoIterator<Item = S>, S: Into<String>>(nodes: I) -> Self {
-        let mut e = Endpoint::new(String::new());
-        e.urls = nodes.into_iter().map(Into::into).collect();
-        e.cluster = true;
-        e
-    }
-
-    /// Trust this CA (PEM) for `rediss://` instead of the system's roots.
-    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.tls.ca_file = Some(path.into());
-        self
-    }
-
-    /// Present this client certificate and key (PEM) on `rediss://` (servers with
-    /// `tls-auth-clients yes`).
-    pub fn client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
-        self.tls.client_cert = Some(cert.into());
-        self.tls.client_key = Some(key.into());
-        self
-    }
-
-    /// All TLS files at once (CA, client certificate and key).
-    pub fn tls(mut self, files: TlsFiles) -> Self {
-        self.tls = files;
-        self
-    }
-
-    /// Time to establish a connection (default 5 s).
-    pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.connect_timeout = d;
-        self
-    }
-
-    /// Time to wait for a reply (default 10 s); a timeout counts as a lost connection and the
-    /// pipeline or read is retried.
-    pub fn response_timeout(mut self, d: Duration) -> Self {
-        self.response_timeout = d;
-        self
-    }
-
-    /// True for a cluster endpoint.
-    pub fn is_cluster(&self) -> bool {
-        self.cluster
-    }
-
-    /// The URLs, redacted (for messages).
-    pub fn describe(&self) -> String {
-        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
-        urls.join(",")
-    }
-
-    pub(crate) fn response_timeout_value(&self) -> Duration {
-        self.response_timeout
-    }
-
-    /// Checks the URLs and the TLS files; `field` is the settings path (`sink.redis`).
-    pub(crate) fn validate(&self, field: &str) -> Result<()> {
-        if self.urls.is_empty() || self.urls.iter().any(|u| u.is_empty()) {
-            return Err(Error::config(format!("{field}.url"), "no Redis URL given"));
-        }
-        for url in &self.urls {
-            crate::open_client(url, field)?;
-            if self.cluster && url.starts_with("unix://") {
-                return Err(Error::config(
-                    format!("{field}.url"),
-                    format!("`{}`: cluster nodes are reached over TCP", redact(url)),
-                ));
-            }
-            self.tls.validate(field, url, "rediss://")?;
-        }
-        if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err(Error::config(
-                format!("{field}.timeout"),
-                "timeouts must be above zero",
-            ));
-        }
-        Ok(())
-    }
-
+impl RedisConfig {
     fn certificates(&self, field: &str) -> Result<Option<TlsCertificates>> {
         if self.tls.is_empty() {
             return Ok(None);
@@ -257,7 +114,7 @@ impl Endpoint {
     }
 }
 
-/// A connection to one server or to a cluster, opened by [`Endpoint::open`]; it implements
+/// A connection to one server or to a cluster, opened by [`RedisConfig::open`]; it implements
 /// `redis::aio::ConnectionLike`, so `redis::AsyncCommands` and pipelines work on it (on a
 /// cluster, a pipeline must stay within one hash slot).
 #[derive(Clone)]
@@ -337,27 +194,5 @@ mod tests {
         assert!(groups.contains(&vec!["{a}1", "{a}2"]));
         assert!(groups.contains(&vec!["b", "b"]));
         assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 5);
-    }
-
-    #[test]
-    fn tls_files_need_rediss_and_exist() {
-        let e = Endpoint::new("redis://127.0.0.1/").ca_file("/etc/hostname");
-        let err = e.validate("sink.redis").unwrap_err().to_string();
-        assert!(err.contains("sink.redis.tls"), "{err}");
-        let e = Endpoint::new("rediss://127.0.0.1/").ca_file("/no/such/ca.pem");
-        let err = e.validate("sink.redis").unwrap_err().to_string();
-        assert!(err.contains("sink.redis.tls.ca_file"), "{err}");
-        assert!(err.contains("/no/such/ca.pem"), "{err}");
-        let e = Endpoint::cluster(["unix:///tmp/r.sock"]);
-        assert!(e.validate("sink.redis").is_err());
-        let e = Endpoint::cluster(Vec::<String>::new());
-        assert!(e.validate("sink.redis").is_err());
-    }
-
-    #[test]
-    fn debug_redacts_passwords() {
-        let e = Endpoint::cluster(["redis://u:hunter2@127.0.0.1:7001/"]);
-        let s = format!("{e:?}");
-        assert!(!s.contains("hunter2"), "{s}");
     }
 }

@@ -9,11 +9,12 @@ use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
 use rivus_core::{Error, Result};
 use tokio::sync::OnceCell;
 
-use crate::connection::{Endpoint, RedisConnection};
+use crate::config::RedisConfig;
+use crate::connection::RedisConnection;
 
 /// Writes dead letters to a Redis stream.
 pub struct RedisDeadLetterQueue {
-    endpoint: Endpoint,
+    endpoint: RedisConfig,
     stream: String,
     conn: OnceCell<RedisConnection>,
 }
@@ -30,7 +31,7 @@ impl std::fmt::Debug for RedisDeadLetterQueue {
 impl RedisDeadLetterQueue {
     /// Letters to `stream` on `endpoint`; it connects at the first letter (and reconnects by
     /// itself after). `path` names the settings in errors.
-    pub fn new(endpoint: Endpoint, stream: impl Into<String>, path: &str) -> Result<Self> {
+    pub fn new(endpoint: RedisConfig, stream: impl Into<String>, path: &str) -> Result<Self> {
         let stream = stream.into();
         if stream.is_empty() {
             return Err(Error::config(format!("{path}.stream"), "must not be empty"));

@@ -15,6 +15,7 @@
 //! - [`RedisPubSubSource`]: channels and patterns; pub/sub keeps nothing, so it is at-most-once.
 
 mod command;
+mod config;
 mod connection;
 mod dead_letters;
 mod error;
@@ -25,7 +26,8 @@ mod sink;
 mod streams;
 
 pub use command::RedisCommand;
-pub use connection::{Endpoint, RedisConnection};
+pub use config::RedisConfig;
+pub use connection::RedisConnection;
 pub use dead_letters::RedisDeadLetterQueue;
 pub use pubsub::{RedisPubSubSource, RedisPubSubSourceBuilder};
 pub use sink::{RedisSink, RedisSinkBuilder};

@@ -21,7 +21,7 @@ use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
-use crate::{Endpoint, RedisCommand, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
+use crate::{RedisCommand, RedisConfig, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
 
 /// `[source] type = "redis-streams"`: streams through a consumer group.
 #[derive(Debug, Clone, Deserialize)]
@@ -110,17 +110,17 @@ pub struct RedisDestinationSection {
 }
 
 /// One server, or a cluster whose seed nodes `url` lists (commas), with TLS files.
-fn endpoint(url: &str, cluster: bool, tls: &TlsFiles) -> Endpoint {
+fn endpoint(url: &str, cluster: bool, tls: &TlsFiles) -> RedisConfig {
     let e = if cluster {
-        Endpoint::cluster(url.split(',').map(str::trim).filter(|u| !u.is_empty()))
+        RedisConfig::cluster(url.split(',').map(str::trim).filter(|u| !u.is_empty()))
     } else {
-        Endpoint::new(url)
+        RedisConfig::new(url)
     };
     e.tls(tls.clone())
 }
 
 /// Connects (TLS and AUTH included) and sends a PING.
-async fn healthcheck(kind: &'static str, url: &str, endpoint: Endpoint) -> Health {
+async fn healthcheck(kind: &'static str, url: &str, endpoint: RedisConfig) -> Health {
     let outcome = async {
         let endpoint = endpoint
             .connect_timeout(Duration::from_secs(5))
@@ -137,7 +137,7 @@ async fn healthcheck(kind: &'static str, url: &str, endpoint: Endpoint) -> Healt
 
 impl RedisStreamsSection {
     /// The endpoint this section names.
-    pub fn endpoint(&self) -> Endpoint {
+    pub fn endpoint(&self) -> RedisConfig {
         endpoint(&self.url, self.cluster, &self.tls)
     }
 

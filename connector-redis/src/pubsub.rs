@@ -9,14 +9,14 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
-use crate::connection::Endpoint;
+use crate::config::RedisConfig;
 
 type Decoder<T> = dyn Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync;
 
 /// What a [`RedisPubSubSourceBuilder`] sets, shared by the subtasks of the built source.
 #[derive(Debug)]
 struct Settings {
-    endpoint: Endpoint,
+    endpoint: RedisConfig,
     channels: Vec<String>,
     patterns: Vec<String>,
     policy: ErrorPolicy,
@@ -99,8 +99,8 @@ impl<T> std::fmt::Debug for RedisPubSubSource<T> {
 
 impl RedisPubSubSource<()> {
     /// Starts a builder for a source subscribing on one server: a URL (`redis://`,
-    /// `rediss://`) or an [`Endpoint`] with TLS files; not a cluster.
-    pub fn builder(endpoint: impl Into<Endpoint>) -> RedisPubSubSourceBuilder {
+    /// `rediss://`) or an [`RedisConfig`] with TLS files; not a cluster.
+    pub fn builder(endpoint: impl Into<RedisConfig>) -> RedisPubSubSourceBuilder {
         RedisPubSubSourceBuilder {
             s: Settings {
                 endpoint: endpoint.into(),

@@ -8,7 +8,8 @@ use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
 use crate::command::RedisCommand;
-use crate::connection::{by_slot, Endpoint, RedisConnection};
+use crate::config::RedisConfig;
+use crate::connection::{by_slot, RedisConnection};
 use crate::redact;
 
 type Mapper<T> = dyn Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync;
@@ -100,7 +101,7 @@ impl BulkSender<RedisCommand> for PipelineSender {
 /// What a [`RedisSinkBuilder`] sets, shared by the subtasks of what it builds.
 #[derive(Debug)]
 struct Settings {
-    endpoint: Endpoint,
+    endpoint: RedisConfig,
     bulk: BulkConfig,
     policy: ErrorPolicy,
 }
@@ -199,9 +200,9 @@ impl RedisSink<()> {
     }
 
     /// Starts a builder for a sink writing to `endpoint`: a URL
-    /// (`redis://[user:password@]host:port/db`, `rediss://` for TLS) or an [`Endpoint`] (a
+    /// (`redis://[user:password@]host:port/db`, `rediss://` for TLS) or an [`RedisConfig`] (a
     /// cluster, TLS files, timeouts).
-    pub fn builder(endpoint: impl Into<Endpoint>) -> RedisSinkBuilder {
+    pub fn builder(endpoint: impl Into<RedisConfig>) -> RedisSinkBuilder {
         RedisSinkBuilder {
             s: Settings {
                 endpoint: endpoint.into(),

@@ -2,23 +2,23 @@
 //! redis-cluster`) and over TLS with a client certificate (the `redis` service's TLS port).
 
 use redis::AsyncCommands;
-use rivus_connector_redis::{Endpoint, RedisCommand, RedisSink};
+use rivus_connector_redis::{RedisCommand, RedisConfig, RedisSink};
 use rivus_testkit::services::{require, tls_dir, unique_name, Service};
 use rivus_testkit::suite::{SinkSuite, SourceSuite};
 
 mod common;
 use common::{ListCtx, StreamsCtx};
 
-fn cluster() -> Option<Endpoint> {
+fn cluster() -> Option<RedisConfig> {
     let urls = require(Service::RedisCluster)?;
-    Some(Endpoint::cluster(urls.split(',')))
+    Some(RedisConfig::cluster(urls.split(',')))
 }
 
-fn tls() -> Option<Endpoint> {
+fn tls() -> Option<RedisConfig> {
     let url = require(Service::RedisTls)?;
     let d = tls_dir();
     Some(
-        Endpoint::new(url)
+        RedisConfig::new(url)
             .ca_file(d.join("ca.crt"))
             .client_cert(d.join("client.crt"), d.join("client.key")),
     )
@@ -117,7 +117,7 @@ async fn tls_refuses_a_missing_client_certificate_or_an_unknown_ca() {
         return;
     };
     let d = tls_dir();
-    let with_ca = Endpoint::new(url.as_str()).ca_file(d.join("ca.crt"));
+    let with_ca = RedisConfig::new(url.as_str()).ca_file(d.join("ca.crt"));
     let failed = async {
         // The server checks the certificate after the handshake: the first command fails.
         let mut c = with_ca.open().await?;
@@ -138,7 +138,8 @@ async fn tls_refuses_a_missing_client_certificate_or_an_unknown_ca() {
         "{text}"
     );
 
-    let no_ca = Endpoint::new(url.as_str()).client_cert(d.join("client.crt"), d.join("client.key"));
+    let no_ca =
+        RedisConfig::new(url.as_str()).client_cert(d.join("client.crt"), d.join("client.key"));
     let err = no_ca.open().await.err().expect("an unknown CA is refused");
     assert!(err.to_string().contains("UnknownIssuer"), "{err}");
     assert!(
@@ -166,7 +167,7 @@ async fn tls_pubsub_source_receives_published_messages() {
 
 #[test]
 fn pubsub_refuses_a_cluster() {
-    let err = rivus_connector_redis::RedisPubSubSource::builder(Endpoint::cluster([
+    let err = rivus_connector_redis::RedisPubSubSource::builder(RedisConfig::cluster([
         "redis://127.0.0.1:7001/",
     ]))
     .channels(["c"])

@@ -15,7 +15,8 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
-use crate::connection::{Endpoint, RedisConnection};
+use crate::config::RedisConfig;
+use crate::connection::RedisConnection;
 use crate::redact;
 
 mod group;
@@ -83,7 +84,7 @@ fn parse_id(id: &str) -> (u64, u64) {
 /// What a [`RedisStreamsSourceBuilder`] sets, shared by the subtasks of what it builds.
 #[derive(Debug)]
 struct Settings {
-    endpoint: Endpoint,
+    endpoint: RedisConfig,
     streams: Vec<String>,
     group: String,
     consumer_prefix: String,
@@ -241,8 +242,8 @@ impl<T> Clone for RedisStreamsSource<T> {
 
 impl RedisStreamsSource<()> {
     /// Starts a builder for a source reading from `endpoint`: a URL (`redis://`, `rediss://`)
-    /// or an [`Endpoint`] (a cluster, TLS files, timeouts).
-    pub fn builder(endpoint: impl Into<Endpoint>) -> RedisStreamsSourceBuilder {
+    /// or an [`RedisConfig`] (a cluster, TLS files, timeouts).
+    pub fn builder(endpoint: impl Into<RedisConfig>) -> RedisStreamsSourceBuilder {
         RedisStreamsSourceBuilder {
             s: Settings {
                 endpoint: endpoint.into(),

@@ -4,7 +4,7 @@
 
 use redis::AsyncCommands;
 use rivus_connector_redis::{
-    Endpoint, RedisCommand, RedisConnection, RedisSink, RedisStreamsSource,
+    RedisCommand, RedisConfig, RedisConnection, RedisSink, RedisStreamsSource,
 };
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -12,19 +12,19 @@ use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SourceExternal};
 
-pub async fn con(endpoint: &Endpoint) -> RedisConnection {
+pub async fn con(endpoint: &RedisConfig) -> RedisConnection {
     endpoint.open().await.unwrap()
 }
 
 /// Streams `<name>-k`, one per split, written with XADD field `v`.
 pub struct StreamsCtx {
-    pub endpoint: Endpoint,
+    pub endpoint: RedisConfig,
     pub streams: Vec<String>,
     pub group: String,
 }
 
 impl StreamsCtx {
-    pub fn new(endpoint: impl Into<Endpoint>) -> Self {
+    pub fn new(endpoint: impl Into<RedisConfig>) -> Self {
         StreamsCtx {
             endpoint: endpoint.into(),
             streams: vec![],
@@ -90,13 +90,13 @@ impl SourceExternal for StreamsCtx {
 /// The sink RPUSHes each record to one of `keys` lists (`<name>:<k>`, k from the record's
 /// bytes): with several keys on a cluster, the batches span hash slots and nodes.
 pub struct ListCtx {
-    pub endpoint: Endpoint,
+    pub endpoint: RedisConfig,
     pub base: String,
     pub keys: usize,
 }
 
 impl ListCtx {
-    pub fn new(endpoint: impl Into<Endpoint>, keys: usize) -> Self {
+    pub fn new(endpoint: impl Into<RedisConfig>, keys: usize) -> Self {
         ListCtx {
             endpoint: endpoint.into(),
             base: String::new(),
@@ -156,7 +156,7 @@ impl SinkExternal for ListCtx {
 /// Subscribes a pub/sub source through `endpoint`, publishes through `plain_url` (after the
 /// subscription is seen), and checks that 100 messages arrive in order and an undecodable one
 /// is skipped; the source declares at-most-once.
-pub async fn pubsub_roundtrip(endpoint: Endpoint, plain_url: &str) {
+pub async fn pubsub_roundtrip(endpoint: RedisConfig, plain_url: &str) {
     use rivus_connector_redis::RedisPubSubSource;
     let channel = unique_name("chan");
     let source = RedisPubSubSource::builder(endpoint)
