@@ -66,6 +66,27 @@ pub struct EsConfig {
     pub timeout: Duration,
 }
 
+impl From<&str> for EsConfig {
+    /// The settings of a client of the node at `url`, nothing else set.
+    fn from(url: &str) -> Self {
+        EsConfig::new(url)
+    }
+}
+
+impl From<&String> for EsConfig {
+    /// The settings of a client of the node at `url`, nothing else set.
+    fn from(url: &String) -> Self {
+        EsConfig::new(url.as_str())
+    }
+}
+
+impl From<String> for EsConfig {
+    /// The settings of a client of the node at `url`, nothing else set.
+    fn from(url: String) -> Self {
+        EsConfig::new(url)
+    }
+}
+
 impl EsConfig {
     /// Settings for `url` with no auth and a 60 s timeout.
     pub fn new(url: impl Into<String>) -> Self {

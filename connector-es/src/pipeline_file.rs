@@ -55,8 +55,7 @@ impl EsSinkSection {
     /// The sink: each record indexed as it is, with its id from `id_field` when set; errors
     /// name fields below `path`.
     pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<EsSink<Value>> {
-        let mut b = EsSink::builder(&self.url)
-            .config(self.config())
+        let mut b = EsSink::builder(self.config())
             .path(path)
             .error_policy(policy);
         if let Some(n) = self.max_actions {

@@ -47,12 +47,6 @@ pub struct EsSinkBuilder {
 }
 
 impl EsSinkBuilder {
-    /// Connection settings (auth, TLS, timeout).
-    pub fn config(mut self, config: EsConfig) -> Self {
-        self.s.config = config;
-        self
-    }
-
     /// When bulks are sent, how many are in flight and how failures are retried (default
     /// [`EsSink::default_bulk`]: 1000 actions (`bulk.flush.max.actions`), 5 MiB, every 1 s,
     /// one bulk in flight, exponential backoff with 8 retries). With one bulk in flight, the
@@ -173,11 +167,12 @@ impl EsSink<()> {
         }
     }
 
-    /// Starts a builder for a sink writing to the node at `url`.
-    pub fn builder(url: impl Into<String>) -> EsSinkBuilder {
+    /// Starts a builder for a sink writing to the node of `config`: a URL, or a whole
+    /// [`EsConfig`] (authentication, TLS, timeout).
+    pub fn builder(config: impl Into<EsConfig>) -> EsSinkBuilder {
         EsSinkBuilder {
             s: Settings {
-                config: EsConfig::new(url),
+                config: config.into(),
                 bulk: EsSink::default_bulk(),
                 policy: ErrorPolicy::Fail,
                 flush_on_checkpoint: true,

@@ -43,11 +43,6 @@ pub struct EsSourceBuilder {
 
 impl EsSourceBuilder {
     /// Connection settings.
-    pub fn config(mut self, config: EsConfig) -> Self {
-        self.s.config = config;
-        self
-    }
-
     /// The index (or pattern / alias) to read.
     pub fn index(mut self, index: impl Into<String>) -> Self {
         self.s.index = index.into();
@@ -146,11 +141,12 @@ impl<T> Clone for EsSource<T> {
 }
 
 impl EsSource<()> {
-    /// Starts a builder reading from the node at `url`.
-    pub fn builder(url: impl Into<String>) -> EsSourceBuilder {
+    /// Starts a builder reading from the node of `config`: a URL, or a whole [`EsConfig`]
+    /// (authentication, TLS, timeout).
+    pub fn builder(config: impl Into<EsConfig>) -> EsSourceBuilder {
         EsSourceBuilder {
             s: Settings {
-                config: EsConfig::new(url),
+                config: config.into(),
                 index: String::new(),
                 query: json!({"match_all": {}}),
                 // `unmapped_type`: an index without documents has no mapping to sort on.

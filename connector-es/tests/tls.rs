@@ -29,8 +29,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
     };
     let index = unique_name("tls");
     let ix = index.clone();
-    let sink = EsSink::builder(&https)
-        .config(config.clone())
+    let sink = EsSink::builder(config.clone())
         .batch_size(100)
         .build(move |n: &u64, idx| {
             idx.index(&ix, Some(n.to_string()), json!({ "n": n }));
@@ -55,8 +54,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         .unwrap();
     let before_read = front.verified();
 
-    let source = EsSource::builder(&https)
-        .config(config.clone())
+    let source = EsSource::builder(config.clone())
         .index(&index)
         .build(|hit| Ok(hit["_source"]["n"].as_u64().unwrap_or(u64::MAX)))
         .unwrap();
@@ -74,8 +72,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
     let mut no_cert = config.clone();
     no_cert.tls.client_cert = None;
     no_cert.tls.client_key = None;
-    let sink = EsSink::builder(&https)
-        .config(no_cert)
+    let sink = EsSink::builder(no_cert)
         .bulk(rivus_core::bulk::BulkConfig {
             backoff: rivus_core::backoff::BackoffPolicy::None,
             ..EsSink::default_bulk()
