@@ -17,6 +17,7 @@
 
 mod admin;
 mod change;
+pub mod config;
 mod copy;
 mod db;
 mod dialect;
@@ -27,10 +28,10 @@ mod sink;
 mod source;
 mod statement;
 mod table;
-pub mod tls;
 mod value;
 
 pub use admin::{run_script, table_report};
+pub use config::JdbcConfig;
 pub use dialect::Dialect;
 pub use sink::{JdbcSink, JdbcSinkBuilder, JdbcSinkState, Row, RowChange};
 pub use source::{JdbcSource, JdbcSourceBuilder, JdbcSourceState, SplitPosition};

@@ -17,8 +17,8 @@ use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{DeliveryGuarantee, Error, Result};
 
-use crate::tls::url_with_tls;
-use crate::{run_script, table_report, JdbcSink, JdbcSource, WriteMode};
+use crate::config::url_with_tls;
+use crate::{run_script, table_report, JdbcConfig, JdbcSink, JdbcSource, WriteMode};
 
 /// `[source] type = "jdbc"`: a table or a query, read by keyset pages on `track_by`.
 #[derive(Debug, Clone, Deserialize)]
@@ -123,8 +123,7 @@ impl JdbcSourceSection {
     /// The source, JSON records, bad rows to `policy`; a bounded read is split into
     /// `splits` (default `parallelism`) ranges. Errors name fields below `source.jdbc`.
     pub fn source(&self, policy: ErrorPolicy, parallelism: usize) -> Result<JdbcSource<Value>> {
-        let mut b = JdbcSource::builder(&self.url)
-            .tls(self.tls.clone())
+        let mut b = JdbcSource::builder(JdbcConfig::new(&self.url).tls(self.tls.clone()))
             .track_by(self.track_by.clone());
         b = match (&self.table, &self.query) {
             (Some(_), Some(_)) => {
@@ -161,19 +160,21 @@ impl JdbcSinkSection {
     /// The sink, JSON records, refused rows to `policy`. Errors name fields below
     /// `sink.jdbc`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<JdbcSink<Value>> {
-        let mut b = JdbcSink::builder(&self.url, &self.table)
-            .tls(self.tls.clone())
-            .mode(match self.mode {
-                JdbcWriteMode::Insert => WriteMode::Insert,
-                JdbcWriteMode::Upsert => WriteMode::Upsert,
-            })
-            .guarantee(if self.exactly_once {
-                DeliveryGuarantee::ExactlyOnce
-            } else {
-                DeliveryGuarantee::AtLeastOnce
-            })
-            .ignore_unknown_fields(self.ignore_unknown_fields)
-            .error_policy(policy);
+        let mut b = JdbcSink::builder(
+            JdbcConfig::new(&self.url).tls(self.tls.clone()),
+            &self.table,
+        )
+        .mode(match self.mode {
+            JdbcWriteMode::Insert => WriteMode::Insert,
+            JdbcWriteMode::Upsert => WriteMode::Upsert,
+        })
+        .guarantee(if self.exactly_once {
+            DeliveryGuarantee::ExactlyOnce
+        } else {
+            DeliveryGuarantee::AtLeastOnce
+        })
+        .ignore_unknown_fields(self.ignore_unknown_fields)
+        .error_policy(policy);
         if let Some(k) = &self.key {
             b = b.key(k.clone());
         }

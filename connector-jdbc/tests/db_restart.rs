@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use rivus_connector_jdbc::{JdbcSink, Row, RowChange, WriteMode};
+use rivus_connector_jdbc::{JdbcConfig, JdbcSink, Row, RowChange, WriteMode};
 use rivus_core::bulk::BulkConfig;
 use rivus_testkit::services::unique_name;
 
@@ -30,22 +30,24 @@ async fn restart_mid_stream(db: common::Db, service: &'static str) {
     let table = unique_name("restart").replace('-', "_");
     db.exec(&format!("CREATE TABLE {table} (id BIGINT PRIMARY KEY)"))
         .await;
-    let sink = JdbcSink::builder(&db.url, &table)
-        .mode(WriteMode::Upsert)
-        .timeout(Duration::from_secs(2))
-        .bulk(BulkConfig {
-            max_actions: 500,
-            flush_interval: Some(Duration::from_millis(100)),
-            concurrent_requests: 2,
-            backoff: rivus_testkit::restart::outage_backoff(),
-            ..BulkConfig::default()
-        })
-        .build(|n: &u64| {
-            let mut row = Row::new();
-            row.insert("id".into(), (*n).into());
-            Ok(RowChange::Write(row))
-        })
-        .unwrap();
+    let sink = JdbcSink::builder(
+        JdbcConfig::new(&db.url).timeout(Duration::from_secs(2)),
+        &table,
+    )
+    .mode(WriteMode::Upsert)
+    .bulk(BulkConfig {
+        max_actions: 500,
+        flush_interval: Some(Duration::from_millis(100)),
+        concurrent_requests: 2,
+        backoff: rivus_testkit::restart::outage_backoff(),
+        ..BulkConfig::default()
+    })
+    .build(|n: &u64| {
+        let mut row = Row::new();
+        row.insert("id".into(), (*n).into());
+        Ok(RowChange::Write(row))
+    })
+    .unwrap();
     rivus_testkit::restart::sink_restart_mid_stream(service, sink, 5000, || async {
         count(&db, &table).await as u64
     })

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use rivus_connector_jdbc::{JdbcSink, Row, RowChange};
+use rivus_connector_jdbc::{JdbcConfig, JdbcSink, Row, RowChange};
 use rivus_core::DeliveryGuarantee;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
@@ -50,15 +50,17 @@ async fn exactly_once_sink_rides_out_network_faults_and_server_restarts() {
             let sink = {
                 let (url, table) = (url.clone(), table.clone());
                 move || {
-                    JdbcSink::builder(&url, &table)
-                        .guarantee(DeliveryGuarantee::ExactlyOnce)
-                        .timeout(Duration::from_secs(5))
-                        .build(|n: &u64| {
-                            let mut row = Row::new();
-                            row.insert("id".into(), (*n).into());
-                            Ok(RowChange::Write(row))
-                        })
-                        .unwrap()
+                    JdbcSink::builder(
+                        JdbcConfig::new(&url).timeout(Duration::from_secs(5)),
+                        &table,
+                    )
+                    .guarantee(DeliveryGuarantee::ExactlyOnce)
+                    .build(|n: &u64| {
+                        let mut row = Row::new();
+                        row.insert("id".into(), (*n).into());
+                        Ok(RowChange::Write(row))
+                    })
+                    .unwrap()
                 }
             };
             let run = sink_under_fault(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{databases, postgres, servers, sqlite, tls_servers, Db};
-use rivus_connector_jdbc::{JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
+use rivus_connector_jdbc::{JdbcConfig, JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
 use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
@@ -40,19 +40,21 @@ impl SinkExternal for TableCtx {
     }
 
     fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSink<Value> {
-        JdbcSink::builder(&self.db.url, &self.table)
-            .tls(self.db.tls.clone())
-            .columns(["v"])
-            .batch_size(100)
-            .guarantee(if self.exactly_once {
-                DeliveryGuarantee::ExactlyOnce
-            } else {
-                DeliveryGuarantee::AtLeastOnce
-            })
-            .transaction_prefix(&self.table)
-            .error_policy(policy)
-            .build_json()
-            .unwrap()
+        JdbcSink::builder(
+            JdbcConfig::new(&self.db.url).tls(self.db.tls.clone()),
+            &self.table,
+        )
+        .columns(["v"])
+        .batch_size(100)
+        .guarantee(if self.exactly_once {
+            DeliveryGuarantee::ExactlyOnce
+        } else {
+            DeliveryGuarantee::AtLeastOnce
+        })
+        .transaction_prefix(&self.table)
+        .error_policy(policy)
+        .build_json()
+        .unwrap()
     }
 
     fn to_record(&self, test: &str) -> Value {
@@ -443,10 +445,12 @@ async fn bad_configuration_is_refused_with_the_field_path() {
     assert!(e.contains("sink.jdbc.url"), "{e}");
     // A password never shows, in errors or Debug output.
     let secret = "postgres://rivus:supersecret@127.0.0.1:1/rivus";
-    let sink = JdbcSink::builder(secret, "t")
-        .timeout(Duration::from_millis(300))
-        .build_json()
-        .unwrap();
+    let sink = JdbcSink::builder(
+        JdbcConfig::new(secret).timeout(Duration::from_millis(300)),
+        "t",
+    )
+    .build_json()
+    .unwrap();
     assert!(!format!("{sink:?}").contains("supersecret"));
     let e = open_err(sink).await;
     assert!(
@@ -686,8 +690,7 @@ async fn tls_refusals_name_the_problem_without_the_password() {
         ca_file: Some(rivus_testkit::services::tls_dir().join("client.crt")),
         ..TlsFiles::default()
     };
-    let sink = JdbcSink::builder(&base, "t")
-        .tls(wrong_ca)
+    let sink = JdbcSink::builder(JdbcConfig::new(&base).tls(wrong_ca), "t")
         .build_json()
         .unwrap();
     let err = run_records_into("tls-wrong-ca", vec![json!({"v": 1})], |_| sink.clone())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{databases, Db};
-use rivus_connector_jdbc::{JdbcSource, Row};
+use rivus_connector_jdbc::{JdbcConfig, JdbcSource, Row};
 use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -77,7 +77,7 @@ impl SourceExternal for TablesCtx {
     }
 
     fn create_source(&self, _: usize, _: usize, policy: ErrorPolicy) -> JdbcSource<String> {
-        let mut b = JdbcSource::builder(&self.db.url).tls(self.db.tls.clone());
+        let mut b = JdbcSource::builder(JdbcConfig::new(&self.db.url).tls(self.db.tls.clone()));
         for t in &self.tables {
             b = b.query(format!("SELECT id, v FROM {t}"));
         }

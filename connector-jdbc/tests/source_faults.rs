@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use rivus_connector_jdbc::{JdbcSource, Row};
+use rivus_connector_jdbc::{JdbcConfig, JdbcSource, Row};
 use rivus_core::schema::SchemaError;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{source_under_fault, Fault};
@@ -36,12 +36,11 @@ async fn continuous_source_rides_out_network_faults_and_server_restarts() {
             let source = {
                 let (url, table) = (url.clone(), table.clone());
                 move || {
-                    JdbcSource::builder(&url)
+                    JdbcSource::builder(JdbcConfig::new(&url).timeout(Duration::from_secs(5)))
                         .table(&table)
                         .track_by(["id"])
                         .continuous(Duration::from_millis(50))
                         .fetch_size(200)
-                        .timeout(Duration::from_secs(5))
                         .build(id_of)
                         .unwrap()
                 }

@@ -12,6 +12,7 @@ use rivus_core::schema::SchemaError;
 use rivus_core::{DeliveryGuarantee, Error, Result};
 
 use super::{JdbcSink, RowChange};
+use crate::config::JdbcConfig;
 use crate::dialect::Dialect;
 use crate::statement::{PgMethod, WriteMode};
 
@@ -114,19 +115,6 @@ impl JdbcSinkBuilder {
         self
     }
 
-    /// Connect and acquire timeout (default 10 s).
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.s.timeout = d;
-        self
-    }
-
-    /// TLS files: the CA to trust and a client certificate (see [`crate::tls`]); the URL's own
-    /// `sslmode` / `ssl-mode` wins, else the server's certificate and name are verified.
-    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-        self.tls = tls;
-        self
-    }
-
     fn validate(&self) -> Result<Dialect> {
         let s = &self.s;
         let dialect = Dialect::of_url(&s.url, "sink.jdbc.url")?;
@@ -182,7 +170,7 @@ impl JdbcSinkBuilder {
         mut self,
         mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSink<T>> {
-        self.s.url = crate::tls::url_with_tls(&self.s.url, &self.tls, "sink.jdbc")?;
+        self.s.url = crate::config::url_with_tls(&self.s.url, &self.tls, "sink.jdbc")?;
         let dialect = self.validate()?;
         // SQLite has one writer; a transaction spans a checkpoint; upserts must land in order
         // (two batches in flight may commit in either order, and an older value would win).
@@ -218,22 +206,24 @@ impl JdbcSink<()> {
     /// bound in order (see [`WriteMode::Statement`]); refused rows go to the error policy as
     /// with tables.
     pub fn with_statement<S: Into<String>>(
-        url: impl Into<String>,
+        config: impl Into<JdbcConfig>,
         sql: impl Into<String>,
         params: impl IntoIterator<Item = S>,
     ) -> JdbcSinkBuilder {
-        JdbcSink::builder(url, "statement").mode(WriteMode::Statement {
+        JdbcSink::builder(config, "statement").mode(WriteMode::Statement {
             sql: sql.into(),
             params: params.into_iter().map(Into::into).collect(),
         })
     }
 
-    /// Starts a builder for a sink writing to `table` at `url` (`postgres://`, `mysql://`,
-    /// `mariadb://`, `sqlite:path`).
-    pub fn builder(url: impl Into<String>, table: impl Into<String>) -> JdbcSinkBuilder {
+    /// Starts a builder for a sink writing to `table` of the database of `config`: a URL
+    /// (`postgres://`, `mysql://`, `mariadb://`, `sqlite:path`) or a whole [`JdbcConfig`]
+    /// (TLS files, timeout).
+    pub fn builder(config: impl Into<JdbcConfig>, table: impl Into<String>) -> JdbcSinkBuilder {
+        let config = config.into();
         JdbcSinkBuilder {
             s: Settings {
-                url: url.into(),
+                url: config.url,
                 table: table.into(),
                 columns: None,
                 key: None,
@@ -250,9 +240,9 @@ impl JdbcSink<()> {
                 exactly_once: false,
                 prefix: None,
                 ignore_unknown: false,
-                timeout: Duration::from_secs(10),
+                timeout: config.timeout,
             },
-            tls: rivus_core::tls::TlsFiles::default(),
+            tls: config.tls,
         }
     }
 }

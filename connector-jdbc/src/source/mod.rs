@@ -131,25 +131,12 @@ impl JdbcSourceBuilder {
         self
     }
 
-    /// Connect and acquire timeout (default 10 s).
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.s.timeout = d;
-        self
-    }
-
-    /// TLS files: the CA to trust and a client certificate (see [`crate::tls`]); the URL's own
-    /// `sslmode` / `ssl-mode` wins, else the server's certificate and name are verified.
-    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-        self.tls = tls;
-        self
-    }
-
     /// Checks the settings; `decode` turns each row (column → JSON value) into a record.
     pub fn build<T: Send + 'static>(
         mut self,
         decode: impl Fn(Row) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSource<T>> {
-        self.s.url = crate::tls::url_with_tls(&self.s.url, &self.tls, "source.jdbc")?;
+        self.s.url = crate::config::url_with_tls(&self.s.url, &self.tls, "source.jdbc")?;
         let s = &self.s;
         Dialect::of_url(&s.url, "source.jdbc.url")?;
         if s.queries.is_empty() {
@@ -250,11 +237,13 @@ impl<T> Clone for JdbcSource<T> {
 }
 
 impl JdbcSource<()> {
-    /// Starts a builder reading from `url`.
-    pub fn builder(url: impl Into<String>) -> JdbcSourceBuilder {
+    /// Starts a builder reading from the database of `config`: a URL or a whole
+    /// [`JdbcConfig`] (TLS files, timeout).
+    pub fn builder(config: impl Into<crate::JdbcConfig>) -> JdbcSourceBuilder {
+        let config = config.into();
         JdbcSourceBuilder {
             s: Settings {
-                url: url.into(),
+                url: config.url,
                 queries: Vec::new(),
                 track: Vec::new(),
                 mode: Mode::Continuous {
@@ -262,9 +251,9 @@ impl JdbcSource<()> {
                 },
                 fetch: 1000,
                 policy: ErrorPolicy::Fail,
-                timeout: Duration::from_secs(10),
+                timeout: config.timeout,
             },
-            tls: rivus_core::tls::TlsFiles::default(),
+            tls: config.tls,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! TLS for the SQL connectors: the `tls` option's files written into the URL as the driver's
-//! own parameters, so every connection (sink, source, admin statements) carries them.
+//! Where the database is and how to reach it: [`JdbcConfig`] — the URL, the TLS files and the
+//! connect timeout — and how the TLS files become the driver's own URL parameters
+//! ([`url_with_tls`]), so every connection (sink, source, admin statements) carries them.
 //!
 //! | database | CA | client certificate and key | mode when a file is set and the URL names none |
 //! |---|---|---|---|
@@ -8,10 +9,77 @@
 //!
 //! A URL may carry these parameters itself; the `tls` option then adds nothing it already has.
 
+use std::time::Duration;
+
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
 use crate::dialect::Dialect;
+
+/// How to reach one database: its URL (`postgres://`, `mysql://`, `mariadb://`,
+/// `sqlite:path`), TLS files (the CA to trust and a client certificate; the URL's own
+/// `sslmode` / `ssl-mode` parameters also work) and the connect and acquire timeout. A `&str`
+/// or `String` converts into one with the URL alone. `Debug` hides the URL's password.
+#[derive(Clone)]
+pub struct JdbcConfig {
+    /// The database URL.
+    pub url: String,
+    /// TLS files, written into the URL as the driver's parameters (see the table above).
+    pub tls: TlsFiles,
+    /// Connect and acquire timeout (default 10 s).
+    pub timeout: Duration,
+}
+
+impl JdbcConfig {
+    /// The settings of `url`: no TLS files, a 10 s timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        JdbcConfig {
+            url: url.into(),
+            tls: TlsFiles::default(),
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// With these TLS files.
+    pub fn tls(mut self, tls: TlsFiles) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// With this connect and acquire timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+impl std::fmt::Debug for JdbcConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JdbcConfig")
+            .field("url", &crate::redact(&self.url))
+            .field("tls", &self.tls)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl From<&str> for JdbcConfig {
+    fn from(url: &str) -> Self {
+        JdbcConfig::new(url)
+    }
+}
+
+impl From<&String> for JdbcConfig {
+    fn from(url: &String) -> Self {
+        JdbcConfig::new(url.as_str())
+    }
+}
+
+impl From<String> for JdbcConfig {
+    fn from(url: String) -> Self {
+        JdbcConfig::new(url)
+    }
+}
 
 /// `url` with the files of `tls` as query parameters; `path` is the settings path
 /// (`sink.jdbc`) for errors. An empty `tls` returns `url` unchanged. A secret parameter the
