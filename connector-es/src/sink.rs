@@ -276,3 +276,28 @@ impl<T: Send + 'static> SinkFunction<T> for EsSink<T> {
         self.running()?.processor.flush().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guarantee_is_what_was_asked_and_exactly_once_is_refused_by_name() {
+        let emit = |_: &u32, _: &mut RequestIndexer| Ok(());
+        let url = "http://127.0.0.1:9200";
+        let sink = EsSink::builder(url)
+            .guarantee(DeliveryGuarantee::AtMostOnce)
+            .build(emit)
+            .unwrap();
+        assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtMostOnce);
+        let sink = EsSink::builder(url).build(emit).unwrap();
+        assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtLeastOnce);
+        let e = EsSink::builder(url)
+            .path("sink")
+            .guarantee(DeliveryGuarantee::ExactlyOnce)
+            .build(emit)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`sink.guarantee`"), "{e}");
+    }
+}

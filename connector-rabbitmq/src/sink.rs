@@ -46,6 +46,7 @@ struct Settings {
     mandatory: bool,
     backoff: BackoffPolicy,
     policy: ErrorPolicy,
+    guarantee: DeliveryGuarantee,
 }
 
 /// Builds a [`RabbitSink`].
@@ -92,6 +93,15 @@ impl RabbitSinkBuilder {
         self
     }
 
+    /// The delivery guarantee (default at-least-once: every publish is confirmed by the
+    /// broker before a checkpoint completes). `AtMostOnce` does not wait for confirms at
+    /// checkpoints. `ExactlyOnce` is refused at `build`: publishes cannot be taken back (a
+    /// reader drops repeats by correlation id: the RabbitMQ source's `use_correlation_ids`).
+    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
+        self.s.guarantee = g;
+        self
+    }
+
     /// What happens to messages that cannot be encoded, are unroutable, or stay nacked.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
         self.s.policy = p;
@@ -105,6 +115,13 @@ impl RabbitSinkBuilder {
     ) -> Result<RabbitSink<T>> {
         let s = self.s;
         s.config.validate("sink.rabbitmq")?;
+        if s.guarantee == DeliveryGuarantee::ExactlyOnce {
+            return Err(Error::config(
+                "sink.rabbitmq.guarantee",
+                "exactly-once is not offered (a publish cannot be taken back): use \
+                 at-least-once, and correlation ids for a reader that drops repeats",
+            ));
+        }
         if s.window == 0 {
             return Err(Error::config(
                 "sink.rabbitmq.confirm_window",
@@ -175,6 +192,7 @@ impl RabbitSink<()> {
                 mandatory: true,
                 backoff: BackoffPolicy::default(),
                 policy: ErrorPolicy::Fail,
+                guarantee: DeliveryGuarantee::AtLeastOnce,
             },
         }
     }
@@ -399,6 +417,9 @@ impl<T: Send + 'static> CheckpointedFunction for RabbitSink<T> {
     type State = ();
 
     async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        if self.settings.guarantee == DeliveryGuarantee::AtMostOnce {
+            return Ok(());
+        }
         self.settle_all().await
     }
 }
@@ -409,7 +430,7 @@ impl<T: Send + 'static> CheckpointListener for RabbitSink<T> {}
 #[async_trait]
 impl<T: Send + 'static> SinkFunction<T> for RabbitSink<T> {
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        DeliveryGuarantee::AtLeastOnce
+        self.settings.guarantee
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
@@ -434,5 +455,29 @@ impl<T: Send + 'static> SinkFunction<T> for RabbitSink<T> {
 
     async fn finish(&mut self) -> Result<()> {
         self.settle_all().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guarantee_is_what_was_asked_and_exactly_once_is_refused_by_name() {
+        let encode = |_: &u32| Ok(OutMessage::default());
+        let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+        let sink = RabbitSink::builder(url)
+            .guarantee(DeliveryGuarantee::AtMostOnce)
+            .build(encode)
+            .unwrap();
+        assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtMostOnce);
+        let sink = RabbitSink::builder(url).build(encode).unwrap();
+        assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtLeastOnce);
+        let e = RabbitSink::builder(url)
+            .guarantee(DeliveryGuarantee::ExactlyOnce)
+            .build(encode)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sink.rabbitmq.guarantee"), "{e}");
     }
 }

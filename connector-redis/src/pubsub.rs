@@ -100,10 +100,10 @@ impl<T> std::fmt::Debug for RedisPubSubSource<T> {
 impl RedisPubSubSource<()> {
     /// Starts a builder for a source subscribing on one server: a URL (`redis://`,
     /// `rediss://`) or an [`RedisConfig`] with TLS files; not a cluster.
-    pub fn builder(endpoint: impl Into<RedisConfig>) -> RedisPubSubSourceBuilder {
+    pub fn builder(config: impl Into<RedisConfig>) -> RedisPubSubSourceBuilder {
         RedisPubSubSourceBuilder {
             s: Settings {
-                endpoint: endpoint.into(),
+                endpoint: config.into(),
                 channels: Vec::new(),
                 patterns: Vec::new(),
                 policy: ErrorPolicy::Fail,

@@ -104,6 +104,7 @@ struct Settings {
     endpoint: RedisConfig,
     bulk: BulkConfig,
     policy: ErrorPolicy,
+    guarantee: DeliveryGuarantee,
 }
 
 /// Builds a [`RedisSink`].
@@ -130,6 +131,15 @@ impl RedisSinkBuilder {
         self
     }
 
+    /// The delivery guarantee (default at-least-once: every pipelined command is answered
+    /// before a checkpoint completes; `set`/`hset`/`sadd` rewrite the same value on replay).
+    /// `AtMostOnce` does not wait at checkpoints. `ExactlyOnce` is refused at `build`: a
+    /// pipeline is no transaction that a checkpoint could commit.
+    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
+        self.s.guarantee = g;
+        self
+    }
+
     /// Commands the server refuses (WRONGTYPE...) and records the mapper rejects: fail
     /// (default), skip, dead-letter.
     pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
@@ -146,6 +156,13 @@ impl RedisSinkBuilder {
         let s = self.s;
         s.endpoint.validate("sink.redis")?;
         s.bulk.validate("sink.redis.bulk")?;
+        if s.guarantee == DeliveryGuarantee::ExactlyOnce {
+            return Err(Error::config(
+                "sink.redis.guarantee",
+                "exactly-once is not offered (a pipeline is no transaction): use at-least-once \
+                 with commands that rewrite the same value on replay (set, hset, sadd)",
+            ));
+        }
         Ok(RedisSink {
             settings: Arc::new(s),
             mapper: Arc::new(mapper),
@@ -202,12 +219,13 @@ impl RedisSink<()> {
     /// Starts a builder for a sink writing to `endpoint`: a URL
     /// (`redis://[user:password@]host:port/db`, `rediss://` for TLS) or an [`RedisConfig`] (a
     /// cluster, TLS files, timeouts).
-    pub fn builder(endpoint: impl Into<RedisConfig>) -> RedisSinkBuilder {
+    pub fn builder(config: impl Into<RedisConfig>) -> RedisSinkBuilder {
         RedisSinkBuilder {
             s: Settings {
-                endpoint: endpoint.into(),
+                endpoint: config.into(),
                 bulk: RedisSink::default_bulk(),
                 policy: ErrorPolicy::Fail,
+                guarantee: DeliveryGuarantee::AtLeastOnce,
             },
         }
     }
@@ -258,6 +276,9 @@ impl<T: Send + 'static> CheckpointedFunction for RedisSink<T> {
     type State = ();
 
     async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        if self.settings.guarantee == DeliveryGuarantee::AtMostOnce {
+            return Ok(());
+        }
         self.running()?.processor.flush().await
     }
 }
@@ -268,7 +289,7 @@ impl<T: Send + 'static> CheckpointListener for RedisSink<T> {}
 #[async_trait]
 impl<T: Send + 'static> SinkFunction<T> for RedisSink<T> {
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
-        DeliveryGuarantee::AtLeastOnce
+        self.settings.guarantee
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
@@ -286,5 +307,30 @@ impl<T: Send + 'static> SinkFunction<T> for RedisSink<T> {
 
     async fn finish(&mut self) -> Result<()> {
         self.running()?.processor.flush().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guarantee_is_what_was_asked_and_exactly_once_is_refused_by_name() {
+        let none = |_: &u32| Ok(Vec::new());
+        let sink = RedisSink::builder("redis://127.0.0.1:6379/")
+            .guarantee(DeliveryGuarantee::AtMostOnce)
+            .build(none)
+            .unwrap();
+        assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtMostOnce);
+        let sink = RedisSink::builder("redis://127.0.0.1:6379/")
+            .build(none)
+            .unwrap();
+        assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtLeastOnce);
+        let e = RedisSink::builder("redis://127.0.0.1:6379/")
+            .guarantee(DeliveryGuarantee::ExactlyOnce)
+            .build(none)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sink.redis.guarantee"), "{e}");
     }
 }

@@ -243,10 +243,10 @@ impl<T> Clone for RedisStreamsSource<T> {
 impl RedisStreamsSource<()> {
     /// Starts a builder for a source reading from `endpoint`: a URL (`redis://`, `rediss://`)
     /// or an [`RedisConfig`] (a cluster, TLS files, timeouts).
-    pub fn builder(endpoint: impl Into<RedisConfig>) -> RedisStreamsSourceBuilder {
+    pub fn builder(config: impl Into<RedisConfig>) -> RedisStreamsSourceBuilder {
         RedisStreamsSourceBuilder {
             s: Settings {
-                endpoint: endpoint.into(),
+                endpoint: config.into(),
                 streams: Vec::new(),
                 group: String::new(),
                 consumer_prefix: "rivus".into(),
