@@ -88,7 +88,7 @@ impl CheckpointedFunction for FileSink {
     /// Truncates every part file this subtask inherits to its checkpointed length, and those
     /// no checkpoint covers (written by a run that crashed before its first checkpoint) to 0.
     async fn initialize_state(&mut self, restored: Restored<Self::State>) -> Result<()> {
-        let (me, p) = (restored.subtask, restored.parallelism);
+        let share = restored.share();
         let lengths: std::collections::BTreeMap<usize, u64> = restored.union().flatten().collect();
         let parts = std::fs::read_dir(&self.dir).map_err(|e| io("listing", &self.dir, e))?;
         for part in parts.filter_map(|e| {
@@ -99,7 +99,7 @@ impl CheckpointedFunction for FileSink {
                 .parse::<usize>()
                 .ok()
         }) {
-            if part % p == me {
+            if share.owns(part) {
                 let path = self.path_of(part);
                 let f = OpenOptions::new()
                     .write(true)
