@@ -13,11 +13,17 @@ use serde::de::DeserializeOwned;
 
 pub use erased::{AnyDestination, AnySink, AnySource, Section};
 
+/// Why a section's options were refused: (the path below the section, the message).
+type Refusal = (String, String);
+
+/// Parses a section's options (its table without `type`) into the erased section.
+type Parse<T> = fn(toml::Value) -> Result<Arc<T>, Refusal>;
+
 /// What can fill one role (`[source]`, `[sink]`, `[errors.destination]`).
 struct Entry<T: ?Sized> {
     kind: &'static str,
     catalog: CatalogEntry,
-    parse: fn(toml::Value) -> Result<Arc<T>, (String, String)>,
+    parse: Parse<T>,
 }
 
 /// The section types a pipeline file can name.
@@ -47,24 +53,24 @@ impl Role {
 }
 
 /// The options of a section, parsed by its type; errors as (path below the section, message).
-fn parse<T: DeserializeOwned>(v: toml::Value) -> Result<T, (String, String)> {
+fn parse<T: DeserializeOwned>(v: toml::Value) -> Result<T, Refusal> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         (path, e.into_inner().message().to_owned())
     })
 }
 
-fn parse_source<S: SourceSection>(v: toml::Value) -> Result<Arc<dyn AnySource>, (String, String)> {
+fn parse_source<S: SourceSection>(v: toml::Value) -> Result<Arc<dyn AnySource>, Refusal> {
     Ok(Arc::new(parse::<S>(v)?))
 }
 
-fn parse_sink<S: SinkSection>(v: toml::Value) -> Result<Arc<dyn AnySink>, (String, String)> {
+fn parse_sink<S: SinkSection>(v: toml::Value) -> Result<Arc<dyn AnySink>, Refusal> {
     Ok(Arc::new(parse::<S>(v)?))
 }
 
 fn parse_destination<D: DestinationSection>(
     v: toml::Value,
-) -> Result<Arc<dyn AnyDestination>, (String, String)> {
+) -> Result<Arc<dyn AnyDestination>, Refusal> {
     Ok(Arc::new(parse::<D>(v)?))
 }
 
