@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::config::{self, PipelineConfig};
+use crate::console::{load, out};
 use crate::registry::Registry;
 use crate::run::RunOptions;
 use crate::{build, catalog, check};
@@ -58,17 +58,6 @@ fn init_logs(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-}
-
-/// Reads `file` with the sections of `registry`; exit code 2 (said on stderr) if it is bad.
-pub(crate) fn load(
-    file: &std::path::Path,
-    registry: &Registry,
-) -> Result<PipelineConfig, ExitCode> {
-    config::load(file, registry).map_err(|e| {
-        eprintln!("invalid pipeline: {e}");
-        ExitCode::from(2)
-    })
 }
 
 /// Runs the `rivus` command — every subcommand, workers, restarts, the dashboard — with the
@@ -146,14 +135,4 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
-}
-
-pub(crate) fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub(crate) fn out(text: &str) {
-    use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }

@@ -23,6 +23,7 @@ mod build;
 mod catalog;
 mod check;
 mod config;
+mod console;
 mod counted;
 mod http;
 mod registry;

@@ -10,8 +10,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::Supervisor;
 
-use crate::app::{load, out, parse_interval};
 use crate::config::PipelineConfig;
+use crate::console::{load, out};
 use crate::counted::Counts;
 use crate::registry::Registry;
 use crate::{build, http, status};
@@ -44,6 +44,10 @@ pub struct RunOptions {
         value_name = "TOKEN"
     )]
     http_token: Option<String>,
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
 }
 
 /// Installs the Prometheus recorder when metrics are served (`--metrics-addr`, `--http`);

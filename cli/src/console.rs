@@ -1,0 +1,21 @@
+//! What the commands say: their output on stdout, and a pipeline file read with its refusal
+//! on stderr (exit code 2).
+
+use std::process::ExitCode;
+
+use crate::config::{self, PipelineConfig};
+use crate::registry::Registry;
+
+/// Reads `file` with the sections of `registry`; exit code 2 (said on stderr) if it is bad.
+pub fn load(file: &std::path::Path, registry: &Registry) -> Result<PipelineConfig, ExitCode> {
+    config::load(file, registry).map_err(|e| {
+        eprintln!("invalid pipeline: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
