@@ -238,7 +238,7 @@ impl<T> Clone for JdbcSource<T> {
 
 impl JdbcSource<()> {
     /// Starts a builder reading from the database of `config`: a URL or a whole
-    /// [`JdbcConfig`] (TLS files, timeout).
+    /// [`JdbcConfig`](crate::JdbcConfig) (TLS files, timeout).
     pub fn builder(config: impl Into<crate::JdbcConfig>) -> JdbcSourceBuilder {
         let config = config.into();
         JdbcSourceBuilder {
