@@ -47,7 +47,8 @@ pub struct RunOptions {
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
+    crate::config::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
 }
 
 /// Installs the Prometheus recorder when metrics are served (`--metrics-addr`, `--http`);
@@ -175,30 +176,66 @@ async fn reports(config: &PipelineConfig) -> String {
     text
 }
 
+/// What `run` checks before it builds anything.
+struct Setup {
+    config: PipelineConfig,
+    http: Option<(std::net::SocketAddr, Option<http::Token>)>,
+    prometheus: Option<PrometheusHandle>,
+}
+
+/// The file read, `--http` and its token checked, the metrics recorder installed; a refusal
+/// is said on stderr and ends the run with exit code 2.
+fn setup(o: &RunOptions, registry: &Registry) -> Result<Setup, ExitCode> {
+    let refuse = |e: String| {
+        eprintln!("{e}");
+        ExitCode::from(2)
+    };
+    let mut config = load(&o.file, registry)?;
+    config.worker = o.worker.clone();
+    let http = o
+        .http
+        .map(|addr| http::check(addr, o.http_token.clone()).map(|t| (addr, t)))
+        .transpose()
+        .map_err(refuse)?;
+    let prometheus = install_metrics(o.metrics_addr, http.is_some()).map_err(refuse)?;
+    Ok(Setup {
+        config,
+        http,
+        prometheus,
+    })
+}
+
+/// The summary and the sections' reports after the job, or why it failed; the exit code.
+async fn conclude(
+    config: &PipelineConfig,
+    counts: &Arc<Counts>,
+    guarantee: &'static str,
+    result: rivus_core::Result<rivus_core::JobSummary>,
+) -> ExitCode {
+    match result {
+        Ok(summary) => {
+            let mut text = status::summary(&config.name, &summary, counts, guarantee);
+            text.push_str(&reports(config).await);
+            out(&text);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{}: the job failed: {e}", config.name);
+            // What no restart fixes (configuration, credentials, an owned store): 2.
+            ExitCode::from(if e.is_setup() { 2 } else { 1 })
+        }
+    }
+}
+
 /// `rivus run FILE`.
 pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
-    let mut config = match load(&o.file, registry) {
-        Ok(c) => c,
+    let Setup {
+        config,
+        http,
+        prometheus,
+    } = match setup(&o, registry) {
+        Ok(s) => s,
         Err(code) => return code,
-    };
-    config.worker = o.worker;
-    let http = match o
-        .http
-        .map(|addr| http::check(addr, o.http_token).map(|t| (addr, t)))
-    {
-        None => None,
-        Some(Ok(h)) => Some(h),
-        Some(Err(e)) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    let prometheus = match install_metrics(o.metrics_addr, http.is_some()) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
     };
     // The first attempt's job is built here (bad configuration ends the run before it
     // starts); each restart builds the job anew, counting into the same totals.
@@ -258,17 +295,5 @@ pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
         d.end(&result);
     }
     status::clear();
-    match result {
-        Ok(summary) => {
-            let mut text = status::summary(&config.name, &summary, &counts, guarantee);
-            text.push_str(&reports(&config).await);
-            out(&text);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("{}: the job failed: {e}", config.name);
-            // What no restart fixes (configuration, credentials, an owned store): 2.
-            ExitCode::from(if e.is_setup() { 2 } else { 1 })
-        }
-    }
+    conclude(&config, &counts, guarantee, result).await
 }
