@@ -74,7 +74,12 @@ pub fn main_with(registry: Registry) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(dispatch(Cli::parse(), &registry))
+    let code = runtime.block_on(dispatch(Cli::parse(), &registry));
+    // A client library's blocking call may still wait on a server that stopped answering (a
+    // librdkafka commit on a frozen broker) after the job ended or was stopped: it must not
+    // keep the process alive. Whatever it waited for is what a restart recovers.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
 }
 
 async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {

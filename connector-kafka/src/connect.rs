@@ -16,6 +16,44 @@ use rivus_core::{Error, Result};
 
 use crate::config::KafkaConfig;
 
+/// Properties only a consumer reads: a producer told them warns of each (`CONFWARN ... is a
+/// consumer property and will be ignored by this producer instance`).
+const CONSUMER_ONLY: &[&str] = &[
+    "group.id",
+    "group.instance.id",
+    "group.protocol",
+    "group.remote.assignor",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "enable.auto.offset.store",
+    "auto.offset.reset",
+    "isolation.level",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes",
+    "fetch.max.bytes",
+    "fetch.min.bytes",
+    "fetch.error.backoff.ms",
+    "enable.partition.eof",
+    "check.crcs",
+];
+
+/// The probe's producer settings: the client's connection and security settings without
+/// what only a consumer reads, and no topic created by asking about it.
+fn probe_config(props: &KafkaConfig) -> rdkafka::ClientConfig {
+    let mut c = props.client_config(&[("allow.auto.create.topics", "false")]);
+    for key in CONSUMER_ONLY {
+        c.remove(key);
+    }
+    c
+}
+
 /// What one metadata request found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterInfo {
@@ -94,8 +132,7 @@ pub async fn probe(
     let endpoint = props.endpoint();
     // A producer: it closes at once (a consumer takes 100 ms to leave). It must not create the
     // topics it asks about.
-    let client: BaseProducer<ErrorCapture> = props
-        .client_config(&[("allow.auto.create.topics", "false")])
+    let client: BaseProducer<ErrorCapture> = probe_config(props)
         .create_with_context(ErrorCapture::default())
         .map_err(|e| props.build_error("client", e))?;
     let topics = topics.to_vec();
@@ -183,4 +220,22 @@ fn refusal_text(code: RDKafkaErrorCode, reason: &str) -> String {
         _ => "authentication failed",
     };
     format!("{what}: {reason}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_drops_what_only_a_consumer_reads() {
+        let mut props = KafkaConfig::new("127.0.0.1:9092");
+        props.set("group.id", "g");
+        props.set("queued.min.messages", "20000");
+        props.set("socket.timeout.ms", "5000");
+        let c = probe_config(&props);
+        assert_eq!(c.get("group.id"), None);
+        assert_eq!(c.get("queued.min.messages"), None);
+        assert_eq!(c.get("socket.timeout.ms"), Some("5000"));
+        assert_eq!(c.get("bootstrap.servers"), Some("127.0.0.1:9092"));
+    }
 }

@@ -1,0 +1,325 @@
+//! The frozen-broker runs: a `rivus run` job (an unbounded generator, parallelism 2,
+//! checkpoints every second) writes into Kafka with `exactly_once = true`; after a warm-up the
+//! broker's processes are frozen with SIGSTOP (`RIVUS_FREEZE_SECS`, default 35 s), then thawed.
+//! Each run passes when
+//! - the job recovers within 30 s of the thaw: a checkpoint completes and records reach the
+//!   sink again,
+//! - it stops within 10 s of SIGINT, and
+//! - a `read_committed` reader finds every record the generator emitted exactly once (each
+//!   subtask's ids a gap-free prefix of its share, no id twice).
+//!
+//! `cargo bench -p rivus-cli --bench freeze` after `dev/services up kafka`
+//! (`RIVUS_FREEZE_RUNS`, default 20; the runs stop at the first failure). Not part of
+//! `dev/test`: it freezes the shared broker. The broker is thawed again also when a run fails.
+
+#[path = "../tests/support/http.rs"]
+mod http;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rivus_testkit::services::{unique_name, Service};
+
+/// Records per second per subtask (two subtasks).
+const RATE: u64 = 10_000;
+const METRICS_PORT: u16 = 9897;
+/// How soon after the thaw the job must write again, and after SIGINT end.
+const RECOVER_WITHIN: Duration = Duration::from_secs(30);
+const STOP_WITHIN: Duration = Duration::from_secs(10);
+
+/// The broker's processes: the pid `dev/services` recorded and its descendants.
+fn broker_pids() -> Vec<u32> {
+    let dir = std::env::var("RIVUS_SERVICES_DIR").map_or_else(
+        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services"),
+        PathBuf::from,
+    );
+    let file = dir.join("kafka").join("pid");
+    let root: u32 = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e} (dev/services up kafka)", file.display()))
+        .trim()
+        .parse()
+        .expect("a pid");
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+        {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+fn signal(pids: &[u32], sig: &str) {
+    let args: Vec<String> = std::iter::once(format!("-{sig}"))
+        .chain(pids.iter().map(u32::to_string))
+        .collect();
+    let _ = Command::new("kill").args(&args).status();
+}
+
+/// Frozen processes, thawed when dropped (also when a run panics).
+struct Frozen(Vec<u32>);
+
+impl Frozen {
+    fn new(pids: Vec<u32>) -> Self {
+        signal(&pids, "STOP");
+        Frozen(pids)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(&self.0, "CONT");
+    }
+}
+
+/// The sum of a counter's samples on the job's metrics endpoint (`filter` picks the lines).
+fn counter(name: &str, filter: &str) -> Option<u64> {
+    let body = http::metrics(METRICS_PORT)?;
+    let total: f64 = body
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains(filter))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    Some(total as u64)
+}
+
+/// (records handed to the sink, checkpoints completed).
+fn progress() -> Option<(u64, u64)> {
+    Some((
+        counter("rivus_records_in_total{", "task=\"sink\"")?,
+        counter("rivus_checkpoints_completed_total", "")?,
+    ))
+}
+
+/// Every id a `read_committed` reader finds in `topic`, with how often.
+fn committed_ids(topic: &str) -> BTreeMap<u64, u32> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", Service::Kafka.url())
+        .set("group.id", unique_name("freeze-check"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    for p in md.topics()[0].partitions() {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, p.id(), Duration::from_secs(10))
+            .unwrap();
+        tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+            .unwrap();
+        ends.insert(p.id(), high);
+    }
+    consumer.assign(&tpl).unwrap();
+    let mut ids: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut done = BTreeMap::new();
+    let t = Instant::now();
+    while done.len() < ends.len() && t.elapsed() < Duration::from_secs(120) {
+        let Some(m) = consumer.poll(Duration::from_millis(500)) else {
+            // A partition read to its end (transaction markers fill the last offsets).
+            for (p, high) in &ends {
+                let pos = consumer
+                    .position()
+                    .ok()
+                    .and_then(|l| l.find_partition(topic, *p)?.offset().to_raw());
+                if pos.is_some_and(|o| o >= *high) || *high == 0 {
+                    done.insert(*p, ());
+                }
+            }
+            continue;
+        };
+        let m = m.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(m.payload().unwrap_or_default()).unwrap();
+        *ids.entry(v["id"].as_u64().unwrap()).or_default() += 1;
+        if m.offset() + 1 >= ends[&m.partition()] {
+            done.insert(m.partition(), ());
+        }
+    }
+    ids
+}
+
+/// What one run measured.
+struct Run {
+    recovered: Duration,
+    stopped: Duration,
+    records: usize,
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return Some(t.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+fn one_run(i: usize, dir: &Path, freeze: Duration) -> Result<Run, String> {
+    let name = unique_name("freeze");
+    let topic = format!("{name}-eo");
+    let file = dir.join(format!("run-{i}.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{name}\"\nparallelism = 2\n[checkpoint]\ninterval = \"1s\"\ndir = \"{}\"\n\
+             [source]\ntype = \"generator\"\nrate = {RATE}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{}\"\ntopic = \"{topic}\"\nexactly_once = true\n",
+            dir.join(format!("state-{i}")).display(),
+            Service::Kafka.url()
+        ),
+    )
+    .unwrap();
+    let log = dir.join(format!("run-{i}.log"));
+    let mut child: Child = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .args(["--metrics-addr", &format!("127.0.0.1:{METRICS_PORT}")])
+        .env("RUST_LOG", "warn,rivus::status=info,rivus_core=info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let fail = |child: &mut Child, what: String| {
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(format!("{what} (log: {})", log.display()))
+    };
+    if wait_until(Duration::from_secs(60), || {
+        progress().is_some_and(|(n, c)| n > 0 && c > 0)
+    })
+    .is_none()
+    {
+        return fail(&mut child, "no records and checkpoint within 60 s".into());
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let frozen = Frozen::new(broker_pids());
+    std::thread::sleep(freeze);
+    let (in_at_thaw, cp_at_thaw) = progress().unwrap_or_default();
+    drop(frozen);
+    let Some(recovered) = wait_until(RECOVER_WITHIN, || {
+        progress().is_some_and(|(n, c)| n > in_at_thaw && c > cp_at_thaw)
+    }) else {
+        return fail(
+            &mut child,
+            format!("no checkpoint and no record within {RECOVER_WITHIN:?} of the thaw"),
+        );
+    };
+    // Running again for a while: the next checkpoints commit what waited.
+    std::thread::sleep(Duration::from_secs(5));
+    signal(&[child.id()], "INT");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > STOP_WITHIN {
+            return fail(&mut child, format!("did not stop within {STOP_WITHIN:?} of SIGINT"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stopped = t.elapsed();
+    if !status.success() {
+        return Err(format!("ended {status} (log: {})", log.display()));
+    }
+    // Exactly once: no id twice, and each subtask's ids (n % 2) a prefix without a gap.
+    let ids = committed_ids(&topic);
+    if let Some((id, n)) = ids.iter().find(|(_, n)| **n > 1) {
+        return Err(format!("id {id} read {n} times (log: {})", log.display()));
+    }
+    for share in 0..2u64 {
+        let mine: Vec<u64> = ids.keys().copied().filter(|id| id % 2 == share).collect();
+        if let Some(w) = mine.windows(2).find(|w| w[1] != w[0] + 2) {
+            return Err(format!(
+                "subtask {share}: ids {} then {}: records lost (log: {})",
+                w[0],
+                w[1],
+                log.display()
+            ));
+        }
+        if mine.first().is_some_and(|f| *f != share) {
+            return Err(format!("subtask {share} starts at {:?}", mine.first()));
+        }
+    }
+    Ok(Run {
+        recovered,
+        stopped,
+        records: ids.len(),
+    })
+}
+
+fn main() {
+    let freeze = Duration::from_secs(
+        std::env::var("RIVUS_FREEZE_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(35),
+    );
+    let runs: usize = std::env::var("RIVUS_FREEZE_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let dir = std::env::temp_dir().join(unique_name("rivus-freeze"));
+    std::fs::create_dir_all(&dir).unwrap();
+    println!(
+        "generator ({RATE} records/s × 2 subtasks, checkpoints every 1 s) → Kafka exactly-once; \
+         the broker frozen (SIGSTOP) for {freeze:?}, {runs} runs; files in {}",
+        dir.display()
+    );
+    let mut passed = Vec::new();
+    for i in 1..=runs {
+        match one_run(i, &dir, freeze) {
+            Ok(r) => {
+                println!(
+                    "run {i:>2}: recovered {:>5.1} s after the thaw, stopped {:>4.1} s after SIGINT, {} records exactly once",
+                    r.recovered.as_secs_f64(),
+                    r.stopped.as_secs_f64(),
+                    r.records
+                );
+                passed.push(r);
+            }
+            Err(e) => {
+                println!("run {i:>2}: FAILED: {e}");
+                println!("{} of {runs} runs passed before the failure", passed.len());
+                std::process::exit(1);
+            }
+        }
+    }
+    let max = |f: fn(&Run) -> Duration| {
+        passed
+            .iter()
+            .map(f)
+            .max()
+            .unwrap_or_default()
+            .as_secs_f64()
+    };
+    println!(
+        "{runs} of {runs} runs passed: recovered within {:.1} s of the thaw, stopped within {:.1} s of SIGINT, every record exactly once",
+        max(|r| r.recovered),
+        max(|r| r.stopped)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
