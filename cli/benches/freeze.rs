@@ -1,6 +1,7 @@
-//! The frozen-broker runs: a `rivus run` job (an unbounded generator, parallelism 2,
-//! checkpoints every second) writes into Kafka with `exactly_once = true`; after a warm-up the
-//! broker's processes are frozen with SIGSTOP (`RIVUS_FREEZE_SECS`, default 35 s), then thawed.
+//! The frozen-broker runs: a `rivus run` job (an unbounded generator, 10 000 records/s on each
+//! of 2 subtasks or unpaced with `RIVUS_FREEZE_RATE=0`, checkpoints every second) writes into
+//! Kafka with `exactly_once = true`; after a warm-up the broker's processes are frozen with
+//! SIGSTOP (`RIVUS_FREEZE_SECS`, default 35 s), then thawed.
 //! Each run passes when
 //! - the job recovers within 30 s of the thaw: a checkpoint completes and records reach the
 //!   sink again,
@@ -24,8 +25,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_testkit::services::{unique_name, Service};
 
-/// Records per second per subtask (two subtasks).
-const RATE: u64 = 10_000;
+/// Records per second per subtask (two subtasks) unless `RIVUS_FREEZE_RATE` says otherwise
+/// (`0`: as fast as the sink takes them).
+fn rate() -> u64 {
+    std::env::var("RIVUS_FREEZE_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
 const METRICS_PORT: u16 = 9897;
 /// How soon after the thaw the job must write again, and after SIGINT end.
 const RECOVER_WITHIN: Duration = Duration::from_secs(30);
@@ -187,9 +194,13 @@ fn one_run(i: usize, dir: &Path, freeze: Duration) -> Result<Run, String> {
         &file,
         format!(
             "name = \"{name}\"\nparallelism = 2\n[checkpoint]\ninterval = \"1s\"\ndir = \"{}\"\n\
-             [source]\ntype = \"generator\"\nrate = {RATE}\n\
+             [source]\ntype = \"generator\"\n{}\
              [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{}\"\ntopic = \"{topic}\"\nexactly_once = true\n",
             dir.join(format!("state-{i}")).display(),
+            match rate() {
+                0 => String::new(),
+                r => format!("rate = {r}\n"),
+            },
             Service::Kafka.url()
         ),
     )
@@ -237,7 +248,10 @@ fn one_run(i: usize, dir: &Path, freeze: Duration) -> Result<Run, String> {
             break s;
         }
         if t.elapsed() > STOP_WITHIN {
-            return fail(&mut child, format!("did not stop within {STOP_WITHIN:?} of SIGINT"));
+            return fail(
+                &mut child,
+                format!("did not stop within {STOP_WITHIN:?} of SIGINT"),
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -285,8 +299,12 @@ fn main() {
     let dir = std::env::temp_dir().join(unique_name("rivus-freeze"));
     std::fs::create_dir_all(&dir).unwrap();
     println!(
-        "generator ({RATE} records/s × 2 subtasks, checkpoints every 1 s) → Kafka exactly-once; \
+        "generator ({} records/s × 2 subtasks, checkpoints every 1 s) → Kafka exactly-once; \
          the broker frozen (SIGSTOP) for {freeze:?}, {runs} runs; files in {}",
+        match rate() {
+            0 => "unpaced".to_owned(),
+            r => r.to_string(),
+        },
         dir.display()
     );
     let mut passed = Vec::new();
@@ -308,14 +326,8 @@ fn main() {
             }
         }
     }
-    let max = |f: fn(&Run) -> Duration| {
-        passed
-            .iter()
-            .map(f)
-            .max()
-            .unwrap_or_default()
-            .as_secs_f64()
-    };
+    let max =
+        |f: fn(&Run) -> Duration| passed.iter().map(f).max().unwrap_or_default().as_secs_f64();
     println!(
         "{runs} of {runs} runs passed: recovered within {:.1} s of the thaw, stopped within {:.1} s of SIGINT, every record exactly once",
         max(|r| r.recovered),

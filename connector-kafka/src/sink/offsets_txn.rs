@@ -18,7 +18,7 @@ use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::{Error, Result};
 
-use super::producer::ProducerHandle;
+use super::producer::{ProducerHandle, BEGIN_TIMEOUT, INIT_TIMEOUT};
 use super::txn::{TxnHook, TxnStep};
 use crate::config::KafkaConfig;
 use crate::record::OutRecord;
@@ -60,9 +60,11 @@ impl OffsetsTxn {
         let handle = ProducerHandle::create(&cfg, queue_full)
             .map_err(|e| props.build_error("transactional producer", e))?;
         handle
-            .blocking(format!("fencing transactional id {tid}"), |p| {
-                p.init_transactions(Duration::from_secs(60))
-            })
+            .blocking(
+                format!("fencing transactional id {tid}"),
+                INIT_TIMEOUT,
+                |p| p.init_transactions(INIT_TIMEOUT),
+            )
             .await?;
         link.set_sink_commits();
         tracing::info!(%tid, "kafka sink: the source's offsets commit in this sink's transactions");
@@ -87,7 +89,9 @@ impl OffsetsTxn {
     async fn begin(&mut self) -> Result<()> {
         if !self.open {
             self.handle
-                .blocking("begin_transaction", |p| p.begin_transaction())
+                .blocking("begin_transaction", BEGIN_TIMEOUT, |p| {
+                    p.begin_transaction()
+                })
                 .await?;
             self.open = true;
         }
@@ -161,18 +165,21 @@ impl OffsetsTxn {
         self.begin().await?;
         self.handle.flush(self.flush_timeout).await?;
         if offsets.count() > 0 {
-            let timeout = self.timeout;
+            let timeout = self.flush_timeout.min(self.timeout);
             self.handle
-                .blocking(what("sending offsets to the transaction"), move |p| {
-                    p.send_offsets_to_transaction(&offsets, &metadata, timeout)
-                })
+                .blocking(
+                    what("sending offsets to the transaction"),
+                    timeout,
+                    move |p| p.send_offsets_to_transaction(&offsets, &metadata, timeout),
+                )
                 .await?;
         }
         self.step(TxnStep::Commit(checkpoint));
-        let timeout = self.timeout;
+        // Flushed above: the commit is one round trip, bounded like the flush.
+        let timeout = self.flush_timeout.min(self.timeout);
         let committed = self
             .handle
-            .blocking(what("commit_transaction"), move |p| {
+            .blocking(what("commit_transaction"), timeout, move |p| {
                 p.commit_transaction(timeout)
             })
             .await;

@@ -16,6 +16,18 @@ use rivus_core::{Error, Result};
 
 use crate::record::OutRecord;
 
+/// How much longer than a call's own timeout the sink waits for a blocking librdkafka call.
+const CALL_GRACE: Duration = Duration::from_secs(5);
+/// How long a flush waits without any delivery report before it gives up (see
+/// [`ProducerHandle::flush`]).
+pub(crate) const DELIVERY_STALL: Duration = Duration::from_secs(10);
+/// How long an abort may take when a producer closes.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `begin_transaction` may take (it is local to the producer).
+pub(crate) const BEGIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `init_transactions` may take: fencing the previous producer of the id.
+pub(crate) const INIT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The sink's producer queue unless set otherwise: at most 50 000 records
 /// (`queue.buffering.max.messages`, librdkafka's default 100 000) and 16 MiB
 /// (`queue.buffering.max.kbytes`, default 1 GiB) waiting for the broker, per producer. This
@@ -168,7 +180,13 @@ impl ProducerHandle {
         sent
     }
 
-    /// Waits for every outstanding delivery; fails if one failed since the last check.
+    /// Waits for every outstanding delivery; fails if one failed since the last check, if
+    /// they are not all reported within `timeout`, or if no report at all came for
+    /// [`DELIVERY_STALL`] — records librdkafka keeps without answering (after the broker froze
+    /// for longer than `request.timeout.ms` and came back fenced, some of a transactional
+    /// producer's records were never reported). The error is retryable: the job restarts with
+    /// new producers from its last checkpoint, what the stalled transaction held is aborted and
+    /// read again.
     ///
     /// rdkafka's own `flush` polls in steps of 100 ms, and with the threaded producer's own
     /// poll thread taking the events, each flush took 100–200 ms however little was in flight.
@@ -181,6 +199,10 @@ impl ProducerHandle {
         // while anything is in flight, which is what the loop below waits for.
         let _ = self.producer.flush(Duration::ZERO);
         let deadline = tokio::time::Instant::now() + timeout;
+        let (mut seen, mut progressed) = (
+            d.delivered.load(Ordering::Acquire),
+            tokio::time::Instant::now(),
+        );
         loop {
             let room = d.room.notified();
             tokio::pin!(room);
@@ -193,6 +215,19 @@ impl ProducerHandle {
                 break;
             }
             let now = tokio::time::Instant::now();
+            let delivered = d.delivered.load(Ordering::Acquire);
+            if delivered != seen {
+                (seen, progressed) = (delivered, now);
+            } else if now.duration_since(progressed) >= DELIVERY_STALL {
+                return Err(Error::connector(
+                    "kafka sink: flush",
+                    format!(
+                        "no delivery report for {DELIVERY_STALL:?}: {} of {target} records \
+                         outstanding",
+                        target.saturating_sub(delivered)
+                    ),
+                ));
+            }
             if now >= deadline {
                 return Err(Error::connector(
                     format!("kafka sink: flush within {timeout:?}"),
@@ -225,15 +260,25 @@ impl ProducerHandle {
     pub async fn blocking<R: Send + 'static>(
         &self,
         what: impl std::fmt::Display,
+        deadline: Duration,
         f: impl FnOnce(&ThreadedProducer<SinkClientContext>) -> std::result::Result<R, KafkaError>
             + Send
             + 'static,
     ) -> Result<R> {
         let producer = Arc::clone(&self.producer);
-        tokio::task::spawn_blocking(move || f(&producer))
-            .await
-            .map_err(|e| Error::connector(format!("kafka sink: {what}"), e.to_string()))?
-            .map_err(|e| crate::kafka_err(format!("kafka sink: {what}"), e))
+        let call = tokio::task::spawn_blocking(move || f(&producer));
+        // librdkafka's own timeout (`deadline`, given to the call) should end it; this bounds
+        // the wait also if it does not, so that the job fails and restarts instead of hanging
+        // (the thread is left to finish; the process does not wait for it at exit).
+        match tokio::time::timeout(deadline + CALL_GRACE, call).await {
+            Err(_) => Err(Error::connector(
+                format!("kafka sink: {what}"),
+                format!("no answer from the brokers within {deadline:?}"),
+            )),
+            Ok(joined) => joined
+                .map_err(|e| Error::connector(format!("kafka sink: {what}"), e.to_string()))?
+                .map_err(|e| crate::kafka_err(format!("kafka sink: {what}"), e)),
+        }
     }
 
     /// Closes a transactional producer: aborts its transaction if one is `open` (what no
@@ -241,8 +286,8 @@ impl ProducerHandle {
     pub async fn abort_and_shutdown(self, open: bool) {
         if open {
             let _ = self
-                .blocking("abort_transaction", |p| {
-                    p.abort_transaction(Duration::from_secs(10))
+                .blocking("abort_transaction", ABORT_TIMEOUT, |p| {
+                    p.abort_transaction(ABORT_TIMEOUT)
                 })
                 .await;
         }
@@ -251,10 +296,17 @@ impl ProducerHandle {
 
     /// Flushes briefly and drops the producer on a blocking thread (dropping can block).
     pub async fn shutdown(self) {
-        let _ = tokio::task::spawn_blocking(move || {
+        let closing = tokio::task::spawn_blocking(move || {
             let _ = self.producer.flush(Duration::from_secs(10));
             drop(self);
-        })
-        .await;
+        });
+        // Dropping a producer whose records a broker never answered can wait for good: a
+        // restart must not wait with it (the thread is left to finish).
+        if tokio::time::timeout(Duration::from_secs(15), closing)
+            .await
+            .is_err()
+        {
+            tracing::warn!("kafka sink: a producer did not close within 15 s; left to close");
+        }
     }
 }

@@ -36,7 +36,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use rivus_core::{Error, Restored, Result};
 
-use super::producer::ProducerHandle;
+use super::producer::{ProducerHandle, BEGIN_TIMEOUT, INIT_TIMEOUT};
 use super::wal::{self, WalReader, WalRef, WalWriter};
 use crate::config::KafkaConfig;
 use crate::kafka_err;
@@ -185,9 +185,11 @@ impl TxnManager {
                 .map_err(|e| props.build_error("transactional producer", e))
         };
         let init = |h: ProducerHandle, tid: String| async move {
-            h.blocking(format!("fencing transactional id {tid}"), |pr| {
-                pr.init_transactions(Duration::from_secs(60))
-            })
+            h.blocking(
+                format!("fencing transactional id {tid}"),
+                INIT_TIMEOUT,
+                |pr| pr.init_transactions(Duration::from_secs(60)),
+            )
             .await?;
             Ok::<_, Error>(h)
         };
@@ -275,7 +277,9 @@ impl TxnManager {
         })?;
         self.slots[slot]
             .handle
-            .blocking("begin_transaction", |p| p.begin_transaction())
+            .blocking("begin_transaction", BEGIN_TIMEOUT, |p| {
+                p.begin_transaction()
+            })
             .await?;
         self.slots[slot].busy = true;
         Ok(slot)
@@ -364,11 +368,17 @@ impl TxnManager {
         Ok(())
     }
 
+    /// Commits slot `slot`'s transaction. Its records were flushed at the pre-commit, so the
+    /// commit is one round trip to the coordinator: it waits at most `flush_timeout` (not the
+    /// transaction timeout), and a commit that times out fails the job, whose restart
+    /// finds the transaction's marker committed or writes it again from its log.
     async fn commit(&mut self, slot: usize, tid: &str, checkpoint: u64) -> Result<()> {
-        let timeout = self.timeout;
+        let timeout = self.flush_timeout.min(self.timeout);
         self.slots[slot]
             .handle
-            .blocking("commit_transaction", move |p| p.commit_transaction(timeout))
+            .blocking("commit_transaction", timeout, move |p| {
+                p.commit_transaction(timeout)
+            })
             .await
             .map_err(|e| {
                 Error::connector(
