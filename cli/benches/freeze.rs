@@ -13,11 +13,15 @@
 //! (`RIVUS_FREEZE_RUNS`, default 20; the runs stop at the first failure). Not part of
 //! `dev/test`: it freezes the shared broker. The broker is thawed again also when a run fails.
 
+#[path = "support/frozen.rs"]
+mod frozen;
 #[path = "../tests/support/http.rs"]
 mod http;
 
+use frozen::{server_pids, signal, Frozen};
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,65 +42,9 @@ const METRICS_PORT: u16 = 9897;
 const RECOVER_WITHIN: Duration = Duration::from_secs(30);
 const STOP_WITHIN: Duration = Duration::from_secs(10);
 
-/// The broker's processes: the pid `dev/services` recorded and its descendants.
+/// The broker's processes.
 fn broker_pids() -> Vec<u32> {
-    let dir = std::env::var("RIVUS_SERVICES_DIR").map_or_else(
-        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services"),
-        PathBuf::from,
-    );
-    let file = dir.join("kafka").join("pid");
-    let root: u32 = std::fs::read_to_string(&file)
-        .unwrap_or_else(|e| panic!("{}: {e} (dev/services up kafka)", file.display()))
-        .trim()
-        .parse()
-        .expect("a pid");
-    let mut parents: Vec<(u32, u32)> = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        if let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        {
-            parents.push((pid, ppid));
-        }
-    }
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    out
-}
-
-fn signal(pids: &[u32], sig: &str) {
-    let args: Vec<String> = std::iter::once(format!("-{sig}"))
-        .chain(pids.iter().map(u32::to_string))
-        .collect();
-    let _ = Command::new("kill").args(&args).status();
-}
-
-/// Frozen processes, thawed when dropped (also when a run panics).
-struct Frozen(Vec<u32>);
-
-impl Frozen {
-    fn new(pids: Vec<u32>) -> Self {
-        signal(&pids, "STOP");
-        Frozen(pids)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(&self.0, "CONT");
-    }
+    server_pids("kafka")
 }
 
 /// The sum of a counter's samples on the job's metrics endpoint (`filter` picks the lines).

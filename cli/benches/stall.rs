@@ -9,10 +9,14 @@
 //! picks cases by name; `RIVUS_BENCH_STALL_SECS`, default 30). Not part of `dev/test`: it
 //! freezes the shared servers. Every frozen process is thawed again, also when a case fails.
 
+#[path = "support/frozen.rs"]
+mod frozen;
 #[path = "../tests/support/http.rs"]
 mod http;
 
-use std::path::{Path, PathBuf};
+use frozen::{server_pids, signal, Frozen};
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,68 +26,6 @@ use rivus_testkit::services::{unique_name, Service};
 /// Records per second per subtask (two subtasks).
 const RATE: u64 = 10_000;
 const METRICS_PORT: u16 = 9899;
-
-/// The server's processes: the pid `dev/services` recorded and all its descendants.
-fn server_pids(service: &str) -> Vec<u32> {
-    let dir = std::env::var("RIVUS_SERVICES_DIR").map_or_else(
-        |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services"),
-        PathBuf::from,
-    );
-    let file = dir.join(service).join("pid");
-    let root: u32 = std::fs::read_to_string(&file)
-        .unwrap_or_else(|e| panic!("{}: {e} (dev/services up {service})", file.display()))
-        .trim()
-        .parse()
-        .expect("a pid");
-    let mut parents: Vec<(u32, u32)> = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
-        if let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-        {
-            parents.push((pid, ppid));
-        }
-    }
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    out
-}
-
-fn signal(pids: &[u32], sig: &str) {
-    let args: Vec<String> = std::iter::once(format!("-{sig}"))
-        .chain(pids.iter().map(u32::to_string))
-        .collect();
-    let _ = Command::new("kill").args(&args).status();
-}
-
-/// Frozen processes, thawed when dropped (also when a case panics).
-struct Frozen(Vec<u32>);
-
-impl Frozen {
-    fn new(pids: Vec<u32>) -> Self {
-        signal(&pids, "STOP");
-        Frozen(pids)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(&self.0, "CONT");
-    }
-}
 
 /// (current, peak) resident set of a process, in MiB (NaN once it is gone).
 fn rss(pid: u32) -> (f64, f64) {
