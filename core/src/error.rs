@@ -106,6 +106,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A task panicked: a bug in the code at `location`, not a failure of an external system.
+    /// Not retried — a restart would meet the same bug.
+    #[error("panicked{}: {message}", location.as_ref().map(|l| format!(" at {l}")).unwrap_or_default())]
+    Panic {
+        /// The panic's message.
+        message: String,
+        /// `file:line:column` of the `panic!` (or the failed `unwrap`, index, ...), when known.
+        location: Option<String>,
+    },
+
     /// I/O failure with context.
     #[error("{context}: {source}")]
     Io {
@@ -220,6 +230,7 @@ impl Error {
             | Error::Owner { .. }
             | Error::State { .. }
             | Error::Cancelled
+            | Error::Panic { .. }
             | Error::Record { .. } => false,
         }
     }

@@ -186,6 +186,50 @@ async fn failures_a_restart_cannot_fix_end_the_job_at_once() {
     }
 }
 
+/// A source that panics at once.
+struct Panicking;
+
+#[async_trait]
+impl RichFunction for Panicking {}
+
+#[async_trait]
+impl SourceFunction for Panicking {
+    type Out = u64;
+    type State = ();
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+    async fn run(&mut self, _ctx: &mut SourceContext<u64, ()>) -> Result<()> {
+        let parts: Vec<u64> = Vec::new();
+        let _ = parts[3];
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_panic_is_reported_as_one_with_its_location_and_not_retried() {
+    let builds = Arc::new(AtomicUsize::new(0));
+    let store: TxnStore<u64> = TxnStore::new();
+    let supervisor = Supervisor::new(|| {
+        builds.fetch_add(1, Ordering::SeqCst);
+        let job = Pipeline::new("panicking")
+            .restart_strategy(fixed(10, 100))
+            .source("src", 1, |_| Panicking)
+            .sink("sink", 1, |i| TransactionalSink::new(store.clone(), i));
+        async move { job }
+    })
+    .await
+    .unwrap();
+    let err = supervisor.run().await.unwrap_err();
+    assert_eq!(builds.load(Ordering::SeqCst), 1, "no restart after a panic");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("task `src -> sink` (subtask 0) failed: panicked at core/tests/restarts.rs:"),
+        "{text}"
+    );
+    assert!(text.contains("index out of bounds"), "{text}");
+}
+
 #[tokio::test]
 async fn strategies_give_up() {
     let lost = || Error::connector("test server", "connection reset");

@@ -289,6 +289,7 @@ fn start(
     stop: &watch::Sender<bool>,
     cancel: &CancellationToken,
 ) -> (JoinSet<Result<()>>, Coordinator) {
+    super::panic::install_hook();
     let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let mut mailboxes = Vec::new();
@@ -309,7 +310,7 @@ fn start(
         let (name, subtask) = (spec.name, spec.subtask);
         let fut = (spec.start)(env);
         set.spawn(async move {
-            fut.await.map_err(|e| Error::Task {
+            super::panic::catch(fut).await.map_err(|e| Error::Task {
                 task: name,
                 subtask,
                 source: Box::new(e),
@@ -351,8 +352,9 @@ async fn join_tasks(
     let mut first: Option<Error> = None;
     let mut hard_cancelled = false;
     while let Some(joined) = set.join_next().await {
-        let result =
-            joined.unwrap_or_else(|e| Err(Error::connector("task panicked", e.to_string())));
+        // Panics are caught inside each task (with the task's name); a join error here is
+        // an abort.
+        let result = joined.unwrap_or(Err(Error::Cancelled));
         if let Err(e) = result {
             if first.is_none() && !e.is_cancelled() {
                 tracing::error!(job = %job, error = %e, "task failed: cancelling the job");

@@ -13,6 +13,7 @@ mod event;
 mod input_gate;
 mod job;
 mod output;
+mod panic;
 mod pipeline;
 mod plan;
 mod restart;
