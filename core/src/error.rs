@@ -106,6 +106,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// The job handed no record to its sinks and completed no checkpoint for `since` (the
+    /// stall timeout): the attempt is failed so that a restart gets it going again.
+    #[error("stalled: no progress for {:.0}s{}", since.as_secs_f64(), waiting.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Stalled {
+        /// How long the job made no progress.
+        since: std::time::Duration,
+        /// The task in the same call the longest, as `` `sink` (subtask 0) in invoke for 35s ``.
+        waiting: Option<String>,
+    },
+
     /// A task panicked: a bug in the code at `location`, not a failure of an external system.
     /// Not retried — a restart would meet the same bug.
     #[error("panicked{}: {message}", location.as_ref().map(|l| format!(" at {l}")).unwrap_or_default())]
@@ -222,6 +232,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Connector { .. } | Error::Checkpoint { .. } | Error::Closed(_) => true,
+            Error::Stalled { .. } => true,
             Error::Io { .. } => true,
             Error::Task { source, .. } => source.is_retryable(),
             Error::Schema(_)

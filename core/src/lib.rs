@@ -19,6 +19,7 @@
 //! # async fn demo() -> rivus_core::Result<()> { Ok(()) }
 //! ```
 
+pub mod activity;
 pub mod backoff;
 pub mod bulk;
 pub mod checkpoint;
@@ -49,7 +50,8 @@ pub use function::{
 pub use guarantee::DeliveryGuarantee;
 pub use runtime::{
     CheckpointEvent, CheckpointHistory, CheckpointRecord, Job, JobHandle, JobSummary, Pipeline,
-    RestartStatus, RestartStrategy, SourceContext, Stream, Supervisor, Waited,
+    RestartStatus, RestartStrategy, SourceContext, Stall, StallSettings, Stream, Supervisor,
+    Waited,
 };
 pub use share::Share;
 pub use state::Restored;

@@ -224,7 +224,9 @@ async fn a_panic_is_reported_as_one_with_its_location_and_not_retried() {
     assert_eq!(builds.load(Ordering::SeqCst), 1, "no restart after a panic");
     let text = err.to_string();
     assert!(
-        text.starts_with("task `src -> sink` (subtask 0) failed: panicked at core/tests/restarts.rs:"),
+        text.starts_with(
+            "task `src -> sink` (subtask 0) failed: panicked at core/tests/restarts.rs:"
+        ),
         "{text}"
     );
     assert!(text.contains("index out of bounds"), "{text}");

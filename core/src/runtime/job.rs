@@ -15,7 +15,9 @@ use super::control::Mailbox;
 use super::coordinator::Coordinator;
 use super::plan::Plan;
 use super::restart::RestartStrategy;
+use super::stall::Stall;
 use super::task::TaskEnv;
+use crate::activity::Activities;
 use crate::checkpoint::{CheckpointConfig, CompletedCheckpoint, Holder, OwnerLock};
 use crate::error::{Error, Result};
 use crate::guarantee::DeliveryGuarantee;
@@ -154,6 +156,26 @@ impl Job {
         self.plan.history = Arc::clone(history);
     }
 
+    /// Reports this job's stalls and activities into a supervisor's (shared by its attempts).
+    pub(crate) fn share_health(
+        &mut self,
+        activities: &Arc<Activities>,
+        stalls: &Arc<watch::Sender<Option<Stall>>>,
+    ) {
+        self.plan.activities = Arc::clone(activities);
+        self.plan.stalls = Arc::clone(stalls);
+    }
+
+    /// Watches whether the job is stalled (`Some`) and where it waits.
+    pub fn stalls(&self) -> watch::Receiver<Option<Stall>> {
+        self.plan.stalls.subscribe()
+    }
+
+    /// What each task is in now.
+    pub fn activities(&self) -> Arc<Activities> {
+        Arc::clone(&self.plan.activities)
+    }
+
     /// The recent checkpoints of this job.
     pub fn checkpoint_history(&self) -> Arc<super::CheckpointHistory> {
         Arc::clone(&self.plan.history)
@@ -226,9 +248,22 @@ impl Job {
             tracing::info!(job = %plan.name, checkpoint = id, "restoring from checkpoint");
         }
         let (name, counters) = (plan.name.clone(), Arc::clone(&plan.counters));
+        let stall_watch = tokio::spawn(super::stall::watch(
+            name.clone(),
+            plan.stall,
+            super::stall::Progress {
+                counters: Arc::clone(&counters),
+                completed: plan.completed.subscribe(),
+                activities: Arc::clone(&plan.activities),
+                checkpointing: plan.checkpoint.is_some(),
+            },
+            Arc::clone(&plan.stalls),
+        ));
+        let stalls = Arc::clone(&plan.stalls);
         let (tasks, coordinator) = start(plan, restore, &stop, &cancel);
         let coord = tokio::spawn(coordinator.run());
-        let (mut first, hard_cancelled) = join_tasks(tasks, &cancel, &name).await;
+        let (mut first, hard_cancelled) = join_tasks(tasks, &cancel, &name, stall_watch).await;
+        stalls.send_replace(None);
         cancel.cancel();
         let stats = match coord.await {
             Ok(Ok(s)) => s,
@@ -290,6 +325,7 @@ fn start(
     cancel: &CancellationToken,
 ) -> (JoinSet<Result<()>>, Coordinator) {
     super::panic::install_hook();
+    plan.activities.reset();
     let restored_from = restore.as_ref().map(|c| c.checkpoint_id);
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     let mut mailboxes = Vec::new();
@@ -308,9 +344,11 @@ fn start(
             checkpointing: plan.checkpoint.is_some(),
         };
         let (name, subtask) = (spec.name, spec.subtask);
+        let activity = plan.activities.register(&name, subtask);
         let fut = (spec.start)(env);
         set.spawn(async move {
-            super::panic::catch(fut).await.map_err(|e| Error::Task {
+            let fut = crate::activity::scope(activity, super::panic::catch(fut));
+            fut.await.map_err(|e| Error::Task {
                 task: name,
                 subtask,
                 source: Box::new(e),
@@ -348,10 +386,28 @@ async fn join_tasks(
     mut set: JoinSet<Result<()>>,
     cancel: &CancellationToken,
     job: &str,
+    mut stall_watch: tokio::task::JoinHandle<Error>,
 ) -> (Option<Error>, bool) {
     let mut first: Option<Error> = None;
     let mut hard_cancelled = false;
-    while let Some(joined) = set.join_next().await {
+    let mut watching = true;
+    loop {
+        let joined = tokio::select! {
+            joined = set.join_next() => match joined {
+                Some(j) => j,
+                None => break,
+            },
+            stalled = &mut stall_watch, if watching => {
+                watching = false;
+                if let Ok(e) = stalled {
+                    if first.is_none() {
+                        first = Some(e);
+                        cancel.cancel();
+                    }
+                }
+                continue;
+            }
+        };
         // Panics are caught inside each task (with the task's name); a join error here is
         // an abort.
         let result = joined.unwrap_or(Err(Error::Cancelled));
@@ -367,5 +423,6 @@ async fn join_tasks(
             }
         }
     }
+    stall_watch.abort();
     (first, hard_cancelled)
 }

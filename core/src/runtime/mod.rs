@@ -19,6 +19,7 @@ mod plan;
 mod restart;
 mod sink_output;
 mod source_context;
+mod stall;
 mod supervisor;
 mod task;
 
@@ -27,4 +28,5 @@ pub use job::{Job, JobHandle, JobSummary};
 pub use pipeline::{Pipeline, Stream};
 pub use restart::RestartStrategy;
 pub use source_context::{CheckpointEvent, Collect, SourceContext, Waited};
+pub use stall::{Stall, StallSettings};
 pub use supervisor::{RestartStatus, Supervisor};

@@ -101,6 +101,7 @@ impl<T: Send + 'static> ChannelOutput<T> {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(ev)) => {
                 let waited = Instant::now();
+                let _idle = crate::activity::idle("waiting for downstream");
                 let r = tx.send(ev).await.map_err(|_| Error::Cancelled);
                 self.backpressure
                     .increment(waited.elapsed().as_micros() as u64);

@@ -86,8 +86,15 @@ mod tests {
             }
             other => panic!("expected a panic error, got {other:?}"),
         }
-        assert!(!err.is_retryable(), "a panic is a bug, not a failure to retry");
-        assert!(err.to_string().contains("panicked at core/src/runtime/panic.rs"), "{err}");
+        assert!(
+            !err.is_retryable(),
+            "a panic is a bug, not a failure to retry"
+        );
+        assert!(
+            err.to_string()
+                .contains("panicked at core/src/runtime/panic.rs"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@ use super::output::{hash_key, ChannelOutput, Output, Partitioner};
 use super::plan::Plan;
 use super::restart::RestartStrategy;
 use super::sink_output::SinkOutput;
+use super::stall::StallSettings;
 use super::task::{run_exchange, run_source, TaskSpec};
 use crate::checkpoint::CheckpointConfig;
 use crate::context::{CompletedCheckpoints, RuntimeContext};
@@ -42,6 +43,8 @@ pub struct Pipeline {
     pub(crate) worker: Option<Arc<str>>,
     pub(crate) checkpoint: Option<CheckpointConfig>,
     restart: Option<RestartStrategy>,
+    stall_threshold: Option<Duration>,
+    stall_timeout: Option<Duration>,
     pub(crate) batch_size: usize,
     pub(crate) channel_capacity: usize,
     pub(crate) buffer_timeout: Duration,
@@ -75,6 +78,8 @@ impl Pipeline {
             worker: None,
             checkpoint: None,
             restart: None,
+            stall_threshold: None,
+            stall_timeout: None,
             batch_size: 1024,
             channel_capacity: 8,
             buffer_timeout: Duration::from_millis(100),
@@ -132,6 +137,22 @@ impl Pipeline {
             self.errors.push(e);
         }
         self.restart = Some(strategy);
+        self
+    }
+
+    /// How long a job may hand no record to its sinks and complete no checkpoint before it is
+    /// reported stalled (default: five checkpoint intervals, at least 30 s; 60 s without
+    /// checkpoints). See [`Stall`](super::Stall).
+    pub fn stall_threshold(mut self, d: Duration) -> Self {
+        self.stall_threshold = Some(d);
+        self
+    }
+
+    /// Fails the attempt (a retryable [`Error::Stalled`]: the supervisor restarts the job from
+    /// its newest checkpoint) once it made no progress for `d`. Default: none, a stall is only
+    /// reported. At least the stall threshold.
+    pub fn stall_timeout(mut self, d: Duration) -> Self {
+        self.stall_timeout = Some(d);
         self
     }
 
@@ -479,7 +500,17 @@ impl<T: Send + 'static> Stream<T> {
             .restart
             .clone()
             .unwrap_or_else(|| RestartStrategy::default_for(pipeline.checkpoint.is_some()));
+        let mut stall =
+            StallSettings::default_for(pipeline.checkpoint.as_ref().map(|c| c.interval));
+        if let Some(t) = pipeline.stall_threshold {
+            stall.threshold = t;
+        }
+        stall.timeout = pipeline.stall_timeout;
+        super::stall::validate(&stall, "pipeline")?;
         let plan = Plan {
+            stall,
+            activities: Arc::default(),
+            stalls: Arc::new(tokio::sync::watch::channel(None).0),
             name: pipeline.name,
             worker: pipeline.worker,
             checkpoint: pipeline.checkpoint,

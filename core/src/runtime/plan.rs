@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::counters::Counters;
+use super::stall::{Stall, StallSettings};
 use super::task::TaskSpec;
+use crate::activity::Activities;
 use crate::checkpoint::CheckpointConfig;
 
 /// Everything a job needs to run, once its pipeline is complete.
@@ -23,6 +25,12 @@ pub(crate) struct Plan {
     pub completed: Arc<tokio::sync::watch::Sender<Option<u64>>>,
     /// The recent checkpoints (a supervisor shares its own with every attempt).
     pub history: Arc<super::CheckpointHistory>,
+    /// When the job counts as stalled.
+    pub stall: StallSettings,
+    /// What each task is in now (a supervisor shares its own with every attempt).
+    pub activities: Arc<Activities>,
+    /// The current stall, if any (shared like `activities`).
+    pub stalls: Arc<tokio::sync::watch::Sender<Option<Stall>>>,
 }
 
 impl std::fmt::Debug for Plan {

@@ -109,6 +109,7 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
             self.rctx.parallelism(),
             restore,
         )?;
+        let _in = crate::activity::waiting("open");
         self.sink.initialize_state(restored).await?;
         self.opened = true;
         self.sink.open(&self.rctx).await
@@ -124,6 +125,7 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
             .written
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut ctx = SinkContext::for_batch(batch.timestamps, self.watermark);
+        let _in = crate::activity::waiting("invoke");
         self.sink.invoke_batch(batch.values, &mut ctx).await
     }
 
@@ -135,7 +137,10 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
 
     async fn barrier(&mut self, id: u64, snap: &mut Snapshot) -> Result<()> {
         self.flush().await?;
-        let state = self.sink.snapshot_state(id).await?;
+        let state = {
+            let _in = crate::activity::waiting("snapshot_state");
+            self.sink.snapshot_state(id).await?
+        };
         let value = serde_json::to_value(state).map_err(|e| Error::State {
             operator: self.rctx.task_name().to_owned(),
             source: e,
@@ -146,18 +151,26 @@ impl<In: Send + 'static, S: SinkFunction<In>> Output<In> for SinkOutput<In, S> {
 
     async fn notify(&mut self, n: Notification) -> Result<()> {
         match n {
-            Notification::Complete(id) => self.sink.notify_checkpoint_complete(id).await,
-            Notification::Abort(id) => self.sink.notify_checkpoint_aborted(id).await,
+            Notification::Complete(id) => {
+                let _in = crate::activity::waiting("notify_checkpoint_complete");
+                self.sink.notify_checkpoint_complete(id).await
+            }
+            Notification::Abort(id) => {
+                let _in = crate::activity::waiting("notify_checkpoint_aborted");
+                self.sink.notify_checkpoint_aborted(id).await
+            }
         }
     }
 
     async fn end_of_input(&mut self) -> Result<()> {
         self.flush().await?;
+        let _in = crate::activity::waiting("finish");
         self.sink.finish().await
     }
 
     async fn close(&mut self) -> Result<()> {
         if std::mem::take(&mut self.opened) {
+            let _in = crate::activity::waiting("close");
             self.sink.close().await
         } else {
             Ok(())

@@ -257,6 +257,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             self.out.flush().await?;
         }
         self.process_mail().await?;
+        let _idle = crate::activity::idle("waiting for input");
         tokio::pin!(fut);
         loop {
             if self.stopping {

@@ -11,6 +11,8 @@ use tokio::sync::watch;
 
 use super::job::{Job, JobHandle, JobSummary};
 use super::restart::{RestartStrategy, RestartTracker};
+use super::stall::Stall;
+use crate::activity::Activities;
 use crate::context::CompletedCheckpoints;
 use crate::error::Result;
 use crate::guarantee::DeliveryGuarantee;
@@ -51,6 +53,8 @@ pub struct Supervisor<B> {
     status: Arc<watch::Sender<RestartStatus>>,
     completed: Arc<watch::Sender<Option<u64>>>,
     history: Arc<super::CheckpointHistory>,
+    activities: Arc<Activities>,
+    stalls: Arc<watch::Sender<Option<Stall>>>,
 }
 
 impl<B> std::fmt::Debug for Supervisor<B> {
@@ -81,6 +85,8 @@ where
             status: Arc::new(watch::channel(RestartStatus::default()).0),
             completed: Arc::new(watch::channel(None).0),
             history: Arc::default(),
+            activities: Arc::default(),
+            stalls: Arc::new(watch::channel(None).0),
         })
     }
 
@@ -119,6 +125,17 @@ where
         CompletedCheckpoints::new(self.completed.subscribe())
     }
 
+    /// Watches whether the job is stalled (`Some`: no record reached a sink and no checkpoint
+    /// completed for the stall threshold) and where it waits, across attempts.
+    pub fn stalls(&self) -> watch::Receiver<Option<Stall>> {
+        self.stalls.subscribe()
+    }
+
+    /// What each task of the running attempt is in now.
+    pub fn activities(&self) -> Arc<Activities> {
+        Arc::clone(&self.activities)
+    }
+
     /// Runs attempts until the job ends. The summary adds up every attempt; the error is the
     /// failure the supervisor did not restart from (not retryable, strategy exhausted, or a
     /// stop asked for while waiting to restart).
@@ -137,6 +154,7 @@ where
                 Ok(mut job) => {
                     job.attach(&self.handle);
                     job.share_history(&self.history);
+                    job.share_health(&self.activities, &self.stalls);
                     let forward = forward_checkpoints(job.completed_sender(), &self.completed);
                     self.status.send_modify(|s| s.restarting = false);
                     let (summary, failure) = job.run_once().await;

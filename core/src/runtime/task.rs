@@ -81,7 +81,10 @@ pub(crate) async fn run_source<S: SourceFunction>(
     let restore = env.restore;
     let body = async {
         ctx.output().open(restore.as_deref()).await?;
-        source.open(&rctx).await?;
+        {
+            let _in = crate::activity::waiting("open");
+            source.open(&rctx).await?;
+        }
         source.run(&mut ctx).await?;
         tracing::debug!(task = %who, "source finished");
         if env.checkpointing {
@@ -97,7 +100,10 @@ pub(crate) async fn run_source<S: SourceFunction>(
     counters
         .read
         .fetch_add(ctx.emitted(), std::sync::atomic::Ordering::Relaxed);
-    let closed = [source.close().await, ctx.output().close().await];
+    let closed = {
+        let _in = crate::activity::waiting("close");
+        [source.close().await, ctx.output().close().await]
+    };
     first_error(std::iter::once(result).chain(closed), &who)
 }
 
