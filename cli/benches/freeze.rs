@@ -13,7 +13,7 @@
 //! (`RIVUS_FREEZE_RUNS`, default 20; the runs stop at the first failure). Not part of
 //! `dev/test`: it freezes the shared broker. The broker is thawed again also when a run fails.
 
-#[path = "support/frozen.rs"]
+#[path = "../tests/support/frozen.rs"]
 mod frozen;
 #[path = "../tests/support/http.rs"]
 mod http;

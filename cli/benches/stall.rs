@@ -9,7 +9,7 @@
 //! picks cases by name; `RIVUS_BENCH_STALL_SECS`, default 30). Not part of `dev/test`: it
 //! freezes the shared servers. Every frozen process is thawed again, also when a case fails.
 
-#[path = "support/frozen.rs"]
+#[path = "../tests/support/frozen.rs"]
 mod frozen;
 #[path = "../tests/support/http.rs"]
 mod http;

@@ -151,6 +151,12 @@ pub async fn build_counting(
     if let Some(restart) = &config.restart {
         pipeline = pipeline.restart_strategy(restart.strategy());
     }
+    if let Some(t) = config.stall_threshold {
+        pipeline = pipeline.stall_threshold(t);
+    }
+    if let Some(t) = config.stall_timeout {
+        pipeline = pipeline.stall_timeout(t);
+    }
     let (stream, total) = crate::sources::attach(pipeline, config, &policy, dry).await?;
     let read = Arc::clone(&counts);
     let stream = stream.map(move |v| {

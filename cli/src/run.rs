@@ -93,6 +93,7 @@ fn install_metrics(
 struct Watched {
     history: Arc<rivus_core::CheckpointHistory>,
     restarts: tokio::sync::watch::Receiver<rivus_core::RestartStatus>,
+    stalls: tokio::sync::watch::Receiver<Option<rivus_core::Stall>>,
     handle: rivus_core::JobHandle,
 }
 
@@ -127,6 +128,7 @@ impl Dashboard {
                 Box::new(move || prometheus.render()),
                 job.history,
                 job.restarts,
+                job.stalls,
             )
             .with_lag_metrics(lag.into_iter().flatten().collect()),
         );
@@ -227,6 +229,29 @@ async fn conclude(
     }
 }
 
+/// How long a cancelled job may take to end before the process ends without it.
+const HARD_STOP: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// After the second signal: ends the process (code 130) unless the job ended within
+/// [`HARD_STOP`], naming the calls that did not return.
+fn exit_soon(name: String, activities: Arc<rivus_core::activity::Activities>) {
+    std::thread::spawn(move || {
+        std::thread::sleep(HARD_STOP);
+        let waits: Vec<String> = activities.waits().iter().map(ToString::to_string).collect();
+        status::clear();
+        eprintln!(
+            "{name}: stopped at once; {} still waiting{}",
+            if waits.is_empty() { "no task" } else { "tasks" },
+            if waits.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", waits.join("; "))
+            }
+        );
+        std::process::exit(130);
+    });
+}
+
 /// `rivus run FILE`.
 pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     let Setup {
@@ -263,12 +288,20 @@ pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     })
     .await
     .expect("the first attempt's job is already built");
-    supervisor.handle().stop_on_signals();
+    {
+        // A second signal cancels the job; should a task still wait in a call its client
+        // cannot interrupt, the process ends a few seconds later all the same.
+        let (name, activities) = (config.name.clone(), supervisor.activities());
+        supervisor
+            .handle()
+            .stop_on_signals_then(move || exit_soon(name, activities));
+    }
     let dashboard = match (http, prometheus) {
         (Some(h), Some(p)) => {
             let job = Watched {
                 history: supervisor.checkpoint_history(),
                 restarts: supervisor.restarts(),
+                stalls: supervisor.stalls(),
                 handle: supervisor.handle(),
             };
             match Dashboard::start(&config, h, p, guarantee, &counts, job).await {
@@ -287,6 +320,7 @@ pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
         built.total,
         supervisor.completed_checkpoints(),
         supervisor.restarts(),
+        supervisor.stalls(),
         o.status_interval,
     ));
     let result = supervisor.run().await;

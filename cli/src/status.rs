@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_core::{CompletedCheckpoints, JobSummary, RestartStatus};
+use rivus_core::{CompletedCheckpoints, JobSummary, RestartStatus, Stall};
 
 use crate::counted::Counts;
 
@@ -28,6 +28,7 @@ pub async fn report(
     total: Option<u64>,
     checkpoints: CompletedCheckpoints,
     restarts: tokio::sync::watch::Receiver<RestartStatus>,
+    stalls: tokio::sync::watch::Receiver<Option<Stall>>,
     every: Option<Duration>,
 ) {
     let terminal = std::io::stderr().is_terminal();
@@ -85,9 +86,13 @@ pub async fn report(
                 (None, _) => String::new(),
             }
         };
+        let stalled = match stalls.borrow().as_ref() {
+            Some(s) => format!(" STALLED ({s})"),
+            None => String::new(),
+        };
         let line = format!(
             "{name}: in {read} ({in_rate:.0}/s) out {written} ({out_rate:.0}/s) errors {errors} \
-             {checkpoint}{restarted}{progress}"
+             {checkpoint}{restarted}{stalled}{progress}"
         );
         if terminal {
             let mut err = std::io::stderr().lock();

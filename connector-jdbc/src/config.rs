@@ -28,6 +28,10 @@ pub struct JdbcConfig {
     pub tls: TlsFiles,
     /// Connect and acquire timeout (default 10 s).
     pub timeout: Duration,
+    /// Longest wait for the database to answer one write, prepare or commit (default 60 s);
+    /// past it the connection is dropped and the write retried (a frozen server, a lost
+    /// network path: no TCP error ever comes).
+    pub statement_timeout: Duration,
 }
 
 impl JdbcConfig {
@@ -37,6 +41,7 @@ impl JdbcConfig {
             url: url.into(),
             tls: TlsFiles::default(),
             timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(60),
         }
     }
 
@@ -51,6 +56,12 @@ impl JdbcConfig {
         self.timeout = timeout;
         self
     }
+
+    /// With this longest wait for one write, prepare or commit.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = timeout;
+        self
+    }
 }
 
 impl std::fmt::Debug for JdbcConfig {
@@ -59,6 +70,7 @@ impl std::fmt::Debug for JdbcConfig {
             .field("url", &crate::redact(&self.url))
             .field("tls", &self.tls)
             .field("timeout", &self.timeout)
+            .field("statement_timeout", &self.statement_timeout)
             .finish()
     }
 }

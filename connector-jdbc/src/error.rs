@@ -45,3 +45,12 @@ pub(crate) fn describe(e: &sqlx::Error) -> String {
     }
     text
 }
+
+/// The error of a statement that got no answer within `limit` (classified as retryable: the
+/// connection is dropped and the write tried again on a new one).
+pub(crate) fn timed_out(limit: std::time::Duration) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no answer from the database within {limit:?}"),
+    ))
+}

@@ -80,6 +80,9 @@ pub struct JdbcSinkSection {
     pub exactly_once: bool,
     /// Rows per batch.
     pub batch_size: Option<usize>,
+    /// Longest wait for one write, prepare or commit (60 s); then retried on a new connection.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub statement_timeout: Option<Duration>,
     /// SQL run once before the job starts (e.g. `CREATE TABLE IF NOT EXISTS ...`).
     pub setup: Option<String>,
     /// Fields without a column are dropped instead of refused.
@@ -160,21 +163,22 @@ impl JdbcSinkSection {
     /// The sink, JSON records, refused rows to `policy`. Errors name fields below
     /// `sink.jdbc`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<JdbcSink<Value>> {
-        let mut b = JdbcSink::builder(
-            JdbcConfig::new(&self.url).tls(self.tls.clone()),
-            &self.table,
-        )
-        .mode(match self.mode {
-            JdbcWriteMode::Insert => WriteMode::Insert,
-            JdbcWriteMode::Upsert => WriteMode::Upsert,
-        })
-        .guarantee(if self.exactly_once {
-            DeliveryGuarantee::ExactlyOnce
-        } else {
-            DeliveryGuarantee::AtLeastOnce
-        })
-        .ignore_unknown_fields(self.ignore_unknown_fields)
-        .error_policy(policy);
+        let mut config = JdbcConfig::new(&self.url).tls(self.tls.clone());
+        if let Some(t) = self.statement_timeout {
+            config = config.statement_timeout(t);
+        }
+        let mut b = JdbcSink::builder(config, &self.table)
+            .mode(match self.mode {
+                JdbcWriteMode::Insert => WriteMode::Insert,
+                JdbcWriteMode::Upsert => WriteMode::Upsert,
+            })
+            .guarantee(if self.exactly_once {
+                DeliveryGuarantee::ExactlyOnce
+            } else {
+                DeliveryGuarantee::AtLeastOnce
+            })
+            .ignore_unknown_fields(self.ignore_unknown_fields)
+            .error_policy(policy);
         if let Some(k) = &self.key {
             b = b.key(k.clone());
         }
@@ -265,6 +269,7 @@ impl SinkSection for JdbcSinkSection {
             OptionDoc::optional("columns", "[column]", "the record's fields"),
             OptionDoc::optional("exactly_once", "bool", "false"),
             OptionDoc::optional("batch_size", "integer", "1000"),
+            OptionDoc::optional("statement_timeout", "duration", "60s"),
             OptionDoc::optional("setup", "SQL", "none (run once before the job)"),
             OptionDoc::optional("ignore_unknown_fields", "bool", "false"),
             OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),

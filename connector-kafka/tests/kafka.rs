@@ -314,8 +314,12 @@ async fn kill_dash_nine_kafka_to_kafka_exactly_once() {
     let kills = tokio::task::spawn_blocking({
         let run = run.clone();
         move || {
+            // read_uncommitted: the high watermark, open transactions included. librdkafka's
+            // default (read_committed) would give the last stable offset, which stands still
+            // until a checkpoint commits — a run whose commits lag can then finish unkilled.
             let watch: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &b)
+                .set("isolation.level", "read_uncommitted")
                 .create()
                 .unwrap();
             let written = || -> i64 {

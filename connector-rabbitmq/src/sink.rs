@@ -42,6 +42,8 @@ struct Settings {
     exchange: String,
     routing_key: String,
     window: usize,
+    /// Longest wait for a publish to be written or confirmed.
+    confirm_timeout: std::time::Duration,
     persistent: bool,
     mandatory: bool,
     backoff: BackoffPolicy,
@@ -71,6 +73,14 @@ impl RabbitSinkBuilder {
     /// Unconfirmed messages in flight at most (default 1000).
     pub fn confirm_window(mut self, n: usize) -> Self {
         self.s.window = n;
+        self
+    }
+
+    /// Longest wait for the broker to take a publish or confirm it (default 30 s). Past it the
+    /// connection counts as lost: the sink reconnects and publishes what is unconfirmed again
+    /// (at-least-once) — a frozen broker or a dead network path sends no TCP error.
+    pub fn confirm_timeout(mut self, d: std::time::Duration) -> Self {
+        self.s.confirm_timeout = d;
         self
     }
 
@@ -188,6 +198,7 @@ impl RabbitSink<()> {
                 exchange: String::new(),
                 routing_key: String::new(),
                 window: 1000,
+                confirm_timeout: std::time::Duration::from_secs(30),
                 persistent: true,
                 mandatory: true,
                 backoff: BackoffPolicy::default(),
@@ -305,19 +316,25 @@ impl<T: Send + 'static> RabbitSink<T> {
         }
         let exchange = msg.exchange.as_deref().unwrap_or(&s.exchange);
         let key = msg.routing_key.as_deref().unwrap_or(&s.routing_key);
-        self.channel()?
-            .basic_publish(
-                exchange.into(),
-                key.into(),
-                BasicPublishOptions {
-                    mandatory: s.mandatory,
-                    ..Default::default()
-                },
-                &msg.body,
-                props,
-            )
+        let publishing = self.channel()?.basic_publish(
+            exchange.into(),
+            key.into(),
+            BasicPublishOptions {
+                mandatory: s.mandatory,
+                ..Default::default()
+            },
+            &msg.body,
+            props,
+        );
+        match rivus_core::activity::bounded(s.confirm_timeout, "rabbitmq: publish", publishing)
             .await
-            .map_err(|e| amqp("publishing", e))
+        {
+            Some(r) => r.map_err(|e| amqp("publishing", e)),
+            None => Err(Error::connector(
+                "rabbitmq sink: publishing",
+                format!("the broker took no publish within {:?}", s.confirm_timeout),
+            )),
+        }
     }
 
     /// Waits for the oldest unconfirmed message; retries it on nack.
@@ -342,16 +359,24 @@ impl<T: Send + 'static> RabbitSink<T> {
             });
             return Ok(());
         };
-        let confirmation = match confirm.await {
-            Ok(c) => c,
-            Err(e) => {
-                // Unconfirmed when the connection went: publish it (and the rest) again.
+        let limit = self.settings.confirm_timeout;
+        let confirmed =
+            rivus_core::activity::bounded(limit, "rabbitmq: publisher confirm", confirm);
+        let confirmation = match confirmed.await {
+            Some(Ok(c)) => c,
+            lost => {
+                // Unconfirmed when the connection went (or no confirm came in time): publish
+                // it (and the rest) again.
+                let why = match lost {
+                    Some(Err(e)) => e.to_string(),
+                    _ => format!("no publisher confirm within {limit:?}"),
+                };
                 self.in_flight.push_front(InFlight {
                     confirm: None,
                     msg: f.msg,
                     attempt: f.attempt,
                 });
-                return self.reconnect(&e.to_string()).await;
+                return self.reconnect(&why).await;
             }
         };
         match confirmation {

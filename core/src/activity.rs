@@ -145,6 +145,18 @@ pub fn waiting(label: impl Into<Cow<'static, str>>) -> Waiting {
     push(label.into(), false)
 }
 
+/// Awaits `fut` for at most `limit`, marked as `label` ([`waiting`]): `None` when the time
+/// ran out (`fut` is dropped). The one way connectors bound a call to their server; each turns
+/// `None` into its own retryable error naming `label` and `limit`.
+pub async fn bounded<F: std::future::Future>(
+    limit: Duration,
+    label: impl Into<Cow<'static, str>>,
+    fut: F,
+) -> Option<F::Output> {
+    let _waiting = waiting(label);
+    tokio::time::timeout(limit, fut).await.ok()
+}
+
 /// Marks the running task as waiting for input or for downstream: shown, but never blamed
 /// for a stall.
 pub(crate) fn idle(label: &'static str) -> Waiting {
@@ -211,6 +223,18 @@ mod tests {
         });
         tokio::join!(in_sink, in_source);
         assert!(all.waits().is_empty(), "guards dropped: {:?}", all.waits());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bounded_gives_up_at_its_limit() {
+        let slow = bounded(
+            Duration::from_secs(5),
+            "x",
+            tokio::time::sleep(Duration::from_secs(60)),
+        );
+        assert!(slow.await.is_none());
+        let quick = bounded(Duration::from_secs(5), "x", async { 7 });
+        assert_eq!(quick.await, Some(7));
     }
 
     #[test]

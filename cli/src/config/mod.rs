@@ -16,7 +16,7 @@ mod env;
 mod restart;
 
 pub use env::expand_env;
-pub use restart::RestartSection;
+pub use restart::{RestartConfig, RestartSection};
 pub use rivus_core::pipeline_file::{duration, parse_duration};
 
 /// A whole pipeline file, its connector sections parsed.
@@ -30,6 +30,11 @@ pub struct PipelineConfig {
     pub checkpoint: Option<CheckpointSection>,
     /// Restarts after a failure (default with checkpoints: exponential delay, unlimited).
     pub restart: Option<RestartSection>,
+    /// No record into the sink and no checkpoint for this long: the job is reported stalled
+    /// (default: five checkpoint intervals, at least 30 s; 60 s without checkpoints).
+    pub stall_threshold: Option<Duration>,
+    /// `[restart] stall_timeout`: a stalled job is restarted after this long.
+    pub stall_timeout: Option<Duration>,
     /// What to do with records that cannot be read or written.
     pub errors: ErrorsSection,
     /// Where records come from.
@@ -72,8 +77,12 @@ struct RawPipeline {
     pub parallelism: usize,
     /// Checkpoints: interval and state directory. Without it, no checkpoints.
     pub checkpoint: Option<CheckpointSection>,
-    /// Restarts after a failure (default with checkpoints: exponential delay, unlimited).
-    pub restart: Option<RestartSection>,
+    /// Restarts after a failure (default with checkpoints: exponential delay, unlimited), and
+    /// `stall_timeout`.
+    pub restart: Option<RestartConfig>,
+    /// No progress for this long: reported stalled.
+    #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
+    pub stall_threshold: Option<Duration>,
     /// What to do with records that cannot be read or written.
     #[serde(default)]
     pub errors: RawErrors,
@@ -255,7 +264,9 @@ pub fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, String> {
         name: raw.name,
         parallelism: raw.parallelism,
         checkpoint: raw.checkpoint,
-        restart: raw.restart,
+        restart: raw.restart.as_ref().and_then(|r| r.strategy.clone()),
+        stall_threshold: raw.stall_threshold,
+        stall_timeout: raw.restart.and_then(|r| r.stall_timeout),
         transforms: raw.transforms,
         worker: None,
     };
@@ -267,6 +278,20 @@ pub fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, String> {
             rivus_core::Error::Config { path, message } => format!("{path}: {message}"),
             e => e.to_string(),
         })?;
+    }
+    let stall = rivus_core::StallSettings {
+        threshold: config.stall_threshold.unwrap_or(
+            rivus_core::StallSettings::default_for(config.checkpoint.as_ref().map(|c| c.interval))
+                .threshold,
+        ),
+        timeout: config.stall_timeout,
+    };
+    if let Some(t) = stall.timeout.filter(|t| *t < stall.threshold) {
+        return Err(format!(
+            "restart.stall_timeout: {t:?} is shorter than the stall threshold ({:?}): the job \
+             would restart before it is reported stalled",
+            stall.threshold
+        ));
     }
     if config.errors.policy == PolicyName::DeadLetter {
         match (&config.errors.dead_letter, &config.errors.destination) {

@@ -1,5 +1,6 @@
 //! `[restart]`: the restart strategy of a pipeline file, read into core's
-//! [`RestartStrategy`](rivus_core::RestartStrategy).
+//! [`RestartStrategy`](rivus_core::RestartStrategy), and the stall timeout that turns a
+//! stalled job into a restart.
 
 use std::time::Duration;
 
@@ -44,6 +45,40 @@ pub enum RestartSection {
     },
     /// Never restart.
     None,
+}
+
+/// `[restart]` as a whole: the strategy (absent: the default) and `stall_timeout`.
+#[derive(Debug, Clone, Default)]
+pub struct RestartConfig {
+    /// `strategy = ...` and its settings, when given.
+    pub strategy: Option<RestartSection>,
+    /// A job that made no progress for this long is restarted (see `stall_threshold`).
+    pub stall_timeout: Option<Duration>,
+}
+
+impl<'de> Deserialize<'de> for RestartConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut table = toml::Table::deserialize(d)?;
+        let stall_timeout = match table.remove("stall_timeout") {
+            None => None,
+            Some(v) => Some(v.as_str().and_then(super::parse_duration).ok_or_else(|| {
+                D::Error::custom(format!("stall_timeout: `{v}` is not a duration (30s, 2m)"))
+            })?),
+        };
+        let strategy = if table.is_empty() {
+            None
+        } else {
+            Some(
+                RestartSection::deserialize(toml::Value::Table(table))
+                    .map_err(|e| D::Error::custom(e.message()))?,
+            )
+        };
+        Ok(RestartConfig {
+            strategy,
+            stall_timeout,
+        })
+    }
 }
 
 fn one_second() -> Duration {

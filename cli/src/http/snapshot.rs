@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use rivus_core::{CheckpointHistory, RestartStatus};
+use rivus_core::{CheckpointHistory, RestartStatus, Stall};
 
 use super::prom::{self, Sample};
 use crate::counted::Counts;
@@ -26,6 +26,9 @@ const FAILURES: usize = 20;
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     Running,
+    /// Running, but no record reached the sink and no checkpoint completed for the stall
+    /// threshold.
+    Stalled,
     Restarting,
     Finished,
     Failed,
@@ -104,6 +107,7 @@ pub struct Snapshot {
     render: Box<dyn Fn() -> String + Send + Sync>,
     history: Arc<CheckpointHistory>,
     restarts: tokio::sync::watch::Receiver<RestartStatus>,
+    stalls: tokio::sync::watch::Receiver<Option<Stall>>,
     state: Mutex<Option<JobState>>,
     sampled: Mutex<Sampled>,
     /// The gauges shown as lag.
@@ -136,6 +140,7 @@ impl Snapshot {
         render: Box<dyn Fn() -> String + Send + Sync>,
         history: Arc<CheckpointHistory>,
         restarts: tokio::sync::watch::Receiver<RestartStatus>,
+        stalls: tokio::sync::watch::Receiver<Option<Stall>>,
     ) -> Self {
         Snapshot {
             name,
@@ -147,6 +152,7 @@ impl Snapshot {
             render,
             history,
             restarts,
+            stalls,
             state: Mutex::new(None),
             sampled: Mutex::default(),
             lag_metrics: Vec::new(),
@@ -243,6 +249,8 @@ impl Snapshot {
         }
         if self.restarts.borrow().restarting {
             JobState::Restarting
+        } else if self.stalls.borrow().is_some() {
+            JobState::Stalled
         } else {
             JobState::Running
         }
@@ -255,10 +263,21 @@ impl Snapshot {
         let (last_completed, last_aborted) = self.history.last();
         let (completed, aborted) = self.history.totals();
         let latest = s.points.back();
+        let stall = self.stalls.borrow().as_ref().map(|st| {
+            json!({
+                "since_progress_seconds": st.since_progress.as_secs_f64(),
+                "stage": st.waiting.as_ref().map(|w| &w.task),
+                "subtask": st.waiting.as_ref().map(|w| w.subtask),
+                "call": st.waiting.as_ref().map(|w| &w.call),
+                "call_seconds": st.waiting.as_ref().map(|w| w.waiting.as_secs_f64()),
+                "message": st.to_string(),
+            })
+        });
         json!({
             "job": self.name,
             "worker": self.worker,
             "state": self.state(),
+            "stall": stall,
             "uptime_seconds": self.started.elapsed().as_secs_f64(),
             "guarantee": self.guarantee,
             "pipeline": self.pipeline,

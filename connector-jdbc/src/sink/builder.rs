@@ -30,6 +30,7 @@ pub(super) struct Settings {
     pub(super) prefix: Option<String>,
     pub(super) ignore_unknown: bool,
     pub(super) timeout: Duration,
+    pub(super) statement_timeout: Duration,
 }
 
 /// Builds a [`JdbcSink`].
@@ -102,8 +103,9 @@ impl JdbcSinkBuilder {
     }
 
     /// Prefix of prepared-transaction ids, unique per sink in a database (default
-    /// `rivus-<job>-<operator>`; letters, digits, `-`, `_`, `.`; on MySQL/MariaDB short
-    /// enough for 64-byte XA ids with `:<subtask>:<number>`, about 40 characters).
+    /// `rivus-<job>-<operator>`, cut and ended with a hash of the whole where MySQL/MariaDB's
+    /// 64-byte XA ids need it; letters, digits, `-`, `_`, `.`; a prefix given here must fit
+    /// those ids with `:<subtask>:<number>`, about 40 characters, or is refused at open).
     pub fn transaction_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.s.prefix = Some(prefix.into());
         self
@@ -160,6 +162,12 @@ impl JdbcSinkBuilder {
         }
         if s.timeout.is_zero() {
             return Err(Error::config("sink.jdbc.timeout", "must be positive"));
+        }
+        if s.statement_timeout.is_zero() {
+            return Err(Error::config(
+                "sink.jdbc.statement_timeout",
+                "must be positive",
+            ));
         }
         Ok(dialect)
     }
@@ -241,6 +249,7 @@ impl JdbcSink<()> {
                 prefix: None,
                 ignore_unknown: false,
                 timeout: config.timeout,
+                statement_timeout: config.statement_timeout,
             },
             tls: config.tls,
         }

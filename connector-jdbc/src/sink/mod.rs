@@ -220,6 +220,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             kept: parking_lot::Mutex::new(Vec::new()),
             rows: metrics.counter("rivus_jdbc_rows_total"),
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
+            deadline: s.statement_timeout,
         });
         let processor = BulkProcessor::with_parts(
             ctx.display_name(),
@@ -254,7 +255,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         }
         let mut result = Ok(());
         if let (Some(p), Some(id)) = (&open.prepared, open.completed.latest()) {
-            result = p.commit_up_to(id).await;
+            result = commit_within(p, id, self.settings.statement_timeout).await;
         }
         if let Err(e) = open.processor.close().await {
             tracing::debug!(error = %e, "jdbc sink: closing with rows failed");
@@ -275,6 +276,22 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         }
         result
     }
+}
+
+/// Commits the prepared transactions up to `checkpoint`, waiting at most `deadline` per
+/// transaction (a commit that got no answer is retried by the restarted job: prepared
+/// transactions survive in the database).
+async fn commit_within(p: &Prepared, checkpoint: u64, deadline: Duration) -> Result<()> {
+    let pending = p.pending_up_to(checkpoint).max(1) as u32;
+    let limit = deadline * pending;
+    rivus_core::activity::bounded(limit, "jdbc: COMMIT PREPARED", p.commit_up_to(checkpoint))
+        .await
+        .unwrap_or_else(|| {
+            Err(Error::connector(
+                "jdbc sink: committing prepared transactions",
+                format!("no answer from the database within {limit:?}"),
+            ))
+        })
 }
 
 #[async_trait]
@@ -311,8 +328,9 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
 #[async_trait]
 impl<T: Send + 'static> CheckpointListener for JdbcSink<T> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
+        let deadline = self.settings.statement_timeout;
         match &self.opened()?.prepared {
-            Some(p) => p.commit_up_to(checkpoint_id).await,
+            Some(p) => commit_within(p, checkpoint_id, deadline).await,
             None => Ok(()),
         }
     }

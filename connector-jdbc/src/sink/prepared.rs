@@ -103,20 +103,20 @@ impl Prepared {
                 ))
             }
         }
+        // `<prefix>:<subtask>:<20 digits>` must fit an XA id on MySQL/MariaDB.
+        let room = match pool.dialect() {
+            Dialect::MySql => {
+                XA_ID_MAX.saturating_sub(1 + ctx.parallelism().to_string().len() + 1 + 20)
+            }
+            _ => usize::MAX,
+        };
         let prefix = prefix.unwrap_or_else(|| {
-            format!("rivus-{}-{}", ctx.job_name(), ctx.task_name())
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
+            default_prefix(
+                &format!("rivus-{}-{}", ctx.job_name(), ctx.task_name()),
+                room,
+            )
         });
         if pool.dialect() == Dialect::MySql {
-            // `<prefix>:<subtask>:<16 digits>` must fit an XA id.
             let longest = prefix.len() + 1 + ctx.parallelism().to_string().len() + 1 + 20;
             if longest > XA_ID_MAX {
                 return Err(Error::config(
@@ -300,6 +300,11 @@ impl Prepared {
         Ok(())
     }
 
+    /// How many prepared transactions wait for checkpoints up to `checkpoint`.
+    pub fn pending_up_to(&self, checkpoint: u64) -> usize {
+        self.pending.lock().range(..=checkpoint).count()
+    }
+
     /// Commits every pending transaction of checkpoints up to `checkpoint`.
     pub async fn commit_up_to(&self, checkpoint: u64) -> Result<()> {
         let _one_at_a_time = self.committing.lock().await;
@@ -402,9 +407,47 @@ fn xa_survives_disconnect(version: &str) -> bool {
     }
 }
 
+/// The transaction prefix a sink without one gets: `name` with every character outside
+/// `[A-Za-z0-9._-]` replaced by `_`, and, when longer than `room`, cut and ended with a hash of
+/// the whole name (FNV-1a, stable across builds and restarts), so that long job names still
+/// give distinct ids that fit MySQL's XA limit.
+fn default_prefix(name: &str, room: usize) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.len() <= room {
+        return clean;
+    }
+    let hash = clean.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let tag = format!("-{:08x}", hash as u32);
+    let keep = room.saturating_sub(tag.len());
+    format!("{}{tag}", &clean[..keep])
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{owner_of, xa_survives_disconnect};
+    use super::{default_prefix, owner_of, xa_survives_disconnect};
+
+    #[test]
+    fn long_default_prefixes_are_cut_and_hashed() {
+        assert_eq!(default_prefix("rivus-job sink", 41), "rivus-job_sink");
+        let long = "rivus-frozen-mariadb-1796420180615407074-sink";
+        let a = default_prefix(long, 41);
+        assert_eq!(a.len(), 41);
+        assert!(a.starts_with("rivus-frozen-mariadb-17964201806"), "{a}");
+        assert_eq!(a, default_prefix(long, 41), "stable");
+        let b = default_prefix("rivus-frozen-mariadb-1796420180615407075-sink", 41);
+        assert_ne!(a, b, "names that differ past the cut still differ");
+    }
 
     #[test]
     fn xa_versions() {

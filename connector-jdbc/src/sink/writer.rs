@@ -16,7 +16,7 @@ use super::prepared::Prepared;
 use crate::change::Change;
 use crate::db::{classify, Conn, Fault, Pool};
 use crate::dialect::Dialect;
-use crate::error::describe;
+use crate::error::{describe, timed_out};
 use crate::statement::{PgMethod, Plan, WriteMode};
 use crate::value::SqlValue;
 
@@ -51,6 +51,8 @@ pub(crate) struct Writer {
     pub kept: parking_lot::Mutex<Vec<Conn>>,
     pub rows: metrics::Counter,
     pub refused: metrics::Counter,
+    /// Longest wait for one batch's statements.
+    pub deadline: std::time::Duration,
 }
 
 impl Writer {
@@ -259,9 +261,15 @@ impl Writer {
         let Some(open) = slot.lock().await.take() else {
             return Ok(None);
         };
-        prepared
-            .prepare(open.conn, open.xid, checkpoint)
+        let preparing = prepared.prepare(open.conn, open.xid, checkpoint);
+        rivus_core::activity::bounded(self.deadline, "jdbc: PREPARE TRANSACTION", preparing)
             .await
+            .unwrap_or_else(|| {
+                Err(crate::error::sql_error(
+                    "jdbc sink: preparing",
+                    &timed_out(self.deadline),
+                ))
+            })
             .map(Some)
     }
 
@@ -286,7 +294,11 @@ impl Writer {
             return Ok(());
         };
         let xid = open.xid.as_deref();
-        if let Err(e) = prepared.commit_one_phase(&mut open.conn, xid).await {
+        let committing = prepared.commit_one_phase(&mut open.conn, xid);
+        let committed = rivus_core::activity::bounded(self.deadline, "jdbc: COMMIT", committing)
+            .await
+            .unwrap_or_else(|| Err(timed_out(self.deadline)));
+        if let Err(e) = committed {
             open.conn.discard();
             return Err(crate::error::sql_error("jdbc sink: committing", &e));
         }
@@ -312,7 +324,15 @@ impl BulkSender<Change> for Writer {
                     }
                 },
             };
-            return match self.write_autocommit(&mut conn, &items).await {
+            let written = rivus_core::activity::bounded(
+                self.deadline,
+                "jdbc: writing a batch",
+                self.write_autocommit(&mut conn, &items),
+            );
+            let written = written
+                .await
+                .unwrap_or_else(|| Err(timed_out(self.deadline).into()));
+            return match written {
                 Ok(()) => {
                     self.rows.increment(items.len() as u64);
                     self.kept.lock().push(conn);
@@ -339,7 +359,8 @@ impl BulkSender<Change> for Writer {
                 let xid = prepared.begin(&mut conn).await?;
                 Ok::<_, sqlx::Error>(OpenTxn { conn, xid })
             };
-            match begun.await {
+            let begun = rivus_core::activity::bounded(self.deadline, "jdbc: BEGIN", begun);
+            match begun.await.unwrap_or_else(|| Err(timed_out(self.deadline))) {
                 Ok(c) => *guard = Some(c),
                 Err(e) => {
                     return SendOutcome::Retry {
@@ -350,7 +371,15 @@ impl BulkSender<Change> for Writer {
             }
         }
         let open = guard.as_mut().expect("set above");
-        match self.write_in_txn(&mut open.conn, &items).await {
+        let written = rivus_core::activity::bounded(
+            self.deadline,
+            "jdbc: writing a batch",
+            self.write_in_txn(&mut open.conn, &items),
+        );
+        match written
+            .await
+            .unwrap_or_else(|| Err(timed_out(self.deadline).into()))
+        {
             Ok(()) => {
                 self.rows.increment(items.len() as u64);
                 SendOutcome::Done

@@ -108,7 +108,7 @@ impl<T: Send + 'static> KafkaSink<T> {
         let sent = match producer {
             Producer::Txn(txn) => txn.send(topic, &rec).await?,
             Producer::Offsets(txn) => txn.send(topic, &rec).await?,
-            Producer::Plain(p) => p.send(topic, &rec).await,
+            Producer::Plain(p) => p.send(topic, &rec).await?,
         };
         match sent {
             Ok(()) => Ok(()),

@@ -115,7 +115,7 @@ impl OffsetsTxn {
             self.linked = true;
         }
         self.begin().await?;
-        Ok(self.handle.send(topic, rec).await)
+        self.handle.send(topic, rec).await
     }
 
     /// Checkpoint `checkpoint`'s barrier: flush, add the source's offsets at this barrier

@@ -117,9 +117,15 @@ impl ProducerHandle {
         })
     }
 
-    /// Sends `rec` to `topic`, waiting while librdkafka's local queue is full. An error is a
-    /// record the client refuses (too large, unknown partition): for the error policy.
-    pub async fn send(&self, topic: &str, rec: &OutRecord) -> std::result::Result<(), KafkaError> {
+    /// Sends `rec` to `topic`, waiting while librdkafka's local queue is full. The inner error
+    /// is a record the client refuses (too large, unknown partition): for the error policy.
+    /// The outer one: the queue stayed full with no delivery report for [`DELIVERY_STALL`]
+    /// (the brokers do not answer) — retryable, the job restarts.
+    pub async fn send(
+        &self,
+        topic: &str,
+        rec: &OutRecord,
+    ) -> Result<std::result::Result<(), KafkaError>> {
         let mut record: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to(topic);
         if !rec.headers.is_empty() {
             // Headers cost a C allocation per record: only when there are some.
@@ -144,6 +150,7 @@ impl ProducerHandle {
         if let Some(ts) = rec.timestamp {
             record = record.timestamp(ts);
         }
+        let mut stalled: Option<(u64, tokio::time::Instant)> = None;
         let sent = loop {
             match self.producer.send(record) {
                 Ok(()) => break Ok(()),
@@ -166,6 +173,24 @@ impl ProducerHandle {
                         Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                             record = back;
                             self.queue_full.increment(1);
+                            let delivered = d.delivered.load(Ordering::Acquire);
+                            let now = tokio::time::Instant::now();
+                            match stalled {
+                                Some((seen, since)) if seen == delivered => {
+                                    if now.duration_since(since) >= DELIVERY_STALL {
+                                        return Err(Error::connector(
+                                            "kafka sink: send",
+                                            format!(
+                                                "the producer's queue stayed full with no \
+                                                 delivery report for {DELIVERY_STALL:?}"
+                                            ),
+                                        ));
+                                    }
+                                }
+                                _ => stalled = Some((delivered, now)),
+                            }
+                            let _waiting =
+                                rivus_core::activity::waiting("kafka: send (queue full)");
                             let _ = tokio::time::timeout(Duration::from_millis(100), room).await;
                         }
                         Err((e, _)) => break Err(e),
@@ -177,7 +202,7 @@ impl ProducerHandle {
         if sent.is_ok() {
             self.deliveries.sent.fetch_add(1, Ordering::Release);
         }
-        sent
+        Ok(sent)
     }
 
     /// Waits for every outstanding delivery; fails if one failed since the last check, if
@@ -193,6 +218,7 @@ impl ProducerHandle {
     /// Here librdkafka is only told to send what lingers at once (a flush with no wait), and
     /// the delivery reports themselves wake the waiter.
     pub async fn flush(&self, timeout: Duration) -> Result<()> {
+        let _waiting = rivus_core::activity::waiting("kafka: flush (delivery reports)");
         let d = &self.deliveries;
         let target = d.sent.load(Ordering::Acquire);
         // A flush without waiting: librdkafka sends what lingers now; it reports a time-out
@@ -266,6 +292,7 @@ impl ProducerHandle {
             + 'static,
     ) -> Result<R> {
         let producer = Arc::clone(&self.producer);
+        let _waiting = rivus_core::activity::waiting(format!("kafka: {what}"));
         let call = tokio::task::spawn_blocking(move || f(&producer));
         // librdkafka's own timeout (`deadline`, given to the call) should end it; this bounds
         // the wait also if it does not, so that the job fails and restarts instead of hanging

@@ -303,7 +303,7 @@ impl TxnManager {
             self.current = Some((slot, log));
         }
         let (slot, log) = self.current.as_mut().expect("a transaction is open");
-        let r = self.slots[*slot].handle.send(topic, rec).await;
+        let r = self.slots[*slot].handle.send(topic, rec).await?;
         if r.is_ok() {
             log.append(topic, rec).await?;
         }
@@ -319,7 +319,7 @@ impl TxnManager {
         self.slots[slot]
             .handle
             .send(&self.marker_topic, &marker)
-            .await
+            .await?
             .map_err(|e| kafka_err("kafka sink: writing the transaction marker", e))
     }
 
@@ -400,7 +400,7 @@ impl TxnManager {
             self.slots[slot]
                 .handle
                 .send(&topic, &out)
-                .await
+                .await?
                 .map_err(|e| kafka_err("kafka sink: recovering a transaction", e))?;
         }
         self.write_marker(slot, &t.tid, t.checkpoint).await?;

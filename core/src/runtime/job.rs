@@ -64,6 +64,13 @@ impl JobHandle {
 
     /// The first SIGINT or SIGTERM stops gracefully, the second cancels. Returns at once.
     pub fn stop_on_signals(&self) {
+        self.stop_on_signals_then(|| {});
+    }
+
+    /// Like [`stop_on_signals`](JobHandle::stop_on_signals), and `after_cancel` runs once the
+    /// second signal has cancelled the job (the `rivus` command ends the process a few
+    /// seconds later should a task still wait in a call it cannot leave).
+    pub fn stop_on_signals_then(&self, after_cancel: impl FnOnce() + Send + 'static) {
         let handle = self.clone();
         tokio::spawn(async move {
             for n in 0..2 {
@@ -76,6 +83,8 @@ impl JobHandle {
                 } else {
                     tracing::warn!("second signal: cancelling");
                     handle.cancel();
+                    after_cancel();
+                    return;
                 }
             }
         });
