@@ -121,7 +121,7 @@ impl Activities {
             .iter()
             .filter_map(|t| t.current(now))
             .collect();
-        waits.sort_by(|a, b| b.waiting.cmp(&a.waiting));
+        waits.sort_by_key(|w| std::cmp::Reverse(w.waiting));
         waits
     }
 
