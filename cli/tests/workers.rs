@@ -7,8 +7,9 @@
 //! transactions, KIP-447). Then two workers as competing
 //! consumers of one RabbitMQ queue: one is SIGKILLed, the broker redelivers what it held to
 //! the other, and every message arrives. Kafka → PostgreSQL with the checkpoints in the S3
-//! server: a killed worker loses nothing (at-least-once across workers; exactly-once into
-//! SQL is refused in worker mode), and a second process with the same worker id is refused.
+//! server: a killed worker loses nothing (at-least-once across workers; exactly-once into SQL
+//! across workers is `workers_sql.rs`), and a second process with the same worker id is
+//! refused.
 
 #[path = "support/http.rs"]
 mod http;
@@ -497,16 +498,6 @@ async fn kafka_to_postgres_workers_with_checkpoints_in_s3_lose_nothing_when_one_
              setup = \"CREATE TABLE IF NOT EXISTS {table} (id BIGINT, p INT, pad TEXT)\"\n"
         )
     };
-
-    // Prepared transactions cannot move between workers: exactly-once is refused, by name.
-    let eo = dir.path().join("eo.toml");
-    let eo_store = format!("s3://{bucket}/{}", unique_name("workers-pg-eo"));
-    std::fs::write(&eo, pipeline(&eo_store, "exactly_once = true\n")).unwrap();
-    let out = worker_s3(dir.path(), &eo, "w1", &s3).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("sink.exactly_once"), "{err}");
-    assert!(err.contains("worker `w1`"), "{err}");
 
     // The table has no key: a record written twice is a second row.
     let file = dir.path().join("p.toml");

@@ -83,6 +83,9 @@ pub struct JdbcSinkSection {
     /// Longest wait for one write, prepare or commit (60 s); then retried on a new connection.
     #[serde(default, deserialize_with = "opt_duration")]
     pub statement_timeout: Option<Duration>,
+    /// Exactly-once behind a Kafka source in group mode (workers): the table that keeps the
+    /// source's positions (`rivus_source_positions`).
+    pub positions_table: Option<String>,
     /// SQL run once before the job starts (e.g. `CREATE TABLE IF NOT EXISTS ...`).
     pub setup: Option<String>,
     /// Fields without a column are dropped instead of refused.
@@ -188,6 +191,9 @@ impl JdbcSinkSection {
         if let Some(n) = self.batch_size {
             b = b.batch_size(n);
         }
+        if let Some(t) = &self.positions_table {
+            b = b.positions_table(t.clone());
+        }
         b.build_json()
     }
 
@@ -270,6 +276,7 @@ impl SinkSection for JdbcSinkSection {
             OptionDoc::optional("exactly_once", "bool", "false"),
             OptionDoc::optional("batch_size", "integer", "1000"),
             OptionDoc::optional("statement_timeout", "duration", "60s"),
+            OptionDoc::optional("positions_table", "table", "rivus_source_positions"),
             OptionDoc::optional("setup", "SQL", "none (run once before the job)"),
             OptionDoc::optional("ignore_unknown_fields", "bool", "false"),
             OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),

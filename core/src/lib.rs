@@ -11,7 +11,8 @@
 //! - [`checkpoint`]: completed checkpoints and the state backends that store them.
 //! - Shared primitives connectors reuse: [`handover::Handover`], [`bulk::BulkProcessor`],
 //!   [`backoff::BackoffPolicy`] and [`backoff::Attempts`], [`Share`] (split ownership),
-//!   [`error_policy::ErrorPolicy`],
+//!   [`error_policy::ErrorPolicy`], [`positions_store`] (a source's positions kept in a sink's
+//!   database),
 //!   [`schema`] (bytes, UTF-8, JSON).
 //!
 //! ```
@@ -32,6 +33,7 @@ pub mod function;
 pub mod guarantee;
 pub mod handover;
 pub mod pipeline_file;
+pub mod positions_store;
 pub mod runtime;
 pub mod schema;
 pub mod secrets;
@@ -48,6 +50,7 @@ pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
 };
 pub use guarantee::DeliveryGuarantee;
+pub use positions_store::{PositionStore, Positions, PositionsInSink};
 pub use runtime::{
     CheckpointEvent, CheckpointHistory, CheckpointRecord, Job, JobHandle, JobSummary, Pipeline,
     RestartStatus, RestartStrategy, SourceContext, Stall, StallSettings, Stream, Supervisor,

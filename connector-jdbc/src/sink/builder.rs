@@ -31,6 +31,7 @@ pub(super) struct Settings {
     pub(super) ignore_unknown: bool,
     pub(super) timeout: Duration,
     pub(super) statement_timeout: Duration,
+    pub(super) positions_table: String,
 }
 
 /// Builds a [`JdbcSink`].
@@ -108,6 +109,14 @@ impl JdbcSinkBuilder {
     /// those ids with `:<subtask>:<number>`, about 40 characters, or is refused at open).
     pub fn transaction_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.s.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Exactly-once behind a Kafka source in group mode (workers): the table that keeps the
+    /// source's positions, written in the same transaction as the rows (default
+    /// `rivus_source_positions`, created if missing; one row per sink and partition).
+    pub fn positions_table(mut self, table: impl Into<String>) -> Self {
+        self.s.positions_table = table.into();
         self
     }
 
@@ -250,6 +259,7 @@ impl JdbcSink<()> {
                 ignore_unknown: false,
                 timeout: config.timeout,
                 statement_timeout: config.statement_timeout,
+                positions_table: "rivus_source_positions".to_owned(),
             },
             tls: config.tls,
         }

@@ -1,7 +1,11 @@
 //! [`JdbcSink`]: records → rows → batched statements through core's BulkProcessor, at-least-once
-//! on every database and exactly-once on PostgreSQL with prepared transactions.
+//! on every database and exactly-once on PostgreSQL and MySQL/MariaDB: with prepared (XA)
+//! transactions committed when a checkpoint completes (`prepared.rs`), or, behind a Kafka
+//! source in group mode (workers), with the source's positions in a table written in the same
+//! transaction as the rows (`positions.rs`).
 
 mod builder;
+mod positions;
 mod prepared;
 mod rows;
 mod writer;
@@ -45,6 +49,11 @@ struct Open {
     writer: Arc<Writer>,
     handler: ErrorHandler,
     prepared: Option<Arc<Prepared>>,
+    /// Positions mode: the positions table and the task's link to the source.
+    positions: Option<(
+        Arc<positions::PositionsTable>,
+        Arc<rivus_core::PositionsInSink>,
+    )>,
     committer: Option<tokio::task::JoinHandle<()>>,
     completed: CompletedCheckpoints,
     checkpointed: bool,
@@ -149,7 +158,10 @@ impl<T: Send + 'static> JdbcSink<T> {
 impl<T: Send + 'static> RichFunction for JdbcSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = Arc::clone(&self.settings);
-        if s.exactly_once {
+        // Behind a source that offers its positions (Kafka in group mode), they are kept in
+        // the database with the rows: exactly-once also across workers.
+        let keep_positions = s.exactly_once && ctx.source_positions_offered();
+        if s.exactly_once && !keep_positions {
             if let Some(w) = ctx.worker() {
                 // Prepared transactions are resolved from one process's checkpoints: a worker
                 // that never came back would leave the rows of its completed checkpoints
@@ -157,11 +169,11 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 return Err(Error::config(
                     "sink.jdbc.exactly_once",
                     format!(
-                        "worker `{w}`: prepared transactions belong to one process's \
-                         checkpoints and cannot move to another worker; across workers use \
-                         at-least-once with mode = \"upsert\" on the table's key (the table \
-                         ends as if each record were written once), or run exactly-once as one \
-                         process"
+                        "worker `{w}`: exactly-once across workers needs a Kafka source in \
+                         group mode chained into this sink (same parallelism, no key_by or \
+                         rebalance between), whose positions are then kept in the sink's \
+                         database; with another source use at-least-once with mode = \
+                         \"upsert\" on the table's key, or run exactly-once as one process"
                     ),
                 ));
             }
@@ -192,10 +204,48 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             WriteMode::Statement { params, .. } => (rows::statement_columns(params), Vec::new()),
             _ => rows::resolve_columns(&s, &table)?,
         };
-        let prepared = if s.exactly_once {
+        let prepared = if s.exactly_once && !keep_positions {
             let p =
                 Prepared::start(&pool, &mut conn, s.prefix.clone(), ctx, &self.restored).await?;
             Some(p)
+        } else {
+            None
+        };
+        // Positions mode: transactions begun and committed in one phase at each barrier.
+        let mut txn = prepared.clone();
+        let positions = if keep_positions {
+            if dialect == crate::dialect::Dialect::Sqlite {
+                return Err(Error::config(
+                    "sink.jdbc.exactly_once",
+                    "SQLite cannot keep a source's positions for several workers; use \
+                     PostgreSQL or MySQL/MariaDB",
+                ));
+            }
+            let name = s
+                .prefix
+                .clone()
+                .unwrap_or_else(|| format!("{}/{}", ctx.job_name(), ctx.task_name()));
+            let owner = positions::owner_token(ctx.worker(), ctx.subtask_index());
+            let table = positions::PositionsTable::open(
+                pool.clone(),
+                &mut conn,
+                &s.positions_table,
+                name.clone(),
+                owner,
+                s.statement_timeout,
+            )
+            .await?;
+            txn = Some(Arc::new(Prepared::new(
+                pool.clone(),
+                name,
+                ctx.subtask_index(),
+            )));
+            let link = ctx
+                .task_shared()
+                .get_or_insert_with(rivus_core::PositionsInSink::default);
+            tracing::info!(sink = %ctx.display_name(), table = %s.positions_table,
+                "jdbc sink: the source's positions commit in this sink's transactions");
+            Some((Arc::new(table), link))
         } else {
             None
         };
@@ -214,9 +264,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 s.bulk.max_actions.max(1),
             )),
             handler: handler.clone(),
-            txn: prepared
-                .as_ref()
-                .map(|p| (Arc::clone(p), tokio::sync::Mutex::new(None))),
+            txn: txn.map(|p| (p, tokio::sync::Mutex::new(None))),
             kept: parking_lot::Mutex::new(Vec::new()),
             rows: metrics.counter("rivus_jdbc_rows_total"),
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
@@ -233,12 +281,17 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         let committer = prepared
             .as_ref()
             .map(|p| Prepared::spawn_committer(Arc::clone(p), completed.clone()));
+        if let Some((table, link)) = &positions {
+            // Last: the source claims partitions from the table as soon as it is registered.
+            link.set_store(Arc::clone(table) as Arc<dyn rivus_core::PositionStore>);
+        }
         self.open = Some(Open {
             pool,
             processor,
             writer,
             handler,
             prepared,
+            positions,
             committer,
             completed,
             checkpointed: false,
@@ -312,6 +365,21 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
         let open = self.open.as_mut().ok_or(Error::Closed("jdbc sink"))?;
         open.checkpointed = true;
         open.processor.flush().await?;
+        if let Some((table, link)) = &open.positions {
+            if link.is_broken() {
+                open.writer.abandon_open().await;
+                return Err(Error::connector(
+                    "jdbc sink: positions",
+                    "a revoked partition moved to another worker before a transaction covered \
+                     it; this transaction rolls back and the job resumes from the positions \
+                     table",
+                ));
+            }
+            let at = link.take_barrier(checkpoint_id).unwrap_or_default();
+            open.writer.commit_positions(table, &at).await?;
+            link.committed(checkpoint_id);
+            return Ok(JdbcSinkState::default());
+        }
         let Some(prepared) = &open.prepared else {
             return Ok(JdbcSinkState::default());
         };
@@ -344,6 +412,12 @@ impl<T: Send + 'static> SinkFunction<T> for JdbcSink<T> {
         } else {
             DeliveryGuarantee::AtLeastOnce
         }
+    }
+
+    /// Exactly-once: behind a source that offers its positions (Kafka in group mode), they
+    /// are written with the rows (`positions.rs`).
+    fn commits_source_positions(&self) -> bool {
+        self.settings.exactly_once
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {

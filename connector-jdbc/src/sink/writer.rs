@@ -285,6 +285,66 @@ impl Writer {
         }
     }
 
+    /// Positions mode (`positions.rs`): writes `positions` into the open transaction — one
+    /// is begun when none is, should only positions have moved — and commits it in one phase,
+    /// at the barrier. Fails (retryable) when a partition moved to another worker, or the
+    /// database did not answer within the deadline; the transaction then rolls back.
+    pub async fn commit_positions(
+        &self,
+        table: &super::positions::PositionsTable,
+        positions: &rivus_core::Positions,
+    ) -> Result<()> {
+        let Some((prepared, slot)) = &self.txn else {
+            return Ok(());
+        };
+        let mut guard = slot.lock().await;
+        let taken = guard.take();
+        if taken.is_none() && positions.is_empty() {
+            return Ok(());
+        }
+        let mut open = match taken {
+            Some(open) => open,
+            None => {
+                let begun = async {
+                    let mut conn = self.pool.acquire().await?;
+                    let xid = prepared.begin(&mut conn).await?;
+                    Ok::<_, sqlx::Error>(OpenTxn { conn, xid })
+                };
+                rivus_core::activity::bounded(self.deadline, "jdbc: BEGIN", begun)
+                    .await
+                    .unwrap_or_else(|| Err(timed_out(self.deadline)))
+                    .map_err(|e| crate::error::sql_error("jdbc sink: beginning", &e))?
+            }
+        };
+        // The connection stays out here: whatever fails, it is closed (the database rolls
+        // the transaction back), never handed back to the pool mid-transaction.
+        let (conn, xid) = (&mut open.conn, open.xid.as_deref());
+        let work = async {
+            table.write(conn, positions).await?;
+            prepared
+                .commit_one_phase(conn, xid)
+                .await
+                .map_err(|e| crate::error::sql_error("jdbc sink: committing", &e))
+        };
+        let label = "jdbc: COMMIT (rows and positions)";
+        let done = rivus_core::activity::bounded(self.deadline, label, work)
+            .await
+            .unwrap_or_else(|| {
+                Err(crate::error::sql_error(
+                    "jdbc sink: committing rows and positions",
+                    &timed_out(self.deadline),
+                ))
+            });
+        match done {
+            // Committed: the connection goes back to the pool.
+            Ok(()) => Ok(()),
+            Err(e) => {
+                open.conn.discard();
+                Err(e)
+            }
+        }
+    }
+
     /// Commits the open transaction now (a job without checkpoints, at its end).
     pub async fn commit_open(&self) -> Result<()> {
         let Some((prepared, slot)) = &self.txn else {

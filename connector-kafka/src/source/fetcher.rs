@@ -179,6 +179,12 @@ impl<T: Send + 'static> Fetcher<T> {
                     }
                 }
             }
+            if let Some(e) = self.consumer.context().take_claim_failure() {
+                // Group mode: the assigned partitions could not be claimed from the sink's
+                // positions table (see `claim.rs`); the job restarts and claims again.
+                self.handover.report_error(e);
+                return;
+            }
             if dry && self.report_positions {
                 if let Ok(list) = self.consumer.position() {
                     batch.positions = list

@@ -18,6 +18,18 @@ pub(crate) struct LagContext {
     /// partitions (see `offsets_link.rs`), at most `drain_limit`.
     pub link: Option<std::sync::Arc<super::offsets_link::OffsetsLink>>,
     pub drain_limit: std::time::Duration,
+    /// Group mode: the task's link to a sink that keeps the positions in its database; the
+    /// partitions assigned are claimed from there (`claim.rs`).
+    pub kept: Option<std::sync::Arc<rivus_core::PositionsInSink>>,
+    /// A claim that failed: the emitting loop fails the job with it (retryable).
+    pub claim_failed: parking_lot::Mutex<Option<rivus_core::Error>>,
+}
+
+impl LagContext {
+    /// The failed claim, if one failed since the last call.
+    pub fn take_claim_failure(&self) -> Option<rivus_core::Error> {
+        self.claim_failed.lock().take()
+    }
 }
 
 impl ClientContext for LagContext {
@@ -54,6 +66,53 @@ impl ClientContext for LagContext {
 }
 
 impl ConsumerContext for LagContext {
+    /// librdkafka's default rebalance (pre-callback, assign or unassign, incremental under
+    /// cooperative-sticky, post-callback), with one step before an assignment when a sink
+    /// keeps the positions: the partitions are claimed from its table and start from there.
+    /// A failed claim assigns nothing (nothing is read from partitions this worker may not
+    /// own) and fails the job through the emitting loop.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: rdkafka::types::RDKafkaRespErr,
+        tpl: &mut rdkafka::TopicPartitionList,
+    ) {
+        use rdkafka::consumer::{Consumer, Rebalance, RebalanceProtocol};
+        use rdkafka::types::RDKafkaRespErr::{
+            RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS as ASSIGN,
+            RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS as REVOKE,
+        };
+        if err == ASSIGN {
+            if let Some(store) = self.kept.as_ref().and_then(|k| k.store()) {
+                if let Err(e) = super::claim::claim_into(store.as_ref(), tpl) {
+                    tracing::error!(error = %e, "kafka source: claiming the assigned partitions failed");
+                    *self.claim_failed.lock() = Some(e);
+                    return;
+                }
+            }
+        }
+        let rebalance = match err {
+            ASSIGN => Rebalance::Assign(tpl),
+            REVOKE => Rebalance::Revoke(tpl),
+            e => Rebalance::Error(rdkafka::error::KafkaError::Rebalance(e.into())),
+        };
+        self.pre_rebalance(consumer, &rebalance);
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        let done = match (err, cooperative) {
+            (ASSIGN, true) => consumer.incremental_assign(tpl),
+            (ASSIGN, false) => consumer.assign(tpl),
+            (_, true) => consumer.incremental_unassign(tpl),
+            (_, false) => consumer.unassign(),
+        };
+        if let Err(e) = done {
+            tracing::warn!(error = %e, "kafka source: applying a rebalance");
+        }
+        self.post_rebalance(consumer, &rebalance);
+    }
+
     /// Runs on the consumer thread inside `poll`, before librdkafka gives partitions up: waits
     /// until a commit (a completed checkpoint's, or the sink's transaction) covered the
     /// revoked ones.

@@ -2,6 +2,7 @@
 
 mod assigned;
 mod builder;
+mod claim;
 mod fetcher;
 mod group;
 mod group_assignment;
@@ -225,8 +226,18 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             ctx.task_shared()
                 .get_or_insert_with(offsets_link::OffsetsLink::default)
         });
+        // A sink chained into the task may keep the positions in its database.
+        let kept = link.as_ref().map(|link| {
+            let kept = ctx
+                .task_shared()
+                .get_or_insert_with(rivus_core::PositionsInSink::default);
+            link.join_kept(Arc::clone(&kept));
+            kept
+        });
         let alive = Arc::new(AtomicBool::new(true));
         let lag = LagContext {
+            kept,
+            claim_failed: parking_lot::Mutex::new(None),
             group: rivus_core::context::MetricsGroup::new(vec![
                 ("job".into(), ctx.job_name().to_owned()),
                 ("subtask".into(), ctx.subtask_index().to_string()),

@@ -13,6 +13,11 @@
 //!   replaced is fenced by the group coordinator (its generation is stale), so its
 //!   transaction aborts.
 //!
+//! - a sink that keeps the positions in its own database (rivus-core's
+//!   [`PositionsInSink`](rivus_core::PositionsInSink): the SQL sink's positions table) commits
+//!   them in its transaction at each barrier; the source claims the partitions it is assigned
+//!   from that table (`lag.rs`) and reports revocations through this link as for a Kafka sink.
+//!
 //! Through this link:
 //! - the source hands over its consumer (for the group metadata) and, at every barrier, its
 //!   positions (`SourceContext::on_barrier`);
@@ -76,6 +81,8 @@ pub(crate) struct OffsetsLink {
     committed_changed: Condvar,
     /// A revocation gave up waiting: the open transaction must not commit.
     broken: AtomicBool,
+    /// The task's link to a sink that keeps the positions in its database, if any.
+    kept: Mutex<Option<Arc<rivus_core::PositionsInSink>>>,
 }
 
 impl OffsetsLink {
@@ -84,9 +91,30 @@ impl OffsetsLink {
         self.sink_commits.store(true, Ordering::Release);
     }
 
-    /// Whether the sink commits the source's offsets (the source then commits none).
+    /// Whether the sink commits the source's offsets (the source then commits none): a Kafka
+    /// sink in its transactions, or a sink that keeps them in its database.
     pub fn sink_commits(&self) -> bool {
-        self.sink_commits.load(Ordering::Acquire)
+        self.sink_commits.load(Ordering::Acquire) || self.kept().is_some()
+    }
+
+    /// Joins the task's [`PositionsInSink`](rivus_core::PositionsInSink): a commit of the
+    /// positions there counts as a commit here (a revocation waiting for it goes on).
+    pub fn join_kept(self: &Arc<Self>, kept: Arc<rivus_core::PositionsInSink>) {
+        let weak = Arc::downgrade(self);
+        kept.on_committed(move |id| {
+            if let Some(link) = weak.upgrade() {
+                if let Some(at) = link.take_barrier(id) {
+                    link.committed(at.seen);
+                }
+            }
+        });
+        *self.kept.lock() = Some(kept);
+    }
+
+    /// The task's [`PositionsInSink`](rivus_core::PositionsInSink) once a sink registered
+    /// its store there.
+    pub fn kept(&self) -> Option<Arc<rivus_core::PositionsInSink>> {
+        self.kept.lock().clone().filter(|k| k.has_store())
     }
 
     /// The source opened: its consumer's group metadata, assignment and liveness flag.
@@ -143,6 +171,9 @@ impl OffsetsLink {
             positions: positions.clone(),
             seen,
         };
+        if let Some(kept) = self.kept() {
+            kept.record_barrier(id, positions);
+        }
         if self.sink_commits() {
             *self.barrier.lock() = Some(at);
         } else {
@@ -215,6 +246,9 @@ impl OffsetsLink {
             if closing || Instant::now() >= deadline {
                 drop(c);
                 self.broken.store(true, Ordering::Release);
+                if let Some(kept) = self.kept() {
+                    kept.set_broken();
+                }
                 if self.sink_commits() {
                     tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
                         "kafka source: revoked partitions released before a transaction covered them; the open transaction will abort");
