@@ -57,15 +57,27 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
         ),
     )
     .unwrap();
-    let n: u64 = 60_000;
+    let n: u64 = 90_000;
     let ports: Vec<(&str, u16)> = ["w1", "w2", "w3", "w4"]
         .into_iter()
         .map(|id| (id, http::free_port()))
         .collect();
+    // Each worker's log goes to a file (a pipe nobody reads would block it once full).
+    let log_of = |id: &str| dir.path().join(format!("{id}.log"));
+    let logs = || -> String {
+        ["w1", "w2", "w3", "w4"]
+            .iter()
+            .map(|id| {
+                let text = std::fs::read_to_string(log_of(id)).unwrap_or_default();
+                format!("--- {id}:\n{text}")
+            })
+            .collect()
+    };
     let spawn = |id: &str| {
         let port = ports.iter().find(|(w, _)| *w == id).unwrap().1;
         worker_command(dir.path(), &file, id)
             .args(["--http", &format!("127.0.0.1:{port}")])
+            .stderr(std::fs::File::create(log_of(id)).unwrap())
             .spawn()
             .unwrap()
     };
@@ -75,12 +87,24 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
         .collect();
     let (produced, feed) = paced_feed(kafka, &input, n);
 
-    // Mid-stream: kill w2 (its open transaction dies with its connections); later w4 joins.
-    wait_produced(&produced, 20_000).await;
+    // Mid-stream, once rows flow (so that w2 has written some since its last checkpoint):
+    // kill w2 (its open transaction dies with its connections); later w4 joins.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while counts(url, &table, &positions, &input)
+        .await
+        .is_none_or(|(rows, _, _)| rows < 20_000)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{db}: 20 000 rows did not arrive within 60 s; the workers' logs:\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     workers[1].1.kill().unwrap();
     let killed = Instant::now();
     workers.remove(1).1.wait().unwrap();
-    wait_produced(&produced, 40_000).await;
+    wait_produced(&produced, 70_000).await;
     workers.push(("w4", spawn("w4")));
     feed.await.unwrap();
 
@@ -94,7 +118,8 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
         }
         assert!(
             Instant::now() < deadline,
-            "{db}: not every id arrived within 120 s: {got:?}"
+            "{db}: not every id arrived within 120 s: {got:?}; the workers' logs:\n{}",
+            logs()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
@@ -109,7 +134,11 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
         let port = ports.iter().find(|(w, _)| w == id).unwrap().1;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !http::metrics(port).is_some_and(|m| m.contains("rivus_kafka_consumer_lag{")) {
-            assert!(Instant::now() < deadline, "{id} got no partition");
+            assert!(
+                Instant::now() < deadline,
+                "{db}: {id} got no partition; the workers' logs:\n{}",
+                logs()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -118,11 +147,11 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
     }
     for (id, w) in workers {
         let out = w.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{id}: {err}");
+        let err = std::fs::read_to_string(log_of(id)).unwrap_or_default();
+        assert!(out.status.success(), "{db}: {id}: {err}");
         assert!(
             err.contains("claimed the assigned partitions from the sink's positions table"),
-            "{id} never claimed partitions from the table: {err}"
+            "{db}: {id} never claimed partitions from the table: {err}"
         );
     }
     // After the graceful stop nothing more was written.

@@ -11,15 +11,17 @@ use crate::db::Pool;
 use crate::dialect::Dialect;
 use crate::source::query::{PageQuery, QueryColumn};
 
-/// Runs `sql` (one or more statements) against `url` — e.g. `CREATE TABLE IF NOT EXISTS`.
+/// Runs `sql` (one or more statements) against `url` — e.g. `CREATE TABLE IF NOT EXISTS` —
+/// one process at a time (see `Conn::raw_exclusive`).
 pub async fn run_script(url: &str, sql: &str) -> Result<()> {
     let pool = Pool::connect(url, 1, Duration::from_secs(10), "jdbc").await?;
     let mut conn = pool
         .acquire()
         .await
         .map_err(|e| crate::error::sql_error("jdbc: connecting", &e))?;
+    // Workers of one job run the same script at once: one at a time.
     let r = conn
-        .raw(sql)
+        .raw_exclusive(sql)
         .await
         .map_err(|e| crate::error::sql_error("jdbc: running the setup script", &e));
     drop(conn);

@@ -163,6 +163,31 @@ impl Conn {
         }
     }
 
+    /// Runs `sql` (one or more statements, no parameters) while holding a lock that every
+    /// rivus process on this database takes for it: PostgreSQL's session advisory lock, MySQL's
+    /// `GET_LOCK`. Workers of one job all run the same `CREATE TABLE IF NOT EXISTS` at start,
+    /// and on PostgreSQL two of those at once can fail (`duplicate key value violates unique
+    /// constraint "pg_type_typname_nsp_index"`): one at a time they cannot.
+    pub async fn raw_exclusive(&mut self, sql: &str) -> Result<(), sqlx::Error> {
+        /// The advisory lock's key: "rivus" in ASCII.
+        const KEY: i64 = 0x7269_7675_73;
+        let (lock, unlock) = match self {
+            Conn::Pg(_) => (
+                format!("SELECT pg_advisory_lock({KEY})"),
+                format!("SELECT pg_advisory_unlock({KEY})"),
+            ),
+            Conn::My(_) => (
+                "SELECT GET_LOCK('rivus-ddl', 60)".to_owned(),
+                "SELECT RELEASE_LOCK('rivus-ddl')".to_owned(),
+            ),
+            Conn::Lite(_) => return self.raw(sql).await,
+        };
+        self.raw(&lock).await?;
+        let done = self.raw(sql).await;
+        let released = self.raw(&unlock).await;
+        done.and(released)
+    }
+
     /// Runs `sql` with `values` bound in order; returns the rows affected.
     pub async fn execute<'v>(
         &mut self,

@@ -230,14 +230,13 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 pool.clone(),
                 &mut conn,
                 &s.positions_table,
-                name.clone(),
+                name,
                 owner,
                 s.statement_timeout,
             )
             .await?;
-            txn = Some(Arc::new(Prepared::new(
+            txn = Some(Arc::new(Prepared::one_phase(
                 pool.clone(),
-                name,
                 ctx.subtask_index(),
             )));
             let link = ctx

@@ -54,7 +54,7 @@ impl PositionsTable {
              PRIMARY KEY (sink, partition_key))",
             dialect.quote(table)
         );
-        conn.raw(&sql).await.map_err(|e| {
+        conn.raw_exclusive(&sql).await.map_err(|e| {
             sql_error(
                 format!("jdbc sink: creating the positions table `{table}`"),
                 &e,

@@ -58,6 +58,9 @@ pub(crate) struct Prepared {
     /// Serializes commits (the committer task, notifications and close).
     committing: tokio::sync::Mutex<()>,
     failure: Mutex<Option<String>>,
+    /// Transactions are only ever committed in one phase (positions mode, `positions.rs`):
+    /// plain `BEGIN` on MySQL/MariaDB too, no XA id.
+    one_phase: bool,
 }
 
 fn owner_of(gid: &str, prefix: &str) -> Option<usize> {
@@ -81,6 +84,16 @@ impl Prepared {
             pending: Mutex::new(BTreeMap::new()),
             committing: tokio::sync::Mutex::new(()),
             failure: Mutex::new(None),
+            one_phase: false,
+        }
+    }
+
+    /// Transactions begun and committed in one phase only (positions mode): never prepared,
+    /// so no XA ids on MySQL/MariaDB.
+    pub fn one_phase(pool: Pool, subtask: usize) -> Self {
+        Prepared {
+            one_phase: true,
+            ..Prepared::new(pool, String::new(), subtask)
         }
     }
 
@@ -162,7 +175,7 @@ impl Prepared {
     /// Starts the transaction of the next checkpoint on `conn`; returns its XA id on
     /// MySQL/MariaDB.
     pub async fn begin(&self, conn: &mut Conn) -> std::result::Result<Option<String>, sqlx::Error> {
-        if self.dialect != Dialect::MySql {
+        if self.dialect != Dialect::MySql || self.one_phase {
             conn.raw("BEGIN").await?;
             return Ok(None);
         }
