@@ -34,6 +34,18 @@ async fn counts(url: &str, table: &str, positions: &str, job: &str) -> Option<(i
     }
 }
 
+/// The running workers, SIGKILLed when dropped: a failed assertion leaves no process behind.
+struct Workers(Vec<(&'static str, Child)>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for (_, w) in &mut self.0 {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
 /// One database at a time: three workers each are enough for two cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -81,10 +93,12 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
             .spawn()
             .unwrap()
     };
-    let mut workers: Vec<(&str, Child)> = ["w1", "w2", "w3"]
-        .into_iter()
-        .map(|id| (id, spawn(id)))
-        .collect();
+    let mut workers = Workers(
+        ["w1", "w2", "w3"]
+            .into_iter()
+            .map(|id| (id, spawn(id)))
+            .collect(),
+    );
     let (produced, feed) = paced_feed(kafka, &input, n);
 
     // Mid-stream, once rows flow (so that w2 has written some since its last checkpoint):
@@ -101,11 +115,11 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    workers[1].1.kill().unwrap();
+    workers.0[1].1.kill().unwrap();
     let killed = Instant::now();
-    workers.remove(1).1.wait().unwrap();
+    workers.0.remove(1).1.wait().unwrap();
     wait_produced(&produced, 70_000).await;
-    workers.push(("w4", spawn("w4")));
+    workers.0.push(("w4", spawn("w4")));
     feed.await.unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -130,7 +144,7 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
     );
     assert_eq!(rows, distinct, "{db}: an id written twice");
     assert_eq!(kept, 12, "{db}: one positions row per partition");
-    for (id, _) in &workers {
+    for (id, _) in &workers.0 {
         let port = ports.iter().find(|(w, _)| w == id).unwrap().1;
         let deadline = Instant::now() + Duration::from_secs(60);
         while !http::metrics(port).is_some_and(|m| m.contains("rivus_kafka_consumer_lag{")) {
@@ -142,10 +156,10 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    for (_, w) in &workers {
+    for (_, w) in &workers.0 {
         interrupt(w);
     }
-    for (id, w) in workers {
+    for (id, w) in std::mem::take(&mut workers.0) {
         let out = w.wait_with_output().unwrap();
         let err = std::fs::read_to_string(log_of(id)).unwrap_or_default();
         assert!(out.status.success(), "{db}: {id}: {err}");

@@ -136,6 +136,7 @@ pub async fn probe(
         .create_with_context(ErrorCapture::default())
         .map_err(|e| props.build_error("client", e))?;
     let topics = topics.to_vec();
+    let _waiting = rivus_core::activity::waiting("kafka: probing the brokers (metadata)");
     let outcome = tokio::task::spawn_blocking(move || fetch(&client, &topics, timeout))
         .await
         .map_err(|e| Error::connector("kafka: metadata task", e.to_string()))?;

@@ -432,8 +432,12 @@ async fn ensure_marker_topic(props: &KafkaConfig, topic: &str) -> Result<()> {
         .create()
         .map_err(|e| props.build_error("admin client", e))?;
     let t = NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
+    let _waiting = rivus_core::activity::waiting("kafka: creating the marker topic");
+    // Bounded: a request the brokers never answer fails (retryable) instead of waiting for
+    // librdkafka's socket timeout.
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
     let r = admin
-        .create_topics(&[t], &AdminOptions::new())
+        .create_topics(&[t], &options)
         .await
         .map_err(|e| kafka_err(format!("kafka sink: creating marker topic {topic}"), e))?;
     match r.first() {
@@ -454,6 +458,7 @@ async fn read_markers(props: &KafkaConfig, topic: &str) -> Result<BTreeMap<Strin
         ("group.id", "rivus-marker-reader"),
     ]);
     let topic = topic.to_owned();
+    let _waiting = rivus_core::activity::waiting("kafka: reading transaction markers");
     tokio::task::spawn_blocking(
         move || -> std::result::Result<BTreeMap<String, u64>, KafkaError> {
             let c: BaseConsumer = cfg.create()?;
