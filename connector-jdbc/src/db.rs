@@ -170,7 +170,7 @@ impl Conn {
     /// constraint "pg_type_typname_nsp_index"`): one at a time they cannot.
     pub async fn raw_exclusive(&mut self, sql: &str) -> Result<(), sqlx::Error> {
         /// The advisory lock's key: "rivus" in ASCII.
-        const KEY: i64 = 0x7269_7675_73;
+        const KEY: i64 = 0x0072_6976_7573;
         let (lock, unlock) = match self {
             Conn::Pg(_) => (
                 format!("SELECT pg_advisory_lock({KEY})"),
