@@ -56,6 +56,28 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
+    /// Awaits `fut` for at most the statement deadline, marked as `label`; past it, a
+    /// timed-out error (retryable).
+    async fn within<T, E: From<sqlx::Error>>(
+        &self,
+        label: &'static str,
+        fut: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        rivus_core::activity::bounded(self.deadline, label, fut)
+            .await
+            .unwrap_or_else(|| Err(timed_out(self.deadline).into()))
+    }
+
+    /// A new transaction on a connection from the pool (`BEGIN`, or `XA START` under an id).
+    async fn begin(&self, prepared: &Prepared) -> Result<OpenTxn, sqlx::Error> {
+        self.within("jdbc: BEGIN", async {
+            let mut conn = self.pool.acquire().await?;
+            let xid = prepared.begin(&mut conn).await?;
+            Ok(OpenTxn { conn, xid })
+        })
+        .await
+    }
+
     /// How the failing record is named in errors and dead letters.
     fn position(&self, change: &Change) -> String {
         let plan = &self.plan;
@@ -304,17 +326,10 @@ impl Writer {
         }
         let mut open = match taken {
             Some(open) => open,
-            None => {
-                let begun = async {
-                    let mut conn = self.pool.acquire().await?;
-                    let xid = prepared.begin(&mut conn).await?;
-                    Ok::<_, sqlx::Error>(OpenTxn { conn, xid })
-                };
-                rivus_core::activity::bounded(self.deadline, "jdbc: BEGIN", begun)
-                    .await
-                    .unwrap_or_else(|| Err(timed_out(self.deadline)))
-                    .map_err(|e| crate::error::sql_error("jdbc sink: beginning", &e))?
-            }
+            None => self
+                .begin(prepared)
+                .await
+                .map_err(|e| crate::error::sql_error("jdbc sink: beginning", &e))?,
         };
         // The connection stays out here: whatever fails, it is closed (the database rolls
         // the transaction back), never handed back to the pool mid-transaction.
@@ -355,10 +370,7 @@ impl Writer {
         };
         let xid = open.xid.as_deref();
         let committing = prepared.commit_one_phase(&mut open.conn, xid);
-        let committed = rivus_core::activity::bounded(self.deadline, "jdbc: COMMIT", committing)
-            .await
-            .unwrap_or_else(|| Err(timed_out(self.deadline)));
-        if let Err(e) = committed {
+        if let Err(e) = self.within("jdbc: COMMIT", committing).await {
             open.conn.discard();
             return Err(crate::error::sql_error("jdbc sink: committing", &e));
         }
@@ -384,14 +396,12 @@ impl BulkSender<Change> for Writer {
                     }
                 },
             };
-            let written = rivus_core::activity::bounded(
-                self.deadline,
-                "jdbc: writing a batch",
-                self.write_autocommit(&mut conn, &items),
-            );
-            let written = written
-                .await
-                .unwrap_or_else(|| Err(timed_out(self.deadline).into()));
+            let written = self
+                .within(
+                    "jdbc: writing a batch",
+                    self.write_autocommit(&mut conn, &items),
+                )
+                .await;
             return match written {
                 Ok(()) => {
                     self.rows.increment(items.len() as u64);
@@ -414,13 +424,7 @@ impl BulkSender<Change> for Writer {
         let (prepared, slot) = slot;
         let mut guard = slot.lock().await;
         if guard.is_none() {
-            let begun = async {
-                let mut conn = self.pool.acquire().await?;
-                let xid = prepared.begin(&mut conn).await?;
-                Ok::<_, sqlx::Error>(OpenTxn { conn, xid })
-            };
-            let begun = rivus_core::activity::bounded(self.deadline, "jdbc: BEGIN", begun);
-            match begun.await.unwrap_or_else(|| Err(timed_out(self.deadline))) {
+            match self.begin(prepared).await {
                 Ok(c) => *guard = Some(c),
                 Err(e) => {
                     return SendOutcome::Retry {
@@ -431,15 +435,11 @@ impl BulkSender<Change> for Writer {
             }
         }
         let open = guard.as_mut().expect("set above");
-        let written = rivus_core::activity::bounded(
-            self.deadline,
+        let written = self.within(
             "jdbc: writing a batch",
             self.write_in_txn(&mut open.conn, &items),
         );
-        match written
-            .await
-            .unwrap_or_else(|| Err(timed_out(self.deadline).into()))
-        {
+        match written.await {
             Ok(()) => {
                 self.rows.increment(items.len() as u64);
                 SendOutcome::Done
