@@ -150,20 +150,22 @@ async fn kafka_workers(kafka: &str, exactly_once: bool) {
 
     let mut workers = vec![
         ("w1", worker(dir.path(), &file, "w1")),
-        ("w2", worker(dir.path(), &file, "w2")),
         ("w3", worker(dir.path(), &file, "w3")),
     ];
+    let mut w2 = Watched::spawn(worker_command(dir.path(), &file, "w2"));
 
-    // Mid-stream: kill w2. Records of its partitions produced after the kill can only arrive
-    // through the worker that takes each partition over.
+    // Mid-stream, while it holds partitions (the three joining at once rebalance several
+    // times, and an exactly-once job whose offsets commit meets a new generation restarts
+    // and rejoins): kill w2. Records of its partitions produced after the kill can only
+    // arrive through the worker that takes each partition over.
     wait_produced(&produced, 40_000).await;
+    w2.wait_holding("w2", Duration::from_secs(60)).await;
     reader
         .after
         .store(produced.load(Ordering::Relaxed) + 1500, Ordering::Relaxed);
-    workers[1].1.kill().unwrap();
+    w2.child.kill().unwrap();
     let killed = Instant::now();
-    let w2 = workers.remove(1).1.wait_with_output().unwrap();
-    let w2_log = String::from_utf8_lossy(&w2.stderr);
+    let (_, w2_log) = w2.finish();
     let w2_partitions = held_at_the_end(&w2_log);
     assert!(
         !w2_partitions.is_empty(),

@@ -250,3 +250,63 @@ pub fn held_at_the_end(log: &str) -> BTreeSet<i32> {
     }
     held
 }
+
+/// A worker whose log is read while it runs: what it holds can be asked at any moment, and
+/// its stderr pipe never fills up.
+pub struct Watched {
+    pub child: Child,
+    log: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    /// Spawns `command` (its stderr piped) and starts reading its log.
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command.spawn().unwrap();
+        let stderr = child.stderr.take().expect("stderr piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut log = sink.lock();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Self {
+            child,
+            log,
+            reader: Some(reader),
+        }
+    }
+
+    /// The input partitions its log says it holds now.
+    pub fn held(&self) -> BTreeSet<i32> {
+        held_at_the_end(&self.log.lock())
+    }
+
+    /// Waits until its log says it holds a partition, at most `limit`.
+    pub async fn wait_holding(&self, id: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.held().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "{id} held no partition within {limit:?}: {}",
+                self.log.lock()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the process to end; its exit status and whole log.
+    pub fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.child.wait().unwrap();
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        let log = std::mem::take(&mut *self.log.lock());
+        (status, log)
+    }
+}

@@ -235,7 +235,8 @@ impl OffsetsLink {
         };
         let n = partitions.len();
         let version = assignment.drain(partitions);
-        let deadline = Instant::now() + limit;
+        let started = Instant::now();
+        let deadline = started + limit;
         let mut c = self.committed.lock();
         while c.is_none_or(|v| v < version) {
             let closing = !alive.load(Ordering::Acquire);
@@ -249,11 +250,17 @@ impl OffsetsLink {
                 if let Some(kept) = self.kept() {
                     kept.set_broken();
                 }
+                let waited_ms = started.elapsed().as_millis() as u64;
+                let why = if closing {
+                    "the source closes"
+                } else {
+                    "waited its limit"
+                };
                 if self.sink_commits() {
-                    tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
+                    tracing::warn!(partitions = n, waited_ms, why,
                         "kafka source: revoked partitions released before a transaction covered them; the open transaction will abort");
                 } else {
-                    tracing::warn!(partitions = n, waited_ms = limit.as_millis() as u64,
+                    tracing::warn!(partitions = n, waited_ms, why,
                         "kafka source: revoked partitions released before a checkpoint covered them; their new owner repeats what was emitted since the last one");
                 }
                 return false;
