@@ -18,6 +18,10 @@ pub struct SchemaError {
     pub format: &'static str,
     /// What was wrong, with the location inside the record when known.
     pub message: String,
+    /// The record is not at fault: something it needs could not be reached (a schema
+    /// registry). The task fails and retries from its checkpoint instead of handing the record
+    /// to the error policy.
+    pub transient: bool,
 }
 
 impl SchemaError {
@@ -31,6 +35,19 @@ impl SchemaError {
             position: position.to_string(),
             format,
             message: message.to_string(),
+            transient: false,
+        }
+    }
+
+    /// An error that is not the record's fault (see [`SchemaError::transient`]).
+    pub fn unavailable(
+        format: &'static str,
+        position: impl fmt::Display,
+        message: impl fmt::Display,
+    ) -> Self {
+        SchemaError {
+            transient: true,
+            ..SchemaError::new(format, position, message)
         }
     }
 

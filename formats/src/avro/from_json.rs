@@ -1,0 +1,356 @@
+//! JSON records into Avro values of a schema — the inverse of `to_json.rs`, strict: a record
+//! that does not fit fails with the path of the field that did not (`items[2].price`) and what
+//! was expected. A field the schema does not have is refused (it would be dropped silently);
+//! a missing field takes its default, or null when its type is a union with null.
+//!
+//! Besides the forms `to_json.rs` writes, numbers are accepted for decimals, and integers (units
+//! since the epoch or midnight) for dates, times and timestamps.
+
+use std::collections::HashMap;
+
+use apache_avro::schema::{DecimalSchema, Names, RecordSchema, UuidSchema};
+use apache_avro::types::Value as Avro;
+use apache_avro::{Days, Decimal, Duration, Millis, Months, Schema};
+use base64::Engine as _;
+use num_bigint::BigInt;
+use serde_json::Value;
+
+use crate::calendar;
+
+/// A record did not fit its schema: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Misfit {
+    /// The path of the field (`$` for the record itself).
+    pub path: String,
+    /// What was expected and found.
+    pub message: String,
+}
+
+impl std::fmt::Display for Misfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Converts `v` into a value of `schema`.
+pub fn from_json(v: &Value, schema: &Schema, names: &Names) -> Result<Avro, Misfit> {
+    let mut path = Vec::new();
+    convert(v, schema, names, &mut path)
+}
+
+fn misfit(path: &[String], message: String) -> Misfit {
+    let mut p = String::new();
+    for seg in path {
+        if !seg.starts_with('[') && !p.is_empty() {
+            p.push('.');
+        }
+        p.push_str(seg);
+    }
+    Misfit {
+        path: if p.is_empty() { "$".into() } else { p },
+        message,
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn convert(
+    v: &Value,
+    schema: &Schema,
+    names: &Names,
+    path: &mut Vec<String>,
+) -> Result<Avro, Misfit> {
+    let wrong =
+        |path: &[String], want: &str| misfit(path, format!("expected {want}, got {}", kind(v)));
+    Ok(match (schema, v) {
+        (Schema::Ref { name }, _) => {
+            let target = names.get(name).ok_or_else(|| {
+                misfit(
+                    path,
+                    format!("the schema names `{name}` but never defines it"),
+                )
+            })?;
+            return convert(v, target, names, path);
+        }
+        (Schema::Null, Value::Null) => Avro::Null,
+        (Schema::Boolean, Value::Bool(b)) => Avro::Boolean(*b),
+        (Schema::Int, Value::Number(n)) => Avro::Int(
+            n.as_i64()
+                .and_then(|i| i32::try_from(i).ok())
+                .ok_or_else(|| misfit(path, format!("{n} is not a 32-bit integer (int)")))?,
+        ),
+        (Schema::Long, Value::Number(n)) => Avro::Long(
+            n.as_i64()
+                .ok_or_else(|| misfit(path, format!("{n} is not a 64-bit integer (long)")))?,
+        ),
+        (Schema::Float, _) => {
+            Avro::Float(float(v).ok_or_else(|| wrong(path, "a number (float)"))? as f32)
+        }
+        (Schema::Double, _) => {
+            Avro::Double(float(v).ok_or_else(|| wrong(path, "a number (double)"))?)
+        }
+        (Schema::String, Value::String(s)) => Avro::String(s.clone()),
+        (Schema::Bytes, _) => {
+            Avro::Bytes(bytes(v).ok_or_else(|| wrong(path, "base64 text (bytes)"))?)
+        }
+        (Schema::Fixed(f), _) => {
+            let b = bytes(v).ok_or_else(|| wrong(path, "base64 text (fixed)"))?;
+            if b.len() != f.size {
+                return Err(misfit(
+                    path,
+                    format!("{} bytes for a fixed of {}", b.len(), f.size),
+                ));
+            }
+            Avro::Fixed(f.size, b)
+        }
+        (Schema::Enum(e), Value::String(s)) => {
+            let i = e.symbols.iter().position(|x| x == s).ok_or_else(|| {
+                misfit(
+                    path,
+                    format!(
+                        "`{s}` is not a symbol of enum {} ({})",
+                        e.name,
+                        e.symbols.join(", ")
+                    ),
+                )
+            })?;
+            Avro::Enum(i as u32, s.clone())
+        }
+        (Schema::Array(a), Value::Array(items)) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                path.push(format!("[{i}]"));
+                out.push(convert(item, &a.items, names, path)?);
+                path.pop();
+            }
+            Avro::Array(out)
+        }
+        (Schema::Map(m), Value::Object(o)) => {
+            let mut out = HashMap::with_capacity(o.len());
+            for (k, item) in o {
+                path.push(format!("[{k:?}]"));
+                out.insert(k.clone(), convert(item, &m.types, names, path)?);
+                path.pop();
+            }
+            Avro::Map(out)
+        }
+        (Schema::Record(r), Value::Object(_)) => record(v, r, names, path)?,
+        (Schema::Union(u), _) => {
+            let variants = u.variants();
+            if v.is_null() {
+                let i = variants
+                    .iter()
+                    .position(|s| matches!(s, Schema::Null))
+                    .ok_or_else(|| misfit(path, "null for a union without null".into()))?;
+                return Ok(Avro::Union(i as u32, Box::new(Avro::Null)));
+            }
+            let mut last = None;
+            for (i, s) in variants.iter().enumerate() {
+                if matches!(s, Schema::Null) {
+                    continue;
+                }
+                match convert(v, s, names, path) {
+                    Ok(a) => return Ok(Avro::Union(i as u32, Box::new(a))),
+                    Err(e) => last = Some(e),
+                }
+            }
+            return Err(last.unwrap_or_else(|| wrong(path, "a branch of the union")));
+        }
+        (Schema::Decimal(d), _) => decimal(v, d).map_err(|m| misfit(path, m))?,
+        (Schema::Uuid(inner), Value::String(s)) => {
+            let u = apache_avro::Uuid::parse_str(s)
+                .map_err(|e| misfit(path, format!("`{s}` is not a UUID: {e}")))?;
+            match inner {
+                UuidSchema::String => Avro::Uuid(u),
+                _ => Avro::Uuid(u),
+            }
+        }
+        (Schema::Date, _) => Avro::Date(
+            int_or(v, calendar::parse_date)
+                .and_then(|d| i32::try_from(d).ok())
+                .ok_or_else(|| wrong(path, "a date (`YYYY-MM-DD` or days since 1970-01-01)"))?,
+        ),
+        (Schema::TimeMillis, _) => Avro::TimeMillis(
+            int_or(v, |s| calendar::parse_time(s, 1000))
+                .and_then(|t| i32::try_from(t).ok())
+                .ok_or_else(|| wrong(path, "a time of day (`HH:MM:SS.fff` or milliseconds)"))?,
+        ),
+        (Schema::TimeMicros, _) => Avro::TimeMicros(
+            int_or(v, |s| calendar::parse_time(s, 1_000_000))
+                .ok_or_else(|| wrong(path, "a time of day (`HH:MM:SS.ffffff` or microseconds)"))?,
+        ),
+        (Schema::TimestampMillis, _) => Avro::TimestampMillis(instant(v, 1000, path)?),
+        (Schema::TimestampMicros, _) => Avro::TimestampMicros(instant(v, 1_000_000, path)?),
+        (Schema::TimestampNanos, _) => Avro::TimestampNanos(instant(v, 1_000_000_000, path)?),
+        (Schema::LocalTimestampMillis, _) => Avro::LocalTimestampMillis(instant(v, 1000, path)?),
+        (Schema::LocalTimestampMicros, _) => {
+            Avro::LocalTimestampMicros(instant(v, 1_000_000, path)?)
+        }
+        (Schema::LocalTimestampNanos, _) => {
+            Avro::LocalTimestampNanos(instant(v, 1_000_000_000, path)?)
+        }
+        (Schema::Duration(_), Value::Object(o)) => {
+            let part = |k: &str| {
+                o.get(k)
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+            };
+            match (part("months"), part("days"), part("millis")) {
+                (Some(m), Some(d), Some(ms)) => {
+                    Avro::Duration(Duration::new(Months::new(m), Days::new(d), Millis::new(ms)))
+                }
+                _ => return Err(wrong(path, "{months, days, millis} (duration)")),
+            }
+        }
+        (s, _) => return Err(wrong(path, &describe(s))),
+    })
+}
+
+fn describe(s: &Schema) -> String {
+    match s {
+        Schema::Record(r) => format!("an object (record {})", r.name),
+        Schema::Map(_) => "an object (map)".into(),
+        Schema::Array(_) => "an array".into(),
+        Schema::Enum(e) => format!("a symbol of enum {}", e.name),
+        Schema::Uuid(_) => "a UUID".into(),
+        Schema::Duration(_) => "{months, days, millis} (duration)".into(),
+        other => format!("{:?}", apache_avro::schema::SchemaKind::from(other)).to_lowercase(),
+    }
+}
+
+fn record(
+    v: &Value,
+    r: &RecordSchema,
+    names: &Names,
+    path: &mut Vec<String>,
+) -> Result<Avro, Misfit> {
+    let o = v.as_object().expect("matched an object");
+    if let Some(extra) = o.keys().find(|k| !r.lookup.contains_key(*k)) {
+        return Err(misfit(
+            path,
+            format!(
+                "field `{extra}` is not in record {} (it would be lost)",
+                r.name
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(r.fields.len());
+    for f in &r.fields {
+        path.push(f.name.clone());
+        let value = match o.get(&f.name) {
+            Some(x) => convert(x, &f.schema, names, path)?,
+            None => match &f.default {
+                Some(d) => convert(d, &f.schema, names, path)?,
+                None if matches!(&f.schema, Schema::Union(u) if u.variants().iter().any(|s| matches!(s, Schema::Null))) => {
+                    convert(&Value::Null, &f.schema, names, path)?
+                }
+                None => return Err(misfit(path, "missing, and the field has no default".into())),
+            },
+        };
+        path.pop();
+        out.push((f.name.clone(), value));
+    }
+    Ok(Avro::Record(out))
+}
+
+fn float(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    let text = match v {
+        Value::String(s) => s.as_str(),
+        Value::Object(o) if o.len() == 1 => o.get(rivus_core::format::BASE64_KEY)?.as_str()?,
+        _ => return None,
+    };
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+fn int_or(v: &Value, parse: impl Fn(&str) -> Option<i64>) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => parse(s),
+        _ => None,
+    }
+}
+
+fn instant(v: &Value, per_second: i64, path: &[String]) -> Result<i64, Misfit> {
+    int_or(v, |s| calendar::parse_instant(s, per_second)).ok_or_else(|| {
+        misfit(
+            path,
+            format!(
+                "expected a timestamp (RFC 3339 text or units since the epoch), got {}",
+                kind(v)
+            ),
+        )
+    })
+}
+
+/// A decimal from text or a number: its digits scaled to the schema's scale (more fraction
+/// digits than the scale, or more digits than the precision, are refused: never rounded).
+fn decimal(v: &Value, d: &DecimalSchema) -> Result<Avro, String> {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => {
+            return Err(format!(
+                "expected a decimal (text or a number), got {}",
+                kind(other)
+            ))
+        }
+    };
+    let (neg, body) = match text.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, text.strip_prefix('+').unwrap_or(&text)),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let frac = frac.trim_end_matches('0');
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return Err(format!("`{text}` is not a decimal number"));
+    }
+    if frac.len() > d.scale {
+        return Err(format!(
+            "`{text}` has more fraction digits than the scale {}",
+            d.scale
+        ));
+    }
+    let digits = format!("{int}{frac:0<width$}", width = d.scale);
+    let digits = digits.trim_start_matches('0');
+    if digits.len() > d.precision {
+        return Err(format!(
+            "`{text}` has more digits than the precision {}",
+            d.precision
+        ));
+    }
+    let mut unscaled: BigInt = if digits.is_empty() {
+        BigInt::from(0)
+    } else {
+        digits
+            .parse()
+            .map_err(|_| format!("`{text}` is not a decimal number"))?
+    };
+    if neg {
+        unscaled = -unscaled;
+    }
+    Ok(Avro::Decimal(Decimal::from(unscaled.to_signed_bytes_be())))
+}

@@ -1,0 +1,375 @@
+//! What a connector holds at run time for its `format`: [`Codec::decode`] turns a payload into
+//! a JSON record, [`Codec::encode`] a record into a payload. For core's formats both are plain
+//! calls; for Avro a payload's writer schema comes from the registry once per new id (then
+//! from the cache), and a writing codec resolves its schema and id once, at
+//! [`Codec::open_writer`], before any record.
+//!
+//! Errors are [`SchemaError`]s: the record's fault (a wrong magic byte, an unknown schema id, a
+//! truncated payload, a record that does not fit the schema — to the error policy, content
+//! kept) or, with [`SchemaError::transient`] set, not its fault (the registry unreachable:
+//! the task fails and retries from its checkpoint, so nothing is lost).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use rivus_core::schema::{DeserializationSchema, SchemaError, SerializationSchema};
+use rivus_core::{Error, Result};
+use serde_json::Value;
+
+use crate::avro::{AvroReader, Parsed};
+use crate::format::{Format, SchemaFormat, SubjectStrategy};
+use crate::registry::{Registry, RegistryError, SchemaType};
+use crate::wire;
+
+/// Whether a codec writes a message's value or its key (the `-value`/`-key` subjects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Value,
+    Key,
+}
+
+/// A format ready to decode and encode (see the module docs). Cheap to clone: subtasks share
+/// the registry client and its cache.
+#[derive(Clone)]
+pub struct Codec(Inner);
+
+#[derive(Clone)]
+enum Inner {
+    Plain(rivus_core::format::Format),
+    Avro(Arc<AvroCodec>),
+}
+
+struct AvroCodec {
+    path: String,
+    spec: SchemaFormat,
+    registry: Arc<Registry>,
+    given: Option<(Parsed, String)>,
+    reader: AvroReader,
+    writer: OnceLock<(u32, Parsed)>,
+}
+
+impl fmt::Debug for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Inner::Plain(p) => write!(f, "Codec({p})"),
+            Inner::Avro(a) => f
+                .debug_struct("Codec")
+                .field("format", &"avro")
+                .field("registry", &a.registry)
+                .field("writer_id", &a.writer.get().map(|w| w.0))
+                .finish(),
+        }
+    }
+}
+
+impl From<rivus_core::format::Format> for Codec {
+    fn from(f: rivus_core::format::Format) -> Self {
+        Codec(Inner::Plain(f))
+    }
+}
+
+/// Reads a schema given inline or from a file; errors name `{path}.{field}`.
+fn schema_text(
+    inline: &Option<String>,
+    file: &Option<std::path::PathBuf>,
+    path: &str,
+    field: &str,
+) -> Result<Option<(Parsed, String)>> {
+    let (text, at) = match (inline, file) {
+        (Some(_), Some(_)) => {
+            return Err(Error::config(
+                format!("{path}.{field}_file"),
+                format!("give `{field}` or `{field}_file`, not both"),
+            ))
+        }
+        (Some(t), None) => (t.clone(), format!("{path}.{field}")),
+        (None, Some(f)) => (
+            std::fs::read_to_string(f).map_err(|e| {
+                Error::config(
+                    format!("{path}.{field}_file"),
+                    format!("{}: {e}", f.display()),
+                )
+            })?,
+            format!("{path}.{field}_file"),
+        ),
+        (None, None) => return Ok(None),
+    };
+    let parsed =
+        Parsed::parse(&text).map_err(|e| Error::config(at, format!("not an Avro schema: {e}")))?;
+    Ok(Some((parsed, text)))
+}
+
+impl Codec {
+    /// The codec of `format`; `path` names the option in errors (`sink.format`). Schema files
+    /// are read and parsed here: a bad one is refused before the job starts.
+    pub fn new(format: &Format, path: &str) -> Result<Codec> {
+        match format {
+            Format::Plain(p) => Ok(Codec(Inner::Plain(*p))),
+            Format::Avro(spec) => {
+                let registry = Registry::new(&spec.registry, &format!("{path}.registry"))?;
+                let given = schema_text(&spec.schema, &spec.schema_file, path, "schema")?;
+                let reader = schema_text(
+                    &spec.reader_schema,
+                    &spec.reader_schema_file,
+                    path,
+                    "reader_schema",
+                )?;
+                let writers = [given.is_some(), spec.use_latest, spec.schema_id.is_some()];
+                if writers.iter().filter(|w| **w).count() > 1 {
+                    return Err(Error::config(
+                        format!("{path}.schema"),
+                        "give one of `schema`/`schema_file`, `use_latest` and `schema_id`",
+                    ));
+                }
+                Ok(Codec(Inner::Avro(Arc::new(AvroCodec {
+                    path: path.to_owned(),
+                    spec: (**spec).clone(),
+                    registry: Arc::new(registry),
+                    given,
+                    reader: AvroReader::new(reader.map(|r| r.0)),
+                    writer: OnceLock::new(),
+                }))))
+            }
+        }
+    }
+
+    /// The format's name (`json`, `avro`, ...).
+    pub fn name(&self) -> &'static str {
+        match &self.0 {
+            Inner::Plain(p) => match p {
+                rivus_core::format::Format::Json => "json",
+                rivus_core::format::Format::Text => "text",
+                rivus_core::format::Format::Bytes => "bytes",
+            },
+            Inner::Avro(_) => "avro",
+        }
+    }
+
+    /// Registry requests this codec's client has sent (0 without a registry).
+    pub fn registry_requests(&self) -> u64 {
+        match &self.0 {
+            Inner::Plain(_) => 0,
+            Inner::Avro(a) => a.registry.requests(),
+        }
+    }
+
+    /// The schema id records are written with, once resolved.
+    pub fn writer_id(&self) -> Option<u32> {
+        match &self.0 {
+            Inner::Plain(_) => None,
+            Inner::Avro(a) => a.writer.get().map(|w| w.0),
+        }
+    }
+
+    /// Resolves the schema written to `topic` (a Kafka topic, a queue, a key — what the
+    /// subject strategy names) as its value or key: registers it, or finds the registered
+    /// one. Nothing to do for core's formats. Call before the first [`encode`](Self::encode).
+    pub async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
+        let Inner::Avro(a) = &self.0 else {
+            return Ok(());
+        };
+        if a.writer.get().is_some() {
+            return Ok(());
+        }
+        let path = &a.path;
+        let err = |e: RegistryError| e.into_error();
+        let name = a.given.as_ref().and_then(|g| g.0.full_name());
+        let suffix = match role {
+            Role::Value => "value",
+            Role::Key => "key",
+        };
+        let subject = match (&a.spec.subject, a.spec.subject_strategy, &name) {
+            (Some(s), _, _) => s.clone(),
+            (None, SubjectStrategy::Topic, _) => format!("{topic}-{suffix}"),
+            (None, SubjectStrategy::Record, Some(n)) => n.clone(),
+            (None, SubjectStrategy::TopicRecord, Some(n)) => format!("{topic}-{n}"),
+            (None, _, None) => {
+                return Err(Error::config(
+                    format!("{path}.subject_strategy"),
+                    "the record-name strategies need a named schema (a record) given in \
+                     `schema` or `schema_file`",
+                ))
+            }
+        };
+        let (id, parsed) = if let Some(id) = a.spec.schema_id {
+            let r = a.registry.schema(id).await.map_err(err)?;
+            (id, parse_registered(&r.text, r.schema_type, id, path)?)
+        } else if a.spec.use_latest {
+            let r = a.registry.latest(&subject).await.map_err(err)?;
+            (r.id, parse_registered(&r.text, r.schema_type, r.id, path)?)
+        } else if let Some((parsed, text)) = &a.given {
+            let id = if a.spec.auto_register {
+                a.registry.register(&subject, SchemaType::Avro, text).await
+            } else {
+                a.registry.lookup(&subject, SchemaType::Avro, text).await
+            }
+            .map_err(err)?;
+            (id, parsed.clone())
+        } else {
+            return Err(Error::config(
+                format!("{path}.schema"),
+                "writing Avro needs a schema: `schema`, `schema_file`, `use_latest = true` or \
+                 `schema_id`",
+            ));
+        };
+        tracing::info!(%subject, id, registry = a.registry.url(), "avro: writing with the registered schema");
+        let _ = a.writer.set((id, parsed));
+        Ok(())
+    }
+
+    /// Appends the payload of `record` to `out`.
+    pub fn encode(
+        &self,
+        record: &Value,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), SchemaError> {
+        match &self.0 {
+            Inner::Plain(p) => p.encode(record, out),
+            Inner::Avro(a) => {
+                let Some((id, parsed)) = a.writer.get() else {
+                    return Err(SchemaError::unavailable(
+                        "avro",
+                        "(unassigned)",
+                        "the writer's schema is not resolved yet (open_writer was not called)",
+                    ));
+                };
+                wire::header(*id, out);
+                parsed.write(record, out).map_err(|m| {
+                    SchemaError::new("avro", "(unassigned)", format!("schema id {id}: {m}"))
+                })
+            }
+        }
+    }
+
+    /// Decodes one payload; `position` names it in errors.
+    pub async fn decode(
+        &self,
+        data: &[u8],
+        position: &dyn fmt::Display,
+    ) -> std::result::Result<Value, SchemaError> {
+        match &self.0 {
+            Inner::Plain(p) => p.decode(data, position),
+            Inner::Avro(a) => {
+                let (id, payload) =
+                    wire::split(data).map_err(|e| SchemaError::new("avro", position, e))?;
+                let writer = match a.reader.writer(id) {
+                    Some(w) => w,
+                    None => a.learn(id, &position.to_string()).await?,
+                };
+                a.reader
+                    .read(&writer, payload)
+                    .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))
+            }
+        }
+    }
+
+    /// [`decode`](Self::decode) from a thread that may not wait on async code (a consumer
+    /// thread, or inside a runtime): a new schema id is fetched on a helper thread.
+    pub fn decode_blocking(
+        &self,
+        data: &[u8],
+        position: &dyn fmt::Display,
+    ) -> std::result::Result<Value, SchemaError> {
+        match &self.0 {
+            Inner::Plain(p) => p.decode(data, position),
+            Inner::Avro(a) => {
+                let (id, payload) =
+                    wire::split(data).map_err(|e| SchemaError::new("avro", position, e))?;
+                let writer = match a.reader.writer(id) {
+                    Some(w) => w,
+                    None => {
+                        let shown = position.to_string();
+                        on_helper_thread(a.learn(id, &shown))?
+                    }
+                };
+                a.reader
+                    .read(&writer, payload)
+                    .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))
+            }
+        }
+    }
+}
+
+impl AvroCodec {
+    /// Fetches and parses the writer's schema of `id`.
+    async fn learn(
+        &self,
+        id: u32,
+        position: &str,
+    ) -> std::result::Result<Arc<Parsed>, SchemaError> {
+        let r = match self.registry.schema(id).await {
+            Ok(r) => r,
+            Err(e) if e.is_unavailable() => {
+                return Err(SchemaError::unavailable("avro", position, e))
+            }
+            Err(RegistryError::Answered { status: 404, .. }) => {
+                return Err(SchemaError::new(
+                    "avro",
+                    position,
+                    format!(
+                        "schema id {id} is unknown to the registry {}",
+                        self.registry.url()
+                    ),
+                ))
+            }
+            Err(e) => return Err(SchemaError::unavailable("avro", position, e)),
+        };
+        if r.schema_type != SchemaType::Avro {
+            return Err(SchemaError::new(
+                "avro",
+                position,
+                format!("schema id {id} is a {:?} schema, not Avro", r.schema_type),
+            ));
+        }
+        self.reader
+            .learn(id, &r.text)
+            .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))
+    }
+}
+
+fn parse_registered(text: &str, kind: SchemaType, id: u32, path: &str) -> Result<Parsed> {
+    if kind != SchemaType::Avro {
+        return Err(Error::config(
+            format!("{path}.schema_id"),
+            format!("schema id {id} is a {kind:?} schema, not Avro"),
+        ));
+    }
+    Parsed::parse(text)
+        .map_err(|e| Error::config(format!("{path}.schema_id"), format!("schema id {id}: {e}")))
+}
+
+/// Runs `f` (a registry request) to completion from synchronous code, on a helper thread
+/// with its own runtime: this works on a plain thread and inside any runtime alike.
+fn on_helper_thread<F: Future + Send>(f: F) -> F::Output
+where
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime")
+                .block_on(f)
+        })
+        .join()
+        .expect("the registry request's thread panicked")
+    })
+}
+
+impl DeserializationSchema<Value> for Codec {
+    fn deserialize(
+        &self,
+        data: &[u8],
+        position: &dyn fmt::Display,
+    ) -> std::result::Result<Value, SchemaError> {
+        self.decode_blocking(data, position)
+    }
+}
+
+impl SerializationSchema<Value> for Codec {
+    fn serialize(&self, value: &Value, out: &mut Vec<u8>) -> std::result::Result<(), SchemaError> {
+        self.encode(value, out)
+    }
+}

@@ -1,0 +1,209 @@
+//! The `format` option of pipeline files: a name (`"json"`, `"text"`, `"bytes"`, core's
+//! formats) or a table for a format with a schema:
+//!
+//! ```toml
+//! format = { type = "avro", registry = { url = "${RIVUS_SCHEMA_REGISTRY_URL}" }, schema_file = "order.avsc" }
+//! ```
+//!
+//! Writing: the schema (`schema` inline, `schema_file`, or the subject's latest version with
+//! `use_latest`, or a fixed `schema_id`) is registered under its subject (`auto_register`,
+//! default true) or must be registered already. Reading: each payload names its writer's
+//! schema; `reader_schema`/`reader_schema_file` resolve it into one shape.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::registry::RegistryConfig;
+
+/// How payloads are read and written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Format {
+    /// Core's `json`, `text` or `bytes`.
+    Plain(rivus_core::format::Format),
+    /// Avro in Confluent's wire format, through a schema registry.
+    Avro(Box<SchemaFormat>),
+}
+
+impl Default for Format {
+    fn default() -> Self {
+        Format::Plain(rivus_core::format::Format::Json)
+    }
+}
+
+impl From<rivus_core::format::Format> for Format {
+    fn from(f: rivus_core::format::Format) -> Self {
+        Format::Plain(f)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Format::Plain(p) => p.fmt(f),
+            Format::Avro(_) => f.write_str("avro"),
+        }
+    }
+}
+
+/// Which subject a schema is registered under.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SubjectStrategy {
+    /// `{topic}-value` / `{topic}-key` (Confluent's default).
+    #[default]
+    Topic,
+    /// The record's full name (`shop.Order`).
+    Record,
+    /// `{topic}-{record's full name}`.
+    TopicRecord,
+}
+
+/// The settings of a format with a schema (`type = "avro"`).
+#[derive(Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaFormat {
+    /// The registry.
+    pub registry: RegistryConfig,
+    /// How the subject is named (writing, and `use_latest`).
+    #[serde(default)]
+    pub subject_strategy: SubjectStrategy,
+    /// An explicit subject instead of the strategy's.
+    pub subject: Option<String>,
+    /// The writer's schema, inline.
+    pub schema: Option<String>,
+    /// The writer's schema, from a file (`.avsc`).
+    pub schema_file: Option<PathBuf>,
+    /// Register the writer's schema under the subject (default); when false it must be
+    /// registered already.
+    #[serde(default = "yes")]
+    pub auto_register: bool,
+    /// Write with the subject's latest registered version (no schema given).
+    #[serde(default)]
+    pub use_latest: bool,
+    /// Write with the schema registered under this id (no schema given).
+    pub schema_id: Option<u32>,
+    /// Read every payload into this schema (Avro's resolution rules), inline.
+    pub reader_schema: Option<String>,
+    /// The same, from a file.
+    pub reader_schema_file: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl fmt::Debug for SchemaFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchemaFormat")
+            .field("registry", &self.registry)
+            .field("subject_strategy", &self.subject_strategy)
+            .field("subject", &self.subject)
+            .field("schema_file", &self.schema_file)
+            .field("auto_register", &self.auto_register)
+            .field("use_latest", &self.use_latest)
+            .field("schema_id", &self.schema_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for RegistryConfig {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.url,
+            &self.username,
+            &self.password,
+            &self.token,
+            &self.ca_file,
+        ) == (
+            &other.url,
+            &other.username,
+            &other.password,
+            &other.token,
+            &other.ca_file,
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for Format {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let v = serde_json::Value::deserialize(d)?;
+        match v {
+            serde_json::Value::String(_) => rivus_core::format::Format::deserialize(v.clone())
+                .map(Format::Plain)
+                .map_err(|_| {
+                    D::Error::custom(format!(
+                        "unknown format {v}: expected \"json\", \"text\", \"bytes\", or a table \
+                         {{ type = \"avro\", registry = {{ url = ... }}, ... }}"
+                    ))
+                }),
+            serde_json::Value::Object(mut o) => {
+                let kind = o
+                    .remove("type")
+                    .ok_or_else(|| D::Error::custom("a format table needs `type` (\"avro\")"))?;
+                match kind.as_str() {
+                    Some("avro") => serde_json::from_value::<SchemaFormat>(o.into())
+                        .map(|s| Format::Avro(Box::new(s)))
+                        .map_err(|e| D::Error::custom(format!("format (avro): {e}"))),
+                    Some(name @ ("json" | "text" | "bytes")) if o.is_empty() => {
+                        rivus_core::format::Format::deserialize(serde_json::Value::from(name))
+                            .map(Format::Plain)
+                            .map_err(D::Error::custom)
+                    }
+                    _ => Err(D::Error::custom(format!(
+                        "unknown format type {kind}: expected \"avro\" (or \"json\", \"text\", \"bytes\" as a name)"
+                    ))),
+                }
+            }
+            other => Err(D::Error::custom(format!(
+                "a format is a name or a table, not {other}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct S {
+        format: Format,
+    }
+
+    fn parse(toml_text: &str) -> Result<Format, String> {
+        let v: serde_json::Value = toml_to_json(toml_text);
+        serde_json::from_value::<S>(v)
+            .map(|s| s.format)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The tests parse JSON with the shape TOML gives.
+    fn toml_to_json(text: &str) -> serde_json::Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn names_and_tables() {
+        assert_eq!(
+            parse(r#"{"format":"text"}"#).unwrap(),
+            Format::Plain(rivus_core::format::Format::Text)
+        );
+        let f = parse(
+            r#"{"format":{"type":"avro","registry":{"url":"http://r:8081"},"schema_file":"o.avsc"}}"#,
+        )
+        .unwrap();
+        let Format::Avro(s) = f else { panic!("{f:?}") };
+        assert!(s.auto_register);
+        assert_eq!(s.subject_strategy, SubjectStrategy::Topic);
+        let e = parse(r#"{"format":"avrox"}"#).unwrap_err();
+        assert!(e.contains("unknown format"), "{e}");
+        let e =
+            parse(r#"{"format":{"type":"avro","registry":{"url":"u"},"shema":"x"}}"#).unwrap_err();
+        assert!(e.contains("shema"), "{e}");
+        let e = parse(r#"{"format":{"type":"xml"}}"#).unwrap_err();
+        assert!(e.contains("xml"), "{e}");
+    }
+}

@@ -1,0 +1,21 @@
+//! Payload formats with schemas for rivus's connectors: Avro in Confluent's wire format, the
+//! schemas kept in a Confluent-compatible schema registry, beside core's `json`, `text` and
+//! `bytes` (see [`Format`]).
+//!
+//! - `format.rs`: the `format` option of pipeline files — a name or a table with a registry;
+//! - `codec.rs`: what a connector holds at run time: decode a payload, encode a record;
+//! - `registry.rs`: the registry's REST client with its schema cache;
+//! - `wire.rs`: the five-byte header;
+//! - `avro/`: Avro values ↔ JSON records, with the logical types;
+//! - `calendar.rs`: dates and times as text.
+
+pub mod avro;
+mod calendar;
+mod codec;
+mod format;
+pub mod registry;
+pub mod wire;
+
+pub use codec::{Codec, Role};
+pub use format::{Format, SchemaFormat, SubjectStrategy};
+pub use registry::{Registry, RegistryConfig};
