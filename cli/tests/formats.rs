@@ -7,13 +7,14 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
 use rivus_core::error_policy::DeadLetter;
 use rivus_testkit::services::{require, unique_name, Service};
+
+#[path = "support/topics.rs"]
+mod topics;
+use topics::{read, topic};
 
 /// Payloads no JSON pipeline would carry unchanged, then ordinary ones.
 fn payloads() -> Vec<Vec<u8>> {
@@ -28,48 +29,6 @@ fn payloads() -> Vec<Vec<u8>> {
     ];
     p.extend((0..100).map(|i| format!("line {i}: {}", "x".repeat(i * 10)).into_bytes()));
     p
-}
-
-async fn topic(kafka: &str, name: &str) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", kafka)
-        .create()
-        .unwrap();
-    let r = admin
-        .create_topics(
-            &[NewTopic::new(name, 1, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .unwrap();
-    assert!(r[0].is_ok(), "{r:?}");
-}
-
-/// Every payload of `topic`'s one partition, in order, once `n` arrived (at most 60 s).
-fn read(kafka: &str, topic: &str, n: usize) -> Vec<Vec<u8>> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", kafka)
-        .set("group.id", unique_name("formats-reader"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    c.assign(&tpl).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut out = Vec::new();
-    while out.len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {n} payloads arrived",
-            out.len()
-        );
-        if let Some(m) = c.poll(Duration::from_millis(200)) {
-            out.push(m.unwrap().payload().unwrap_or_default().to_vec());
-        }
-    }
-    out
 }
 
 /// Runs `rivus run` on a Kafka → Kafka file with `format` on both sides; a dead-letter file

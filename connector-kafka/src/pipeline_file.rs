@@ -12,18 +12,19 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::format::Format;
 use rivus_core::pipeline_file::{
     text_of, CatalogEntry, DestinationSection, Health, OptionDoc, SectionContext, SectionMetrics,
     SinkPlan, SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::tls::TlsFiles;
 use rivus_core::{DeliveryGuarantee, Result};
+use rivus_formats::{Codec, Format, Role};
 
 use crate::{
-    KafkaConfig, KafkaDeadLetterQueue, KafkaSink, KafkaSource, SaslAuth, StartOffsets, StopOffsets,
-    ValueDeserializer, ValueSerializer,
+    KafkaConfig, KafkaDeadLetterQueue, KafkaSerializer, KafkaSink, KafkaSource, OutRecord,
+    SaslAuth, StartOffsets, StopOffsets, ValueDeserializer,
 };
+use rivus_core::schema::SchemaError;
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize)]
@@ -46,7 +47,8 @@ pub struct KafkaSourceSection {
     /// for `rivus run --worker`.
     #[serde(default)]
     pub group_mode: bool,
-    /// How values are read: `json` (default), `text` or `bytes` (see [`Format`]).
+    /// How values are read: `json` (default), `text`, `bytes`, or a table for a format with
+    /// a schema (`{ type = "avro", registry = { url = ... } }`; see [`Format`]).
     #[serde(default)]
     pub format: Format,
     /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
@@ -83,10 +85,14 @@ pub struct KafkaSinkSection {
     pub topic: String,
     /// The field whose value is the message key.
     pub key_field: Option<String>,
+    /// How the key is written: as text (default) or in a format with a schema (its subject
+    /// `{topic}-key`).
+    pub key_format: Option<Format>,
     /// One transaction per checkpoint (exactly-once) instead of flushing (at-least-once).
     #[serde(default)]
     pub exactly_once: bool,
-    /// How values are written: `json` (default), `text` or `bytes` (see [`Format`]).
+    /// How values are written: `json` (default), `text`, `bytes`, or a table for a format
+    /// with a schema (see [`Format`]).
     #[serde(default)]
     pub format: Format,
     /// TLS, as for the source.
@@ -113,6 +119,45 @@ pub struct KafkaDestinationSection {
     /// Any librdkafka setting.
     #[serde(default)]
     pub properties: BTreeMap<String, String>,
+}
+
+/// Values (and keys) encoded by the section's formats; a format with a schema resolves it at
+/// open.
+struct CodecSerializer {
+    value: Codec,
+    /// The key's field, and its codec when not written as text.
+    key: Option<(String, Option<Codec>)>,
+}
+
+#[async_trait::async_trait]
+impl KafkaSerializer<Value> for CodecSerializer {
+    fn serialize(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
+        let key = match &self.key {
+            None => None,
+            Some((field, None)) => Some(v.get(field).map(text_of).unwrap_or_default().into_bytes()),
+            Some((field, Some(codec))) => {
+                let mut out = Vec::new();
+                codec.encode(v.get(field).unwrap_or(&Value::Null), &mut out)?;
+                Some(out)
+            }
+        };
+        let mut value = Vec::new();
+        self.value.encode(v, &mut value)?;
+        Ok(OutRecord {
+            key,
+            value: Some(value),
+            ..Default::default()
+        })
+    }
+
+    async fn open(&self, topic: Option<&str>) -> Result<()> {
+        let topic = topic.unwrap_or_default();
+        self.value.open_writer(topic, Role::Value).await?;
+        if let Some((_, Some(k))) = &self.key {
+            k.open_writer(topic, Role::Key).await?;
+        }
+        Ok(())
+    }
 }
 
 /// The client properties of a section: bootstrap servers, TLS, SASL, then raw properties.
@@ -179,8 +224,9 @@ impl KafkaSourceSection {
         if self.bounded {
             b = b.stop(StopOffsets::LatestAtStart);
         }
+        let codec = Codec::new(&self.format, &format!("{path}.format"))?;
         b.group_mode(self.group_mode)
-            .build(ValueDeserializer(self.format.schema()))
+            .build(ValueDeserializer(codec))
     }
 
     /// Reaches the brokers (a metadata request), reading and writing nothing.
@@ -212,12 +258,23 @@ impl KafkaSinkSection {
                 DeliveryGuarantee::AtLeastOnce
             })
             .error_policy(policy);
-        let mut ser = ValueSerializer::new(self.format.schema());
-        if let Some(f) = self.key_field.clone() {
-            ser = ser
-                .with_key(move |v: &Value| v.get(&f).map(text_of).unwrap_or_default().into_bytes());
-        }
-        b.build(ser)
+        let value = Codec::new(&self.format, &format!("{path}.format"))?;
+        let key = match (&self.key_field, &self.key_format) {
+            (Some(f), k) => Some((
+                f.clone(),
+                k.as_ref()
+                    .map(|k| Codec::new(k, &format!("{path}.key_format")))
+                    .transpose()?,
+            )),
+            (None, Some(_)) => {
+                return Err(rivus_core::Error::config(
+                    format!("{path}.key_format"),
+                    "a key format without `key_field`: which field is the key?",
+                ))
+            }
+            (None, None) => None,
+        };
+        b.build(CodecSerializer { value, key })
     }
 
     /// Reaches the brokers (a metadata request), writing nothing.
@@ -267,7 +324,11 @@ impl SourceSection for KafkaSourceSection {
             OptionDoc::optional("start", "committed|earliest|latest", "committed"),
             OptionDoc::optional("bounded", "bool", "false"),
             OptionDoc::optional("group_mode", "bool", "false (on for --worker)"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
+            OptionDoc::optional(
+                "format",
+                "json|text|bytes|{ type = \"avro\", registry, ... }",
+                "json",
+            ),
             CLIENT_OPTIONS[0],
             CLIENT_OPTIONS[1],
             CLIENT_OPTIONS[2],
@@ -304,8 +365,17 @@ impl SinkSection for KafkaSinkSection {
             OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
             OptionDoc::required("topic", "string"),
             OptionDoc::optional("key_field", "string", "no key"),
+            OptionDoc::optional(
+                "key_format",
+                "{ type = \"avro\", registry, ... }",
+                "the key as text",
+            ),
             OptionDoc::optional("exactly_once", "bool", "false"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
+            OptionDoc::optional(
+                "format",
+                "json|text|bytes|{ type = \"avro\", registry, ... }",
+                "json",
+            ),
             CLIENT_OPTIONS[0],
             CLIENT_OPTIONS[1],
             CLIENT_OPTIONS[2],

@@ -82,9 +82,16 @@ impl fmt::Debug for OutRecord {
 }
 
 /// Turns a value into a record to produce.
+#[async_trait::async_trait]
 pub trait KafkaSerializer<T>: Send + Sync + 'static {
     /// Encodes `value`.
     fn serialize(&self, value: &T) -> Result<OutRecord, SchemaError>;
+
+    /// Called by each sink subtask at open, before any record, with the sink's default topic:
+    /// a format with a schema registers (or finds) its schema here. Nothing by default.
+    async fn open(&self, _topic: Option<&str>) -> rivus_core::Result<()> {
+        Ok(())
+    }
 }
 
 /// Computes a record key from a value.

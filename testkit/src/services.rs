@@ -52,6 +52,9 @@ pub enum Service {
     /// An S3-compatible object store (SeaweedFS) for checkpoints, `RIVUS_S3_ENDPOINT`,
     /// default `http://127.0.0.1:8333`; bucket and keys from [`s3_credentials`].
     S3,
+    /// A Confluent-compatible schema registry (Apicurio), `RIVUS_SCHEMA_REGISTRY_URL`,
+    /// default `http://127.0.0.1:8085/apis/ccompat/v7`.
+    SchemaRegistry,
 }
 
 impl Service {
@@ -73,6 +76,7 @@ impl Service {
             Service::PostgresTls => "RIVUS_PG_TLS_URL",
             Service::MySqlTls => "RIVUS_MYSQL_TLS_URL",
             Service::S3 => "RIVUS_S3_ENDPOINT",
+            Service::SchemaRegistry => "RIVUS_SCHEMA_REGISTRY_URL",
         }
     }
 
@@ -100,6 +104,7 @@ impl Service {
                 "mysql://rivus_tls:rivus-mysql-pw@127.0.0.1:3306/rivus?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"
             }
             Service::S3 => "http://127.0.0.1:8333",
+            Service::SchemaRegistry => "http://127.0.0.1:8085/apis/ccompat/v7",
         }
     }
 

@@ -93,6 +93,8 @@ impl<T: Send + 'static> KafkaSink<T> {
         } = running.as_mut().ok_or(Error::Closed("kafka sink"))?;
         let rec = match serializer.serialize(&value) {
             Ok(r) => r,
+            // Not the record's fault (a schema registry out of reach): fail and retry.
+            Err(e) if e.transient => return Err(Error::connector("kafka sink: encoding", e)),
             Err(e) => return handler.handle(&e.position, &e, &[]).await,
         };
         let Some(topic) = rec.topic.as_deref().or(settings.topic.as_deref()) else {
@@ -132,6 +134,8 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         let topics: Vec<String> = s.topic.iter().cloned().collect();
         crate::connect::probe(&s.props, &topics, s.props.connect_timeout()).await?;
+        // A format with a schema registers (or finds) its schema before the first record.
+        self.serializer.open(s.topic.as_deref()).await?;
         let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("kafka");
         let sent = ctx.metrics().counter("rivus_kafka_records_sent_total");
         let queue_full = ctx

@@ -201,6 +201,14 @@ impl<T: Send + 'static> KafkaSource<T> {
                         position,
                         value,
                     } = *refused;
+                    if error.transient {
+                        // Not the record's fault (a schema registry out of reach): the task fails and
+                        // restarts from its checkpoint, which this record is not part of.
+                        return Err(rivus_core::Error::connector(
+                            format!("kafka source: decoding {position}"),
+                            error,
+                        ));
+                    }
                     r.handler.handle(position, &error, &value).await?;
                 }
             }

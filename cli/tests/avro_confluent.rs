@@ -1,0 +1,287 @@
+//! Avro through the schema registry (Apicurio, Confluent's API) against Confluent's own Python
+//! serializers, through the `rivus` command:
+//! - records written by `AvroSerializer` are read by a Kafka source in `avro` format and come
+//!   out as JSON equal, field for field, to what was serialized (decimal, timestamp, date,
+//!   uuid, enum, union, array, map, bytes); payloads that are not Avro in the wire format (a
+//!   JSON payload, an unknown schema id, a truncated record) become dead letters with their
+//!   bytes;
+//! - records a Kafka sink writes in `avro` format (value and key) are read back by
+//!   `AvroDeserializer` equal to the JSON records that went in;
+//! - a writer's schema changing mid-stream to a compatible version is read on by the same job
+//!   (no restart), into one reader schema; an incompatible schema is refused at start, naming
+//!   the subject.
+//!
+//! Python and Confluent's client come from `dev/python` (`RIVUS_PYTHON`).
+
+#[path = "support/topics.rs"]
+mod topics;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
+use rivus_core::error_policy::DeadLetter;
+use rivus_testkit::services::{require, unique_name, External, Service};
+use serde_json::{json, Value};
+use topics::{read, topic};
+
+fn here() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/confluent")
+}
+
+/// The Python with Confluent's client (`dev/python`), or a failure saying how to get it.
+fn python() -> Option<String> {
+    External::new(
+        "Python with confluent-kafka",
+        "RIVUS_PYTHON",
+        "/nonexistent/python",
+    )
+    .how_to_start("eval \"$(dev/python)\"")
+    .probe(|p| {
+        let ok = Command::new(p)
+            .args(["-c", "import confluent_kafka.schema_registry.avro"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            Ok(())
+        } else {
+            Err("confluent_kafka does not import".into())
+        }
+    })
+    .require()
+}
+
+/// Runs the Python helper; its stdout.
+fn confluent(py: &str, args: &[&str]) -> String {
+    let out = Command::new(py)
+        .arg(here().join("avro.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "avro.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `n` order records in rivus's JSON mapping of `order.avsc`.
+fn orders(n: i64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let status = ["NEW", "PAID", "SHIPPED"][(i % 3) as usize];
+            json!({
+                "id": i,
+                "customer": format!("customer-{}", i % 7),
+                "amount": format!("{}.{:02}", i * 3, i % 100),
+                "placed": format!("2024-03-{:02}T10:{:02}:{:02}.{:03}Z", 1 + i % 28, i % 60, (i * 7) % 60, i % 1000),
+                "day": format!("2024-02-{:02}", 1 + i % 29),
+                "ref": format!("67e55044-10b1-426f-9247-{:012x}", i),
+                "status": status,
+                "note": if i % 2 == 0 { Value::Null } else { json!(format!("note {i}")) },
+                "tags": (0..i % 3).map(|t| format!("t{t}")).collect::<Vec<_>>(),
+                "attrs": {"qty": i, "weight": i * 10},
+                "blob": base64_of(&[i as u8, 0, 255]),
+                "score": i as f64 / 4.0,
+            })
+        })
+        .collect()
+}
+
+fn base64_of(b: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+fn write_lines(path: &Path, records: &[Value]) {
+    let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+fn run(dir: &Path, name: &str, pipeline: &str) -> Output {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, pipeline).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn registry_table(registry: &str) -> String {
+    format!("registry = {{ url = \"{registry}\" }}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_avro_serializer_records_are_read_by_rivus_field_for_field() {
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (unique_name("avro-in"), unique_name("avro-out"));
+    topic(&kafka, &input).await;
+    topic(&kafka, &output).await;
+    let sent = orders(60);
+    let records = dir.path().join("orders.jsonl");
+    write_lines(&records, &sent);
+    let schema = here().join("order.avsc");
+    confluent(
+        &py,
+        &[
+            "produce",
+            &kafka,
+            &registry,
+            &input,
+            schema.to_str().unwrap(),
+            records.to_str().unwrap(),
+        ],
+    );
+    // Three payloads that are not Avro records of a known schema.
+    let bad: Vec<Vec<u8>> = vec![
+        br#"{"id": 1}"#.to_vec(),
+        vec![0, 0x7f, 0xff, 0xff, 0xf0, 2, 4],
+        {
+            // A real frame of the registered schema, cut short.
+            let first = read(&kafka, &input, 1).remove(0);
+            first[..8].to_vec()
+        },
+    ];
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .create()
+        .unwrap();
+    for b in &bad {
+        p.send(
+            FutureRecord::<(), [u8]>::to(&input).payload(b),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    }
+
+    let out = run(
+        dir.path(),
+        "read",
+        &format!(
+            "name = \"{}\"\n[errors]\npolicy = \"dead-letter\"\ndead_letter = \"letters.jsonl\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             start = \"earliest\"\nbounded = true\nformat = {{ type = \"avro\", {} }}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n",
+            unique_name("avro-read"),
+            registry_table(&registry)
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<Value> = read(&kafka, &output, sent.len())
+        .iter()
+        .map(|p| serde_json::from_slice(p).unwrap())
+        .collect();
+    for (i, (a, b)) in sent.iter().zip(&got).enumerate() {
+        assert_eq!(a, b, "record {i} differs");
+    }
+    let letters: Vec<DeadLetter> = std::fs::read_to_string(dir.path().join("letters.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| DeadLetter::from_json(l.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(letters.len(), 3, "{letters:?}");
+    for (l, b) in letters.iter().zip(&bad) {
+        assert_eq!(&l.payload, b, "a letter keeps the payload");
+    }
+    assert!(
+        letters[0].reason.contains("magic byte"),
+        "{}",
+        letters[0].reason
+    );
+    assert!(
+        letters[1].reason.contains("unknown to the registry"),
+        "{}",
+        letters[1].reason
+    );
+    assert!(
+        letters[2].reason.contains("schema id"),
+        "{}",
+        letters[2].reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rivus_avro_is_read_by_confluent_deserializer_field_for_field() {
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (unique_name("avro-json"), unique_name("avro-written"));
+    topic(&kafka, &input).await;
+    topic(&kafka, &output).await;
+    let sent = orders(60);
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .create()
+        .unwrap();
+    for r in &sent {
+        let payload = r.to_string();
+        p.send(
+            FutureRecord::<(), str>::to(&input).payload(&payload),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    }
+    let schema = here().join("order.avsc");
+    let out = run(
+        dir.path(),
+        "write",
+        &format!(
+            "name = \"{}\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             start = \"earliest\"\nbounded = true\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n\
+             exactly_once = true\nkey_field = \"id\"\n\
+             key_format = {{ type = \"avro\", {reg}, schema = '\"long\"' }}\n\
+             format = {{ type = \"avro\", {reg}, schema_file = \"{}\" }}\n",
+            unique_name("avro-write"),
+            schema.display(),
+            reg = registry_table(&registry)
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = confluent(
+        &py,
+        &[
+            "consume",
+            &kafka,
+            &registry,
+            &output,
+            &sent.len().to_string(),
+        ],
+    );
+    let got: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got.len(), sent.len());
+    for (i, (a, b)) in sent.iter().zip(&got).enumerate() {
+        assert_eq!(a, &b["value"], "record {i} differs");
+        assert_eq!(a["id"], b["key"], "record {i}'s key");
+    }
+}

@@ -1,0 +1,99 @@
+"""Confluent's Avro serializers on the other side of rivus's tests.
+
+  avro.py produce BOOTSTRAP REGISTRY TOPIC SCHEMA RECORDS   JSON lines → Avro (AvroSerializer)
+  avro.py consume BOOTSTRAP REGISTRY TOPIC N                 N Avro records → JSON lines on stdout
+
+Records are JSON lines in rivus's mapping of Avro (decimal as text, timestamps as RFC 3339,
+dates as YYYY-MM-DD, bytes as base64, uuid as text); this script turns them into the Python
+values Confluent's serializer takes (Decimal, datetime, date, UUID, bytes) and back, so that
+both directions compare field for field. `consume` prints `{"key": ..., "value": ...}`.
+"""
+import base64
+import datetime
+import decimal
+import json
+import sys
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+
+def to_python(rec):
+    out = dict(rec)
+    if "amount" in out:
+        out["amount"] = decimal.Decimal(out["amount"])
+    if "placed" in out:
+        out["placed"] = datetime.datetime.fromisoformat(out["placed"].replace("Z", "+00:00"))
+    if "day" in out:
+        out["day"] = datetime.date.fromisoformat(out["day"])
+    if "ref" in out:
+        out["ref"] = uuid.UUID(out["ref"])
+    if "blob" in out:
+        out["blob"] = base64.b64decode(out["blob"])
+    return out
+
+
+def to_json(obj):
+    if isinstance(obj, dict):
+        return {k: to_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [to_json(v) for v in obj]
+    if isinstance(obj, decimal.Decimal):
+        return str(obj)
+    if isinstance(obj, datetime.datetime):
+        utc = obj.astimezone(datetime.timezone.utc)
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (utc.microsecond // 1000)
+    if isinstance(obj, datetime.date):
+        return obj.isoformat()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    if isinstance(obj, bytes):
+        return base64.b64encode(obj).decode()
+    return obj
+
+
+def main():
+    mode, bootstrap, registry, topic = sys.argv[1:5]
+    client = SchemaRegistryClient({"url": registry})
+    if mode == "produce":
+        schema = open(sys.argv[5]).read()
+        ser = AvroSerializer(client, schema)
+        p = Producer({"bootstrap.servers": bootstrap})
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        for line in open(sys.argv[6]):
+            if line.strip():
+                p.produce(topic, value=ser(to_python(json.loads(line)), ctx))
+        p.flush(30)
+    elif mode == "consume":
+        n = int(sys.argv[5])
+        de = AvroDeserializer(client)
+        c = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": "confluent-" + topic,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        })
+        c.subscribe([topic])
+        got, deadline = 0, time.time() + 60
+        while got < n and time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            key = m.key()
+            if key is not None:
+                key = de(key, SerializationContext(topic, MessageField.KEY))
+            value = de(m.value(), SerializationContext(topic, MessageField.VALUE))
+            print(json.dumps({"key": to_json(key), "value": to_json(value)}), flush=True)
+            got += 1
+        c.close()
+        if got < n:
+            sys.exit(f"only {got} of {n} records arrived")
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+main()
