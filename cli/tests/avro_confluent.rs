@@ -285,3 +285,115 @@ async fn rivus_avro_is_read_by_confluent_deserializer_field_for_field() {
         assert_eq!(a["id"], b["key"], "record {i}'s key");
     }
 }
+
+/// A job process, killed if a failed assertion leaves it running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until `topic` holds `n` records; their JSON values.
+fn read_json(kafka: &str, topic: &str, n: usize) -> Vec<Value> {
+    read(kafka, topic, n)
+        .iter()
+        .map(|p| serde_json::from_slice(p).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_and_an_incompatible_one_is_refused(
+) {
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (unique_name("avro-evolve"), unique_name("avro-evolved"));
+    topic(&kafka, &input).await;
+    topic(&kafka, &output).await;
+    let v2 = here().join("order_v2.avsc");
+    let file = dir.path().join("evolve.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             start = \"earliest\"\n\
+             format = {{ type = \"avro\", {}, reader_schema_file = \"{}\" }}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n",
+            unique_name("avro-evolve"),
+            registry_table(&registry),
+            v2.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("job.log");
+    let mut job = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["run", file.to_str().unwrap()])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+
+    // Version 1 while the job runs, then version 2 (a field with a default added).
+    let first = orders(30);
+    let lines = dir.path().join("v1.jsonl");
+    write_lines(&lines, &first);
+    let v1 = here().join("order.avsc");
+    confluent(&py, &["produce", &kafka, &registry, &input, v1.to_str().unwrap(), lines.to_str().unwrap()]);
+    read_json(&kafka, &output, 30);
+    let second: Vec<Value> = orders(60)[30..]
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r["channel"] = json!("shop");
+            r
+        })
+        .collect();
+    let lines = dir.path().join("v2.jsonl");
+    write_lines(&lines, &second);
+    confluent(&py, &["produce", &kafka, &registry, &input, v2.to_str().unwrap(), lines.to_str().unwrap()]);
+    let got = read_json(&kafka, &output, 60);
+    Command::new("kill")
+        .args(["-INT", &job.0.id().to_string()])
+        .status()
+        .unwrap();
+    let status = job.0.wait().unwrap();
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{log_text}");
+    assert!(!log_text.contains("restarting"), "the job restarted: {log_text}");
+    for (i, (sent, got)) in first.iter().zip(&got[..30]).enumerate() {
+        let mut want = sent.clone();
+        want["channel"] = json!("web");
+        assert_eq!(&want, got, "version-1 record {i}, read into version 2");
+    }
+    assert_eq!(&second[..], &got[30..], "version-2 records");
+
+    // A job writing an incompatible schema to the subject (BACKWARD) is refused at start.
+    let bad = here().join("order_incompatible.avsc");
+    let out = run(
+        dir.path(),
+        "incompatible",
+        &format!(
+            "name = \"{}\"\n[source]\ntype = \"generator\"\ncount = 1\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{input}\"\n\
+             format = {{ type = \"avro\", {}, schema_file = \"{}\" }}\n",
+            unique_name("avro-incompatible"),
+            registry_table(&registry),
+            bad.display()
+        ),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a setup error: {err}");
+    assert!(err.contains(&format!("{input}-value")), "names the subject: {err}");
+}

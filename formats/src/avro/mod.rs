@@ -3,6 +3,7 @@
 //! a JSON record, and writing a JSON record with the job's schema.
 
 mod from_json;
+mod project;
 mod to_json;
 
 use std::collections::HashMap;
@@ -93,15 +94,18 @@ impl AvroReader {
         Ok(p)
     }
 
-    /// Decodes `payload`, written with `writer`, into a JSON record.
+    /// Decodes `payload`, written with `writer`, into a JSON record (in the reader schema's
+    /// shape when one is set).
     pub fn read(&self, writer: &Parsed, mut payload: &[u8]) -> Result<Value, String> {
-        let target = self.reader.as_ref().unwrap_or(writer);
         let v = apache_avro::reader::datum::GenericDatumReader::builder(&writer.schema)
-            .maybe_reader_schema(self.reader.as_ref().map(|r| &r.schema))
             .build()
             .and_then(|r| r.read_value(&mut payload))
             .map_err(|e| e.to_string())?;
-        Ok(to_json(v, &target.schema, &target.names))
+        let record = to_json(v, &writer.schema, &writer.names);
+        match &self.reader {
+            Some(r) => project::project(record, &r.schema, &r.names),
+            None => Ok(record),
+        }
     }
 }
 
