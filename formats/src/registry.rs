@@ -138,13 +138,13 @@ impl RegistryError {
     }
 
     /// The same failure as a core error: retryable when the registry was unavailable.
+    /// Unavailable: a retryable connector error; refused credentials or an answer such as
+    /// "incompatible" or "not found": a refusal no restart can fix.
     pub fn into_error(self) -> Error {
-        let refused = matches!(self, RegistryError::Refused { .. });
-        let retry = self.is_unavailable();
-        if retry || refused {
-            Error::client("schema registry", self.to_string(), refused)
+        if self.is_unavailable() {
+            Error::connector("avro format", self.to_string())
         } else {
-            Error::refused("schema registry", self.to_string())
+            Error::refused("avro format", self.to_string())
         }
     }
 }
