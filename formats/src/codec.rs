@@ -214,6 +214,7 @@ impl Codec {
             ));
         };
         tracing::info!(%subject, id, registry = a.registry.url(), "avro: writing with the registered schema");
+        a.reader.keep(id, parsed.clone());
         let _ = a.writer.set((id, parsed));
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! JSON records into Avro values of a schema — the inverse of `to_json.rs`, strict: a record
+//! JSON records written as the Avro binary of a schema — the inverse of `decode.rs`, strict: a record
 //! that does not fit fails with the path of the field that did not (`items[2].price`) and what
 //! was expected. A field the schema does not have is refused (it would be dropped silently);
 //! a missing field takes its default, or null when its type is a union with null.
@@ -6,11 +6,9 @@
 //! Besides the forms `to_json.rs` writes, numbers are accepted for decimals, and integers (units
 //! since the epoch or midnight) for dates, times and timestamps.
 
-use std::collections::HashMap;
 
-use apache_avro::schema::{DecimalSchema, Names, RecordSchema, UuidSchema};
-use apache_avro::types::Value as Avro;
-use apache_avro::{Days, Decimal, Duration, Millis, Months, Schema};
+use apache_avro::schema::{DecimalSchema, InnerDecimalSchema, Names, RecordSchema, UuidSchema};
+use apache_avro::Schema;
 use base64::Engine as _;
 use num_bigint::BigInt;
 use serde_json::Value;
@@ -32,10 +30,26 @@ impl std::fmt::Display for Misfit {
     }
 }
 
-/// Converts `v` into a value of `schema`.
-pub fn from_json(v: &Value, schema: &Schema, names: &Names) -> Result<Avro, Misfit> {
+/// Appends `v` as the Avro binary of `schema` to `out` (on a misfit, `out` is left as it was).
+pub fn write(v: &Value, schema: &Schema, names: &Names, out: &mut Vec<u8>) -> Result<(), Misfit> {
     let mut path = Vec::new();
-    convert(v, schema, names, &mut path)
+    let start = out.len();
+    convert(v, schema, names, &mut path, out).inspect_err(|_| out.truncate(start))
+}
+
+/// Zig-zag varint of a long.
+pub(crate) fn long(n: i64, out: &mut Vec<u8>) {
+    let mut z = ((n << 1) ^ (n >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+fn bytes_of(b: &[u8], out: &mut Vec<u8>) {
+    long(b.len() as i64, out);
+    out.extend_from_slice(b);
 }
 
 fn misfit(path: &[String], message: String) -> Misfit {
@@ -68,82 +82,76 @@ fn convert(
     schema: &Schema,
     names: &Names,
     path: &mut Vec<String>,
-) -> Result<Avro, Misfit> {
-    let wrong =
-        |path: &[String], want: &str| misfit(path, format!("expected {want}, got {}", kind(v)));
-    Ok(match (schema, v) {
+    out: &mut Vec<u8>,
+) -> Result<(), Misfit> {
+    let wrong = |path: &[String], want: &str| misfit(path, format!("expected {want}, got {}", kind(v)));
+    match (schema, v) {
         (Schema::Ref { name }, _) => {
-            let target = names.get(name).ok_or_else(|| {
-                misfit(
-                    path,
-                    format!("the schema names `{name}` but never defines it"),
-                )
-            })?;
-            return convert(v, target, names, path);
+            let target = names
+                .get(name)
+                .ok_or_else(|| misfit(path, format!("the schema names `{name}` but never defines it")))?;
+            return convert(v, target, names, path, out);
         }
-        (Schema::Null, Value::Null) => Avro::Null,
-        (Schema::Boolean, Value::Bool(b)) => Avro::Boolean(*b),
-        (Schema::Int, Value::Number(n)) => Avro::Int(
+        (Schema::Null, Value::Null) => {}
+        (Schema::Boolean, Value::Bool(b)) => out.push(u8::from(*b)),
+        (Schema::Int, Value::Number(n)) => long(
             n.as_i64()
-                .and_then(|i| i32::try_from(i).ok())
+                .filter(|i| i32::try_from(*i).is_ok())
                 .ok_or_else(|| misfit(path, format!("{n} is not a 32-bit integer (int)")))?,
+            out,
         ),
-        (Schema::Long, Value::Number(n)) => Avro::Long(
+        (Schema::Long, Value::Number(n)) => long(
             n.as_i64()
                 .ok_or_else(|| misfit(path, format!("{n} is not a 64-bit integer (long)")))?,
+            out,
         ),
-        (Schema::Float, _) => {
-            Avro::Float(float(v).ok_or_else(|| wrong(path, "a number (float)"))? as f32)
-        }
-        (Schema::Double, _) => {
-            Avro::Double(float(v).ok_or_else(|| wrong(path, "a number (double)"))?)
-        }
-        (Schema::String, Value::String(s)) => Avro::String(s.clone()),
+        (Schema::Float, _) => out.extend_from_slice(
+            &(float(v).ok_or_else(|| wrong(path, "a number (float)"))? as f32).to_le_bytes(),
+        ),
+        (Schema::Double, _) => out.extend_from_slice(
+            &float(v).ok_or_else(|| wrong(path, "a number (double)"))?.to_le_bytes(),
+        ),
+        (Schema::String, Value::String(s)) => bytes_of(s.as_bytes(), out),
         (Schema::Bytes, _) => {
-            Avro::Bytes(bytes(v).ok_or_else(|| wrong(path, "base64 text (bytes)"))?)
+            bytes_of(&bytes(v).ok_or_else(|| wrong(path, "base64 text (bytes)"))?, out)
         }
         (Schema::Fixed(f), _) => {
             let b = bytes(v).ok_or_else(|| wrong(path, "base64 text (fixed)"))?;
             if b.len() != f.size {
-                return Err(misfit(
-                    path,
-                    format!("{} bytes for a fixed of {}", b.len(), f.size),
-                ));
+                return Err(misfit(path, format!("{} bytes for a fixed of {}", b.len(), f.size)));
             }
-            Avro::Fixed(f.size, b)
+            out.extend_from_slice(&b);
         }
         (Schema::Enum(e), Value::String(s)) => {
             let i = e.symbols.iter().position(|x| x == s).ok_or_else(|| {
-                misfit(
-                    path,
-                    format!(
-                        "`{s}` is not a symbol of enum {} ({})",
-                        e.name,
-                        e.symbols.join(", ")
-                    ),
-                )
+                misfit(path, format!("`{s}` is not a symbol of enum {} ({})", e.name, e.symbols.join(", ")))
             })?;
-            Avro::Enum(i as u32, s.clone())
+            long(i as i64, out);
         }
         (Schema::Array(a), Value::Array(items)) => {
-            let mut out = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                path.push(format!("[{i}]"));
-                out.push(convert(item, &a.items, names, path)?);
-                path.pop();
+            if !items.is_empty() {
+                long(items.len() as i64, out);
+                for (i, item) in items.iter().enumerate() {
+                    path.push(format!("[{i}]"));
+                    convert(item, &a.items, names, path, out)?;
+                    path.pop();
+                }
             }
-            Avro::Array(out)
+            out.push(0);
         }
         (Schema::Map(m), Value::Object(o)) => {
-            let mut out = HashMap::with_capacity(o.len());
-            for (k, item) in o {
-                path.push(format!("[{k:?}]"));
-                out.insert(k.clone(), convert(item, &m.types, names, path)?);
-                path.pop();
+            if !o.is_empty() {
+                long(o.len() as i64, out);
+                for (k, item) in o {
+                    path.push(format!("[{k:?}]"));
+                    bytes_of(k.as_bytes(), out);
+                    convert(item, &m.types, names, path, out)?;
+                    path.pop();
+                }
             }
-            Avro::Map(out)
+            out.push(0);
         }
-        (Schema::Record(r), Value::Object(_)) => record(v, r, names, path)?,
+        (Schema::Record(r), Value::Object(_)) => record(v, r, names, path, out)?,
         (Schema::Union(u), _) => {
             let variants = u.variants();
             if v.is_null() {
@@ -151,68 +159,76 @@ fn convert(
                     .iter()
                     .position(|s| matches!(s, Schema::Null))
                     .ok_or_else(|| misfit(path, "null for a union without null".into()))?;
-                return Ok(Avro::Union(i as u32, Box::new(Avro::Null)));
+                long(i as i64, out);
+                return Ok(());
             }
             let mut last = None;
             for (i, s) in variants.iter().enumerate() {
                 if matches!(s, Schema::Null) {
                     continue;
                 }
-                match convert(v, s, names, path) {
-                    Ok(a) => return Ok(Avro::Union(i as u32, Box::new(a))),
-                    Err(e) => last = Some(e),
+                let start = out.len();
+                long(i as i64, out);
+                match convert(v, s, names, path, out) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        out.truncate(start);
+                        last = Some(e);
+                    }
                 }
             }
             return Err(last.unwrap_or_else(|| wrong(path, "a branch of the union")));
         }
-        (Schema::Decimal(d), _) => decimal(v, d).map_err(|m| misfit(path, m))?,
+        (Schema::Decimal(d), _) => decimal(v, d, out).map_err(|m| misfit(path, m))?,
         (Schema::Uuid(inner), Value::String(s)) => {
             let u = apache_avro::Uuid::parse_str(s)
                 .map_err(|e| misfit(path, format!("`{s}` is not a UUID: {e}")))?;
             match inner {
-                UuidSchema::String => Avro::Uuid(u),
-                _ => Avro::Uuid(u),
+                UuidSchema::String => bytes_of(u.hyphenated().to_string().as_bytes(), out),
+                UuidSchema::Bytes => bytes_of(u.as_bytes(), out),
+                UuidSchema::Fixed(_) => out.extend_from_slice(u.as_bytes()),
             }
         }
-        (Schema::Date, _) => Avro::Date(
+        (Schema::Date, _) => long(
             int_or(v, calendar::parse_date)
-                .and_then(|d| i32::try_from(d).ok())
+                .filter(|d| i32::try_from(*d).is_ok())
                 .ok_or_else(|| wrong(path, "a date (`YYYY-MM-DD` or days since 1970-01-01)"))?,
+            out,
         ),
-        (Schema::TimeMillis, _) => Avro::TimeMillis(
+        (Schema::TimeMillis, _) => long(
             int_or(v, |s| calendar::parse_time(s, 1000))
-                .and_then(|t| i32::try_from(t).ok())
+                .filter(|t| i32::try_from(*t).is_ok())
                 .ok_or_else(|| wrong(path, "a time of day (`HH:MM:SS.fff` or milliseconds)"))?,
+            out,
         ),
-        (Schema::TimeMicros, _) => Avro::TimeMicros(
+        (Schema::TimeMicros, _) => long(
             int_or(v, |s| calendar::parse_time(s, 1_000_000))
                 .ok_or_else(|| wrong(path, "a time of day (`HH:MM:SS.ffffff` or microseconds)"))?,
+            out,
         ),
-        (Schema::TimestampMillis, _) => Avro::TimestampMillis(instant(v, 1000, path)?),
-        (Schema::TimestampMicros, _) => Avro::TimestampMicros(instant(v, 1_000_000, path)?),
-        (Schema::TimestampNanos, _) => Avro::TimestampNanos(instant(v, 1_000_000_000, path)?),
-        (Schema::LocalTimestampMillis, _) => Avro::LocalTimestampMillis(instant(v, 1000, path)?),
-        (Schema::LocalTimestampMicros, _) => {
-            Avro::LocalTimestampMicros(instant(v, 1_000_000, path)?)
+        (Schema::TimestampMillis | Schema::LocalTimestampMillis, _) => {
+            long(instant(v, 1000, path)?, out)
         }
-        (Schema::LocalTimestampNanos, _) => {
-            Avro::LocalTimestampNanos(instant(v, 1_000_000_000, path)?)
+        (Schema::TimestampMicros | Schema::LocalTimestampMicros, _) => {
+            long(instant(v, 1_000_000, path)?, out)
+        }
+        (Schema::TimestampNanos | Schema::LocalTimestampNanos, _) => {
+            long(instant(v, 1_000_000_000, path)?, out)
         }
         (Schema::Duration(_), Value::Object(o)) => {
-            let part = |k: &str| {
-                o.get(k)
-                    .and_then(Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok())
-            };
+            let part = |k: &str| o.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
             match (part("months"), part("days"), part("millis")) {
                 (Some(m), Some(d), Some(ms)) => {
-                    Avro::Duration(Duration::new(Months::new(m), Days::new(d), Millis::new(ms)))
+                    for p in [m, d, ms] {
+                        out.extend_from_slice(&p.to_le_bytes());
+                    }
                 }
                 _ => return Err(wrong(path, "{months, days, millis} (duration)")),
             }
         }
         (s, _) => return Err(wrong(path, &describe(s))),
-    })
+    }
+    Ok(())
 }
 
 fn describe(s: &Schema) -> String {
@@ -232,7 +248,8 @@ fn record(
     r: &RecordSchema,
     names: &Names,
     path: &mut Vec<String>,
-) -> Result<Avro, Misfit> {
+    out: &mut Vec<u8>,
+) -> Result<(), Misfit> {
     let o = v.as_object().expect("matched an object");
     if let Some(extra) = o.keys().find(|k| !r.lookup.contains_key(*k)) {
         return Err(misfit(
@@ -243,23 +260,24 @@ fn record(
             ),
         ));
     }
-    let mut out = Vec::with_capacity(r.fields.len());
     for f in &r.fields {
         path.push(f.name.clone());
-        let value = match o.get(&f.name) {
-            Some(x) => convert(x, &f.schema, names, path)?,
+        match o.get(&f.name) {
+            Some(x) => convert(x, &f.schema, names, path, out)?,
             None => match &f.default {
-                Some(d) => convert(d, &f.schema, names, path)?,
+                // A default is Avro's JSON encoding, which for the types where it differs
+                // from this mapping (bytes, logical types) is rarely given; it is taken as
+                // this mapping's JSON.
+                Some(d) => convert(d, &f.schema, names, path, out)?,
                 None if matches!(&f.schema, Schema::Union(u) if u.variants().iter().any(|s| matches!(s, Schema::Null))) => {
-                    convert(&Value::Null, &f.schema, names, path)?
+                    convert(&Value::Null, &f.schema, names, path, out)?
                 }
                 None => return Err(misfit(path, "missing, and the field has no default".into())),
             },
-        };
+        }
         path.pop();
-        out.push((f.name.clone(), value));
     }
-    Ok(Avro::Record(out))
+    Ok(())
 }
 
 fn float(v: &Value) -> Option<f64> {
@@ -306,7 +324,7 @@ fn instant(v: &Value, per_second: i64, path: &[String]) -> Result<i64, Misfit> {
 
 /// A decimal from text or a number: its digits scaled to the schema's scale (more fraction
 /// digits than the scale, or more digits than the precision, are refused: never rounded).
-fn decimal(v: &Value, d: &DecimalSchema) -> Result<Avro, String> {
+fn decimal(v: &Value, d: &DecimalSchema, out: &mut Vec<u8>) -> Result<(), String> {
     let text = match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -352,5 +370,17 @@ fn decimal(v: &Value, d: &DecimalSchema) -> Result<Avro, String> {
     if neg {
         unscaled = -unscaled;
     }
-    Ok(Avro::Decimal(Decimal::from(unscaled.to_signed_bytes_be())))
+    let be = unscaled.to_signed_bytes_be();
+    match &d.inner {
+        InnerDecimalSchema::Bytes => bytes_of(&be, out),
+        InnerDecimalSchema::Fixed(f) => {
+            if be.len() > f.size {
+                return Err(format!("`{text}` does not fit a fixed of {} bytes", f.size));
+            }
+            let sign = if unscaled.sign() == num_bigint::Sign::Minus { 0xff } else { 0 };
+            out.extend(std::iter::repeat_n(sign, f.size - be.len()));
+            out.extend_from_slice(&be);
+        }
+    }
+    Ok(())
 }

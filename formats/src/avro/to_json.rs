@@ -108,7 +108,7 @@ pub fn to_json(v: Avro, schema: &Schema, names: &Names) -> Value {
     }
 }
 
-fn float(f: f64) -> Value {
+pub(crate) fn float(f: f64) -> Value {
     Number::from_f64(f).map_or_else(
         || {
             Value::String(

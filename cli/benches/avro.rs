@@ -1,0 +1,229 @@
+//! Avro against JSON, side by side in one run:
+//! - **Kafka → Kafka through `rivus run`**: the same bounded job (a 2-partition topic of the
+//!   generator's records, parallelism 1) in `json` and in `avro` (the registry's wire format,
+//!   in and out), rounds alternating the order; records/s (wall time of the whole run, start-up
+//!   included) and CPU per record (user + system of the process);
+//! - **encode and decode in-process**: `rivus-formats`' codec (JSON record ↔ wire format,
+//!   the schema from the registry) against `apache-avro` alone (its own values, no JSON, no
+//!   header), records/s; and how many registry requests the codec sent (one per distinct
+//!   schema).
+//!
+//! `cargo bench -p rivus-cli --bench avro` after `dev/services up kafka schema-registry`
+//! (`RIVUS_AVRO_RECORDS`, default 300 000; `RIVUS_AVRO_ROUNDS`, default 3).
+
+#[path = "../tests/support/topics.rs"]
+mod topics;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use rivus_formats::{Codec, Format, Role};
+use rivus_testkit::services::{unique_name, Service};
+use serde_json::{json, Value};
+
+const SCHEMA: &str = r#"{"type": "record", "name": "Order", "namespace": "bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "user", "type": "string"},
+    {"name": "amount", "type": "double"}, {"name": "status", "type": "string"},
+    {"name": "ts", "type": "long"}]}"#;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU seconds (user + system) of the waited-for children so far.
+fn children_cpu() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn format_table(format: &str, registry: &str, schema_file: &Path) -> String {
+    match format {
+        "avro" => format!(
+            "{{ type = \"avro\", registry = {{ url = \"{registry}\" }}, schema_file = \"{}\" }}",
+            schema_file.display()
+        ),
+        other => format!("\"{other}\""),
+    }
+}
+
+/// Runs one pipeline file to its end: (wall seconds, CPU seconds).
+fn run(dir: &Path, name: &str, body: &str) -> (f64, f64) {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, format!("name = \"{}\"\n{body}", unique_name(name))).unwrap();
+    let cpu = children_cpu();
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let wall = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (wall, children_cpu() - cpu)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn pipeline_runs(dir: &Path, kafka: &str, registry: &str, n: usize, rounds: usize) {
+    let schema = dir.join("order.avsc");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut input = std::collections::BTreeMap::new();
+    for f in ["json", "avro"] {
+        let t = unique_name(&format!("bench-{f}"));
+        rt.block_on(topics::topic(kafka, &t));
+        run(
+            dir,
+            &format!("fill-{f}"),
+            &format!(
+                "[source]\ntype = \"generator\"\ncount = {n}\n\
+                 [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{t}\"\n\
+                 format = {}\n",
+                format_table(f, registry, &schema)
+            ),
+        );
+        input.insert(f, t);
+    }
+    let mut results: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            ["json", "avro"]
+        } else {
+            ["avro", "json"]
+        };
+        for f in order {
+            let out = unique_name(&format!("bench-{f}-out"));
+            rt.block_on(topics::topic(kafka, &out));
+            let fmt = format_table(f, registry, &schema);
+            let r = run(
+                dir,
+                &format!("copy-{f}"),
+                &format!(
+                    "[source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{}\"]\n\
+                     start = \"earliest\"\nbounded = true\nformat = {fmt}\n\
+                     [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{out}\"\n\
+                     format = {fmt}\n",
+                    input[f]
+                ),
+            );
+            println!(
+                "round {round} {f:<4}: {:>8.0} records/s, {:.2} µs CPU per record",
+                n as f64 / r.0,
+                r.1 * 1e6 / n as f64
+            );
+            results.entry(f).or_default().push(r);
+        }
+    }
+    let rate = |f: &str| median(results[f].iter().map(|r| n as f64 / r.0).collect());
+    let cpu = |f: &str| median(results[f].iter().map(|r| r.1 * 1e6 / n as f64).collect());
+    println!("\n| Kafka → Kafka, {n} records | records/s (median) | CPU µs/record |");
+    println!("|---|---|---|");
+    for f in ["json", "avro"] {
+        println!("| {f} | {:.0} | {:.2} |", rate(f), cpu(f));
+    }
+    println!(
+        "avro / json: {:.2}× the throughput, {:.2}× the CPU per record",
+        rate("avro") / rate("json"),
+        cpu("avro") / cpu("json")
+    );
+}
+
+fn codec_runs(registry: &str, n: usize) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let format: Format = serde_json::from_value(json!({
+        "type": "avro", "registry": {"url": registry}, "schema": SCHEMA
+    }))
+    .unwrap();
+    let codec = Codec::new(&format, "bench.format").unwrap();
+    let topic = unique_name("bench-codec");
+    rt.block_on(codec.open_writer(&topic, Role::Value)).unwrap();
+    let records: Vec<Value> = (0..n as u64)
+        .map(|i| {
+            let status = ["new", "paid", "shipped"][(i % 3) as usize];
+            json!({"id": i, "user": format!("user-{}", i % 50), "amount": (i % 10_000) as f64 / 100.0, "status": status, "ts": 1_700_000_000_000u64 + i})
+        })
+        .collect();
+
+    let t = Instant::now();
+    let mut payloads = Vec::with_capacity(n);
+    for r in &records {
+        let mut out = Vec::with_capacity(64);
+        codec.encode(r, &mut out).unwrap();
+        payloads.push(out);
+    }
+    let encode = n as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for (p, r) in payloads.iter().zip(&records) {
+        let v = codec.decode_blocking(p, &"bench").unwrap();
+        debug_assert_eq!(&v, r);
+    }
+    let decode = n as f64 / t.elapsed().as_secs_f64();
+
+    // apache-avro alone: its own values, no JSON and no wire-format header.
+    let schema = apache_avro::Schema::parse_str(SCHEMA).unwrap();
+    let values: Vec<apache_avro::types::Value> = records
+        .iter()
+        .map(|r| {
+            use apache_avro::types::Value as A;
+            A::Record(vec![
+                ("id".into(), A::Long(r["id"].as_i64().unwrap())),
+                ("user".into(), A::String(r["user"].as_str().unwrap().into())),
+                ("amount".into(), A::Double(r["amount"].as_f64().unwrap())),
+                ("status".into(), A::String(r["status"].as_str().unwrap().into())),
+                ("ts".into(), A::Long(r["ts"].as_i64().unwrap())),
+            ])
+        })
+        .collect();
+    let writer = apache_avro::writer::datum::GenericDatumWriter::builder(&schema)
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let mut raw = Vec::with_capacity(n);
+    for v in values {
+        raw.push(writer.write_value_to_vec(v).unwrap());
+    }
+    let raw_encode = n as f64 / t.elapsed().as_secs_f64();
+    let reader = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    for p in &raw {
+        reader.read_value(&mut &p[..]).unwrap();
+    }
+    let raw_decode = n as f64 / t.elapsed().as_secs_f64();
+    println!("\n| in-process, {n} records | encode records/s | decode records/s |");
+    println!("|---|---|---|");
+    println!("| rivus-formats (JSON record ↔ wire format) | {encode:.0} | {decode:.0} |");
+    println!("| apache-avro alone (its values ↔ Avro body) | {raw_encode:.0} | {raw_decode:.0} |");
+    println!(
+        "rivus / apache-avro: encode {:.2}×, decode {:.2}×; registry requests: {} (one schema)",
+        encode / raw_encode,
+        decode / raw_decode,
+        codec.registry_requests()
+    );
+}
+
+fn main() {
+    let kafka = Service::Kafka.url();
+    let registry = Service::SchemaRegistry.url();
+    let n = env_usize("RIVUS_AVRO_RECORDS", 300_000);
+    let rounds = env_usize("RIVUS_AVRO_ROUNDS", 3);
+    let dir = tempfile::tempdir().unwrap();
+    codec_runs(&registry, n);
+    pipeline_runs(dir.path(), &kafka, &registry, n, rounds);
+}
