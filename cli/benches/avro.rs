@@ -184,7 +184,10 @@ fn codec_runs(registry: &str, n: usize) {
                 ("id".into(), A::Long(r["id"].as_i64().unwrap())),
                 ("user".into(), A::String(r["user"].as_str().unwrap().into())),
                 ("amount".into(), A::Double(r["amount"].as_f64().unwrap())),
-                ("status".into(), A::String(r["status"].as_str().unwrap().into())),
+                (
+                    "status".into(),
+                    A::String(r["status"].as_str().unwrap().into()),
+                ),
                 ("ts".into(), A::Long(r["ts"].as_i64().unwrap())),
             ])
         })

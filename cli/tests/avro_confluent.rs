@@ -350,7 +350,17 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
     let lines = dir.path().join("v1.jsonl");
     write_lines(&lines, &first);
     let v1 = here().join("order.avsc");
-    confluent(&py, &["produce", &kafka, &registry, &input, v1.to_str().unwrap(), lines.to_str().unwrap()]);
+    confluent(
+        &py,
+        &[
+            "produce",
+            &kafka,
+            &registry,
+            &input,
+            v1.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
     read_json(&kafka, &output, 30);
     let second: Vec<Value> = orders(60)[30..]
         .iter()
@@ -362,7 +372,17 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
         .collect();
     let lines = dir.path().join("v2.jsonl");
     write_lines(&lines, &second);
-    confluent(&py, &["produce", &kafka, &registry, &input, v2.to_str().unwrap(), lines.to_str().unwrap()]);
+    confluent(
+        &py,
+        &[
+            "produce",
+            &kafka,
+            &registry,
+            &input,
+            v2.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
     let got = read_json(&kafka, &output, 60);
     Command::new("kill")
         .args(["-INT", &job.0.id().to_string()])
@@ -371,7 +391,10 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
     let status = job.0.wait().unwrap();
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(status.success(), "{log_text}");
-    assert!(!log_text.contains("restarting"), "the job restarted: {log_text}");
+    assert!(
+        !log_text.contains("restarting"),
+        "the job restarted: {log_text}"
+    );
     for (i, (sent, got)) in first.iter().zip(&got[..30]).enumerate() {
         let mut want = sent.clone();
         want["channel"] = json!("web");
@@ -395,5 +418,194 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "a setup error: {err}");
-    assert!(err.contains(&format!("{input}-value")), "names the subject: {err}");
+    assert!(
+        err.contains(&format!("{input}-value")),
+        "names the subject: {err}"
+    );
+}
+
+/// Runs the Python helper with `input` on its stdin; its stdout.
+fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new(py)
+        .arg(here().join("avro.py"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "avro.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn b64(data: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .unwrap()
+}
+
+/// RabbitMQ bodies and Redis values in Avro: Confluent's serializer writes the bodies of one
+/// queue; a job reads them (avro) and publishes them to a second queue (avro); a second job
+/// reads that queue and pushes the records to a Redis list (avro, an explicit subject);
+/// Confluent's deserializer reads the list back equal to what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_avro_bodies_go_through_rabbitmq_into_redis_values() {
+    let (Some(amqp), Some(redis_url), Some(registry), Some(py)) = (
+        require(Service::RabbitMq),
+        require(Service::Redis),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second, list) = (
+        unique_name("avro-q1"),
+        unique_name("avro-q2"),
+        unique_name("avro-list"),
+    );
+    let sent = orders(25);
+    let lines = dir.path().join("orders.jsonl");
+    write_lines(&lines, &sent);
+    let schema = here().join("order.avsc");
+    let payloads = confluent(
+        &py,
+        &[
+            "encode",
+            "-",
+            &registry,
+            &first,
+            schema.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
+    // Both queues declared durable, the first one filled.
+    let conn = lapin::Connection::connect(&amqp, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    for q in [&first, &second] {
+        ch.queue_declare(
+            q.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    }
+    for p in payloads.lines() {
+        ch.basic_publish(
+            "".into(),
+            first.as_str().into(),
+            Default::default(),
+            &b64(p),
+            Default::default(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
+    let avro = |extra: &str| {
+        format!(
+            "{{ type = \"avro\", {}{extra} }}",
+            registry_table(&registry)
+        )
+    };
+    let start = |name: &str, body: String| {
+        let file = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"{}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state-{name}\"\n{body}",
+                unique_name(name)
+            ),
+        )
+        .unwrap();
+        KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_rivus"))
+                .args(["run", file.to_str().unwrap()])
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let relay = start(
+        "relay",
+        format!(
+            "[source]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nqueues = [\"{first}\"]\nformat = {}\n\
+             [sink]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nrouting_key = \"{second}\"\nformat = {}\n",
+            avro(""),
+            avro(&format!(", schema_file = \"{}\"", schema.display()))
+        ),
+    );
+    let into_redis = start(
+        "into-redis",
+        format!(
+            "[source]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nqueues = [\"{second}\"]\nformat = {}\n\
+             [sink]\ntype = \"redis\"\nurl = \"{redis_url}\"\ncommand = \"rpush\"\nkey = \"{list}\"\n\
+             format = {}\n",
+            avro(""),
+            avro(&format!(", subject = \"{list}-value\", schema_file = \"{}\"", schema.display()))
+        ),
+    );
+    let client = redis::Client::open(redis_url.as_str()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let values: Vec<Vec<u8>> = loop {
+        let v: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(&list)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        if v.len() >= sent.len() {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {} values arrived: {}",
+            v.len(),
+            sent.len(),
+            std::fs::read_to_string(dir.path().join("relay.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    drop((relay, into_redis));
+    assert!(
+        values.iter().all(|v| v.first() == Some(&0)),
+        "every value is in the wire format"
+    );
+    let input: String = values
+        .iter()
+        .map(|v| format!("{}\n", base64_of(v)))
+        .collect();
+    let decoded = confluent_with_input(&py, &["decode", "-", &registry, &list], &input);
+    let got: Vec<Value> = decoded
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        got, sent,
+        "Redis values read back by Confluent's deserializer"
+    );
 }

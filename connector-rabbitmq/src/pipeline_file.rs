@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::format::Format;
 use rivus_core::pipeline_file::{
     field_text, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased, SectionContext,
     SinkPlan, SinkSection, SourcePlan, SourceSection,
@@ -19,6 +18,7 @@ use rivus_core::pipeline_file::{
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
+use rivus_formats::{Codec, Format, Role};
 
 use crate::{
     AmqpConfig, OutMessage, QueueDeclare, RabbitDeadLetterQueue, RabbitSink, RabbitSource,
@@ -125,10 +125,10 @@ impl RabbitSourceSection {
         if self.declare {
             b = b.declare(QueueDeclare::durable());
         }
-        let format = self.format;
+        let codec = Codec::new(&self.format, "source.rabbitmq.format")?;
         b.build(move |m| {
             let position = format!("queue {} delivery {}", m.queue, m.delivery_tag);
-            format.decode(m.body, &position)
+            codec.decode_blocking(m.body, &position)
         })
     }
 
@@ -142,7 +142,13 @@ impl RabbitSinkSection {
     /// The sink, bodies in the section's format, routing key and correlation id from fields
     /// when set; errors name fields below `sink.rabbitmq`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<RabbitSink<Value>> {
-        let format = self.format;
+        let codec = Codec::new(&self.format, "sink.rabbitmq.format")?;
+        // The subject of a format with a schema: `{routing key}-value` (or the exchange's).
+        let target = if self.routing_key.is_empty() {
+            self.exchange.clone()
+        } else {
+            self.routing_key.clone()
+        };
         let (rk_field, cid_field) = (
             self.routing_key_field.clone(),
             self.correlation_id_field.clone(),
@@ -152,11 +158,14 @@ impl RabbitSinkSection {
             .routing_key(&self.routing_key)
             .error_policy(policy)
             .build(move |v: &Value| {
+                codec.prepare_blocking(&target, Role::Value)?;
+                let mut body = Vec::new();
+                codec.encode(v, &mut body)?;
                 Ok(OutMessage {
                     routing_key: rk_field.as_deref().map(|f| field_text(v, f)).transpose()?,
                     correlation_id: cid_field.as_deref().map(|f| field_text(v, f)).transpose()?,
-                    body: format.to_vec(v)?,
-                    content_type: Some(format.content_type().into()),
+                    body,
+                    content_type: Some(codec.content_type().into()),
                     ..OutMessage::default()
                 })
             })
@@ -194,7 +203,11 @@ impl SourceSection for RabbitSourceSection {
             OptionDoc::optional("prefetch", "integer", "500"),
             OptionDoc::optional("declare", "bool", "false"),
             OptionDoc::optional("correlation_ids", "bool", "false"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
+            OptionDoc::optional(
+                "format",
+                "json|text|bytes|{ type = \"avro\", registry, ... }",
+                "json",
+            ),
             TLS,
         ],
     };
@@ -227,7 +240,11 @@ impl SinkSection for RabbitSinkSection {
             OptionDoc::optional("routing_key", "string", "\"\""),
             OptionDoc::optional("routing_key_field", "string", "the fixed routing_key"),
             OptionDoc::optional("correlation_id_field", "string", "none"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
+            OptionDoc::optional(
+                "format",
+                "json|text|bytes|{ type = \"avro\", registry, ... }",
+                "json",
+            ),
             TLS,
         ],
     };

@@ -461,6 +461,8 @@ impl<T: Send + 'static> SinkFunction<T> for RabbitSink<T> {
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
         let msg = match (self.encode)(&value) {
             Ok(m) => m,
+            // Not the record's fault (a schema registry out of reach): fail and retry.
+            Err(e) if e.transient => return Err(Error::connector("rabbitmq sink: encoding", e)),
             Err(e) => {
                 let handler = self.handler.clone().ok_or(Error::Closed("rabbitmq sink"))?;
                 return handler.handle(&e.position, &e, &[]).await;

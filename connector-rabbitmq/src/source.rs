@@ -535,6 +535,14 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
                     }
                     ctx.collect(v).await?;
                 }
+                // Not the message's fault (a schema registry out of reach): the task fails
+                // and the unacknowledged message is delivered again after the restart.
+                Err(e) if e.transient => {
+                    return Err(Error::connector(
+                        format!("rabbitmq source: decoding {queue}#{}", d.delivery_tag),
+                        e,
+                    ))
+                }
                 Err(e) => {
                     handler
                         .handle(format!("{queue}#{}", d.delivery_tag), &e, &d.data)

@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::format::Format;
 use rivus_core::pipeline_file::{
     template, text_of, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased,
     SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
@@ -20,6 +19,7 @@ use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
+use rivus_formats::{Codec, Format, Role};
 
 use crate::{RedisCommand, RedisConfig, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
 
@@ -188,19 +188,25 @@ impl RedisSinkSection {
         if self.command == RedisCommandName::Hset && self.field.is_none() {
             return Err(Error::config("sink.redis.field", "hset needs a hash field"));
         }
-        let (command, key, field, ttl, maxlen, format) = (
+        let codec = Codec::new(&self.format, "sink.redis.format")?;
+        let (command, key, field, ttl, maxlen) = (
             self.command,
             self.key.clone(),
             self.field.clone(),
             self.ttl_secs,
             self.maxlen,
-            self.format,
         );
         RedisSink::builder(endpoint(&self.url, self.cluster, &self.tls))
             .error_policy(policy)
             .build(move |v: &Value| {
+                // The subject of a format with a schema: `{key template}-value`, unless the
+                // format names its `subject`.
+                codec.prepare_blocking(&key, Role::Value)?;
                 let key = template(&key, v)?;
-                let body = || format.to_vec(v);
+                let body = || {
+                    let mut out = Vec::new();
+                    codec.encode(v, &mut out).map(|()| out)
+                };
                 Ok(vec![match command {
                     RedisCommandName::Set => RedisCommand::Set {
                         key,
@@ -319,7 +325,11 @@ impl SinkSection for RedisSinkSection {
             OptionDoc::optional("field", "template", "none (required by hset)"),
             OptionDoc::optional("ttl_secs", "integer", "no expiry"),
             OptionDoc::optional("maxlen", "integer", "unbounded (xadd)"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
+            OptionDoc::optional(
+                "format",
+                "json|text|bytes|{ type = \"avro\", registry, ... }",
+                "json",
+            ),
         ],
     };
 

@@ -301,6 +301,8 @@ impl<T: Send + 'static> SinkFunction<T> for RedisSink<T> {
                 }
                 Ok(())
             }
+            // Not the record's fault (a schema registry out of reach): fail and retry.
+            Err(e) if e.transient => Err(Error::connector("redis sink: encoding", e)),
             Err(e) => r.handler.handle(&e.position, &e, &[]).await,
         }
     }

@@ -219,6 +219,33 @@ impl Codec {
         Ok(())
     }
 
+    /// [`open_writer`](Self::open_writer) from synchronous code, once (later calls return at
+    /// once): for connectors whose encoders are plain closures, at their first record. A
+    /// registry that cannot be reached, or refuses the schema, is a transient error: the task
+    /// fails (and restarts), the record is not handed to the error policy.
+    pub fn prepare_blocking(
+        &self,
+        topic: &str,
+        role: Role,
+    ) -> std::result::Result<(), SchemaError> {
+        let Inner::Avro(a) = &self.0 else {
+            return Ok(());
+        };
+        if a.writer.get().is_some() {
+            return Ok(());
+        }
+        on_helper_thread(self.open_writer(topic, role))
+            .map_err(|e| SchemaError::unavailable("avro", "(unassigned)", e))
+    }
+
+    /// The MIME type of payloads written in this format.
+    pub fn content_type(&self) -> &'static str {
+        match &self.0 {
+            Inner::Plain(p) => p.content_type(),
+            Inner::Avro(_) => "application/vnd.confluent.avro",
+        }
+    }
+
     /// Appends the payload of `record` to `out`.
     pub fn encode(
         &self,

@@ -2,6 +2,8 @@
 
   avro.py produce BOOTSTRAP REGISTRY TOPIC SCHEMA RECORDS   JSON lines → Avro (AvroSerializer)
   avro.py consume BOOTSTRAP REGISTRY TOPIC N                 N Avro records → JSON lines on stdout
+  avro.py encode - REGISTRY SUBJECT-TOPIC SCHEMA RECORDS     JSON lines → base64 payload lines
+  avro.py decode - REGISTRY SUBJECT-TOPIC                    base64 payload lines (stdin) → JSON
 
 Records are JSON lines in rivus's mapping of Avro (decimal as text, timestamps as RFC 3339,
 dates as YYYY-MM-DD, bytes as base64, uuid as text); this script turns them into the Python
@@ -92,6 +94,18 @@ def main():
         c.close()
         if got < n:
             sys.exit(f"only {got} of {n} records arrived")
+    elif mode == "encode":
+        ser = AvroSerializer(client, open(sys.argv[5]).read())
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        for line in open(sys.argv[6]):
+            if line.strip():
+                print(base64.b64encode(ser(to_python(json.loads(line)), ctx)).decode())
+    elif mode == "decode":
+        de = AvroDeserializer(client)
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        for line in sys.stdin:
+            if line.strip():
+                print(json.dumps(to_json(de(base64.b64decode(line), ctx))), flush=True)
     else:
         sys.exit(f"unknown mode {mode}")
 

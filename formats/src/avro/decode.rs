@@ -20,14 +20,21 @@ pub fn read(schema: &Schema, names: &Names, input: &mut &[u8]) -> Result<Value, 
 /// otherwise overflow the stack).
 const MAX_DEPTH: usize = 256;
 
-fn read_depth(schema: &Schema, names: &Names, input: &mut &[u8], depth: usize) -> Result<Value, String> {
+fn read_depth(
+    schema: &Schema,
+    names: &Names,
+    input: &mut &[u8],
+    depth: usize,
+) -> Result<Value, String> {
     if depth > MAX_DEPTH {
         return Err(format!("nested deeper than {MAX_DEPTH} levels"));
     }
     let next = |s: &Schema, input: &mut &[u8]| read_depth(s, names, input, depth + 1);
     Ok(match schema {
         Schema::Ref { name } => {
-            let s = names.get(name).ok_or_else(|| format!("undefined name `{name}`"))?;
+            let s = names
+                .get(name)
+                .ok_or_else(|| format!("undefined name `{name}`"))?;
             return read_depth(s, names, input, depth + 1);
         }
         Schema::Null => Value::Null,
@@ -38,7 +45,9 @@ fn read_depth(schema: &Schema, names: &Names, input: &mut &[u8], depth: usize) -
         },
         Schema::Int => Value::from(int(input)?),
         Schema::Long => Value::from(long(input)?),
-        Schema::Float => float(f64::from(f32::from_le_bytes(take(input, 4)?.try_into().unwrap()))),
+        Schema::Float => float(f64::from(f32::from_le_bytes(
+            take(input, 4)?.try_into().unwrap(),
+        ))),
         Schema::Double => float(f64::from_le_bytes(take(input, 8)?.try_into().unwrap())),
         Schema::Bytes => Value::String(base64(sized(input)?)),
         Schema::String => Value::String(text(input)?.to_owned()),
@@ -97,7 +106,8 @@ fn read_depth(schema: &Schema, names: &Names, input: &mut &[u8], depth: usize) -
             let u = match inner {
                 UuidSchema::String => {
                     let t = text(input)?;
-                    apache_avro::Uuid::parse_str(t).map_err(|e| format!("`{t}` is not a UUID: {e}"))?
+                    apache_avro::Uuid::parse_str(t)
+                        .map_err(|e| format!("`{t}` is not a UUID: {e}"))?
                 }
                 UuidSchema::Bytes => uuid_bytes(sized(input)?)?,
                 UuidSchema::Fixed(_) => uuid_bytes(take(input, 16)?)?,
@@ -108,11 +118,15 @@ fn read_depth(schema: &Schema, names: &Names, input: &mut &[u8], depth: usize) -
         Schema::TimeMillis => Value::String(calendar::time_of_day(i64::from(int(input)?), 1000, 3)),
         Schema::TimeMicros => Value::String(calendar::time_of_day(long(input)?, 1_000_000, 6)),
         Schema::TimestampMillis => Value::String(calendar::instant(long(input)?, 1000, 3, true)),
-        Schema::TimestampMicros => Value::String(calendar::instant(long(input)?, 1_000_000, 6, true)),
+        Schema::TimestampMicros => {
+            Value::String(calendar::instant(long(input)?, 1_000_000, 6, true))
+        }
         Schema::TimestampNanos => {
             Value::String(calendar::instant(long(input)?, 1_000_000_000, 9, true))
         }
-        Schema::LocalTimestampMillis => Value::String(calendar::instant(long(input)?, 1000, 3, false)),
+        Schema::LocalTimestampMillis => {
+            Value::String(calendar::instant(long(input)?, 1000, 3, false))
+        }
         Schema::LocalTimestampMicros => {
             Value::String(calendar::instant(long(input)?, 1_000_000, 6, false))
         }

@@ -6,7 +6,6 @@
 //! Besides the forms `to_json.rs` writes, numbers are accepted for decimals, and integers (units
 //! since the epoch or midnight) for dates, times and timestamps.
 
-
 use apache_avro::schema::{DecimalSchema, InnerDecimalSchema, Names, RecordSchema, UuidSchema};
 use apache_avro::Schema;
 use base64::Engine as _;
@@ -84,12 +83,16 @@ fn convert(
     path: &mut Vec<String>,
     out: &mut Vec<u8>,
 ) -> Result<(), Misfit> {
-    let wrong = |path: &[String], want: &str| misfit(path, format!("expected {want}, got {}", kind(v)));
+    let wrong =
+        |path: &[String], want: &str| misfit(path, format!("expected {want}, got {}", kind(v)));
     match (schema, v) {
         (Schema::Ref { name }, _) => {
-            let target = names
-                .get(name)
-                .ok_or_else(|| misfit(path, format!("the schema names `{name}` but never defines it")))?;
+            let target = names.get(name).ok_or_else(|| {
+                misfit(
+                    path,
+                    format!("the schema names `{name}` but never defines it"),
+                )
+            })?;
             return convert(v, target, names, path, out);
         }
         (Schema::Null, Value::Null) => {}
@@ -109,22 +112,35 @@ fn convert(
             &(float(v).ok_or_else(|| wrong(path, "a number (float)"))? as f32).to_le_bytes(),
         ),
         (Schema::Double, _) => out.extend_from_slice(
-            &float(v).ok_or_else(|| wrong(path, "a number (double)"))?.to_le_bytes(),
+            &float(v)
+                .ok_or_else(|| wrong(path, "a number (double)"))?
+                .to_le_bytes(),
         ),
         (Schema::String, Value::String(s)) => bytes_of(s.as_bytes(), out),
-        (Schema::Bytes, _) => {
-            bytes_of(&bytes(v).ok_or_else(|| wrong(path, "base64 text (bytes)"))?, out)
-        }
+        (Schema::Bytes, _) => bytes_of(
+            &bytes(v).ok_or_else(|| wrong(path, "base64 text (bytes)"))?,
+            out,
+        ),
         (Schema::Fixed(f), _) => {
             let b = bytes(v).ok_or_else(|| wrong(path, "base64 text (fixed)"))?;
             if b.len() != f.size {
-                return Err(misfit(path, format!("{} bytes for a fixed of {}", b.len(), f.size)));
+                return Err(misfit(
+                    path,
+                    format!("{} bytes for a fixed of {}", b.len(), f.size),
+                ));
             }
             out.extend_from_slice(&b);
         }
         (Schema::Enum(e), Value::String(s)) => {
             let i = e.symbols.iter().position(|x| x == s).ok_or_else(|| {
-                misfit(path, format!("`{s}` is not a symbol of enum {} ({})", e.name, e.symbols.join(", ")))
+                misfit(
+                    path,
+                    format!(
+                        "`{s}` is not a symbol of enum {} ({})",
+                        e.name,
+                        e.symbols.join(", ")
+                    ),
+                )
             })?;
             long(i as i64, out);
         }
@@ -216,7 +232,11 @@ fn convert(
             long(instant(v, 1_000_000_000, path)?, out)
         }
         (Schema::Duration(_), Value::Object(o)) => {
-            let part = |k: &str| o.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+            let part = |k: &str| {
+                o.get(k)
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+            };
             match (part("months"), part("days"), part("millis")) {
                 (Some(m), Some(d), Some(ms)) => {
                     for p in [m, d, ms] {
@@ -377,7 +397,11 @@ fn decimal(v: &Value, d: &DecimalSchema, out: &mut Vec<u8>) -> Result<(), String
             if be.len() > f.size {
                 return Err(format!("`{text}` does not fit a fixed of {} bytes", f.size));
             }
-            let sign = if unscaled.sign() == num_bigint::Sign::Minus { 0xff } else { 0 };
+            let sign = if unscaled.sign() == num_bigint::Sign::Minus {
+                0xff
+            } else {
+                0
+            };
             out.extend(std::iter::repeat_n(sign, f.size - be.len()));
             out.extend_from_slice(&be);
         }

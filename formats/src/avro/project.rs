@@ -31,8 +31,9 @@ pub fn project(v: Value, reader: &Schema, names: &Names) -> Result<Value, String
                     .chain(f.aliases.iter())
                     .find_map(|n| o.remove(n));
                 let value = match found {
-                    Some(x) => project(x, &f.schema, names)
-                        .map_err(|e| format!("{}: {e}", f.name))?,
+                    Some(x) => {
+                        project(x, &f.schema, names).map_err(|e| format!("{}: {e}", f.name))?
+                    }
                     None => default_of(f, names)?,
                 };
                 out.insert(f.name.clone(), value);
@@ -69,7 +70,10 @@ pub fn project(v: Value, reader: &Schema, names: &Names) -> Result<Value, String
             } else if let Some(d) = &e.default {
                 Ok(Value::String(d.clone()))
             } else {
-                Err(format!("`{s}` is not a symbol of the reader's enum {} and it has no default", e.name))
+                Err(format!(
+                    "`{s}` is not a symbol of the reader's enum {} and it has no default",
+                    e.name
+                ))
             }
         }
         (_, v) => Ok(v),
