@@ -610,6 +610,19 @@ async fn confluent_avro_bodies_go_through_rabbitmq_into_redis_values() {
     );
 }
 
+/// A row of the example's table: id, customer, amount, placed, day, ref, note, tags, score.
+type Row = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    f64,
+);
+
 /// `examples/avro-kafka-to-postgres.toml` on Avro records written by Confluent's serializer:
 /// every order lands in PostgreSQL with its types (NUMERIC, TIMESTAMPTZ, DATE, UUID, JSONB).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -631,14 +644,25 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
     let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/order.avsc");
     confluent(
         &py,
-        &["produce", &kafka, &registry, &unique, schema.to_str().unwrap(), lines.to_str().unwrap()],
+        &[
+            "produce",
+            &kafka,
+            &registry,
+            &unique,
+            schema.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
     );
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/avro-kafka-to-postgres.toml");
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/avro-kafka-to-postgres.toml");
     let text = std::fs::read_to_string(example)
         .unwrap()
         .replace("\"orders-avro\"", &format!("\"{unique}\""))
         .replace("orders_avro", &unique)
-        .replace("name = \"avro-kafka-to-postgres\"", &format!("name = \"{unique}\""));
+        .replace(
+            "name = \"avro-kafka-to-postgres\"",
+            &format!("name = \"{unique}\""),
+        );
     let file = dir.path().join("example.toml");
     std::fs::write(&file, text).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
@@ -649,7 +673,11 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
         .env("RIVUS_PG_URL", &pg)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     use sqlx::Connection;
     let mut db = sqlx::PgConnection::connect(&pg).await.unwrap();
@@ -661,23 +689,29 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
     .fetch_all(&mut db)
     .await
     .unwrap();
-    assert!(types.contains(&("placed".into(), "timestamp with time zone".into())), "{types:?}");
-    let rows: Vec<(i64, String, String, String, String, String, Option<String>, String, f64)> =
-        sqlx::query_as(&format!(
-            "SELECT id, customer, amount::text, \
+    assert!(
+        types.contains(&("placed".into(), "timestamp with time zone".into())),
+        "{types:?}"
+    );
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT id, customer, amount::text, \
              to_char(placed AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), day::text, \
              ref::text, note, tags::text, score FROM {unique} ORDER BY id"
-        ))
-        .fetch_all(&mut db)
-        .await
-        .unwrap();
+    ))
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
     assert_eq!(rows.len(), sent.len());
     for (row, want) in rows.iter().zip(&sent) {
         let (id, customer, amount, placed, day, uuid, note, tags, score) = row;
         assert_eq!(json!(id), want["id"]);
         assert_eq!(json!(customer), want["customer"]);
         assert_eq!(json!(amount), want["amount"], "NUMERIC keeps the decimal");
-        assert_eq!(json!(placed), want["placed"], "TIMESTAMPTZ keeps the instant");
+        assert_eq!(
+            json!(placed),
+            want["placed"],
+            "TIMESTAMPTZ keeps the instant"
+        );
         assert_eq!(json!(day), want["day"]);
         assert_eq!(json!(uuid), want["ref"]);
         assert_eq!(json!(note), want["note"]);
