@@ -18,7 +18,8 @@ use rivus_core::{Error, Result};
 use serde_json::Value;
 
 use crate::avro::{AvroReader, Parsed};
-use crate::format::{Format, SchemaFormat, SubjectStrategy};
+use crate::format::{Format, SchemaFormat};
+use crate::json_schema::JsonSchemaCodec;
 use crate::registry::{Registry, RegistryError, SchemaType};
 use crate::wire;
 
@@ -38,6 +39,7 @@ pub struct Codec(Inner);
 enum Inner {
     Plain(rivus_core::format::Format),
     Avro(Arc<AvroCodec>),
+    JsonSchema(Arc<JsonSchemaCodec>),
 }
 
 struct AvroCodec {
@@ -58,6 +60,12 @@ impl fmt::Debug for Codec {
                 .field("format", &"avro")
                 .field("registry", &a.registry)
                 .field("writer_id", &a.writer.get().map(|w| w.0))
+                .finish(),
+            Inner::JsonSchema(j) => f
+                .debug_struct("Codec")
+                .field("format", &"json-schema")
+                .field("registry", &j.registry)
+                .field("writer_id", &j.writer_id())
                 .finish(),
         }
     }
@@ -106,6 +114,28 @@ impl Codec {
     pub fn new(format: &Format, path: &str) -> Result<Codec> {
         match format {
             Format::Plain(p) => Ok(Codec(Inner::Plain(*p))),
+            Format::JsonSchema(spec) => {
+                let registry = Registry::new(&spec.registry, &format!("{path}.registry"))?;
+                let given = match (&spec.schema, &spec.schema_file) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::config(
+                            format!("{path}.schema_file"),
+                            "give `schema` or `schema_file`, not both",
+                        ))
+                    }
+                    (Some(t), None) => Some(t.clone()),
+                    (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
+                        Error::config(
+                            format!("{path}.schema_file"),
+                            format!("{}: {e}", f.display()),
+                        )
+                    })?),
+                    (None, None) => None,
+                };
+                Ok(Codec(Inner::JsonSchema(Arc::new(JsonSchemaCodec::new(
+                    spec, registry, given, path,
+                )?))))
+            }
             Format::Avro(spec) => {
                 let registry = Registry::new(&spec.registry, &format!("{path}.registry"))?;
                 let given = schema_text(&spec.schema, &spec.schema_file, path, "schema")?;
@@ -143,6 +173,7 @@ impl Codec {
                 rivus_core::format::Format::Bytes => "bytes",
             },
             Inner::Avro(_) => "avro",
+            Inner::JsonSchema(_) => "json-schema",
         }
     }
 
@@ -151,6 +182,7 @@ impl Codec {
         match &self.0 {
             Inner::Plain(_) => 0,
             Inner::Avro(a) => a.registry.requests(),
+            Inner::JsonSchema(j) => j.registry.requests(),
         }
     }
 
@@ -159,6 +191,7 @@ impl Codec {
         match &self.0 {
             Inner::Plain(_) => None,
             Inner::Avro(a) => a.writer.get().map(|w| w.0),
+            Inner::JsonSchema(j) => j.writer_id(),
         }
     }
 
@@ -166,52 +199,30 @@ impl Codec {
     /// subject strategy names) as its value or key: registers it, or finds the registered
     /// one. Nothing to do for core's formats. Call before the first [`encode`](Self::encode).
     pub async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
-        let Inner::Avro(a) = &self.0 else {
-            return Ok(());
+        let a = match &self.0 {
+            Inner::Plain(_) => return Ok(()),
+            Inner::JsonSchema(j) => return j.open_writer(topic, role).await,
+            Inner::Avro(a) => a,
         };
         if a.writer.get().is_some() {
             return Ok(());
         }
         let path = &a.path;
-        let err = |e: RegistryError| e.into_error();
         let name = a.given.as_ref().and_then(|g| g.0.full_name());
-        let suffix = match role {
-            Role::Value => "value",
-            Role::Key => "key",
-        };
-        let subject = match (&a.spec.subject, a.spec.subject_strategy, &name) {
-            (Some(s), _, _) => s.clone(),
-            (None, SubjectStrategy::Topic, _) => format!("{topic}-{suffix}"),
-            (None, SubjectStrategy::Record, Some(n)) => n.clone(),
-            (None, SubjectStrategy::TopicRecord, Some(n)) => format!("{topic}-{n}"),
-            (None, _, None) => {
-                return Err(Error::config(
-                    format!("{path}.subject_strategy"),
-                    "the record-name strategies need a named schema (a record) given in \
-                     `schema` or `schema_file`",
-                ))
-            }
-        };
-        let (id, parsed) = if let Some(id) = a.spec.schema_id {
-            let r = a.registry.schema(id).await.map_err(err)?;
-            (id, parse_registered(&r.text, r.schema_type, id, path)?)
-        } else if a.spec.use_latest {
-            let r = a.registry.latest(&subject).await.map_err(err)?;
-            (r.id, parse_registered(&r.text, r.schema_type, r.id, path)?)
-        } else if let Some((parsed, text)) = &a.given {
-            let id = if a.spec.auto_register {
-                a.registry.register(&subject, SchemaType::Avro, text).await
-            } else {
-                a.registry.lookup(&subject, SchemaType::Avro, text).await
-            }
-            .map_err(err)?;
-            (id, parsed.clone())
-        } else {
-            return Err(Error::config(
-                format!("{path}.schema"),
-                "writing Avro needs a schema: `schema`, `schema_file`, `use_latest = true` or \
-                 `schema_id`",
-            ));
+        let subject = a.spec.subject_for(topic, role, name.as_deref(), path)?;
+        let given = a.given.as_ref().map(|g| g.1.as_str());
+        let (id, text) = writer_schema(
+            &a.spec,
+            &a.registry,
+            &subject,
+            SchemaType::Avro,
+            given,
+            path,
+        )
+        .await?;
+        let parsed = match &a.given {
+            Some((parsed, _)) if a.spec.schema_id.is_none() && !a.spec.use_latest => parsed.clone(),
+            _ => parse_registered(&text, id, path)?,
         };
         tracing::info!(%subject, id, registry = a.registry.url(), "avro: writing with the registered schema");
         a.reader.keep(id, parsed.clone());
@@ -228,14 +239,16 @@ impl Codec {
         topic: &str,
         role: Role,
     ) -> std::result::Result<(), SchemaError> {
-        let Inner::Avro(a) = &self.0 else {
-            return Ok(());
+        let open = match &self.0 {
+            Inner::Plain(_) => true,
+            Inner::Avro(a) => a.writer.get().is_some(),
+            Inner::JsonSchema(j) => j.is_open(),
         };
-        if a.writer.get().is_some() {
+        if open {
             return Ok(());
         }
         on_helper_thread(self.open_writer(topic, role))
-            .map_err(|e| SchemaError::unavailable("avro", "(unassigned)", e))
+            .map_err(|e| SchemaError::unavailable(self.name(), "(unassigned)", e))
     }
 
     /// The MIME type of payloads written in this format.
@@ -243,6 +256,7 @@ impl Codec {
         match &self.0 {
             Inner::Plain(p) => p.content_type(),
             Inner::Avro(_) => "application/vnd.confluent.avro",
+            Inner::JsonSchema(_) => "application/vnd.confluent.json",
         }
     }
 
@@ -254,6 +268,7 @@ impl Codec {
     ) -> std::result::Result<(), SchemaError> {
         match &self.0 {
             Inner::Plain(p) => p.encode(record, out),
+            Inner::JsonSchema(j) => j.encode(record, out),
             Inner::Avro(a) => {
                 let Some((id, parsed)) = a.writer.get() else {
                     return Err(SchemaError::unavailable(
@@ -278,6 +293,15 @@ impl Codec {
     ) -> std::result::Result<Value, SchemaError> {
         match &self.0 {
             Inner::Plain(p) => p.decode(data, position),
+            Inner::JsonSchema(j) => {
+                let (id, body) =
+                    wire::split(data).map_err(|e| SchemaError::new("json-schema", position, e))?;
+                let v = match j.known(id) {
+                    Some(v) => v,
+                    None => j.learn(id, &position.to_string()).await?,
+                };
+                JsonSchemaCodec::read(&v, id, body, position)
+            }
             Inner::Avro(a) => {
                 let (id, payload) =
                     wire::split(data).map_err(|e| SchemaError::new("avro", position, e))?;
@@ -301,6 +325,18 @@ impl Codec {
     ) -> std::result::Result<Value, SchemaError> {
         match &self.0 {
             Inner::Plain(p) => p.decode(data, position),
+            Inner::JsonSchema(j) => {
+                let (id, body) =
+                    wire::split(data).map_err(|e| SchemaError::new("json-schema", position, e))?;
+                let v = match j.known(id) {
+                    Some(v) => v,
+                    None => {
+                        let shown = position.to_string();
+                        on_helper_thread(j.learn(id, &shown))?
+                    }
+                };
+                JsonSchemaCodec::read(&v, id, body, position)
+            }
             Inner::Avro(a) => {
                 let (id, payload) =
                     wire::split(data).map_err(|e| SchemaError::new("avro", position, e))?;
@@ -356,13 +392,48 @@ impl AvroCodec {
     }
 }
 
-fn parse_registered(text: &str, kind: SchemaType, id: u32, path: &str) -> Result<Parsed> {
-    if kind != SchemaType::Avro {
+/// The writer's schema of a subject — the given one registered (or looked up), the subject's
+/// latest, or a fixed id — as `(id, text)`; a registered schema of another type is refused.
+pub(crate) async fn writer_schema(
+    spec: &SchemaFormat,
+    registry: &Registry,
+    subject: &str,
+    kind: SchemaType,
+    given: Option<&str>,
+    path: &str,
+) -> Result<(u32, String)> {
+    let err = |e: RegistryError| e.into_error();
+    let found = if let Some(id) = spec.schema_id {
+        registry.schema(id).await.map_err(err)?.as_ref().clone()
+    } else if spec.use_latest {
+        registry.latest(subject).await.map_err(err)?
+    } else if let Some(text) = given {
+        let id = if spec.auto_register {
+            registry.register(subject, kind, text).await
+        } else {
+            registry.lookup(subject, kind, text).await
+        }
+        .map_err(err)?;
+        return Ok((id, text.to_owned()));
+    } else {
+        return Err(Error::config(
+            format!("{path}.schema"),
+            "writing needs a schema: `schema`, `schema_file`, `use_latest = true` or `schema_id`",
+        ));
+    };
+    if found.schema_type != kind {
         return Err(Error::config(
             format!("{path}.schema_id"),
-            format!("schema id {id} is a {kind:?} schema, not Avro"),
+            format!(
+                "schema id {} is a {:?} schema, not {kind:?}",
+                found.id, found.schema_type
+            ),
         ));
     }
+    Ok((found.id, found.text))
+}
+
+fn parse_registered(text: &str, id: u32, path: &str) -> Result<Parsed> {
     Parsed::parse(text)
         .map_err(|e| Error::config(format!("{path}.schema_id"), format!("schema id {id}: {e}")))
 }

@@ -24,6 +24,8 @@ pub enum Format {
     Plain(rivus_core::format::Format),
     /// Avro in Confluent's wire format, through a schema registry.
     Avro(Box<SchemaFormat>),
+    /// JSON validated by a JSON Schema, in Confluent's wire format, through a schema registry.
+    JsonSchema(Box<SchemaFormat>),
 }
 
 impl Default for Format {
@@ -43,6 +45,7 @@ impl fmt::Display for Format {
         match self {
             Format::Plain(p) => p.fmt(f),
             Format::Avro(_) => f.write_str("avro"),
+            Format::JsonSchema(_) => f.write_str("json-schema"),
         }
     }
 }
@@ -60,7 +63,7 @@ pub enum SubjectStrategy {
     TopicRecord,
 }
 
-/// The settings of a format with a schema (`type = "avro"`).
+/// The settings of a format with a schema (`type = "avro"` or `"json-schema"`).
 #[derive(Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchemaFormat {
@@ -92,6 +95,36 @@ pub struct SchemaFormat {
 
 fn yes() -> bool {
     true
+}
+
+impl SchemaFormat {
+    /// The subject a writer of `topic` registers under: the explicit `subject`, else the
+    /// strategy's (`name` is the schema's record name, for the record strategies).
+    pub fn subject_for(
+        &self,
+        topic: &str,
+        role: crate::Role,
+        name: Option<&str>,
+        path: &str,
+    ) -> rivus_core::Result<String> {
+        let suffix = match role {
+            crate::Role::Value => "value",
+            crate::Role::Key => "key",
+        };
+        Ok(match (&self.subject, self.subject_strategy, name) {
+            (Some(s), _, _) => s.clone(),
+            (None, SubjectStrategy::Topic, _) => format!("{topic}-{suffix}"),
+            (None, SubjectStrategy::Record, Some(n)) => n.to_owned(),
+            (None, SubjectStrategy::TopicRecord, Some(n)) => format!("{topic}-{n}"),
+            (None, _, None) => {
+                return Err(rivus_core::Error::config(
+                    format!("{path}.subject_strategy"),
+                    "the record-name strategies need a named schema (an Avro record, a JSON \
+                     Schema with a `title`) given in `schema` or `schema_file`",
+                ))
+            }
+        })
+    }
 }
 
 impl fmt::Debug for SchemaFormat {
@@ -140,20 +173,23 @@ impl<'de> Deserialize<'de> for Format {
                     ))
                 }),
             serde_json::Value::Object(mut o) => {
-                let kind = o
-                    .remove("type")
-                    .ok_or_else(|| D::Error::custom("a format table needs `type` (\"avro\")"))?;
+                let kind = o.remove("type").ok_or_else(|| {
+                    D::Error::custom("a format table needs `type` (\"avro\", \"json-schema\")")
+                })?;
                 match kind.as_str() {
                     Some("avro") => serde_json::from_value::<SchemaFormat>(o.into())
                         .map(|s| Format::Avro(Box::new(s)))
                         .map_err(|e| D::Error::custom(format!("format (avro): {e}"))),
+                    Some("json-schema") => serde_json::from_value::<SchemaFormat>(o.into())
+                        .map(|s| Format::JsonSchema(Box::new(s)))
+                        .map_err(|e| D::Error::custom(format!("format (json-schema): {e}"))),
                     Some(name @ ("json" | "text" | "bytes")) if o.is_empty() => {
                         rivus_core::format::Format::deserialize(serde_json::Value::from(name))
                             .map(Format::Plain)
                             .map_err(D::Error::custom)
                     }
                     _ => Err(D::Error::custom(format!(
-                        "unknown format type {kind}: expected \"avro\" (or \"json\", \"text\", \"bytes\" as a name)"
+                        "unknown format type {kind}: expected \"avro\" or \"json-schema\" (or \"json\", \"text\", \"bytes\" as a name)"
                     ))),
                 }
             }

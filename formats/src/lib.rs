@@ -1,4 +1,4 @@
-//! Payload formats with schemas for rivus's connectors: Avro in Confluent's wire format, the
+//! Payload formats with schemas for rivus's connectors: Avro and JSON Schema in Confluent's wire format, the
 //! schemas kept in a Confluent-compatible schema registry, beside core's `json`, `text` and
 //! `bytes` (see [`Format`]).
 //!
@@ -6,13 +6,15 @@
 //! - `codec.rs`: what a connector holds at run time: decode a payload, encode a record;
 //! - `registry.rs`: the registry's REST client with its schema cache;
 //! - `wire.rs`: the five-byte header;
-//! - `avro/`: Avro values ↔ JSON records, with the logical types;
+//! - `avro/`: the Avro binary ↔ JSON records, with the logical types;
+//! - `json_schema.rs`: JSON records validated by a JSON Schema;
 //! - `calendar.rs`: dates and times as text.
 
 pub mod avro;
 mod calendar;
 mod codec;
 mod format;
+mod json_schema;
 pub mod registry;
 pub mod wire;
 

@@ -1,5 +1,5 @@
-//! Avro through the schema registry (Apicurio, Confluent's API) against Confluent's own Python
-//! serializers, through the `rivus` command:
+//! Formats with schemas through the schema registry (Apicurio, Confluent's API) against
+//! Confluent's own Python serializers, through the `rivus` command — Avro:
 //! - records written by `AvroSerializer` are read by a Kafka source in `avro` format and come
 //!   out as JSON equal, field for field, to what was serialized (decimal, timestamp, date,
 //!   uuid, enum, union, array, map, bytes); payloads that are not Avro in the wire format (a
@@ -9,7 +9,12 @@
 //!   `AvroDeserializer` equal to the JSON records that went in;
 //! - a writer's schema changing mid-stream to a compatible version is read on by the same job
 //!   (no restart), into one reader schema; an incompatible schema is refused at start, naming
-//!   the subject.
+//!   the subject;
+//! - bodies and values in Avro through RabbitMQ into Redis, and the Avro example into typed
+//!   PostgreSQL columns.
+//!
+//! JSON Schema: what `JSONSerializer` writes is read (a payload breaking its schema is a dead
+//! letter naming the value), what a sink writes is read by `JSONDeserializer`.
 //!
 //! Python and Confluent's client come from `dev/python` (`RIVUS_PYTHON`).
 
@@ -56,13 +61,13 @@ fn python() -> Option<String> {
 /// Runs the Python helper; its stdout.
 fn confluent(py: &str, args: &[&str]) -> String {
     let out = Command::new(py)
-        .arg(here().join("avro.py"))
+        .arg(here().join("confluent.py"))
         .args(args)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "avro.py {args:?}: {}",
+        "confluent.py {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -428,7 +433,7 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
 fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
     use std::io::Write;
     let mut child = Command::new(py)
-        .arg(here().join("avro.py"))
+        .arg(here().join("confluent.py"))
         .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -444,7 +449,7 @@ fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "avro.py {args:?}: {}",
+        "confluent.py {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -718,4 +723,162 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
         assert_eq!(serde_json::from_str::<Value>(tags).unwrap(), want["tags"]);
         assert_eq!(json!(score), want["score"]);
     }
+}
+
+/// Orders in the shape of `order.schema.json`.
+fn json_orders(n: i64) -> Vec<Value> {
+    orders(n)
+        .into_iter()
+        .map(|o| {
+            json!({
+                "id": o["id"], "customer": o["customer"], "amount": o["amount"],
+                "status": o["status"], "note": o["note"], "tags": o["tags"], "score": o["score"],
+            })
+        })
+        .collect()
+}
+
+/// JSON Schema both ways: what Confluent's `JSONSerializer` writes is read by a source in
+/// `json-schema` format (a payload breaking the schema becomes a dead letter naming the
+/// value); what a sink writes in `json-schema` format is read by its `JSONDeserializer`; a
+/// record breaking the sink's schema becomes a dead letter, not a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, middle, output) = (
+        unique_name("jsonschema-in"),
+        unique_name("jsonschema-mid"),
+        unique_name("jsonschema-out"),
+    );
+    for t in [&input, &middle, &output] {
+        topic(&kafka, t).await;
+    }
+    let sent = json_orders(30);
+    let lines = dir.path().join("orders.jsonl");
+    write_lines(&lines, &sent);
+    let schema = here().join("order.schema.json");
+    confluent(
+        &py,
+        &[
+            "json-produce",
+            &kafka,
+            &registry,
+            &input,
+            schema.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
+    // A framed payload of the registered schema that breaks it (amount is not text).
+    let id = read(&kafka, &input, 1).remove(0)[1..5].to_vec();
+    let mut bad = vec![0];
+    bad.extend_from_slice(&id);
+    bad.extend_from_slice(
+        br#"{"id": 99, "customer": "x", "amount": 5, "status": "NEW", "tags": []}"#,
+    );
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .create()
+        .unwrap();
+    p.send(
+        FutureRecord::<(), [u8]>::to(&input).payload(&bad),
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+
+    let table = format!(
+        "{{ type = \"json-schema\", {} }}",
+        registry_table(&registry)
+    );
+    let out = run(
+        dir.path(),
+        "read",
+        &format!(
+            "name = \"{}\"\n[errors]\npolicy = \"dead-letter\"\ndead_letter = \"letters.jsonl\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             start = \"earliest\"\nbounded = true\nformat = {table}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{middle}\"\n",
+            unique_name("jsonschema-read"),
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read_json(&kafka, &middle, sent.len()), sent);
+    let letters = std::fs::read_to_string(dir.path().join("letters.jsonl")).unwrap();
+    let letters: Vec<DeadLetter> = letters
+        .lines()
+        .map(|l| DeadLetter::from_json(l.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0].payload, bad);
+    assert!(
+        letters[0].reason.contains("/amount"),
+        "{}",
+        letters[0].reason
+    );
+
+    // Writing: the JSON records (plus one that breaks the schema) → json-schema.
+    let mut with_bad = sent.clone();
+    with_bad.insert(
+        5,
+        json!({"id": 1000, "customer": "y", "amount": "1.00", "status": "LOST", "tags": []}),
+    );
+    let json_in = unique_name("jsonschema-plain");
+    topic(&kafka, &json_in).await;
+    for r in &with_bad {
+        let payload = r.to_string();
+        p.send(
+            FutureRecord::<(), str>::to(&json_in).payload(&payload),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    }
+    let out = run(
+        dir.path(),
+        "write",
+        &format!(
+            "name = \"{}\"\n[errors]\npolicy = \"dead-letter\"\ndead_letter = \"written-letters.jsonl\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{json_in}\"]\n\
+             start = \"earliest\"\nbounded = true\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n\
+             format = {{ type = \"json-schema\", {}, schema_file = \"{}\" }}\n",
+            unique_name("jsonschema-write"),
+            registry_table(&registry),
+            schema.display()
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = confluent(
+        &py,
+        &[
+            "json-consume",
+            &kafka,
+            &registry,
+            &output,
+            &sent.len().to_string(),
+        ],
+    );
+    let got: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["value"].clone())
+        .collect();
+    assert_eq!(got, sent, "read back by Confluent's JSONDeserializer");
+    let letters = std::fs::read_to_string(dir.path().join("written-letters.jsonl")).unwrap();
+    assert_eq!(letters.lines().count(), 1, "{letters}");
+    assert!(letters.contains("/status"), "{letters}");
 }

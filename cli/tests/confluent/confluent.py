@@ -1,9 +1,12 @@
-"""Confluent's Avro serializers on the other side of rivus's tests.
+"""Confluent's serializers on the other side of rivus's tests (Avro, and JSON Schema with
+the `json-` modes, which take and give the records as they are).
 
-  avro.py produce BOOTSTRAP REGISTRY TOPIC SCHEMA RECORDS   JSON lines → Avro (AvroSerializer)
-  avro.py consume BOOTSTRAP REGISTRY TOPIC N                 N Avro records → JSON lines on stdout
-  avro.py encode - REGISTRY SUBJECT-TOPIC SCHEMA RECORDS     JSON lines → base64 payload lines
-  avro.py decode - REGISTRY SUBJECT-TOPIC                    base64 payload lines (stdin) → JSON
+  confluent.py produce BOOTSTRAP REGISTRY TOPIC SCHEMA RECORDS   JSON lines → Avro (AvroSerializer)
+  confluent.py consume BOOTSTRAP REGISTRY TOPIC N                 N Avro records → JSON lines on stdout
+  confluent.py encode - REGISTRY SUBJECT-TOPIC SCHEMA RECORDS     JSON lines → base64 payload lines
+  confluent.py decode - REGISTRY SUBJECT-TOPIC                    base64 payload lines (stdin) → JSON
+  confluent.py json-produce BOOTSTRAP REGISTRY TOPIC SCHEMA RECORDS   (JSONSerializer)
+  confluent.py json-consume BOOTSTRAP REGISTRY TOPIC N                (JSONDeserializer)
 
 Records are JSON lines in rivus's mapping of Avro (decimal as text, timestamps as RFC 3339,
 dates as YYYY-MM-DD, bytes as base64, uuid as text); this script turns them into the Python
@@ -21,6 +24,7 @@ import uuid
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 
@@ -61,18 +65,24 @@ def to_json(obj):
 def main():
     mode, bootstrap, registry, topic = sys.argv[1:5]
     client = SchemaRegistryClient({"url": registry})
-    if mode == "produce":
+    if mode in ("produce", "json-produce"):
         schema = open(sys.argv[5]).read()
-        ser = AvroSerializer(client, schema)
+        if mode == "produce":
+            ser, convert = AvroSerializer(client, schema), to_python
+        else:
+            ser, convert = JSONSerializer(schema, client), lambda r: r
         p = Producer({"bootstrap.servers": bootstrap})
         ctx = SerializationContext(topic, MessageField.VALUE)
         for line in open(sys.argv[6]):
             if line.strip():
-                p.produce(topic, value=ser(to_python(json.loads(line)), ctx))
+                p.produce(topic, value=ser(convert(json.loads(line)), ctx))
         p.flush(30)
-    elif mode == "consume":
+    elif mode in ("consume", "json-consume"):
         n = int(sys.argv[5])
-        de = AvroDeserializer(client)
+        if mode == "consume":
+            de = AvroDeserializer(client)
+        else:
+            de = JSONDeserializer(None, schema_registry_client=client)
         c = Consumer({
             "bootstrap.servers": bootstrap,
             "group.id": "confluent-" + topic,

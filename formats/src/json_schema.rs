@@ -1,0 +1,212 @@
+//! JSON Schema in Confluent's wire format: the five-byte header, then the record as JSON text.
+//! A writer validates each record against its schema before writing it (a misfit goes to the
+//! error policy with the path of the failing value, `/items/2/price`); a reader validates each
+//! payload against its writer's schema, fetched once per id like Avro's.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use jsonschema::Validator;
+use parking_lot::Mutex;
+use rivus_core::schema::SchemaError;
+use rivus_core::{Error, Result};
+use serde_json::Value;
+
+use crate::format::SchemaFormat;
+use crate::registry::{Registry, RegistryError, SchemaType};
+use crate::{wire, Role};
+
+/// Validators kept by id at most.
+const KEPT: usize = 1000;
+
+pub(crate) struct JsonSchemaCodec {
+    pub path: String,
+    pub spec: SchemaFormat,
+    pub registry: Arc<Registry>,
+    /// The writer's schema given in the file: its text and `title`.
+    given: Option<(String, Option<String>)>,
+    writer: OnceLock<(u32, Arc<Validator>)>,
+    readers: Mutex<HashMap<u32, Arc<Validator>>>,
+}
+
+fn compile(text: &str) -> std::result::Result<Validator, String> {
+    let schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    jsonschema::validator_for(&schema).map_err(|e| format!("not a JSON Schema: {e}"))
+}
+
+/// The first way `record` breaks `v`'s rules, with where.
+fn misfit(v: &Validator, record: &Value) -> Option<String> {
+    v.iter_errors(record).next().map(|e| {
+        let at = e.instance_path().to_string();
+        format!("{}: {e}", if at.is_empty() { "/" } else { &at })
+    })
+}
+
+impl JsonSchemaCodec {
+    /// Checks the settings and compiles a given schema; errors name `{path}.…`.
+    pub fn new(
+        spec: &SchemaFormat,
+        registry: Registry,
+        given: Option<String>,
+        path: &str,
+    ) -> Result<Self> {
+        if spec.reader_schema.is_some() || spec.reader_schema_file.is_some() {
+            return Err(Error::config(
+                format!("{path}.reader_schema"),
+                "a reader schema is for Avro; JSON Schema payloads are read as they are",
+            ));
+        }
+        let given = match given {
+            Some(text) => {
+                compile(&text).map_err(|e| Error::config(format!("{path}.schema"), e))?;
+                let title = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("title")?.as_str().map(str::to_owned));
+                Some((text, title))
+            }
+            None => None,
+        };
+        Ok(JsonSchemaCodec {
+            path: path.to_owned(),
+            spec: spec.clone(),
+            registry: Arc::new(registry),
+            given,
+            writer: OnceLock::new(),
+            readers: Mutex::default(),
+        })
+    }
+
+    pub fn writer_id(&self) -> Option<u32> {
+        self.writer.get().map(|w| w.0)
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.writer.get().is_some()
+    }
+
+    /// Registers (or finds) the writer's schema; see `Codec::open_writer`.
+    pub async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
+        if self.writer.get().is_some() {
+            return Ok(());
+        }
+        let name = self.given.as_ref().and_then(|g| g.1.clone());
+        let subject = self
+            .spec
+            .subject_for(topic, role, name.as_deref(), &self.path)?;
+        let given = self.given.as_ref().map(|g| g.0.as_str());
+        let (id, text) = crate::codec::writer_schema(
+            &self.spec,
+            &self.registry,
+            &subject,
+            SchemaType::Json,
+            given,
+            &self.path,
+        )
+        .await?;
+        let v = Arc::new(compile(&text).map_err(|e| {
+            Error::config(
+                format!("{}.schema", self.path),
+                format!("schema id {id}: {e}"),
+            )
+        })?);
+        tracing::info!(%subject, id, registry = self.registry.url(), "json-schema: writing with the registered schema");
+        self.readers.lock().insert(id, Arc::clone(&v));
+        let _ = self.writer.set((id, v));
+        Ok(())
+    }
+
+    pub fn encode(
+        &self,
+        record: &Value,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), SchemaError> {
+        let Some((id, v)) = self.writer.get() else {
+            return Err(SchemaError::unavailable(
+                "json-schema",
+                "(unassigned)",
+                "the writer's schema is not resolved yet (open_writer was not called)",
+            ));
+        };
+        if let Some(m) = misfit(v, record) {
+            return Err(SchemaError::new(
+                "json-schema",
+                "(unassigned)",
+                format!("schema id {id}: {m}"),
+            ));
+        }
+        wire::header(*id, out);
+        serde_json::to_writer(out, record)
+            .map_err(|e| SchemaError::new("json-schema", "(unassigned)", e))
+    }
+
+    /// The validator of schema `id`, if known.
+    pub fn known(&self, id: u32) -> Option<Arc<Validator>> {
+        self.readers.lock().get(&id).cloned()
+    }
+
+    /// Fetches and compiles the schema of `id`.
+    pub async fn learn(
+        &self,
+        id: u32,
+        position: &str,
+    ) -> std::result::Result<Arc<Validator>, SchemaError> {
+        let r = match self.registry.schema(id).await {
+            Ok(r) => r,
+            Err(RegistryError::Answered { status: 404, .. }) => {
+                return Err(SchemaError::new(
+                    "json-schema",
+                    position,
+                    format!(
+                        "schema id {id} is unknown to the registry {}",
+                        self.registry.url()
+                    ),
+                ))
+            }
+            Err(e) => return Err(SchemaError::unavailable("json-schema", position, e)),
+        };
+        if r.schema_type != SchemaType::Json {
+            return Err(SchemaError::new(
+                "json-schema",
+                position,
+                format!(
+                    "schema id {id} is a {:?} schema, not JSON Schema",
+                    r.schema_type
+                ),
+            ));
+        }
+        let v = Arc::new(compile(&r.text).map_err(|e| {
+            SchemaError::new("json-schema", position, format!("schema id {id}: {e}"))
+        })?);
+        let mut m = self.readers.lock();
+        if m.len() >= KEPT {
+            m.clear();
+        }
+        m.insert(id, Arc::clone(&v));
+        Ok(v)
+    }
+
+    /// Parses and validates a payload's body with the validator of its schema.
+    pub fn read(
+        v: &Validator,
+        id: u32,
+        body: &[u8],
+        position: &dyn fmt::Display,
+    ) -> std::result::Result<Value, SchemaError> {
+        let record: Value = serde_json::from_slice(body).map_err(|e| {
+            SchemaError::new(
+                "json-schema",
+                position,
+                format!("schema id {id}: not JSON: {e}"),
+            )
+        })?;
+        match misfit(v, &record) {
+            Some(m) => Err(SchemaError::new(
+                "json-schema",
+                position,
+                format!("schema id {id}: {m}"),
+            )),
+            None => Ok(record),
+        }
+    }
+}
