@@ -56,6 +56,14 @@ pub async fn produce(p: &FutureProducer, topic: &str, partition: i32, values: &[
 
 /// Every value in `topic` (all partitions), read with read_committed up to the current end.
 pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
+    read_topic_bytes(bootstrap, topic)
+        .into_iter()
+        .map(|(p, v)| (p, String::from_utf8_lossy(&v).into_owned()))
+        .collect()
+}
+
+/// [`read_topic`] with the values' bytes.
+pub fn read_topic_bytes(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<u8>)> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique("reader"))
@@ -97,10 +105,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
     };
     while !all_read(&c) && std::time::Instant::now() < deadline {
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            out.push((
-                m.partition(),
-                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
-            ));
+            out.push((m.partition(), m.payload().unwrap_or_default().to_vec()));
         }
     }
     out
