@@ -289,7 +289,7 @@ impl Codec {
     pub async fn decode(
         &self,
         data: &[u8],
-        position: &dyn fmt::Display,
+        position: &(dyn fmt::Display + Sync),
     ) -> std::result::Result<Value, SchemaError> {
         match &self.0 {
             Inner::Plain(p) => p.decode(data, position),
