@@ -58,19 +58,10 @@ fn python() -> Option<String> {
     .require()
 }
 
-/// Runs the Python helper; its stdout.
+/// Runs the Python helper; its stdout. It is killed after two minutes (a hung client fails
+/// the test instead of hanging it).
 fn confluent(py: &str, args: &[&str]) -> String {
-    let out = Command::new(py)
-        .arg(here().join("confluent.py"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "confluent.py {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    confluent_with_input(py, args, "")
 }
 
 /// `n` order records in rivus's JSON mapping of `order.avsc`.
@@ -429,7 +420,7 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
     );
 }
 
-/// Runs the Python helper with `input` on its stdin; its stdout.
+/// Runs the Python helper with `input` on its stdin; its stdout (killed after two minutes).
 fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
     use std::io::Write;
     let mut child = Command::new(py)
@@ -446,7 +437,19 @@ fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
         .unwrap()
         .write_all(input.as_bytes())
         .unwrap();
+    let pid = child.id();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        // Disconnected: the helper ended in time; only a timeout kills it.
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            wait.recv_timeout(Duration::from_secs(120))
+        {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    });
     let out = child.wait_with_output().unwrap();
+    drop(done);
+    watchdog.join().unwrap();
     assert!(
         out.status.success(),
         "confluent.py {args:?}: {}",
@@ -881,4 +884,136 @@ async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
     let letters = std::fs::read_to_string(dir.path().join("written-letters.jsonl")).unwrap();
     assert_eq!(letters.lines().count(), 1, "{letters}");
     assert!(letters.contains("/status"), "{letters}");
+}
+
+/// Orders in the proto3 JSON mapping of `order.proto` (every field present, int64 as numbers).
+fn proto_orders(n: i64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let status = ["NEW", "PAID", "SHIPPED"][(i % 3) as usize];
+            json!({
+                "id": i * 1_000_000_007,
+                "customer": format!("customer-{}", i % 7),
+                "score": i as f64 / 4.0,
+                "status": status,
+                "tags": (0..i % 3).map(|t| format!("t{t}")).collect::<Vec<_>>(),
+                "placed": format!("2024-03-{:02}T10:{:02}:{:02}.{:03}Z", 1 + i % 28, i % 60, (i * 7) % 60, 1 + i % 999),
+                "blob": base64_of(&[i as u8, 0, 255]),
+                "line": {"sku": format!("s{i}"), "qty": i},
+                "attrs": {"a": i},
+            })
+        })
+        .collect()
+}
+
+/// Protobuf both ways: what Confluent's `ProtobufSerializer` writes (message classes generated
+/// from `order.proto`) is read by a source in `protobuf` format, and what a sink writes in
+/// `protobuf` format is read by its `ProtobufDeserializer`, field for field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, middle, json_in, output) = (
+        unique_name("proto-in"),
+        unique_name("proto-mid"),
+        unique_name("proto-json"),
+        unique_name("proto-out"),
+    );
+    for t in [&input, &middle, &json_in, &output] {
+        topic(&kafka, t).await;
+    }
+    let sent = proto_orders(30);
+    let lines = dir.path().join("orders.jsonl");
+    write_lines(&lines, &sent);
+    let proto = here().join("order.proto");
+    confluent(
+        &py,
+        &[
+            "proto-produce",
+            &kafka,
+            &registry,
+            &input,
+            proto.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
+    let out = run(
+        dir.path(),
+        "read",
+        &format!(
+            "name = \"{}\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
+             start = \"earliest\"\nbounded = true\nformat = {{ type = \"protobuf\", {} }}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{middle}\"\n",
+            unique_name("proto-read"),
+            registry_table(&registry)
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = read_json(&kafka, &middle, sent.len());
+    for (i, (a, b)) in sent.iter().zip(&got).enumerate() {
+        assert_eq!(a, b, "record {i} read from Confluent's ProtobufSerializer");
+    }
+
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .create()
+        .unwrap();
+    for r in &sent {
+        let payload = r.to_string();
+        p.send(
+            FutureRecord::<(), str>::to(&json_in).payload(&payload),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    }
+    let out = run(
+        dir.path(),
+        "write",
+        &format!(
+            "name = \"{}\"\n\
+             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{json_in}\"]\n\
+             start = \"earliest\"\nbounded = true\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n\
+             format = {{ type = \"protobuf\", {}, schema_file = \"{}\", message = \"shop.Order\" }}\n",
+            unique_name("proto-write"),
+            registry_table(&registry),
+            proto.display()
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = confluent(
+        &py,
+        &[
+            "proto-consume",
+            &kafka,
+            &registry,
+            &output,
+            &sent.len().to_string(),
+            proto.to_str().unwrap(),
+        ],
+    );
+    let got: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["value"].clone())
+        .collect();
+    for (i, (a, b)) in sent.iter().zip(&got).enumerate() {
+        assert_eq!(a, b, "record {i} read by Confluent's ProtobufDeserializer");
+    }
+    assert_eq!(got.len(), sent.len());
 }

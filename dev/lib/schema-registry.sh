@@ -47,11 +47,13 @@ schema-registry_log() { echo "$(svc_dir schema-registry)/stdout.log"; }
 schema-registry_start() {
   local d; d=$(svc_dir schema-registry)
   mkdir -p "$d"
-  (cd "$REGISTRY_HOME" && nohup "$REGISTRY_JAVA" -Xms64m -Xmx512m -XX:+UseSerialGC \
+  # `exec`: the recorded pid is Java's own, so `down` stops the registry itself.
+  (cd "$REGISTRY_HOME" && exec nohup "$REGISTRY_JAVA" -Xms64m -Xmx512m -XX:+UseSerialGC \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
     -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$REGISTRY_MGMT_PORT" \
     -Dquarkus.log.level=WARN -Dquarkus.banner.enabled=false \
-    -jar quarkus-run.jar >"$d/stdout.log" 2>&1 & echo $! > "$d/pid")
+    -jar quarkus-run.jar >"$d/stdout.log" 2>&1) &
+  echo $! > "$d/pid"
 }
 
 # BACKWARD by default, as Confluent's registry: an incompatible version is refused.

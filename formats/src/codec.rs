@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::avro::{AvroReader, Parsed};
 use crate::format::{Format, SchemaFormat};
 use crate::json_schema::JsonSchemaCodec;
+use crate::protobuf::ProtobufCodec;
 use crate::registry::{Registry, RegistryError, SchemaType};
 use crate::wire;
 
@@ -40,6 +41,7 @@ enum Inner {
     Plain(rivus_core::format::Format),
     Avro(Arc<AvroCodec>),
     JsonSchema(Arc<JsonSchemaCodec>),
+    Protobuf(Arc<ProtobufCodec>),
 }
 
 struct AvroCodec {
@@ -66,6 +68,12 @@ impl fmt::Debug for Codec {
                 .field("format", &"json-schema")
                 .field("registry", &j.registry)
                 .field("writer_id", &j.writer_id())
+                .finish(),
+            Inner::Protobuf(p) => f
+                .debug_struct("Codec")
+                .field("format", &"protobuf")
+                .field("registry", &p.registry)
+                .field("writer_id", &p.writer_id())
                 .finish(),
         }
     }
@@ -114,7 +122,7 @@ impl Codec {
     pub fn new(format: &Format, path: &str) -> Result<Codec> {
         match format {
             Format::Plain(p) => Ok(Codec(Inner::Plain(*p))),
-            Format::JsonSchema(spec) => {
+            Format::JsonSchema(spec) | Format::Protobuf(spec) => {
                 let registry = Registry::new(&spec.registry, &format!("{path}.registry"))?;
                 let given = match (&spec.schema, &spec.schema_file) {
                     (Some(_), Some(_)) => {
@@ -132,9 +140,11 @@ impl Codec {
                     })?),
                     (None, None) => None,
                 };
-                Ok(Codec(Inner::JsonSchema(Arc::new(JsonSchemaCodec::new(
-                    spec, registry, given, path,
-                )?))))
+                Ok(Codec(if matches!(format, Format::Protobuf(_)) {
+                    Inner::Protobuf(Arc::new(ProtobufCodec::new(spec, registry, given, path)?))
+                } else {
+                    Inner::JsonSchema(Arc::new(JsonSchemaCodec::new(spec, registry, given, path)?))
+                }))
             }
             Format::Avro(spec) => {
                 let registry = Registry::new(&spec.registry, &format!("{path}.registry"))?;
@@ -174,6 +184,7 @@ impl Codec {
             },
             Inner::Avro(_) => "avro",
             Inner::JsonSchema(_) => "json-schema",
+            Inner::Protobuf(_) => "protobuf",
         }
     }
 
@@ -183,6 +194,7 @@ impl Codec {
             Inner::Plain(_) => 0,
             Inner::Avro(a) => a.registry.requests(),
             Inner::JsonSchema(j) => j.registry.requests(),
+            Inner::Protobuf(p) => p.registry.requests(),
         }
     }
 
@@ -192,6 +204,7 @@ impl Codec {
             Inner::Plain(_) => None,
             Inner::Avro(a) => a.writer.get().map(|w| w.0),
             Inner::JsonSchema(j) => j.writer_id(),
+            Inner::Protobuf(p) => p.writer_id(),
         }
     }
 
@@ -202,6 +215,7 @@ impl Codec {
         let a = match &self.0 {
             Inner::Plain(_) => return Ok(()),
             Inner::JsonSchema(j) => return j.open_writer(topic, role).await,
+            Inner::Protobuf(p) => return p.open_writer(topic, role).await,
             Inner::Avro(a) => a,
         };
         if a.writer.get().is_some() {
@@ -243,6 +257,7 @@ impl Codec {
             Inner::Plain(_) => true,
             Inner::Avro(a) => a.writer.get().is_some(),
             Inner::JsonSchema(j) => j.is_open(),
+            Inner::Protobuf(p) => p.is_open(),
         };
         if open {
             return Ok(());
@@ -257,6 +272,7 @@ impl Codec {
             Inner::Plain(p) => p.content_type(),
             Inner::Avro(_) => "application/vnd.confluent.avro",
             Inner::JsonSchema(_) => "application/vnd.confluent.json",
+            Inner::Protobuf(_) => "application/vnd.confluent.protobuf",
         }
     }
 
@@ -269,6 +285,7 @@ impl Codec {
         match &self.0 {
             Inner::Plain(p) => p.encode(record, out),
             Inner::JsonSchema(j) => j.encode(record, out),
+            Inner::Protobuf(p) => p.encode(record, out),
             Inner::Avro(a) => {
                 let Some((id, parsed)) = a.writer.get() else {
                     return Err(SchemaError::unavailable(
@@ -301,6 +318,15 @@ impl Codec {
                     None => j.learn(id, &position.to_string()).await?,
                 };
                 JsonSchemaCodec::read(&v, id, body, position)
+            }
+            Inner::Protobuf(p) => {
+                let (id, body) =
+                    wire::split(data).map_err(|e| SchemaError::new("protobuf", position, e))?;
+                let file = match p.known(id) {
+                    Some(f) => f,
+                    None => p.learn(id, &position.to_string()).await?,
+                };
+                ProtobufCodec::read(&file, id, body, position)
             }
             Inner::Avro(a) => {
                 let (id, payload) =
@@ -336,6 +362,18 @@ impl Codec {
                     }
                 };
                 JsonSchemaCodec::read(&v, id, body, position)
+            }
+            Inner::Protobuf(p) => {
+                let (id, body) =
+                    wire::split(data).map_err(|e| SchemaError::new("protobuf", position, e))?;
+                let file = match p.known(id) {
+                    Some(f) => f,
+                    None => {
+                        let shown = position.to_string();
+                        on_helper_thread(p.learn(id, &shown))?
+                    }
+                };
+                ProtobufCodec::read(&file, id, body, position)
             }
             Inner::Avro(a) => {
                 let (id, payload) =

@@ -26,6 +26,8 @@ pub enum Format {
     Avro(Box<SchemaFormat>),
     /// JSON validated by a JSON Schema, in Confluent's wire format, through a schema registry.
     JsonSchema(Box<SchemaFormat>),
+    /// Protobuf in Confluent's wire format, through a schema registry.
+    Protobuf(Box<SchemaFormat>),
 }
 
 impl Default for Format {
@@ -46,6 +48,7 @@ impl fmt::Display for Format {
             Format::Plain(p) => p.fmt(f),
             Format::Avro(_) => f.write_str("avro"),
             Format::JsonSchema(_) => f.write_str("json-schema"),
+            Format::Protobuf(_) => f.write_str("protobuf"),
         }
     }
 }
@@ -63,7 +66,7 @@ pub enum SubjectStrategy {
     TopicRecord,
 }
 
-/// The settings of a format with a schema (`type = "avro"` or `"json-schema"`).
+/// The settings of a format with a schema (`type = "avro"`, `"protobuf"` or `"json-schema"`).
 #[derive(Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchemaFormat {
@@ -76,8 +79,10 @@ pub struct SchemaFormat {
     pub subject: Option<String>,
     /// The writer's schema, inline.
     pub schema: Option<String>,
-    /// The writer's schema, from a file (`.avsc`).
+    /// The writer's schema, from a file (`.avsc`, `.proto`, `.json`).
     pub schema_file: Option<PathBuf>,
+    /// Protobuf: the message type written (full or simple name; default: the file's first).
+    pub message: Option<String>,
     /// Register the writer's schema under the subject (default); when false it must be
     /// registered already.
     #[serde(default = "yes")]
@@ -134,6 +139,7 @@ impl fmt::Debug for SchemaFormat {
             .field("subject_strategy", &self.subject_strategy)
             .field("subject", &self.subject)
             .field("schema_file", &self.schema_file)
+            .field("message", &self.message)
             .field("auto_register", &self.auto_register)
             .field("use_latest", &self.use_latest)
             .field("schema_id", &self.schema_id)
@@ -174,12 +180,17 @@ impl<'de> Deserialize<'de> for Format {
                 }),
             serde_json::Value::Object(mut o) => {
                 let kind = o.remove("type").ok_or_else(|| {
-                    D::Error::custom("a format table needs `type` (\"avro\", \"json-schema\")")
+                    D::Error::custom(
+                        "a format table needs `type` (\"avro\", \"protobuf\", \"json-schema\")",
+                    )
                 })?;
                 match kind.as_str() {
                     Some("avro") => serde_json::from_value::<SchemaFormat>(o.into())
                         .map(|s| Format::Avro(Box::new(s)))
                         .map_err(|e| D::Error::custom(format!("format (avro): {e}"))),
+                    Some("protobuf") => serde_json::from_value::<SchemaFormat>(o.into())
+                        .map(|s| Format::Protobuf(Box::new(s)))
+                        .map_err(|e| D::Error::custom(format!("format (protobuf): {e}"))),
                     Some("json-schema") => serde_json::from_value::<SchemaFormat>(o.into())
                         .map(|s| Format::JsonSchema(Box::new(s)))
                         .map_err(|e| D::Error::custom(format!("format (json-schema): {e}"))),
@@ -189,7 +200,7 @@ impl<'de> Deserialize<'de> for Format {
                             .map_err(D::Error::custom)
                     }
                     _ => Err(D::Error::custom(format!(
-                        "unknown format type {kind}: expected \"avro\" or \"json-schema\" (or \"json\", \"text\", \"bytes\" as a name)"
+                        "unknown format type {kind}: expected \"avro\", \"protobuf\" or \"json-schema\" (or \"json\", \"text\", \"bytes\" as a name)"
                     ))),
                 }
             }

@@ -1,4 +1,4 @@
-//! Payload formats with schemas for rivus's connectors: Avro and JSON Schema in Confluent's wire format, the
+//! Payload formats with schemas for rivus's connectors: Avro, Protobuf and JSON Schema in Confluent's wire format, the
 //! schemas kept in a Confluent-compatible schema registry, beside core's `json`, `text` and
 //! `bytes` (see [`Format`]).
 //!
@@ -8,6 +8,7 @@
 //! - `wire.rs`: the five-byte header;
 //! - `avro/`: the Avro binary ↔ JSON records, with the logical types;
 //! - `json_schema.rs`: JSON records validated by a JSON Schema;
+//! - `protobuf.rs`: `.proto` schemas compiled at run time, dynamic messages ↔ JSON records;
 //! - `calendar.rs`: dates and times as text.
 
 pub mod avro;
@@ -15,6 +16,7 @@ mod calendar;
 mod codec;
 mod format;
 mod json_schema;
+mod protobuf;
 pub mod registry;
 pub mod wire;
 

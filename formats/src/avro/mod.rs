@@ -15,6 +15,9 @@ use apache_avro::Schema;
 use parking_lot::Mutex;
 use serde_json::Value;
 
+/// Zig-zag varints, which Confluent's Protobuf framing uses too.
+pub(crate) use decode::long as read_zigzag;
+pub(crate) use from_json::long as zigzag;
 pub use from_json::Misfit;
 pub use to_json::{decimal, to_json};
 
