@@ -1,5 +1,6 @@
 //! The `rivus` facade: re-exports [`rivus_core`] and, behind one feature flag each, the
-//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`).
+//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`), the S3 checkpoint
+//! store (`s3`) and the formats with schemas (`formats`).
 
 pub use rivus_core::*;
 
@@ -29,3 +30,8 @@ pub use rivus_connector_jdbc as jdbc;
 /// Checkpoints on an S3-compatible object store, one owner per job (feature `s3`).
 #[cfg(feature = "s3")]
 pub use rivus_state_s3 as s3;
+
+/// Avro, Protobuf and JSON Schema in Confluent's wire format through a schema registry
+/// (feature `formats`).
+#[cfg(feature = "formats")]
+pub use rivus_formats as formats;
