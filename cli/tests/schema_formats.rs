@@ -1017,3 +1017,72 @@ async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
     }
     assert_eq!(got.len(), sent.len());
 }
+
+/// A Redis stream whose entries hold Avro payloads (encoded by Confluent's serializer) in one
+/// field: a `redis-streams` source in `avro` format reads them into the records that went in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_avro_fields_of_a_redis_stream_are_read() {
+    let (Some(kafka), Some(redis_url), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::Redis),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (stream, output) = (unique_name("avro-stream"), unique_name("avro-from-stream"));
+    topic(&kafka, &output).await;
+    let sent = orders(20);
+    let lines = dir.path().join("orders.jsonl");
+    write_lines(&lines, &sent);
+    let schema = here().join("order.avsc");
+    let payloads = confluent(
+        &py,
+        &[
+            "encode",
+            "-",
+            &registry,
+            &stream,
+            schema.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
+    let client = redis::Client::open(redis_url.as_str()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    for p in payloads.lines() {
+        let _: String = redis::cmd("XADD")
+            .arg(&stream)
+            .arg("*")
+            .arg("payload")
+            .arg(b64(p))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    let file = dir.path().join("stream.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{}\"\n[checkpoint]\ninterval = \"500ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"redis-streams\"\nurl = \"{redis_url}\"\nstreams = [\"{stream}\"]\n\
+             group = \"g\"\njson_field = \"payload\"\nformat = {{ type = \"avro\", {} }}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n",
+            unique_name("avro-stream"),
+            registry_table(&registry)
+        ),
+    )
+    .unwrap();
+    let job = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["run", file.to_str().unwrap()])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let got = read_json(&kafka, &output, sent.len());
+    drop(job);
+    assert_eq!(got, sent);
+}

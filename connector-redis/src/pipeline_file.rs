@@ -15,7 +15,7 @@ use rivus_core::pipeline_file::{
     template, text_of, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased,
     SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
 };
-use rivus_core::schema::{DeserializationSchema, JsonSchema, SchemaError};
+use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
@@ -39,9 +39,13 @@ pub struct RedisStreamsSection {
     pub streams: Vec<String>,
     /// The consumer group.
     pub group: String,
-    /// The entry field holding the record as JSON; without it the record is the entry's
-    /// fields as text.
+    /// The entry field holding the record (in `format`, JSON by default); without it the
+    /// record is the entry's fields as text.
     pub json_field: Option<String>,
+    /// How `json_field` is read: `json` (default), `text`, `bytes`, or a format with a schema
+    /// (`{ type = "avro", registry = { url = ... } }`).
+    #[serde(default)]
+    pub format: Format,
     /// Worker mode: entries pending longer than this are claimed from the consumer holding
     /// them (a worker that died) and processed (default `60s`).
     #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
@@ -145,6 +149,13 @@ impl RedisStreamsSection {
     /// `policy`; errors name fields below `source.redis`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RedisStreamsSource<Value>> {
         let json_field = self.json_field.clone();
+        if json_field.is_none() && self.format != Format::default() {
+            return Err(Error::config(
+                "source.redis-streams.format",
+                "a format reads the field named by `json_field`; none is set",
+            ));
+        }
+        let codec = Codec::new(&self.format, "source.redis-streams.format")?;
         let mut builder = RedisStreamsSource::builder(self.endpoint());
         if let Some(d) = self.claim_idle {
             builder = builder.claim_idle(d);
@@ -160,7 +171,7 @@ impl RedisStreamsSection {
                         let raw = e.field(f).ok_or_else(|| {
                             SchemaError::new("redis", &position, format!("no field `{f}`"))
                         })?;
-                        JsonSchema::<Value>::new().deserialize(raw, &position)
+                        codec.decode_blocking(raw, &position)
                     }
                     None => Ok(Value::Object(
                         e.fields

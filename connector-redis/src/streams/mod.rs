@@ -385,6 +385,12 @@ impl<T: Send + 'static> RedisStreamsSource<T> {
         ctx.state_mut().emitted += 1;
         match decode(&entry) {
             Ok(v) => ctx.collect(v).await,
+            // Not the entry's fault (a schema registry out of reach): the task fails and the
+            // entry, not acknowledged, is read again after the restart.
+            Err(err) if err.transient => Err(Error::connector(
+                format!("redis streams: decoding {}#{}", entry.stream, entry.id),
+                err,
+            )),
             Err(err) => {
                 let (position, payload) = dead_letter(&entry);
                 handler
