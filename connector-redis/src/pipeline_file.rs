@@ -301,7 +301,11 @@ impl SourceSection for RedisStreamsSection {
             OptionDoc::required("streams", "[string]"),
             OptionDoc::required("group", "string"),
             OptionDoc::optional("json_field", "string", "the entry's fields as text"),
-            OptionDoc::optional("format", "json|text|bytes|{ type = \"avro\", registry, ... }", "json"),
+            OptionDoc::optional(
+                "format",
+                "json|text|bytes|{ type = \"avro\", registry, ... }",
+                "json",
+            ),
             OptionDoc::optional("claim_idle", "duration", "60s"),
         ],
     };

@@ -95,7 +95,7 @@ impl JsonSchemaCodec {
             .spec
             .subject_for(topic, role, name.as_deref(), &self.path)?;
         let given = self.given.as_ref().map(|g| g.0.as_str());
-        let (id, text) = crate::codec::writer_schema(
+        let (id, text) = crate::writer::writer_schema(
             &self.spec,
             &self.registry,
             &subject,
