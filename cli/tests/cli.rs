@@ -107,7 +107,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"h:1\"\ntopics = [\"a\"]\nformat = \"avro\"\n[sink]\ntype = \"stdout\"\n",
-            "source.format: unknown variant `avro`, expected one of `json`, `text`, `bytes`",
+            "source.format: unknown format \"avro\": expected \"json\", \"text\", \"bytes\", or a table",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"jdbc\"\nurl = \"${RIVUS_TEST_NOT_SET}\"\ntable = \"t\"\n",
