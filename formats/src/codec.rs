@@ -21,9 +21,9 @@ use crate::avro::{AvroReader, Parsed};
 use crate::format::{Format, SchemaFormat};
 use crate::json_schema::JsonSchemaCodec;
 use crate::protobuf::ProtobufCodec;
-use crate::registry::{Registry, RegistryError, SchemaType};
+use crate::registry::{Registry, SchemaType};
+use crate::schemas::{payload_schema, writer_schema};
 use crate::wire;
-use crate::writer::writer_schema;
 
 /// Whether a codec writes a message's value or its key (the `-value`/`-key` subjects).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,12 +224,11 @@ impl Codec {
         }
         let path = &a.path;
         let name = a.given.as_ref().and_then(|g| g.0.full_name());
-        let subject = a.spec.subject_for(topic, role, name.as_deref(), path)?;
-        let given = a.given.as_ref().map(|g| g.1.as_str());
-        let (id, text) = writer_schema(
+        let given = a.given.as_ref().map(|g| (g.1.as_str(), name.as_deref()));
+        let (subject, id, text) = writer_schema(
             &a.spec,
             &a.registry,
-            &subject,
+            (topic, role),
             SchemaType::Avro,
             given,
             path,
@@ -309,38 +308,10 @@ impl Codec {
         data: &[u8],
         position: &(dyn fmt::Display + Sync),
     ) -> std::result::Result<Value, SchemaError> {
-        match &self.0 {
-            Inner::Plain(p) => p.decode(data, position),
-            Inner::JsonSchema(j) => {
-                let (id, body) =
-                    wire::split(data).map_err(|e| SchemaError::new("json-schema", position, e))?;
-                let v = match j.known(id) {
-                    Some(v) => v,
-                    None => j.learn(id, &position.to_string()).await?,
-                };
-                JsonSchemaCodec::read(&v, id, body, position)
-            }
-            Inner::Protobuf(p) => {
-                let (id, body) =
-                    wire::split(data).map_err(|e| SchemaError::new("protobuf", position, e))?;
-                let file = match p.known(id) {
-                    Some(f) => f,
-                    None => p.learn(id, &position.to_string()).await?,
-                };
-                ProtobufCodec::read(&file, id, body, position)
-            }
-            Inner::Avro(a) => {
-                let (id, payload) =
-                    wire::split(data).map_err(|e| SchemaError::new("avro", position, e))?;
-                let writer = match a.reader.writer(id) {
-                    Some(w) => w,
-                    None => a.learn(id, &position.to_string()).await?,
-                };
-                a.reader
-                    .read(&writer, payload)
-                    .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))
-            }
+        if let Some(id) = self.unlearned(data) {
+            self.learn(id, &position.to_string()).await?;
         }
+        self.decode_learned(data, position)
     }
 
     /// [`decode`](Self::decode) from a thread that may not wait on async code (a consumer
@@ -350,45 +321,63 @@ impl Codec {
         data: &[u8],
         position: &dyn fmt::Display,
     ) -> std::result::Result<Value, SchemaError> {
+        if let Some(id) = self.unlearned(data) {
+            let shown = position.to_string();
+            on_helper_thread(self.learn(id, &shown))?;
+        }
+        self.decode_learned(data, position)
+    }
+
+    /// The schema id a framed payload names when this codec has not learned that schema yet.
+    fn unlearned(&self, data: &[u8]) -> Option<u32> {
+        let (id, _) = wire::split(data).ok()?;
+        let known = match &self.0 {
+            Inner::Plain(_) => true,
+            Inner::Avro(a) => a.reader.writer(id).is_some(),
+            Inner::JsonSchema(j) => j.known(id).is_some(),
+            Inner::Protobuf(p) => p.known(id).is_some(),
+        };
+        (!known).then_some(id)
+    }
+
+    /// Fetches and keeps the schema of `id` (one registry request).
+    async fn learn(&self, id: u32, position: &str) -> std::result::Result<(), SchemaError> {
+        match &self.0 {
+            Inner::Plain(_) => Ok(()),
+            Inner::Avro(a) => a.learn(id, position).await.map(drop),
+            Inner::JsonSchema(j) => j.learn(id, position).await.map(drop),
+            Inner::Protobuf(p) => p.learn(id, position).await.map(drop),
+        }
+    }
+
+    /// Decodes with the schemas learned so far.
+    fn decode_learned(
+        &self,
+        data: &[u8],
+        position: &dyn fmt::Display,
+    ) -> std::result::Result<Value, SchemaError> {
+        if let Inner::Plain(p) = &self.0 {
+            return p.decode(data, position);
+        }
+        let format = self.name();
+        let (id, body) = wire::split(data).map_err(|e| SchemaError::new(format, position, e))?;
+        // Learned a moment ago but dropped from a full cache since: not the record's fault.
+        let dropped =
+            || SchemaError::unavailable(format, position, format!("schema id {id} left the cache"));
         match &self.0 {
             Inner::Plain(p) => p.decode(data, position),
+            Inner::Avro(a) => {
+                let writer = a.reader.writer(id).ok_or_else(dropped)?;
+                a.reader
+                    .read(&writer, body)
+                    .map_err(|e| SchemaError::new(format, position, format!("schema id {id}: {e}")))
+            }
             Inner::JsonSchema(j) => {
-                let (id, body) =
-                    wire::split(data).map_err(|e| SchemaError::new("json-schema", position, e))?;
-                let v = match j.known(id) {
-                    Some(v) => v,
-                    None => {
-                        let shown = position.to_string();
-                        on_helper_thread(j.learn(id, &shown))?
-                    }
-                };
+                let v = j.known(id).ok_or_else(dropped)?;
                 JsonSchemaCodec::read(&v, id, body, position)
             }
             Inner::Protobuf(p) => {
-                let (id, body) =
-                    wire::split(data).map_err(|e| SchemaError::new("protobuf", position, e))?;
-                let file = match p.known(id) {
-                    Some(f) => f,
-                    None => {
-                        let shown = position.to_string();
-                        on_helper_thread(p.learn(id, &shown))?
-                    }
-                };
-                ProtobufCodec::read(&file, id, body, position)
-            }
-            Inner::Avro(a) => {
-                let (id, payload) =
-                    wire::split(data).map_err(|e| SchemaError::new("avro", position, e))?;
-                let writer = match a.reader.writer(id) {
-                    Some(w) => w,
-                    None => {
-                        let shown = position.to_string();
-                        on_helper_thread(a.learn(id, &shown))?
-                    }
-                };
-                a.reader
-                    .read(&writer, payload)
-                    .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))
+                ProtobufCodec::read(&p.known(id).ok_or_else(dropped)?, id, body, position)
             }
         }
     }
@@ -401,30 +390,7 @@ impl AvroCodec {
         id: u32,
         position: &str,
     ) -> std::result::Result<Arc<Parsed>, SchemaError> {
-        let r = match self.registry.schema(id).await {
-            Ok(r) => r,
-            Err(e) if e.is_unavailable() => {
-                return Err(SchemaError::unavailable("avro", position, e))
-            }
-            Err(RegistryError::Answered { status: 404, .. }) => {
-                return Err(SchemaError::new(
-                    "avro",
-                    position,
-                    format!(
-                        "schema id {id} is unknown to the registry {}",
-                        self.registry.url()
-                    ),
-                ))
-            }
-            Err(e) => return Err(SchemaError::unavailable("avro", position, e)),
-        };
-        if r.schema_type != SchemaType::Avro {
-            return Err(SchemaError::new(
-                "avro",
-                position,
-                format!("schema id {id} is a {:?} schema, not Avro", r.schema_type),
-            ));
-        }
+        let r = payload_schema(&self.registry, id, SchemaType::Avro, "avro", position).await?;
         self.reader
             .learn(id, &r.text)
             .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))

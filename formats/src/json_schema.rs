@@ -14,7 +14,8 @@ use rivus_core::{Error, Result};
 use serde_json::Value;
 
 use crate::format::SchemaFormat;
-use crate::registry::{Registry, RegistryError, SchemaType};
+use crate::registry::{Registry, SchemaType};
+use crate::schemas::{payload_schema, writer_schema};
 use crate::{wire, Role};
 
 /// Validators kept by id at most.
@@ -91,14 +92,11 @@ impl JsonSchemaCodec {
             return Ok(());
         }
         let name = self.given.as_ref().and_then(|g| g.1.clone());
-        let subject = self
-            .spec
-            .subject_for(topic, role, name.as_deref(), &self.path)?;
-        let given = self.given.as_ref().map(|g| g.0.as_str());
-        let (id, text) = crate::writer::writer_schema(
+        let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
+        let (subject, id, text) = writer_schema(
             &self.spec,
             &self.registry,
-            &subject,
+            (topic, role),
             SchemaType::Json,
             given,
             &self.path,
@@ -151,30 +149,14 @@ impl JsonSchemaCodec {
         id: u32,
         position: &str,
     ) -> std::result::Result<Arc<Validator>, SchemaError> {
-        let r = match self.registry.schema(id).await {
-            Ok(r) => r,
-            Err(RegistryError::Answered { status: 404, .. }) => {
-                return Err(SchemaError::new(
-                    "json-schema",
-                    position,
-                    format!(
-                        "schema id {id} is unknown to the registry {}",
-                        self.registry.url()
-                    ),
-                ))
-            }
-            Err(e) => return Err(SchemaError::unavailable("json-schema", position, e)),
-        };
-        if r.schema_type != SchemaType::Json {
-            return Err(SchemaError::new(
-                "json-schema",
-                position,
-                format!(
-                    "schema id {id} is a {:?} schema, not JSON Schema",
-                    r.schema_type
-                ),
-            ));
-        }
+        let r = payload_schema(
+            &self.registry,
+            id,
+            SchemaType::Json,
+            "json-schema",
+            position,
+        )
+        .await?;
         let v = Arc::new(compile(&r.text).map_err(|e| {
             SchemaError::new("json-schema", position, format!("schema id {id}: {e}"))
         })?);

@@ -5,7 +5,7 @@
 //! - `format.rs`: the `format` option of pipeline files — a name or a table with a registry;
 //! - `codec.rs`: what a connector holds at run time: decode a payload, encode a record;
 //! - `registry.rs`: the registry's REST client with its schema cache;
-//! - `writer.rs`: the writer's schema of a subject (registered, latest or by id);
+//! - `schemas.rs`: which registered schema a writer uses, and the one a payload names;
 //! - `wire.rs`: the five-byte header;
 //! - `avro/`: the Avro binary ↔ JSON records, with the logical types;
 //! - `json_schema.rs`: JSON records validated by a JSON Schema;
@@ -19,8 +19,8 @@ mod format;
 mod json_schema;
 mod protobuf;
 pub mod registry;
+mod schemas;
 pub mod wire;
-mod writer;
 
 pub use codec::{Codec, Role};
 pub use format::{Format, SchemaFormat, SubjectStrategy};

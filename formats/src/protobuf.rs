@@ -20,7 +20,8 @@ use rivus_core::{Error, Result};
 use serde_json::Value;
 
 use crate::format::SchemaFormat;
-use crate::registry::{Registry, RegistryError, SchemaType};
+use crate::registry::{Registry, SchemaType};
+use crate::schemas::{payload_schema, writer_schema};
 use crate::{wire, Role};
 
 /// Compiled schemas kept by id at most.
@@ -195,14 +196,11 @@ impl ProtobufCodec {
             return Ok(());
         }
         let name = self.given.as_ref().map(|g| g.1.full_name().to_owned());
-        let subject = self
-            .spec
-            .subject_for(topic, role, name.as_deref(), &self.path)?;
-        let given = self.given.as_ref().map(|g| g.0.as_str());
-        let (id, text) = crate::writer::writer_schema(
+        let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
+        let (subject, id, text) = writer_schema(
             &self.spec,
             &self.registry,
-            &subject,
+            (topic, role),
             SchemaType::Protobuf,
             given,
             &self.path,
@@ -263,30 +261,14 @@ impl ProtobufCodec {
         id: u32,
         position: &str,
     ) -> std::result::Result<FileDescriptor, SchemaError> {
-        let r = match self.registry.schema(id).await {
-            Ok(r) => r,
-            Err(RegistryError::Answered { status: 404, .. }) => {
-                return Err(SchemaError::new(
-                    "protobuf",
-                    position,
-                    format!(
-                        "schema id {id} is unknown to the registry {}",
-                        self.registry.url()
-                    ),
-                ))
-            }
-            Err(e) => return Err(SchemaError::unavailable("protobuf", position, e)),
-        };
-        if r.schema_type != SchemaType::Protobuf {
-            return Err(SchemaError::new(
-                "protobuf",
-                position,
-                format!(
-                    "schema id {id} is a {:?} schema, not Protobuf",
-                    r.schema_type
-                ),
-            ));
-        }
+        let r = payload_schema(
+            &self.registry,
+            id,
+            SchemaType::Protobuf,
+            "protobuf",
+            position,
+        )
+        .await?;
         let file = compile(&r.text)
             .map_err(|e| SchemaError::new("protobuf", position, format!("schema id {id}: {e}")))?;
         let mut m = self.readers.lock();

@@ -297,19 +297,9 @@ impl Registry {
         schema_type: SchemaType,
         text: &str,
     ) -> std::result::Result<u32, RegistryError> {
-        let mut body = serde_json::json!({ "schema": text });
-        if schema_type != SchemaType::Avro {
-            body["schemaType"] = schema_type.name().into();
-        }
-        let got: Id = self
-            .call(
-                format!("registering a schema under subject `{subject}`"),
-                reqwest::Method::POST,
-                &format!("/subjects/{}/versions", encode(subject)),
-                Some(body),
-            )
-            .await?;
-        Ok(got.id)
+        let what = format!("registering a schema under subject `{subject}`");
+        let path = format!("/subjects/{}/versions", encode(subject));
+        self.post_schema(what, &path, schema_type, text).await
     }
 
     /// The id of `text` registered under `subject` already (nothing is registered).
@@ -319,17 +309,26 @@ impl Registry {
         schema_type: SchemaType,
         text: &str,
     ) -> std::result::Result<u32, RegistryError> {
+        let what =
+            format!("looking up the schema under subject `{subject}` (auto_register = false)");
+        let path = format!("/subjects/{}", encode(subject));
+        self.post_schema(what, &path, schema_type, text).await
+    }
+
+    /// Posts a schema to `path` (registration or lookup): the id the registry answers.
+    async fn post_schema(
+        &self,
+        what: String,
+        path: &str,
+        schema_type: SchemaType,
+        text: &str,
+    ) -> std::result::Result<u32, RegistryError> {
         let mut body = serde_json::json!({ "schema": text });
         if schema_type != SchemaType::Avro {
             body["schemaType"] = schema_type.name().into();
         }
         let got: Id = self
-            .call(
-                format!("looking up the schema under subject `{subject}` (auto_register = false)"),
-                reqwest::Method::POST,
-                &format!("/subjects/{}", encode(subject)),
-                Some(body),
-            )
+            .call(what, reqwest::Method::POST, path, Some(body))
             .await?;
         Ok(got.id)
     }
