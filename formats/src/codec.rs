@@ -308,10 +308,14 @@ impl Codec {
         data: &[u8],
         position: &(dyn fmt::Display + Sync),
     ) -> std::result::Result<Value, SchemaError> {
-        if let Some(id) = self.unlearned(data) {
-            self.learn(id, &position.to_string()).await?;
+        match self.decode_learned(data, position) {
+            Ok(decoded) => decoded,
+            Err(id) => {
+                self.learn(id, &position.to_string()).await?;
+                self.decode_learned(data, position)
+                    .unwrap_or_else(|id| Err(self.dropped(id, position)))
+            }
         }
-        self.decode_learned(data, position)
     }
 
     /// [`decode`](Self::decode) from a thread that may not wait on async code (a consumer
@@ -321,23 +325,25 @@ impl Codec {
         data: &[u8],
         position: &dyn fmt::Display,
     ) -> std::result::Result<Value, SchemaError> {
-        if let Some(id) = self.unlearned(data) {
-            let shown = position.to_string();
-            on_helper_thread(self.learn(id, &shown))?;
+        match self.decode_learned(data, position) {
+            Ok(decoded) => decoded,
+            Err(id) => {
+                let shown = position.to_string();
+                on_helper_thread(self.learn(id, &shown))?;
+                self.decode_learned(data, position)
+                    .unwrap_or_else(|id| Err(self.dropped(id, position)))
+            }
         }
-        self.decode_learned(data, position)
     }
 
-    /// The schema id a framed payload names when this codec has not learned that schema yet.
-    fn unlearned(&self, data: &[u8]) -> Option<u32> {
-        let (id, _) = wire::split(data).ok()?;
-        let known = match &self.0 {
-            Inner::Plain(_) => true,
-            Inner::Avro(a) => a.reader.writer(id).is_some(),
-            Inner::JsonSchema(j) => j.known(id).is_some(),
-            Inner::Protobuf(p) => p.known(id).is_some(),
-        };
-        (!known).then_some(id)
+    /// A schema learned a moment ago but dropped from a full cache since: not the record's
+    /// fault.
+    fn dropped(&self, id: u32, position: &dyn fmt::Display) -> SchemaError {
+        SchemaError::unavailable(
+            self.name(),
+            position,
+            format!("schema id {id} left the cache"),
+        )
     }
 
     /// Fetches and keeps the schema of `id` (one registry request).
@@ -350,36 +356,35 @@ impl Codec {
         }
     }
 
-    /// Decodes with the schemas learned so far.
+    /// Decodes with the schemas learned so far; `Err(id)` when the payload names a schema not
+    /// learned yet (one lookup per record on the hot path).
     fn decode_learned(
         &self,
         data: &[u8],
         position: &dyn fmt::Display,
-    ) -> std::result::Result<Value, SchemaError> {
+    ) -> std::result::Result<std::result::Result<Value, SchemaError>, u32> {
         if let Inner::Plain(p) = &self.0 {
-            return p.decode(data, position);
+            return Ok(p.decode(data, position));
         }
         let format = self.name();
-        let (id, body) = wire::split(data).map_err(|e| SchemaError::new(format, position, e))?;
-        // Learned a moment ago but dropped from a full cache since: not the record's fault.
-        let dropped =
-            || SchemaError::unavailable(format, position, format!("schema id {id} left the cache"));
-        match &self.0 {
+        let (id, body) = match wire::split(data) {
+            Ok(split) => split,
+            Err(e) => return Ok(Err(SchemaError::new(format, position, e))),
+        };
+        Ok(match &self.0 {
             Inner::Plain(p) => p.decode(data, position),
             Inner::Avro(a) => {
-                let writer = a.reader.writer(id).ok_or_else(dropped)?;
+                let writer = a.reader.writer(id).ok_or(id)?;
                 a.reader
                     .read(&writer, body)
                     .map_err(|e| SchemaError::new(format, position, format!("schema id {id}: {e}")))
             }
             Inner::JsonSchema(j) => {
-                let v = j.known(id).ok_or_else(dropped)?;
+                let v = j.known(id).ok_or(id)?;
                 JsonSchemaCodec::read(&v, id, body, position)
             }
-            Inner::Protobuf(p) => {
-                ProtobufCodec::read(&p.known(id).ok_or_else(dropped)?, id, body, position)
-            }
-        }
+            Inner::Protobuf(p) => ProtobufCodec::read(&p.known(id).ok_or(id)?, id, body, position),
+        })
     }
 }
 
