@@ -467,7 +467,8 @@ async fn confluent_avro_bodies_go_through_rabbitmq_into_redis_values() {
     );
 }
 
-/// A row of the example's table: id, customer, amount, placed, day, ref, note, tags, score.
+/// A row of the example's table: id, customer, amount, placed, day, ref, note, tags, blob,
+/// score.
 type Row = (
     i64,
     String,
@@ -477,11 +478,13 @@ type Row = (
     String,
     Option<String>,
     String,
+    Vec<u8>,
     f64,
 );
 
 /// `examples/avro-kafka-to-postgres.toml` on Avro records written by Confluent's serializer:
-/// every order lands in PostgreSQL with its types (NUMERIC, TIMESTAMPTZ, DATE, UUID, JSONB).
+/// every order lands in PostgreSQL with its types (NUMERIC, TIMESTAMPTZ, DATE, UUID, JSONB,
+/// BYTEA).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_avro_example_fills_typed_postgres_columns() {
     let (Some(kafka), Some(registry), Some(pg), Some(py)) = (
@@ -553,14 +556,14 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
     let rows: Vec<Row> = sqlx::query_as(&format!(
         "SELECT id, customer, amount::text, \
              to_char(placed AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), day::text, \
-             ref::text, note, tags::text, score FROM {unique} ORDER BY id"
+             ref::text, note, tags::text, blob, score FROM {unique} ORDER BY id"
     ))
     .fetch_all(&mut db)
     .await
     .unwrap();
     assert_eq!(rows.len(), sent.len());
     for (row, want) in rows.iter().zip(&sent) {
-        let (id, customer, amount, placed, day, uuid, note, tags, score) = row;
+        let (id, customer, amount, placed, day, uuid, note, tags, blob, score) = row;
         assert_eq!(json!(id), want["id"]);
         assert_eq!(json!(customer), want["customer"]);
         assert_eq!(json!(amount), want["amount"], "NUMERIC keeps the decimal");
@@ -573,6 +576,12 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
         assert_eq!(json!(uuid), want["ref"]);
         assert_eq!(json!(note), want["note"]);
         assert_eq!(serde_json::from_str::<Value>(tags).unwrap(), want["tags"]);
+        assert_eq!(
+            json!(base64_of(blob)),
+            want["blob"],
+            "BYTEA keeps the bytes"
+        );
+        assert_eq!(blob.len(), 3);
         assert_eq!(json!(score), want["score"]);
     }
 }

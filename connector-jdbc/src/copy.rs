@@ -41,10 +41,10 @@ pub(crate) async fn unnest(
                     })
                     .collect::<Vec<_>>(),
             ),
-            Class::Bytes => q.bind(
+            Class::Bytes(_) => q.bind(
                 values
                     .map(|v| match v {
-                        SqlValue::Bytes(x) => x.as_deref(),
+                        SqlValue::Bytes(x, _) => x.as_deref(),
                         _ => None,
                     })
                     .collect::<Vec<_>>(),
@@ -74,7 +74,7 @@ fn csv_field(out: &mut Vec<u8>, v: &SqlValue) {
         }
         SqlValue::Bool(Some(b)) => out.push(if *b { b't' } else { b'f' }),
         SqlValue::Text(Some(s)) => quoted(out, s.as_bytes()),
-        SqlValue::Bytes(Some(b)) => {
+        SqlValue::Bytes(Some(b), _) => {
             out.extend_from_slice(b"\"\\x");
             for byte in b {
                 let _ = write!(out, "{byte:02x}");

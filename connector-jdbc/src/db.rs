@@ -52,7 +52,7 @@ macro_rules! bind_values {
                 SqlValue::Float(x) => q.bind(*x),
                 SqlValue::Bool(x) => q.bind(*x),
                 SqlValue::Text(x) => q.bind(x.as_deref()),
-                SqlValue::Bytes(x) => q.bind(x.as_deref()),
+                SqlValue::Bytes(x, _) => q.bind(x.as_deref()),
             };
         }
         q

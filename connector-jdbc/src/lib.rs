@@ -37,6 +37,6 @@ pub use sink::{JdbcSink, JdbcSinkBuilder, JdbcSinkState, Row, RowChange};
 pub use source::{JdbcSource, JdbcSourceBuilder, JdbcSourceState, SplitPosition};
 pub use statement::{PgMethod, WriteMode};
 pub use table::{TableColumn, TableSchema};
-pub use value::{Class, SqlValue};
+pub use value::{BytesText, Class, SqlValue};
 
 pub use rivus_core::secrets::redact_url as redact;

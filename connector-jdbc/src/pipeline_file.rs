@@ -91,9 +91,36 @@ pub struct JdbcSinkSection {
     /// Fields without a column are dropped instead of refused.
     #[serde(default)]
     pub ignore_unknown_fields: bool,
+    /// How text becomes the bytes of a binary column: `utf8` (default), `base64` (what the
+    /// schema formats give for bytes fields) or `hex`.
+    #[serde(default)]
+    pub bytes_encoding: JdbcBytesEncoding,
     /// TLS, as for the source.
     #[serde(default)]
     pub tls: TlsFiles,
+}
+
+/// How text becomes the bytes of a binary column.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JdbcBytesEncoding {
+    /// The text's UTF-8 bytes.
+    #[default]
+    Utf8,
+    /// Standard base64.
+    Base64,
+    /// Hexadecimal digits (optionally after `\\x` or `0x`).
+    Hex,
+}
+
+impl From<JdbcBytesEncoding> for crate::BytesText {
+    fn from(e: JdbcBytesEncoding) -> Self {
+        match e {
+            JdbcBytesEncoding::Utf8 => crate::BytesText::Utf8,
+            JdbcBytesEncoding::Base64 => crate::BytesText::Base64,
+            JdbcBytesEncoding::Hex => crate::BytesText::Hex,
+        }
+    }
 }
 
 /// Insert or upsert.
@@ -181,6 +208,7 @@ impl JdbcSinkSection {
                 DeliveryGuarantee::AtLeastOnce
             })
             .ignore_unknown_fields(self.ignore_unknown_fields)
+            .bytes_encoding(self.bytes_encoding.into())
             .error_policy(policy);
         if let Some(k) = &self.key {
             b = b.key(k.clone());
@@ -279,6 +307,11 @@ impl SinkSection for JdbcSinkSection {
             OptionDoc::optional("positions_table", "table", "rivus_source_positions"),
             OptionDoc::optional("setup", "SQL", "none (run once before the job)"),
             OptionDoc::optional("ignore_unknown_fields", "bool", "false"),
+            OptionDoc::optional(
+                "bytes_encoding",
+                "\"utf8\" | \"base64\" | \"hex\"",
+                "\"utf8\"",
+            ),
             OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
         ],
     };

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::db::Conn;
 use crate::dialect::Dialect;
-use crate::value::Class;
+use crate::value::{BytesText, Class};
 
 /// One column of a table.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +43,7 @@ fn pg_class(typname: &str, category: &str) -> Class {
         ("int2" | "int4" | "int8" | "oid", _) => Class::Int,
         ("float4" | "float8", _) => Class::Float,
         ("bool", _) => Class::Bool,
-        ("bytea", _) => Class::Bytes,
+        ("bytea", _) => Class::Bytes(BytesText::Utf8),
         _ => Class::Text,
     }
 }
@@ -52,7 +52,9 @@ fn mysql_class(data_type: &str) -> Class {
     match data_type {
         "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint" | "year" => Class::Int,
         "float" | "double" | "real" => Class::Float,
-        "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => Class::Bytes,
+        "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
+            Class::Bytes(BytesText::Utf8)
+        }
         _ => Class::Text,
     }
 }

@@ -1,7 +1,70 @@
 //! Values bound to statements: a table column's [`Class`] decides how a JSON field is
 //! converted, so a wrong type is caught before the database sees it and named by column.
 
+use base64::Engine as _;
 use serde_json::Value;
+
+/// How a text field becomes the bytes of a binary column (`BYTEA`, `BLOB`, `VARBINARY`).
+/// An array of numbers 0-255 is taken as the bytes themselves whatever this says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BytesText {
+    /// The text's own UTF-8 bytes (the default).
+    #[default]
+    Utf8,
+    /// Standard base64 with padding (RFC 4648 §4): what the `avro`, `protobuf` and
+    /// `json-schema` formats give for bytes and fixed fields.
+    Base64,
+    /// Hexadecimal digits, either case, with an optional `\\x` or `0x` prefix.
+    Hex,
+}
+
+impl BytesText {
+    /// The bytes `s` stands for, or what was expected.
+    pub fn decode(self, s: &str) -> Result<Vec<u8>, &'static str> {
+        match self {
+            BytesText::Utf8 => Ok(s.as_bytes().to_vec()),
+            BytesText::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .map_err(|_| "base64 text"),
+            BytesText::Hex => {
+                let digits = s
+                    .strip_prefix("\\x")
+                    .or_else(|| s.strip_prefix("0x"))
+                    .unwrap_or(s)
+                    .as_bytes();
+                if !digits.len().is_multiple_of(2) {
+                    return Err("hexadecimal text (an even number of digits)");
+                }
+                digits
+                    .chunks(2)
+                    .map(|pair| {
+                        std::str::from_utf8(pair)
+                            .ok()
+                            .and_then(|p| u8::from_str_radix(p, 16).ok())
+                            .ok_or("hexadecimal text")
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// `bytes` as this text (for dead letters: what comes back converts to the same bytes).
+    pub fn encode(self, bytes: &[u8]) -> Value {
+        match self {
+            BytesText::Utf8 => match std::str::from_utf8(bytes) {
+                Ok(s) => Value::from(s),
+                // Not text: the numbers themselves, which convert back to the same bytes.
+                Err(_) => Value::from(bytes.to_vec()),
+            },
+            BytesText::Base64 => {
+                Value::from(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+            BytesText::Hex => {
+                Value::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+            }
+        }
+    }
+}
 
 /// How values of a column are bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,8 +77,8 @@ pub enum Class {
     Bool,
     /// Text and everything the database parses from text (dates, decimals, uuid, json...).
     Text,
-    /// Binary strings.
-    Bytes,
+    /// Binary strings; text fields are read as the [`BytesText`] says.
+    Bytes(BytesText),
     /// No declared type (SQLite): bound by the JSON value's own type.
     Any,
 }
@@ -31,8 +94,8 @@ pub enum SqlValue {
     Bool(Option<bool>),
     /// Text.
     Text(Option<String>),
-    /// Bytes.
-    Bytes(Option<Vec<u8>>),
+    /// Bytes, and how they were written as text (to give them back the same way).
+    Bytes(Option<Vec<u8>>, BytesText),
 }
 
 impl SqlValue {
@@ -42,7 +105,7 @@ impl SqlValue {
             Class::Int => SqlValue::Int(None),
             Class::Float => SqlValue::Float(None),
             Class::Bool => SqlValue::Bool(None),
-            Class::Bytes => SqlValue::Bytes(None),
+            Class::Bytes(text) => SqlValue::Bytes(None, text),
             Class::Text | Class::Any => SqlValue::Text(None),
         }
     }
@@ -82,14 +145,17 @@ impl SqlValue {
             },
             (Class::Text, Value::String(s)) => SqlValue::Text(Some(s.clone())),
             (Class::Text, other) => SqlValue::Text(Some(other.to_string())),
-            (Class::Bytes, Value::String(s)) => SqlValue::Bytes(Some(s.as_bytes().to_vec())),
-            (Class::Bytes, Value::Array(items)) => {
+            (Class::Bytes(text), Value::String(s)) => match text.decode(s) {
+                Ok(b) => SqlValue::Bytes(Some(b), text),
+                Err(what) => return wrong(what),
+            },
+            (Class::Bytes(text), Value::Array(items)) => {
                 let bytes: Option<Vec<u8>> = items
                     .iter()
                     .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
                     .collect();
                 match bytes {
-                    Some(b) => SqlValue::Bytes(Some(b)),
+                    Some(b) => SqlValue::Bytes(Some(b), text),
                     None => return wrong("a string or an array of bytes"),
                 }
             }
@@ -103,7 +169,7 @@ impl SqlValue {
             (Class::Float, _) => return wrong("a number"),
             (Class::Bool, _) => return wrong("a boolean"),
             (Class::Int, _) => return wrong("an integer"),
-            (Class::Bytes, _) => return wrong("a string or an array of bytes"),
+            (Class::Bytes(_), _) => return wrong("a string or an array of bytes"),
         })
     }
 
@@ -111,7 +177,9 @@ impl SqlValue {
     pub fn convert_owned(v: Value, class: Class) -> Result<Self, (String, Value)> {
         match (class, v) {
             (Class::Text | Class::Any, Value::String(s)) => Ok(SqlValue::Text(Some(s))),
-            (Class::Bytes, Value::String(s)) => Ok(SqlValue::Bytes(Some(s.into_bytes()))),
+            (Class::Bytes(BytesText::Utf8), Value::String(s)) => {
+                Ok(SqlValue::Bytes(Some(s.into_bytes()), BytesText::Utf8))
+            }
             (class, v) => Self::convert(&v, class).map_err(|e| (e, v)),
         }
     }
@@ -125,7 +193,7 @@ impl SqlValue {
             (Class::Int, Value::Number(n)) if !n.is_i64() => Self::convert(v, class).map(drop),
             (_, Value::Null)
             | (Class::Text | Class::Any, _)
-            | (Class::Bytes, Value::String(_))
+            | (Class::Bytes(BytesText::Utf8), Value::String(_))
             | (Class::Int | Class::Float, Value::Number(_))
             | (Class::Bool, Value::Bool(_)) => Ok(()),
             _ => Self::convert(v, class).map(drop),
@@ -150,7 +218,7 @@ impl SqlValue {
             SqlValue::Float(Some(f)) => Value::from(*f),
             SqlValue::Bool(Some(b)) => Value::from(*b),
             SqlValue::Text(Some(s)) => Value::from(s.as_str()),
-            SqlValue::Bytes(Some(b)) => Value::from(String::from_utf8_lossy(b).into_owned()),
+            SqlValue::Bytes(Some(b), text) => text.encode(b),
             _ => Value::Null,
         }
     }
@@ -159,7 +227,7 @@ impl SqlValue {
     pub fn size(&self) -> usize {
         match self {
             SqlValue::Text(Some(s)) => s.len() + 4,
-            SqlValue::Bytes(Some(b)) => b.len() + 4,
+            SqlValue::Bytes(Some(b), _) => b.len() + 4,
             _ => 8,
         }
     }
@@ -180,7 +248,7 @@ pub(crate) fn short(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Class, SqlValue};
+    use super::{BytesText, Class, SqlValue};
     use serde_json::json;
 
     #[test]
@@ -219,6 +287,10 @@ mod tests {
             json!("7"),
             json!("t"),
             json!("x"),
+            json!("AAEC/w=="),
+            json!("00ff"),
+            json!("\\x0aFF"),
+            json!("0x0"),
             json!([1, 2]),
             json!([300]),
             json!({"a": 1}),
@@ -228,7 +300,9 @@ mod tests {
             Class::Float,
             Class::Bool,
             Class::Text,
-            Class::Bytes,
+            Class::Bytes(BytesText::Utf8),
+            Class::Bytes(BytesText::Base64),
+            Class::Bytes(BytesText::Hex),
             Class::Any,
         ] {
             for v in &values {
@@ -253,5 +327,42 @@ mod tests {
         assert!(e.contains("integer"), "{e}");
         let e = SqlValue::convert(&json!([1, 2]), Class::Bool).unwrap_err();
         assert!(e.contains("boolean"), "{e}");
+    }
+
+    #[test]
+    fn binary_columns_read_text_as_told_and_give_it_back_the_same_way() {
+        let b64 = Class::Bytes(BytesText::Base64);
+        let v = SqlValue::convert(&json!("AAEC/w=="), b64).unwrap();
+        assert_eq!(
+            v,
+            SqlValue::Bytes(Some(vec![0, 1, 2, 255]), BytesText::Base64)
+        );
+        assert_eq!(v.to_json(), json!("AAEC/w=="));
+        let e = SqlValue::convert(&json!("not base64!"), b64).unwrap_err();
+        assert_eq!(e, "expected base64 text, got \"not base64!\"");
+
+        let hex = Class::Bytes(BytesText::Hex);
+        for text in ["00ff7F", "\\x00ff7f", "0x00FF7f"] {
+            let v = SqlValue::convert(&json!(text), hex).unwrap();
+            assert_eq!(v, SqlValue::Bytes(Some(vec![0, 255, 127]), BytesText::Hex));
+            assert_eq!(v.to_json(), json!("00ff7f"));
+        }
+        assert!(SqlValue::convert(&json!("abc"), hex)
+            .unwrap_err()
+            .contains("even"));
+        assert!(SqlValue::convert(&json!("zz"), hex)
+            .unwrap_err()
+            .contains("hexadecimal"));
+
+        // Bytes that are not UTF-8 come back as numbers, which convert to the same bytes.
+        let utf8 = Class::Bytes(BytesText::Utf8);
+        let v = SqlValue::convert(&json!([0, 200, 255]), utf8).unwrap();
+        assert_eq!(v.to_json(), json!([0, 200, 255]));
+        assert_eq!(SqlValue::convert(&v.to_json(), utf8).unwrap(), v);
+        // An array is the bytes themselves whatever the text encoding.
+        assert_eq!(
+            SqlValue::convert(&json!([1, 2]), b64).unwrap(),
+            SqlValue::Bytes(Some(vec![1, 2]), BytesText::Base64)
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! the class holds.
 
 use proptest::prelude::*;
-use rivus_connector_jdbc::{Class, SqlValue};
+use rivus_connector_jdbc::{BytesText, Class, SqlValue};
 use serde_json::Value;
 
 fn json() -> impl Strategy<Value = Value> {
@@ -26,12 +26,14 @@ fn json() -> impl Strategy<Value = Value> {
     })
 }
 
-const CLASSES: [Class; 6] = [
+const CLASSES: [Class; 8] = [
     Class::Int,
     Class::Float,
     Class::Bool,
     Class::Text,
-    Class::Bytes,
+    Class::Bytes(BytesText::Utf8),
+    Class::Bytes(BytesText::Base64),
+    Class::Bytes(BytesText::Hex),
     Class::Any,
 ];
 
@@ -49,11 +51,15 @@ proptest! {
                             | (Class::Float, SqlValue::Float(_))
                             | (Class::Bool, SqlValue::Bool(_))
                             | (Class::Text, SqlValue::Text(_))
-                            | (Class::Bytes, SqlValue::Bytes(_))
+                            | (Class::Bytes(_), SqlValue::Bytes(..))
                             | (Class::Any, _)
                     );
                     prop_assert!(fits, "{class:?} got {sql:?}");
                     prop_assert_eq!(v.is_null(), sql.to_json().is_null());
+                    // What goes to a dead letter converts back to the same bytes.
+                    if let Class::Bytes(_) = class {
+                        prop_assert_eq!(SqlValue::convert(&sql.to_json(), class), Ok(sql.clone()));
+                    }
                 }
                 Err(e) => prop_assert!(e.starts_with("expected "), "{class:?}: {e}"),
             }

@@ -15,6 +15,7 @@ use super::{JdbcSink, RowChange};
 use crate::config::JdbcConfig;
 use crate::dialect::Dialect;
 use crate::statement::{PgMethod, WriteMode};
+use crate::value::BytesText;
 
 #[derive(Debug, Clone)]
 pub(super) struct Settings {
@@ -32,6 +33,7 @@ pub(super) struct Settings {
     pub(super) timeout: Duration,
     pub(super) statement_timeout: Duration,
     pub(super) positions_table: String,
+    pub(super) bytes_text: BytesText,
 }
 
 /// Builds a [`JdbcSink`].
@@ -117,6 +119,16 @@ impl JdbcSinkBuilder {
     /// `rivus_source_positions`, created if missing; one row per sink and partition).
     pub fn positions_table(mut self, table: impl Into<String>) -> Self {
         self.s.positions_table = table.into();
+        self
+    }
+
+    /// How a text field becomes the bytes of a binary column (`BYTEA`, `BLOB`,
+    /// `VARBINARY`; default [`BytesText::Utf8`], the text's own bytes).
+    /// [`BytesText::Base64`] keeps the bytes and fixed fields of the `avro`, `protobuf` and
+    /// `json-schema` formats, which arrive as base64 text; text that does not decode is a bad
+    /// record (the error policy), named by column.
+    pub fn bytes_encoding(mut self, text: BytesText) -> Self {
+        self.s.bytes_text = text;
         self
     }
 
@@ -260,6 +272,7 @@ impl JdbcSink<()> {
                 timeout: config.timeout,
                 statement_timeout: config.statement_timeout,
                 positions_table: "rivus_source_positions".to_owned(),
+                bytes_text: BytesText::Utf8,
             },
             tls: config.tls,
         }

@@ -94,6 +94,11 @@ pub(super) fn resolve_columns(
             columns.push(table.column(k).cloned().expect("checked above"));
         }
     }
+    for c in &mut columns {
+        if let Class::Bytes(_) = c.class {
+            c.class = Class::Bytes(s.bytes_text);
+        }
+    }
     let keys: Vec<usize> = key
         .iter()
         .map(|k| {
