@@ -253,3 +253,55 @@ async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
     }
     assert_eq!(got.len(), sent.len());
 }
+
+/// A `.proto` file importing another: Confluent's `ProtobufSerializer` registers the import
+/// (`address.proto`) under its own subject and the message's schema with a reference to it; a
+/// source in `protobuf` format fetches the reference and reads every record field for field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_protobuf_imports_are_read_through_schema_references() {
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (unique_name("proto-refs-in"), unique_name("proto-refs-out"));
+    for t in [&input, &output] {
+        topic(&kafka, t).await;
+    }
+    let sent: Vec<Value> = (0..12)
+        .map(|i| {
+            json!({
+                "id": i,
+                "home": {"city": format!("city-{i}"), "zip": format!("{:05}", i * 37)},
+                "since": format!("2025-01-{:02}T08:00:00Z", 1 + i),
+            })
+        })
+        .collect();
+    let lines = dir.path().join("customers.jsonl");
+    write_lines(&lines, &sent);
+    let proto = here().join("customer.proto");
+    confluent(
+        &py,
+        &[
+            "proto-produce",
+            &kafka,
+            &registry,
+            &input,
+            proto.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
+    let source_format = format!("{{ type = \"protobuf\", {} }}", registry_table(&registry));
+    kafka_copy(
+        dir.path(),
+        &kafka,
+        (&input, &source_format),
+        (&output, ""),
+        "letters.jsonl",
+    );
+    let got = read_json(&kafka, &output, sent.len());
+    assert_eq!(got, sent, "read through the reference to address.proto");
+}

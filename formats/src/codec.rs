@@ -225,7 +225,7 @@ impl Codec {
         let path = &a.path;
         let name = a.given.as_ref().and_then(|g| g.0.full_name());
         let given = a.given.as_ref().map(|g| (g.1.as_str(), name.as_deref()));
-        let (subject, id, text) = writer_schema(
+        let (subject, id, schema) = writer_schema(
             &a.spec,
             &a.registry,
             (topic, role),
@@ -236,7 +236,9 @@ impl Codec {
         .await?;
         let parsed = match &a.given {
             Some((parsed, _)) if a.spec.schema_id.is_none() && !a.spec.use_latest => parsed.clone(),
-            _ => parse_registered(&text, id, path)?,
+            _ => Parsed::parse_with(&schema.text, &schema.references).map_err(|e| {
+                Error::config(format!("{path}.schema_id"), format!("schema id {id}: {e}"))
+            })?,
         };
         tracing::info!(%subject, id, registry = a.registry.url(), "avro: writing with the registered schema");
         a.reader.keep(id, parsed.clone());
@@ -397,14 +399,9 @@ impl AvroCodec {
     ) -> std::result::Result<Arc<Parsed>, SchemaError> {
         let r = payload_schema(&self.registry, id, SchemaType::Avro, "avro", position).await?;
         self.reader
-            .learn(id, &r.text)
+            .learn(id, &r.text, &r.references)
             .map_err(|e| SchemaError::new("avro", position, format!("schema id {id}: {e}")))
     }
-}
-
-fn parse_registered(text: &str, id: u32, path: &str) -> Result<Parsed> {
-    Parsed::parse(text)
-        .map_err(|e| Error::config(format!("{path}.schema_id"), format!("schema id {id}: {e}")))
 }
 
 /// Runs `f` (a registry request) to completion from synchronous code, on a helper thread

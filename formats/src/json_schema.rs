@@ -31,9 +31,44 @@ pub(crate) struct JsonSchemaCodec {
     readers: Mutex<HashMap<u32, Arc<Validator>>>,
 }
 
-fn compile(text: &str) -> std::result::Result<Validator, String> {
+fn compile(text: &str, references: &[(String, String)]) -> std::result::Result<Validator, String> {
     let schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    jsonschema::validator_for(&schema).map_err(|e| format!("not a JSON Schema: {e}"))
+    if references.is_empty() {
+        return jsonschema::validator_for(&schema).map_err(|e| format!("not a JSON Schema: {e}"));
+    }
+    let mut known = Vec::with_capacity(references.len());
+    for (name, text) in references {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| format!("referenced schema `{name}`: not JSON: {e}"))?;
+        known.push((name.clone(), v));
+    }
+    jsonschema::options()
+        .with_retriever(References(known))
+        .build(&schema)
+        .map_err(|e| format!("not a JSON Schema: {e}"))
+}
+
+/// A schema's references, found by the name its `$ref`s use (resolved against the schema's
+/// base URI, so `"$ref": "address.json"` asks for `json-schema:///address.json`).
+struct References(Vec<(String, Value)>);
+
+impl jsonschema::Retrieve for References {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> std::result::Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        let asked = uri.as_str();
+        self.0
+            .iter()
+            .find(|(name, _)| {
+                asked == name
+                    || asked
+                        .strip_suffix(name.as_str())
+                        .is_some_and(|head| head.ends_with('/'))
+            })
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("`{asked}` is not among the schema's references").into())
+    }
 }
 
 /// The first way `record` breaks `v`'s rules, with where.
@@ -60,7 +95,7 @@ impl JsonSchemaCodec {
         }
         let given = match given {
             Some(text) => {
-                compile(&text).map_err(|e| Error::config(format!("{path}.schema"), e))?;
+                compile(&text, &[]).map_err(|e| Error::config(format!("{path}.schema"), e))?;
                 let title = serde_json::from_str::<Value>(&text)
                     .ok()
                     .and_then(|v| v.get("title")?.as_str().map(str::to_owned));
@@ -93,7 +128,7 @@ impl JsonSchemaCodec {
         }
         let name = self.given.as_ref().and_then(|g| g.1.clone());
         let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
-        let (subject, id, text) = writer_schema(
+        let (subject, id, schema) = writer_schema(
             &self.spec,
             &self.registry,
             (topic, role),
@@ -102,7 +137,7 @@ impl JsonSchemaCodec {
             &self.path,
         )
         .await?;
-        let v = Arc::new(compile(&text).map_err(|e| {
+        let v = Arc::new(compile(&schema.text, &schema.references).map_err(|e| {
             Error::config(
                 format!("{}.schema", self.path),
                 format!("schema id {id}: {e}"),
@@ -157,7 +192,7 @@ impl JsonSchemaCodec {
             position,
         )
         .await?;
-        let v = Arc::new(compile(&r.text).map_err(|e| {
+        let v = Arc::new(compile(&r.text, &r.references).map_err(|e| {
             SchemaError::new("json-schema", position, format!("schema id {id}: {e}"))
         })?);
         let mut m = self.readers.lock();

@@ -29,11 +29,11 @@ const KEPT: usize = 1000;
 /// The name the in-memory `.proto` source is compiled under.
 const SOURCE: &str = "schema.proto";
 
-/// Compiles one schema as the registry keeps it: `.proto` source, or (as Confluent's
-/// serializers may register it) a base64-encoded `FileDescriptorProto`.
-fn compile(text: &str) -> std::result::Result<FileDescriptor, String> {
-    let file = match protox::file::File::from_source(SOURCE, text) {
-        Ok(f) => f,
+/// One `.proto` file as the registry keeps it — source, or (as Confluent's serializers may
+/// register it) a base64-encoded `FileDescriptorProto` — under `name` when it is source.
+fn file(name: &str, text: &str) -> std::result::Result<protox::file::File, String> {
+    match protox::file::File::from_source(name, text) {
+        Ok(f) => Ok(f),
         Err(source_error) => {
             use base64::Engine as _;
             let bytes = base64::engine::general_purpose::STANDARD
@@ -41,22 +41,36 @@ fn compile(text: &str) -> std::result::Result<FileDescriptor, String> {
                 .map_err(|_| source_error.to_string())?;
             protox::file::File::decode_file_descriptor_proto(&bytes[..]).map_err(|e| {
                 format!("neither .proto source ({source_error}) nor a file descriptor: {e}")
-            })?
+            })
         }
-    };
-    let name = file.name().to_owned();
-    struct Memory(protox::file::File);
+    }
+}
+
+/// Compiles one schema with the files it imports: `references` (`(import name, text)`: a
+/// registry's schema references) and Google's well-known types.
+fn compile(
+    text: &str,
+    references: &[(String, String)],
+) -> std::result::Result<FileDescriptor, String> {
+    let main = file(SOURCE, text)?;
+    let name = main.name().to_owned();
+    let mut files = HashMap::from([(name.clone(), main)]);
+    for (import, text) in references {
+        let f = file(import, text).map_err(|e| format!("referenced `{import}`: {e}"))?;
+        // A descriptor carries its own name; the import uses the reference's.
+        files.entry(import.clone()).or_insert(f);
+    }
+    struct Memory(HashMap<String, protox::file::File>);
     impl protox::file::FileResolver for Memory {
         fn open_file(&self, name: &str) -> std::result::Result<protox::file::File, protox::Error> {
-            if name == self.0.name() {
-                Ok(self.0.clone())
-            } else {
-                Err(protox::Error::file_not_found(name))
-            }
+            self.0
+                .get(name)
+                .cloned()
+                .ok_or_else(|| protox::Error::file_not_found(name))
         }
     }
     let mut chain = protox::file::ChainFileResolver::new();
-    chain.add(Memory(file));
+    chain.add(Memory(files));
     chain.add(protox::file::GoogleFileResolver::new());
     let mut compiler = protox::Compiler::with_file_resolver(chain);
     compiler.open_file(&name).map_err(|e| e.to_string())?;
@@ -158,7 +172,7 @@ impl ProtobufCodec {
         let given = match given {
             Some(text) => {
                 let file =
-                    compile(&text).map_err(|e| Error::config(format!("{path}.schema"), e))?;
+                    compile(&text, &[]).map_err(|e| Error::config(format!("{path}.schema"), e))?;
                 let (m, p) = path_of(&file, spec.message.as_deref()).ok_or_else(|| {
                     Error::config(
                         format!("{path}.message"),
@@ -197,7 +211,7 @@ impl ProtobufCodec {
         }
         let name = self.given.as_ref().map(|g| g.1.full_name().to_owned());
         let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
-        let (subject, id, text) = writer_schema(
+        let (subject, id, schema) = writer_schema(
             &self.spec,
             &self.registry,
             (topic, role),
@@ -212,7 +226,7 @@ impl ProtobufCodec {
                 format!("schema id {id}: {e}"),
             )
         };
-        let file = compile(&text).map_err(bad)?;
+        let file = compile(&schema.text, &schema.references).map_err(bad)?;
         let (m, p) = path_of(&file, self.spec.message.as_deref())
             .ok_or_else(|| bad("the message is not in the registered schema".into()))?;
         let mut header = Vec::new();
@@ -269,7 +283,7 @@ impl ProtobufCodec {
             position,
         )
         .await?;
-        let file = compile(&r.text)
+        let file = compile(&r.text, &r.references)
             .map_err(|e| SchemaError::new("protobuf", position, format!("schema id {id}: {e}")))?;
         let mut m = self.readers.lock();
         if m.len() >= KEPT {
@@ -322,7 +336,7 @@ mod tests {
 
     #[test]
     fn messages_are_found_by_name_and_index_path() {
-        let f = compile(PROTO).unwrap();
+        let f = compile(PROTO, &[]).unwrap();
         let (m, p) = path_of(&f, None).unwrap();
         assert_eq!((m.full_name(), p.as_slice()), ("shop.Order", &[0][..]));
         let (m, p) = path_of(&f, Some("Line")).unwrap();
@@ -340,12 +354,12 @@ mod tests {
         indexes(&[1, 2], &mut out);
         assert_eq!(out, [4, 2, 4]);
         assert_eq!(read_indexes(&mut &out[..]).unwrap(), [1, 2]);
-        assert!(compile("syntax = \"proto3\"; message {").is_err());
+        assert!(compile("syntax = \"proto3\"; message {", &[]).is_err());
     }
 
     #[test]
     fn records_round_trip_in_the_json_mapping() {
-        let f = compile(PROTO).unwrap();
+        let f = compile(PROTO, &[]).unwrap();
         let (m, _) = path_of(&f, None).unwrap();
         let record = serde_json::json!({
             "id": 9007199254740993i64, "customer": "ada", "tags": ["a"], "status": "PAID",

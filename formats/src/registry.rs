@@ -1,6 +1,7 @@
 //! A client of a Confluent-compatible schema registry's REST API (Confluent Schema Registry,
 //! Apicurio's `/apis/ccompat/v7`, Redpanda, Karapace): schemas by id — cached, so a running
-//! job asks once per new id — registration under a subject, and a subject's latest version.
+//! job asks once per new id — registration under a subject, a subject's latest or numbered
+//! version, and the schemas a schema references (another subject's version, by name).
 //! Every request has a deadline; unreachable or failing servers are retried with core's
 //! backoff, then reported as retryable errors (the job restarts from its checkpoint: nothing is
 //! lost). Basic and bearer authentication, a CA file for TLS; secrets never printed.
@@ -77,6 +78,17 @@ pub struct Registered {
     pub id: u32,
     pub schema_type: SchemaType,
     pub text: String,
+    /// Schemas this one uses, each by the name it uses them under (an imported `.proto` file,
+    /// an Avro named type, a JSON Schema `$ref`).
+    pub references: Vec<Reference>,
+}
+
+/// A schema another one uses: registered under `subject` as `version`, used as `name`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Reference {
+    pub name: String,
+    pub subject: String,
+    pub version: i64,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +97,8 @@ struct ById {
     schema: String,
     #[serde(default)]
     schema_type: Option<SchemaType>,
+    #[serde(default)]
+    references: Vec<Reference>,
 }
 
 #[derive(Deserialize)]
@@ -94,11 +108,13 @@ struct Id {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Latest {
+struct Version {
     id: u32,
     schema: String,
     #[serde(default)]
     schema_type: Option<SchemaType>,
+    #[serde(default)]
+    references: Vec<Reference>,
 }
 
 /// Why a request failed.
@@ -129,6 +145,9 @@ pub enum RegistryError {
         code: i64,
         message: String,
     },
+    /// The answers make no usable schema: references past the limit, or in a cycle.
+    #[error("schema registry {url}: {what}")]
+    Unusable { url: String, what: String },
 }
 
 impl RegistryError {
@@ -142,9 +161,9 @@ impl RegistryError {
     /// "incompatible" or "not found": a refusal no restart can fix.
     pub fn into_error(self) -> Error {
         if self.is_unavailable() {
-            Error::connector("avro format", self.to_string())
+            Error::connector("schema registry", self.to_string())
         } else {
-            Error::refused("avro format", self.to_string())
+            Error::refused("schema registry", self.to_string())
         }
     }
 }
@@ -271,6 +290,7 @@ impl Registry {
             id,
             schema_type: got.schema_type.unwrap_or_default(),
             text: got.schema,
+            references: got.references,
         });
         let mut c = self.cache.lock();
         if c.by_id.insert(id, Arc::clone(&s)).is_none() {
@@ -335,11 +355,27 @@ impl Registry {
 
     /// The latest version registered under `subject`.
     pub async fn latest(&self, subject: &str) -> std::result::Result<Registered, RegistryError> {
-        let got: Latest = self
-            .call(
+        self.version(subject, -1).await
+    }
+
+    /// Version `version` of `subject` (`-1`: the latest).
+    pub async fn version(
+        &self,
+        subject: &str,
+        version: i64,
+    ) -> std::result::Result<Registered, RegistryError> {
+        let (what, v) = match version {
+            -1 => (
                 format!("the latest schema of subject `{subject}`"),
+                "latest".to_owned(),
+            ),
+            v => (format!("version {v} of subject `{subject}`"), v.to_string()),
+        };
+        let got: Version = self
+            .call(
+                what,
                 reqwest::Method::GET,
-                &format!("/subjects/{}/versions/latest", encode(subject)),
+                &format!("/subjects/{}/versions/{v}", encode(subject)),
                 None,
             )
             .await?;
@@ -347,6 +383,7 @@ impl Registry {
             id: got.id,
             schema_type: got.schema_type.unwrap_or_default(),
             text: got.schema,
+            references: got.references,
         })
     }
 

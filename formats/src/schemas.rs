@@ -1,19 +1,57 @@
 //! Which registered schema a codec uses, shared by the formats with a schema: a writer's (the
 //! one given in the pipeline file registered under its subject or looked up there, the
-//! subject's latest version, or a fixed id) and the one a payload names.
+//! subject's latest version, or a fixed id) and the one a payload names, each with the schemas
+//! it references, fetched transitively.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 
 use rivus_core::schema::SchemaError;
 use rivus_core::{Error, Result};
 
 use crate::format::SchemaFormat;
-use crate::registry::{Registered, Registry, RegistryError, SchemaType};
+use crate::registry::{Reference, Registry, RegistryError, SchemaType};
+
+/// References one schema may pull in, transitively, at most (a cycle or a runaway chain ends
+/// here with an error).
+const MAX_REFERENCES: usize = 100;
+
+/// A schema's text with the texts of the schemas it references, each under the name it is
+/// referenced by (an imported file name, an Avro full name, a `$ref`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WithReferences {
+    pub text: String,
+    pub references: Vec<(String, String)>,
+}
+
+/// The schemas `refs` name and the ones they reference in turn, each once.
+async fn referenced(
+    registry: &Registry,
+    refs: &[Reference],
+) -> std::result::Result<Vec<(String, String)>, RegistryError> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut todo: Vec<Reference> = refs.iter().rev().cloned().collect();
+    while let Some(r) = todo.pop() {
+        if !seen.insert(r.name.clone()) {
+            continue;
+        }
+        if seen.len() > MAX_REFERENCES {
+            return Err(RegistryError::Unusable {
+                url: registry.url().to_owned(),
+                what: format!("more than {MAX_REFERENCES} schema references (a cycle?)"),
+            });
+        }
+        let got = registry.version(&r.subject, r.version).await?;
+        todo.extend(got.references.into_iter().rev());
+        out.push((r.name, got.text));
+    }
+    Ok(out)
+}
 use crate::Role;
 
 /// The schema a writer of `topic` uses — the given one (`(text, record name)`) registered (or
-/// looked up) under the subject, the subject's latest, or a fixed id — as `(subject, id, text)`;
-/// a registered schema of another type is refused.
+/// looked up) under the subject, the subject's latest, or a fixed id — as `(subject, id,
+/// schema)`; a registered schema of another type is refused.
 pub(crate) async fn writer_schema(
     spec: &SchemaFormat,
     registry: &Registry,
@@ -21,11 +59,11 @@ pub(crate) async fn writer_schema(
     kind: SchemaType,
     given: Option<(&str, Option<&str>)>,
     path: &str,
-) -> Result<(String, u32, String)> {
+) -> Result<(String, u32, WithReferences)> {
     let subject = spec.subject_for(topic, role, given.and_then(|g| g.1), path)?;
-    let (id, text) =
+    let (id, schema) =
         registered_for(spec, registry, &subject, kind, given.map(|g| g.0), path).await?;
-    Ok((subject, id, text))
+    Ok((subject, id, schema))
 }
 
 async fn registered_for(
@@ -35,7 +73,7 @@ async fn registered_for(
     kind: SchemaType,
     given: Option<&str>,
     path: &str,
-) -> Result<(u32, String)> {
+) -> Result<(u32, WithReferences)> {
     let err = |e: RegistryError| e.into_error();
     let found = if let Some(id) = spec.schema_id {
         registry.schema(id).await.map_err(err)?.as_ref().clone()
@@ -48,7 +86,11 @@ async fn registered_for(
             registry.lookup(subject, kind, text).await
         }
         .map_err(err)?;
-        return Ok((id, text.to_owned()));
+        let schema = WithReferences {
+            text: text.to_owned(),
+            references: Vec::new(),
+        };
+        return Ok((id, schema));
     } else {
         return Err(Error::config(
             format!("{path}.schema"),
@@ -64,19 +106,25 @@ async fn registered_for(
             ),
         ));
     }
-    Ok((found.id, found.text))
+    let references = referenced(registry, &found.references).await.map_err(err)?;
+    let schema = WithReferences {
+        text: found.text,
+        references,
+    };
+    Ok((found.id, schema))
 }
 
-/// The registered schema a payload names, of type `kind` (`format` names it in errors): the
-/// record's fault when the registry does not know the id or it is of another type; transient
-/// (not the record's fault) when the registry cannot be asked.
+/// The registered schema a payload names, of type `kind` (`format` names it in errors), with
+/// the schemas it references: the record's fault when the registry does not know the id (or a
+/// reference) or it is of another type; transient (not the record's fault) when the registry
+/// cannot be asked.
 pub(crate) async fn payload_schema(
     registry: &Registry,
     id: u32,
     kind: SchemaType,
     format: &'static str,
     position: &str,
-) -> std::result::Result<Arc<Registered>, SchemaError> {
+) -> std::result::Result<WithReferences, SchemaError> {
     let r = match registry.schema(id).await {
         Ok(r) => r,
         Err(RegistryError::Answered { status: 404, .. }) => {
@@ -101,5 +149,19 @@ pub(crate) async fn payload_schema(
             ),
         ));
     }
-    Ok(r)
+    let references = match referenced(registry, &r.references).await {
+        Ok(refs) => refs,
+        Err(e @ (RegistryError::Answered { status: 404, .. } | RegistryError::Unusable { .. })) => {
+            return Err(SchemaError::new(
+                format,
+                position,
+                format!("schema id {id}: a referenced schema: {e}"),
+            ))
+        }
+        Err(e) => return Err(SchemaError::unavailable(format, position, e)),
+    };
+    Ok(WithReferences {
+        text: r.text.clone(),
+        references,
+    })
 }

@@ -35,7 +35,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 
 def proto_class(proto_path):
-    """The first message class of a `.proto` file, generated into a temporary directory."""
+    """The first message class of a `.proto` file, generated into a temporary directory with
+    the classes of every `.proto` file beside it (the files it may import)."""
     import importlib
     import importlib.resources
     import os
@@ -46,7 +47,8 @@ def proto_class(proto_path):
     out = tempfile.mkdtemp()
     folder, name = os.path.split(os.path.abspath(proto_path))
     include = str(importlib.resources.files("grpc_tools") / "_proto")
-    if protoc.main(["protoc", f"-I{folder}", f"-I{include}", f"--python_out={out}", name]) != 0:
+    siblings = sorted(f for f in os.listdir(folder) if f.endswith(".proto"))
+    if protoc.main(["protoc", f"-I{folder}", f"-I{include}", f"--python_out={out}", *siblings]) != 0:
         sys.exit(f"protoc failed on {proto_path}")
     sys.path.insert(0, out)
     module = importlib.import_module(name[: -len(".proto")] + "_pb2")

@@ -34,8 +34,25 @@ pub struct Parsed {
 impl Parsed {
     /// Parses the schema's JSON text.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let schema = Schema::parse_str(text).map_err(|e| e.to_string())?;
-        let names = ResolvedSchema::try_from(&schema)
+        Self::parse_with(text, &[])
+    }
+
+    /// Parses the schema's JSON text, whose named types may be defined by `references`
+    /// (`(full name, schema text)`: a registry's schema references).
+    pub fn parse_with(text: &str, references: &[(String, String)]) -> Result<Self, String> {
+        let (schema, others) = if references.is_empty() {
+            (
+                Schema::parse_str(text).map_err(|e| e.to_string())?,
+                Vec::new(),
+            )
+        } else {
+            Schema::parse_str_with_list(text, references.iter().map(|r| r.1.as_str()))
+                .map_err(|e| e.to_string())?
+        };
+        // Resolved before the schemas that use them: a reference's own references come after
+        // it in the list.
+        let order: Vec<&Schema> = others.iter().rev().chain([&schema]).collect();
+        let names = ResolvedSchema::try_from(order)
             .map_err(|e| e.to_string())?
             .get_names()
             .iter()
@@ -81,9 +98,14 @@ impl AvroReader {
         self.parsed.lock().get(&id).cloned()
     }
 
-    /// Parses and keeps the writer's schema of `id`.
-    pub fn learn(&self, id: u32, text: &str) -> Result<Arc<Parsed>, String> {
-        Ok(self.keep(id, Parsed::parse(text)?))
+    /// Parses and keeps the writer's schema of `id` (with the schemas it references).
+    pub fn learn(
+        &self,
+        id: u32,
+        text: &str,
+        references: &[(String, String)],
+    ) -> Result<Arc<Parsed>, String> {
+        Ok(self.keep(id, Parsed::parse_with(text, references)?))
     }
 
     /// Keeps `parsed` as the writer's schema of `id` (a codec that writes it reads it back
