@@ -46,6 +46,10 @@ pub enum Service {
     /// PostgreSQL over TLS (`sslmode=verify-full`, a user refused without TLS),
     /// `RIVUS_PG_TLS_URL`; the default trusts the CA in [`tls_dir`].
     PostgresTls,
+    /// The same PostgreSQL as `rivus_cdc`, a user with the REPLICATION attribute and a
+    /// password (logical decoding is on), `RIVUS_PG_CDC_URL`, default
+    /// `postgres://rivus_cdc:rivus-cdc-pw@127.0.0.1:5432/rivus`.
+    PostgresCdc,
     /// MariaDB over TLS (`ssl-mode=VERIFY_IDENTITY`, a user refused without TLS),
     /// `RIVUS_MYSQL_TLS_URL`; the default trusts the CA in [`tls_dir`].
     MySqlTls,
@@ -74,6 +78,7 @@ impl Service {
             Service::Postgres => "RIVUS_PG_URL",
             Service::MySql => "RIVUS_MYSQL_URL",
             Service::PostgresTls => "RIVUS_PG_TLS_URL",
+            Service::PostgresCdc => "RIVUS_PG_CDC_URL",
             Service::MySqlTls => "RIVUS_MYSQL_TLS_URL",
             Service::S3 => "RIVUS_S3_ENDPOINT",
             Service::SchemaRegistry => "RIVUS_SCHEMA_REGISTRY_URL",
@@ -100,6 +105,7 @@ impl Service {
             Service::PostgresTls => {
                 "postgres://rivus_tls:rivus-pg-pw@127.0.0.1:5432/rivus?sslmode=verify-full&sslrootcert={ca}"
             }
+            Service::PostgresCdc => "postgres://rivus_cdc:rivus-cdc-pw@127.0.0.1:5432/rivus",
             Service::MySqlTls => {
                 "mysql://rivus_tls:rivus-mysql-pw@127.0.0.1:3306/rivus?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"
             }

@@ -1,15 +1,15 @@
-//! Avro against JSON, side by side in one run:
+//! The schema formats against JSON, side by side in one run:
 //! - **Kafka → Kafka through `rivus run`**: the same bounded job (a 2-partition topic of the
-//!   generator's records, parallelism 1) in `json` and in `avro` (the registry's wire format,
-//!   in and out), rounds alternating the order; records/s (wall time of the whole run, start-up
-//!   included) and CPU per record (user + system of the process);
-//! - **encode and decode in-process**: `rivus-formats`' codec (JSON record ↔ wire format,
-//!   the schema from the registry) against `apache-avro` alone (its own values, no JSON, no
-//!   header), records/s; and how many registry requests the codec sent (one per distinct
-//!   schema).
+//!   generator's records, parallelism 1) in `json` and in `avro`, `protobuf` and `json-schema`
+//!   (the registry's wire format, in and out), rounds rotating the order; records/s (wall time
+//!   of the whole run, start-up included) and CPU per record (user + system of the process);
+//! - **encode and decode in-process**: `rivus-formats`' codec of each format (JSON record ↔
+//!   wire format, the schema from the registry) and `apache-avro` alone (its own values, no
+//!   JSON, no header), records/s; and how many registry requests each codec sent (one per
+//!   distinct schema).
 //!
-//! `cargo bench -p rivus-cli --bench avro` after `dev/services up kafka schema-registry`
-//! (`RIVUS_AVRO_RECORDS`, default 300 000; `RIVUS_AVRO_ROUNDS`, default 3).
+//! `cargo bench -p rivus-cli --bench formats` after `dev/services up kafka schema-registry`
+//! (`RIVUS_FORMATS_RECORDS`, default 300 000; `RIVUS_FORMATS_ROUNDS`, default 3).
 
 #[path = "../tests/support/topics.rs"]
 mod topics;
@@ -27,6 +27,26 @@ const SCHEMA: &str = r#"{"type": "record", "name": "Order", "namespace": "bench"
     {"name": "amount", "type": "double"}, {"name": "status", "type": "string"},
     {"name": "ts", "type": "long"}]}"#;
 
+const PROTO: &str = "syntax = \"proto3\";\npackage bench;\nmessage Order {\n  int64 id = 1;\n  \
+    string user = 2;\n  double amount = 3;\n  string status = 4;\n  int64 ts = 5;\n}\n";
+
+const JSON_SCHEMA: &str = r#"{"title": "bench.Order", "type": "object", "properties": {
+    "id": {"type": "integer"}, "user": {"type": "string"}, "amount": {"type": "number"},
+    "status": {"enum": ["new", "paid", "shipped"]}, "ts": {"type": "integer"}},
+    "required": ["id", "user", "amount", "status", "ts"], "additionalProperties": false}"#;
+
+/// The formats compared, JSON (the baseline) first.
+const FORMATS: [&str; 4] = ["json", "avro", "protobuf", "json-schema"];
+
+/// A format's schema: (file name, text).
+fn schema_of(format: &str) -> (&'static str, &'static str) {
+    match format {
+        "avro" => ("order.avsc", SCHEMA),
+        "protobuf" => ("order.proto", PROTO),
+        _ => ("order.schema.json", JSON_SCHEMA),
+    }
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -43,13 +63,13 @@ fn children_cpu() -> f64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
-fn format_table(format: &str, registry: &str, schema_file: &Path) -> String {
+fn format_table(format: &str, registry: &str, dir: &Path) -> String {
     match format {
-        "avro" => format!(
-            "{{ type = \"avro\", registry = {{ url = \"{registry}\" }}, schema_file = \"{}\" }}",
-            schema_file.display()
+        "json" => "\"json\"".to_owned(),
+        f => format!(
+            "{{ type = \"{f}\", registry = {{ url = \"{registry}\" }}, schema_file = \"{}\" }}",
+            dir.join(schema_of(f).0).display()
         ),
-        other => format!("\"{other}\""),
     }
 }
 
@@ -80,11 +100,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn pipeline_runs(dir: &Path, kafka: &str, registry: &str, n: usize, rounds: usize) {
-    let schema = dir.join("order.avsc");
-    std::fs::write(&schema, SCHEMA).unwrap();
+    for f in &FORMATS[1..] {
+        let (file, text) = schema_of(f);
+        std::fs::write(dir.join(file), text).unwrap();
+    }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut input = std::collections::BTreeMap::new();
-    for f in ["json", "avro"] {
+    for f in FORMATS {
         let t = unique_name(&format!("bench-{f}"));
         rt.block_on(topics::topic(kafka, &t));
         run(
@@ -94,22 +116,19 @@ fn pipeline_runs(dir: &Path, kafka: &str, registry: &str, n: usize, rounds: usiz
                 "[source]\ntype = \"generator\"\ncount = {n}\n\
                  [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{t}\"\n\
                  format = {}\n",
-                format_table(f, registry, &schema)
+                format_table(f, registry, dir)
             ),
         );
         input.insert(f, t);
     }
     let mut results: std::collections::BTreeMap<&str, Vec<(f64, f64)>> = Default::default();
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            ["json", "avro"]
-        } else {
-            ["avro", "json"]
-        };
+        let mut order = FORMATS;
+        order.rotate_left(round % FORMATS.len());
         for f in order {
             let out = unique_name(&format!("bench-{f}-out"));
             rt.block_on(topics::topic(kafka, &out));
-            let fmt = format_table(f, registry, &schema);
+            let fmt = format_table(f, registry, dir);
             let r = run(
                 dir,
                 &format!("copy-{f}"),
@@ -122,7 +141,7 @@ fn pipeline_runs(dir: &Path, kafka: &str, registry: &str, n: usize, rounds: usiz
                 ),
             );
             println!(
-                "round {round} {f:<4}: {:>8.0} records/s, {:.2} µs CPU per record",
+                "round {round} {f:<11}: {:>8.0} records/s, {:.2} µs CPU per record",
                 n as f64 / r.0,
                 r.1 * 1e6 / n as f64
             );
@@ -133,46 +152,59 @@ fn pipeline_runs(dir: &Path, kafka: &str, registry: &str, n: usize, rounds: usiz
     let cpu = |f: &str| median(results[f].iter().map(|r| r.1 * 1e6 / n as f64).collect());
     println!("\n| Kafka → Kafka, {n} records | records/s (median) | CPU µs/record |");
     println!("|---|---|---|");
-    for f in ["json", "avro"] {
+    for f in FORMATS {
         println!("| {f} | {:.0} | {:.2} |", rate(f), cpu(f));
     }
-    println!(
-        "avro / json: {:.2}× the throughput, {:.2}× the CPU per record",
-        rate("avro") / rate("json"),
-        cpu("avro") / cpu("json")
-    );
+    for f in &FORMATS[1..] {
+        println!(
+            "{f} / json: {:.2}× the throughput, {:.2}× the CPU per record",
+            rate(f) / rate("json"),
+            cpu(f) / cpu("json")
+        );
+    }
+}
+
+/// Encodes and decodes `records` with `format`'s codec: (encode/s, decode/s, registry
+/// requests).
+fn codec_rates(registry: &str, format: &str, records: &[Value]) -> (f64, f64, u64) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let spec: Format = serde_json::from_value(json!({
+        "type": format, "registry": {"url": registry}, "schema": schema_of(format).1
+    }))
+    .unwrap();
+    let codec = Codec::new(&spec, "bench.format").unwrap();
+    let topic = unique_name(&format!("bench-codec-{format}"));
+    rt.block_on(codec.open_writer(&topic, Role::Value)).unwrap();
+    let n = records.len() as f64;
+    let t = Instant::now();
+    let mut payloads = Vec::with_capacity(records.len());
+    for r in records {
+        let mut out = Vec::with_capacity(64);
+        codec.encode(r, &mut out).unwrap();
+        payloads.push(out);
+    }
+    let encode = n / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for (p, r) in payloads.iter().zip(records) {
+        let v = codec.decode_blocking(p, &"bench").unwrap();
+        debug_assert_eq!(&v, r);
+    }
+    let decode = n / t.elapsed().as_secs_f64();
+    (encode, decode, codec.registry_requests())
 }
 
 fn codec_runs(registry: &str, n: usize) {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let format: Format = serde_json::from_value(json!({
-        "type": "avro", "registry": {"url": registry}, "schema": SCHEMA
-    }))
-    .unwrap();
-    let codec = Codec::new(&format, "bench.format").unwrap();
-    let topic = unique_name("bench-codec");
-    rt.block_on(codec.open_writer(&topic, Role::Value)).unwrap();
     let records: Vec<Value> = (0..n as u64)
         .map(|i| {
             let status = ["new", "paid", "shipped"][(i % 3) as usize];
             json!({"id": i, "user": format!("user-{}", i % 50), "amount": (i % 10_000) as f64 / 100.0, "status": status, "ts": 1_700_000_000_000u64 + i})
         })
         .collect();
-
-    let t = Instant::now();
-    let mut payloads = Vec::with_capacity(n);
-    for r in &records {
-        let mut out = Vec::with_capacity(64);
-        codec.encode(r, &mut out).unwrap();
-        payloads.push(out);
-    }
-    let encode = n as f64 / t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    for (p, r) in payloads.iter().zip(&records) {
-        let v = codec.decode_blocking(p, &"bench").unwrap();
-        debug_assert_eq!(&v, r);
-    }
-    let decode = n as f64 / t.elapsed().as_secs_f64();
+    let rates: Vec<(&str, (f64, f64, u64))> = FORMATS[1..]
+        .iter()
+        .map(|f| (*f, codec_rates(registry, f, &records)))
+        .collect();
+    let (encode, decode, _) = rates[0].1;
 
     // apache-avro alone: its own values, no JSON and no wire-format header.
     let schema = apache_avro::Schema::parse_str(SCHEMA).unwrap();
@@ -209,23 +241,30 @@ fn codec_runs(registry: &str, n: usize) {
         reader.read_value(&mut &p[..]).unwrap();
     }
     let raw_decode = n as f64 / t.elapsed().as_secs_f64();
-    println!("\n| in-process, {n} records | encode records/s | decode records/s |");
-    println!("|---|---|---|");
-    println!("| rivus-formats (JSON record ↔ wire format) | {encode:.0} | {decode:.0} |");
-    println!("| apache-avro alone (its values ↔ Avro body) | {raw_encode:.0} | {raw_decode:.0} |");
     println!(
-        "rivus / apache-avro: encode {:.2}×, decode {:.2}×; registry requests: {} (one schema)",
+        "\n| in-process, {n} records | encode records/s | decode records/s | registry requests |"
+    );
+    println!("|---|---|---|---|");
+    for (f, (e, d, requests)) in &rates {
+        println!(
+            "| rivus-formats `{f}` (JSON record ↔ wire format) | {e:.0} | {d:.0} | {requests} |"
+        );
+    }
+    println!(
+        "| apache-avro alone (its values ↔ Avro body) | {raw_encode:.0} | {raw_decode:.0} | — |"
+    );
+    println!(
+        "rivus avro / apache-avro: encode {:.2}×, decode {:.2}×",
         encode / raw_encode,
         decode / raw_decode,
-        codec.registry_requests()
     );
 }
 
 fn main() {
     let kafka = Service::Kafka.url();
     let registry = Service::SchemaRegistry.url();
-    let n = env_usize("RIVUS_AVRO_RECORDS", 300_000);
-    let rounds = env_usize("RIVUS_AVRO_ROUNDS", 3);
+    let n = env_usize("RIVUS_FORMATS_RECORDS", 300_000);
+    let rounds = env_usize("RIVUS_FORMATS_ROUNDS", 3);
     let dir = tempfile::tempdir().unwrap();
     codec_runs(&registry, n);
     pipeline_runs(dir.path(), &kafka, &registry, n, rounds);
