@@ -23,6 +23,7 @@
 pub mod activity;
 pub mod backoff;
 pub mod bulk;
+pub mod calendar;
 pub mod checkpoint;
 pub mod context;
 pub mod dyn_sink;

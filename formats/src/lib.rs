@@ -9,11 +9,9 @@
 //! - `wire.rs`: the five-byte header;
 //! - `avro/`: the Avro binary ↔ JSON records, with the logical types;
 //! - `json_schema.rs`: JSON records validated by a JSON Schema;
-//! - `protobuf.rs`: `.proto` schemas compiled at run time, dynamic messages ↔ JSON records;
-//! - `calendar.rs`: dates and times as text.
+//! - `protobuf.rs`: `.proto` schemas compiled at run time, dynamic messages ↔ JSON records.
 
 pub mod avro;
-mod calendar;
 mod codec;
 mod format;
 mod json_schema;

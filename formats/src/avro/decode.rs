@@ -9,7 +9,7 @@ use num_bigint::BigInt;
 use serde_json::{Map, Value};
 
 use super::to_json::{base64, decimal, float};
-use crate::calendar;
+use rivus_core::calendar;
 
 /// Reads one value of `schema` from the front of `input`.
 pub fn read(schema: &Schema, names: &Names, input: &mut &[u8]) -> Result<Value, String> {

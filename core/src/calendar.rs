@@ -1,6 +1,7 @@
-//! Dates and times of Avro's logical types as text: days since the epoch ↔ `YYYY-MM-DD`,
-//! time of day ↔ `HH:MM:SS.ffffff`, instants ↔ RFC 3339 in UTC (`…Z`). Proleptic Gregorian
-//! calendar, no time zones beyond UTC (a local timestamp is written without the `Z`).
+//! Dates and times as text, shared by the formats (Avro's logical types) and the connectors
+//! that read databases: days since the epoch ↔ `YYYY-MM-DD`, time of day ↔ `HH:MM:SS.ffffff`,
+//! instants ↔ RFC 3339 in UTC (`…Z`). Proleptic Gregorian calendar, no time zones beyond UTC
+//! (a local timestamp is written without the `Z`); parsing also takes an offset.
 
 /// `(year, month, day)` of `days` since 1970-01-01.
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {

@@ -1,0 +1,280 @@
+//! [`PostgresCdcSource`]: every insert, update and delete of the published tables, after a
+//! consistent snapshot of them, from a logical replication slot (`pgoutput`).
+//!
+//! - `slot.rs`: what must exist before reading (the publication, the slot) and creating the slot;
+//! - `snapshot.rs`: the tables' rows inside the slot's exported snapshot, by key order in chunks;
+//! - `stream.rs`: the replication stream, positions in checkpoints, the slot confirmed when a
+//!   checkpoint completes.
+
+mod slot;
+mod snapshot;
+mod stream;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use rivus_core::context::RuntimeContext;
+use rivus_core::function::{RichFunction, SourceFunction};
+use rivus_core::runtime::{CheckpointEvent, SourceContext};
+use rivus_core::{DeliveryGuarantee, Error, Result};
+
+use crate::event::Envelope;
+use crate::lsn::Lsn;
+use crate::wire::{ConnParams, WireError};
+
+/// When the tables are read whole before streaming.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SnapshotMode {
+    /// Read them once, when the job starts without a checkpoint and creates its slot (a slot
+    /// that exists already is refused: its position and the tables would not match).
+    #[default]
+    Initial,
+    /// Never: stream from the slot's position (created now if missing).
+    Never,
+    /// Read them when the slot does not exist yet; stream from an existing slot otherwise.
+    WhenNeeded,
+}
+
+/// The source's position, checkpointed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdcState {
+    /// The slot was created or adopted by this job.
+    pub started: bool,
+    /// Every snapshot row was emitted (or no snapshot was wanted).
+    pub snapshot_done: bool,
+    /// Transactions committed before this position are done.
+    pub resume: Lsn,
+    /// The transaction being emitted, by its commit position, and how many of its changes
+    /// were emitted.
+    pub partial: Option<(Lsn, u64)>,
+}
+
+impl CdcState {
+    /// What the slot may forget once this state is checkpointed: everything before the
+    /// transaction being emitted, or before `resume`.
+    pub fn confirmable(&self) -> Lsn {
+        self.partial.map_or(self.resume, |(commit, _)| commit)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) params: ConnParams,
+    pub(crate) slot: String,
+    pub(crate) publication: String,
+    pub(crate) tables: Option<Vec<String>>,
+    pub(crate) key_columns: BTreeMap<String, Vec<String>>,
+    pub(crate) snapshot: SnapshotMode,
+    pub(crate) chunk_rows: usize,
+    pub(crate) envelope: Envelope,
+    pub(crate) status_interval: Duration,
+    pub(crate) timeout: Duration,
+}
+
+/// Streams a PostgreSQL database's changes (see the crate's documentation).
+#[derive(Debug, Clone)]
+pub struct PostgresCdcSource {
+    pub(crate) s: Settings,
+    pub(crate) metrics: Option<rivus_core::context::MetricsGroup>,
+}
+
+/// Builds a [`PostgresCdcSource`].
+#[derive(Debug)]
+pub struct PostgresCdcSourceBuilder {
+    url: String,
+    s: Settings,
+}
+
+impl PostgresCdcSource {
+    /// A source reading the publication `publication` through the slot `slot`, connecting
+    /// with `url` (`postgres://user:password@host:port/db`, TLS by `sslmode=verify-full` and
+    /// `sslrootcert=PATH`); the user needs the REPLICATION attribute and SELECT on the tables.
+    pub fn builder(
+        url: impl Into<String>,
+        slot: impl Into<String>,
+        publication: impl Into<String>,
+    ) -> PostgresCdcSourceBuilder {
+        let url = url.into();
+        PostgresCdcSourceBuilder {
+            s: Settings {
+                params: ConnParams::parse("postgres://placeholder@localhost/x", "").expect("valid"),
+                slot: slot.into(),
+                publication: publication.into(),
+                tables: None,
+                key_columns: BTreeMap::new(),
+                snapshot: SnapshotMode::Initial,
+                chunk_rows: 10_000,
+                envelope: Envelope::Debezium,
+                status_interval: Duration::from_secs(10),
+                timeout: Duration::from_secs(10),
+            },
+            url,
+        }
+    }
+}
+
+impl PostgresCdcSourceBuilder {
+    /// The tables (`schema.table`) to read; default every table of the publication.
+    pub fn tables<S: Into<String>>(mut self, tables: impl IntoIterator<Item = S>) -> Self {
+        self.s.tables = Some(tables.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Key columns of a table without a primary key (`schema.table`), for the snapshot's
+    /// chunks.
+    pub fn key_columns<S: Into<String>>(
+        mut self,
+        table: impl Into<String>,
+        columns: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.s
+            .key_columns
+            .insert(table.into(), columns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// When to read the tables whole (default [`SnapshotMode::Initial`]).
+    pub fn snapshot(mut self, mode: SnapshotMode) -> Self {
+        self.s.snapshot = mode;
+        self
+    }
+
+    /// Rows per snapshot query (default 10 000).
+    pub fn chunk_rows(mut self, n: usize) -> Self {
+        self.s.chunk_rows = n;
+        self
+    }
+
+    /// Debezium's envelope (default) or flat records.
+    pub fn envelope(mut self, e: Envelope) -> Self {
+        self.s.envelope = e;
+        self
+    }
+
+    /// How often the source reports its confirmed position to the server when nothing else
+    /// happens (default 10 s; the server drops a replication connection silent for
+    /// `wal_sender_timeout`, 60 s by default).
+    pub fn status_interval(mut self, d: Duration) -> Self {
+        self.s.status_interval = d;
+        self
+    }
+
+    /// Connect timeout (default 10 s).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.s.timeout = d;
+        self
+    }
+
+    /// Checks the settings; errors name `source.postgres-cdc.<field>`.
+    pub fn build(mut self) -> Result<PostgresCdcSource> {
+        let path = "source.postgres-cdc";
+        self.s.params = ConnParams::parse(&self.url, &format!("{path}.url"))?;
+        let ident = |v: &str, field: &str| -> Result<()> {
+            let ok = !v.is_empty()
+                && v.len() <= 63
+                && v.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::config(
+                    format!("{path}.{field}"),
+                    format!("`{v}`: lower-case letters, digits and `_`, at most 63"),
+                ))
+            }
+        };
+        ident(&self.s.slot, "slot")?;
+        if self.s.publication.is_empty() || self.s.publication.contains('"') {
+            return Err(Error::config(
+                format!("{path}.publication"),
+                "a publication name (without `\"`)",
+            ));
+        }
+        if let Some(tables) = &self.s.tables {
+            for (i, t) in tables.iter().enumerate() {
+                if t.split('.').count() != 2 {
+                    return Err(Error::config(
+                        format!("{path}.tables[{i}]"),
+                        format!("`{t}`: name tables as schema.table"),
+                    ));
+                }
+            }
+        }
+        if self.s.chunk_rows == 0 {
+            return Err(Error::config(
+                format!("{path}.chunk_rows"),
+                "must be above 0",
+            ));
+        }
+        if self.s.status_interval.is_zero() {
+            return Err(Error::config(
+                format!("{path}.status_interval"),
+                "must be above 0",
+            ));
+        }
+        Ok(PostgresCdcSource {
+            s: self.s,
+            metrics: None,
+        })
+    }
+}
+
+/// A wire error as a rivus error: refusals (credentials, rights) are final, the rest retried.
+pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
+    let refused = e.is_refusal();
+    Error::client(context, e.to_string(), refused)
+}
+
+#[async_trait]
+impl RichFunction for PostgresCdcSource {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        if ctx.parallelism() > 1 {
+            return Err(Error::config(
+                "source.postgres-cdc",
+                format!(
+                    "one replication slot is read by one subtask: run this source with \
+                     parallelism 1 (it has {}); what follows it may run wider",
+                    ctx.parallelism()
+                ),
+            ));
+        }
+        if !ctx.is_checkpointing_enabled() {
+            tracing::warn!(
+                slot = %self.s.slot,
+                "postgres-cdc without checkpoints never confirms a position: the slot keeps \
+                 every WAL segment from its start"
+            );
+        }
+        self.metrics = Some(ctx.metrics().with_label("slot", self.s.slot.clone()));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SourceFunction for PostgresCdcSource {
+    type Out = Value;
+    type State = CdcState;
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<Value, CdcState>) -> Result<()> {
+        stream::run(self, ctx).await
+    }
+
+    /// The final checkpoint (taken after a graceful stop) completes after the stream closed:
+    /// its position is confirmed by advancing the slot.
+    async fn on_checkpoint_events(&mut self, events: Vec<CheckpointEvent<CdcState>>) -> Result<()> {
+        match CheckpointEvent::latest_completed(events) {
+            Some((_, done)) if done.snapshot_done => {
+                slot::advance(&self.s, done.confirmable()).await
+            }
+            _ => Ok(()),
+        }
+    }
+}

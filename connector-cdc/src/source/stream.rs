@@ -1,0 +1,394 @@
+//! The source's run: the checks at start, the snapshot when one is due, then the replication
+//! stream. Each change updates the state before it is emitted (the commit position of its
+//! transaction and its index there), so a checkpoint holds exactly the changes before its
+//! barrier; the slot is told to forget a position only when a checkpoint holding it completes,
+//! and a restore skips what the checkpoint already holds — exactly once.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use rivus_core::runtime::{CheckpointEvent, SourceContext, Waited};
+use rivus_core::{Error, Result};
+
+use super::slot::{self, ident, literal};
+use super::{snapshot, wire_error, CdcState, PostgresCdcSource, SnapshotMode};
+use crate::event::{self, Op, Origin, Relations};
+use crate::lsn::Lsn;
+use crate::pgoutput::{self, Logical, StreamMessage};
+use crate::wire::{Connection, WireError};
+
+/// The transaction being read.
+struct Tx {
+    commit: Lsn,
+    xid: u32,
+    ts_ms: i64,
+    /// Changes seen so far.
+    index: u64,
+    /// Changes the checkpoint already holds (all of them: `u64::MAX`).
+    skip: u64,
+}
+
+pub(crate) async fn run(
+    source: &mut PostgresCdcSource,
+    ctx: &mut SourceContext<Value, CdcState>,
+) -> Result<()> {
+    let s = source.s.clone();
+    let connect = || async {
+        Connection::connect(&s.params, true, s.timeout)
+            .await
+            .map_err(|e| wire_error("postgres-cdc: connecting for replication", e))
+    };
+    let mut repl = connect().await?;
+    let db = s.params.dbname.clone();
+    let published = slot::publication_tables(&mut repl, &s.publication, &db).await?;
+    let tables: Vec<(String, String)> = match &s.tables {
+        Some(list) => list
+            .iter()
+            .map(|t| {
+                let (a, b) = t.split_once('.').expect("checked by the builder");
+                (a.to_owned(), b.to_owned())
+            })
+            .collect(),
+        None => published.clone(),
+    };
+    for (i, t) in tables.iter().enumerate() {
+        if !published.contains(t) {
+            return Err(Error::refused(
+                format!("source.postgres-cdc.tables[{i}]"),
+                format!(
+                    "table `{}.{}` is not in publication `{}`: ALTER PUBLICATION {} ADD TABLE {}.{}",
+                    t.0,
+                    t.1,
+                    s.publication,
+                    ident(&s.publication),
+                    ident(&t.0),
+                    ident(&t.1)
+                ),
+            ));
+        }
+    }
+    let existing = slot::find(&mut repl, &s.slot).await?;
+    if let Some(found) = &existing {
+        slot::check(found, &s.slot, &db)?;
+    }
+    let state = ctx.state().clone();
+    if !state.started {
+        match (existing, s.snapshot) {
+            (Some(_), SnapshotMode::Initial) => {
+                return Err(Error::refused(
+                    "source.postgres-cdc.slot",
+                    format!(
+                        "slot `{}` exists but no checkpoint of this job refers to it: its position \
+                         and a new snapshot would not match. Drop it (SELECT \
+                         pg_drop_replication_slot('{}')), name another slot, or set snapshot = \
+                         \"never\" / \"when-needed\" to stream from it",
+                        s.slot, s.slot
+                    ),
+                ))
+            }
+            (Some(found), _) => {
+                let st = ctx.state_mut();
+                st.started = true;
+                st.snapshot_done = true;
+                st.resume = found.confirmed.unwrap_or_default();
+                tracing::info!(slot = %s.slot, at = %st.resume, "postgres-cdc: streaming from the existing slot");
+            }
+            (None, SnapshotMode::Never) => {
+                let (at, _) = slot::create(&mut repl, &s.slot, false, false).await?;
+                let st = ctx.state_mut();
+                st.started = true;
+                st.snapshot_done = true;
+                st.resume = at;
+                tracing::info!(slot = %s.slot, %at, "postgres-cdc: slot created, no snapshot");
+            }
+            (None, _) => {
+                let (at, name) = slot::create(&mut repl, &s.slot, true, false).await?;
+                let name = name.ok_or_else(|| {
+                    Error::connector("postgres-cdc", "the new slot exported no snapshot")
+                })?;
+                {
+                    let st = ctx.state_mut();
+                    st.started = true;
+                    st.snapshot_done = false;
+                    st.resume = at;
+                }
+                tracing::info!(slot = %s.slot, %at, tables = tables.len(), "postgres-cdc: slot created, reading the snapshot");
+                let rows = snapshot::read(source, ctx, &name, at, &tables).await?;
+                ctx.state_mut().snapshot_done = true;
+                tracing::info!(rows, "postgres-cdc: snapshot read");
+            }
+        }
+    } else {
+        let Some(found) = existing else {
+            return Err(slot::lost(&s.slot));
+        };
+        if let Some(confirmed) = found.confirmed {
+            if confirmed > state.confirmable() {
+                return Err(Error::refused(
+                    "source.postgres-cdc.slot",
+                    format!(
+                        "slot `{}` confirmed {confirmed}, past this checkpoint's position {}: \
+                         the changes between are gone from the slot (was the job restored from \
+                         an older checkpoint, or the slot used by another reader?)",
+                        s.slot,
+                        state.confirmable()
+                    ),
+                ));
+            }
+        }
+        if !state.snapshot_done {
+            // The exported snapshot died with the job. Read the tables again inside a
+            // temporary slot's snapshot (later than the permanent slot's point), then stream
+            // from the permanent slot: the changes in between come again after the rows, so
+            // every row ends as the database has it (rows read before the crash come twice).
+            let temp = format!("{}_snapshot", s.slot);
+            let (at, name) = slot::create(&mut repl, &temp, true, true).await?;
+            let name = name.ok_or_else(|| {
+                Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
+            })?;
+            tracing::warn!(slot = %s.slot, %at, "postgres-cdc: the snapshot was interrupted; reading it again");
+            snapshot::read(source, ctx, &name, at, &tables).await?;
+            ctx.state_mut().snapshot_done = true;
+            repl.close().await;
+            repl = connect().await?;
+        }
+    }
+    stream(source, ctx, repl, &tables).await
+}
+
+/// Streams from the state's position until stopped.
+async fn stream(
+    source: &mut PostgresCdcSource,
+    ctx: &mut SourceContext<Value, CdcState>,
+    mut repl: Connection,
+    tables: &[(String, String)],
+) -> Result<()> {
+    let s = source.s.clone();
+    let start = ctx.state().confirmable();
+    repl.start_replication(&format!(
+        "START_REPLICATION SLOT {} LOGICAL {start} (proto_version '1', publication_names {})",
+        ident(&s.slot),
+        literal(&ident(&s.publication))
+    ))
+    .await
+    .map_err(|e| stream_error(&s.slot, e))?;
+    tracing::info!(slot = %s.slot, %start, "postgres-cdc: streaming");
+    let wanted: HashSet<(&str, &str)> = tables
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let metrics = source.metrics.clone();
+    let lag = metrics.as_ref().map(|m| m.gauge("postgres_cdc_lag_bytes"));
+    let changes = metrics.as_ref().map(|m| m.counter("postgres_cdc_changes"));
+    let mut relations = Relations::new();
+    let mut tx: Option<Tx> = None;
+    let mut confirmed = start;
+    let mut wal_end = start;
+    let mut last_status = Instant::now();
+    loop {
+        let waited = ctx
+            .wait_for_or_event(tokio::time::timeout(s.status_interval, repl.recv_copy()))
+            .await?;
+        let mut reply = false;
+        if let Some((_, done)) = CheckpointEvent::latest_completed(ctx.take_events()) {
+            if done.snapshot_done && done.confirmable() > confirmed {
+                confirmed = done.confirmable();
+                reply = true;
+            }
+        }
+        let data = match waited {
+            Waited::Ready(Ok(Ok(Some(data)))) => data,
+            // Quiet for a status interval: say where we are.
+            Waited::Ready(Err(_)) => {
+                reply = true;
+                Bytes::new()
+            }
+            Waited::Event => Bytes::new(),
+            Waited::Ready(Ok(Err(e))) => return Err(stream_error(&s.slot, e)),
+            Waited::Ready(Ok(Ok(None))) => {
+                return Err(Error::connector(
+                    "postgres-cdc",
+                    "the server ended the replication stream",
+                ))
+            }
+            Waited::Stopped => {
+                if reply {
+                    let update = pgoutput::status_update(confirmed, now_micros());
+                    let _ = repl.send_copy(&update).await;
+                }
+                repl.close().await;
+                return Ok(());
+            }
+        };
+        if !data.is_empty() {
+            let bad = |e: std::io::Error| Error::connector("postgres-cdc: replication stream", e);
+            match pgoutput::stream_message(data).map_err(bad)? {
+                StreamMessage::Keepalive {
+                    wal_end: end,
+                    reply: r,
+                } => {
+                    wal_end = wal_end.max(end);
+                    reply |= r;
+                    // Everything committed before `end` was sent before this message.
+                    if tx.is_none() {
+                        let st = ctx.state_mut();
+                        if st.partial.is_none() && end > st.resume {
+                            st.resume = end;
+                        }
+                    }
+                }
+                StreamMessage::XLogData { wal_end: end, data } => {
+                    wal_end = wal_end.max(end);
+                    let msg = pgoutput::logical(data).map_err(bad)?;
+                    apply(
+                        ctx,
+                        &s,
+                        msg,
+                        &mut relations,
+                        &mut tx,
+                        &wanted,
+                        changes.as_ref(),
+                    )
+                    .await?;
+                }
+            }
+        }
+        if reply || last_status.elapsed() >= s.status_interval {
+            repl.send_copy(&pgoutput::status_update(confirmed, now_micros()))
+                .await
+                .map_err(|e| stream_error(&s.slot, e))?;
+            last_status = Instant::now();
+            if let Some(g) = &lag {
+                g.set(wal_end.0.saturating_sub(confirmed.0) as f64);
+            }
+        }
+    }
+}
+
+/// One logical message: emitted when it is a change of a wanted table the checkpoint does not
+/// hold yet.
+async fn apply(
+    ctx: &mut SourceContext<Value, CdcState>,
+    s: &super::Settings,
+    msg: Logical,
+    relations: &mut Relations,
+    tx: &mut Option<Tx>,
+    wanted: &HashSet<(&str, &str)>,
+    changes: Option<&metrics::Counter>,
+) -> Result<()> {
+    let (rel_id, op, before, after) = match msg {
+        Logical::Begin {
+            final_lsn,
+            commit_micros,
+            xid,
+        } => {
+            let st = ctx.state();
+            let skip = if final_lsn < st.resume {
+                u64::MAX
+            } else {
+                match st.partial {
+                    Some((commit, n)) if commit == final_lsn => n,
+                    _ => 0,
+                }
+            };
+            *tx = Some(Tx {
+                commit: final_lsn,
+                xid,
+                ts_ms: commit_micros / 1000,
+                index: 0,
+                skip,
+            });
+            return Ok(());
+        }
+        Logical::Commit { end_lsn, .. } => {
+            if tx.take().is_some() {
+                let st = ctx.state_mut();
+                st.partial = None;
+                st.resume = st.resume.max(end_lsn);
+            }
+            return Ok(());
+        }
+        Logical::Relation(r) => {
+            relations.insert(r.oid, r);
+            return Ok(());
+        }
+        Logical::Insert { rel, new } => (rel, Op::Create, None, Some(new)),
+        Logical::Update { rel, old, new } => (rel, Op::Update, old.map(|o| o.1), Some(new)),
+        Logical::Delete { rel, old } => (rel, Op::Delete, Some(old.1), None),
+        Logical::Truncate { rels } => {
+            let names: Vec<String> = rels
+                .iter()
+                .filter_map(|r| relations.get(r))
+                .map(|r| format!("{}.{}", r.schema, r.name))
+                .collect();
+            tracing::warn!(tables = ?names, "postgres-cdc: TRUNCATE is not emitted as changes");
+            return Ok(());
+        }
+        Logical::Other => return Ok(()),
+    };
+    let t = tx.as_mut().ok_or_else(|| {
+        Error::connector(
+            "postgres-cdc",
+            "a change outside a transaction in the stream",
+        )
+    })?;
+    t.index += 1;
+    if t.index <= t.skip {
+        return Ok(());
+    }
+    let position = (t.commit, t.index);
+    let rel = relations.get(&rel_id).ok_or_else(|| {
+        Error::connector(
+            "postgres-cdc",
+            format!("a change of relation {rel_id} before its description"),
+        )
+    })?;
+    ctx.state_mut().partial = Some(position);
+    if !wanted.contains(&(rel.schema.as_str(), rel.name.as_str())) {
+        return Ok(());
+    }
+    let before = before.map(|d| event::row(rel, &d));
+    let after = after.map(|d| event::row(rel, &d));
+    let origin = Origin {
+        db: &s.params.dbname,
+        lsn: t.commit,
+        xid: t.xid,
+        ts_ms: t.ts_ms,
+        snapshot: "false",
+    };
+    let record = event::record(
+        s.envelope,
+        op,
+        (&rel.schema, &rel.name),
+        before,
+        after,
+        &origin,
+    );
+    if let Some(c) = changes {
+        c.increment(1);
+    }
+    ctx.collect(record).await
+}
+
+/// An error of the stream: a slot that lost its WAL says so; the rest is retried.
+fn stream_error(slot: &str, e: WireError) -> Error {
+    let text = e.to_string();
+    if text.contains("invalidated") || text.contains("can no longer get changes") {
+        return slot::lost(slot);
+    }
+    if e.code() == Some("42704") {
+        return slot::lost(slot);
+    }
+    wire_error(format!("postgres-cdc: replication slot `{slot}`"), e)
+}
+
+/// Microseconds since the Unix epoch, now.
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}

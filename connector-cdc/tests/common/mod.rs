@@ -1,0 +1,123 @@
+//! What the CDC tests share: a table of their own with a publication and rights for the
+//! replication user, DML as the tables' owner, the table's rows and a replica built from the
+//! captured changes, compared.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use rivus_testkit::services::{require, unique_name, Service};
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+
+/// A table `name` (id int primary key, body text, amount numeric(10,2), at timestamptz)
+/// published as `name`, readable by the replication user; dropped with its slot by `clean`.
+pub struct Fixture {
+    pub owner_url: String,
+    pub cdc_url: String,
+    pub name: String,
+    pub owner: PgConnection,
+}
+
+impl Fixture {
+    /// `None` when PostgreSQL is not reachable and skipping was asked for.
+    pub async fn new(prefix: &str, rows: i64) -> Option<Fixture> {
+        let owner_url = require(Service::Postgres)?;
+        let cdc_url = require(Service::PostgresCdc)?;
+        let name = unique_name(prefix).replace('-', "_");
+        let mut owner = PgConnection::connect(&owner_url).await.unwrap();
+        for sql in [
+            format!(
+                "CREATE TABLE {name} (id INT PRIMARY KEY, body TEXT, amount NUMERIC(10,2), \
+                 at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            ),
+            format!(
+                "INSERT INTO {name} (id, body, amount) SELECT i, 'row ' || i, i / 100.0 \
+                 FROM generate_series(1, {rows}) i"
+            ),
+            format!("GRANT SELECT ON {name} TO rivus_cdc"),
+            format!("CREATE PUBLICATION {name} FOR TABLE {name}"),
+        ] {
+            sqlx::query(&sql).execute(&mut owner).await.unwrap();
+        }
+        Some(Fixture {
+            owner_url,
+            cdc_url,
+            name,
+            owner,
+        })
+    }
+
+    pub async fn exec(&mut self, sql: &str) {
+        sqlx::raw_sql(sql).execute(&mut self.owner).await.unwrap();
+    }
+
+    /// The table's rows by id, as the flat records carry them (without `at`).
+    pub async fn rows(&mut self) -> BTreeMap<i64, (String, String)> {
+        let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(&format!(
+            "SELECT id, body, amount::text FROM {} ORDER BY id",
+            self.name
+        ))
+        .fetch_all(&mut self.owner)
+        .await
+        .unwrap();
+        rows.into_iter()
+            .map(|(id, b, a)| {
+                (
+                    i64::from(id),
+                    (b.unwrap_or_default(), a.unwrap_or_default()),
+                )
+            })
+            .collect()
+    }
+
+    /// The slot's confirmed position, as text.
+    pub async fn confirmed(&mut self) -> Option<String> {
+        sqlx::query_scalar(&format!(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{}'",
+            self.name
+        ))
+        .fetch_optional(&mut self.owner)
+        .await
+        .unwrap()
+        .flatten()
+    }
+
+    /// Drops the slot (waiting for it to be released), the publication and the table.
+    pub async fn clean(mut self) {
+        for _ in 0..100 {
+            let r = sqlx::query(&format!(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                 WHERE slot_name = '{}'",
+                self.name
+            ))
+            .execute(&mut self.owner)
+            .await;
+            if r.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        self.exec(&format!(
+            "DROP PUBLICATION IF EXISTS {0}; DROP TABLE IF EXISTS {0}",
+            self.name
+        ))
+        .await;
+    }
+}
+
+/// The rows that flat change records leave when applied in order: upserts by id, deletes.
+pub fn replay(records: &[Value]) -> BTreeMap<i64, (String, String)> {
+    let mut rows = BTreeMap::new();
+    for r in records {
+        let id = r["id"].as_i64().expect("an id");
+        if r["__deleted"] == Value::Bool(true) {
+            rows.remove(&id);
+        } else {
+            let body = r["body"].as_str().unwrap_or_default().to_owned();
+            let amount = r["amount"].as_str().unwrap_or_default().to_owned();
+            rows.insert(id, (body, amount));
+        }
+    }
+    rows
+}
