@@ -223,6 +223,14 @@ impl PostgresCdcSourceBuilder {
     }
 }
 
+impl PostgresCdcSource {
+    /// The same source reading another publication (for tests of refusals and tools).
+    pub fn with_publication(mut self, publication: impl Into<String>) -> Self {
+        self.s.publication = publication.into();
+        self
+    }
+}
+
 /// A wire error as a rivus error: refusals (credentials, rights) are final, the rest retried.
 pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
     let refused = e.is_refusal();

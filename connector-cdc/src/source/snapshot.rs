@@ -34,7 +34,8 @@ pub(crate) async fn read(
     .await
     .map_err(|e| wire_error("postgres-cdc: importing the slot's snapshot", e))?;
     let mut total = 0u64;
-    for (i, (schema, table)) in tables.iter().enumerate() {
+    let mut pending: Option<Value> = None;
+    for (schema, table) in tables {
         let key = key_columns(&mut c, source, schema, table).await?;
         let qualified = format!("{}.{}", ident(schema), ident(table));
         let order = key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ");
@@ -61,8 +62,7 @@ pub(crate) async fn read(
             if n > 0 {
                 after = Some(last_key(&rows, &key)?);
             }
-            let last_table = i + 1 == tables.len();
-            for (r, values) in rows.rows.into_iter().enumerate() {
+            for values in rows.rows {
                 let row: Map<String, Value> = rows
                     .columns
                     .iter()
@@ -72,13 +72,12 @@ pub(crate) async fn read(
                         (col.clone(), v)
                     })
                     .collect();
-                let last = last_table && n < s.chunk_rows && r + 1 == n;
                 let origin = Origin {
                     db: &s.params.dbname,
                     lsn: at,
                     xid: 0,
                     ts_ms: event::now_ms(),
-                    snapshot: if last { "last" } else { "true" },
+                    snapshot: "true",
                 };
                 let record = event::record(
                     s.envelope,
@@ -88,14 +87,25 @@ pub(crate) async fn read(
                     Some(row),
                     &origin,
                 );
-                ctx.collect(record).await?;
-                total += 1;
+                // Each row goes out once the next is known, so that the very last one can be
+                // marked `last`.
+                if let Some(previous) = pending.replace(record) {
+                    ctx.collect(previous).await?;
+                    total += 1;
+                }
             }
             if n < s.chunk_rows {
                 break;
             }
         }
         tracing::info!(table = %format!("{schema}.{table}"), "postgres-cdc: table read in the snapshot");
+    }
+    if let Some(mut last) = pending {
+        if let Some(source) = last.get_mut("source") {
+            source["snapshot"] = Value::from("last");
+        }
+        ctx.collect(last).await?;
+        total += 1;
     }
     let _ = c.query("COMMIT").await;
     c.close().await;

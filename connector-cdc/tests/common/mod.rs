@@ -5,8 +5,13 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use rivus_connector_cdc::{Envelope, PostgresCdcSource, PostgresCdcSourceBuilder};
+use rivus_core::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
+use rivus_testkit::{TransactionalSink, TxnStore};
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
 
@@ -120,4 +125,79 @@ pub fn replay(records: &[Value]) -> BTreeMap<i64, (String, String)> {
         }
     }
     rows
+}
+
+/// The source of `f` (flat records, chunks of 97 rows, a status every 500 ms), as `tune` makes
+/// it.
+pub fn source(
+    f: &Fixture,
+    tune: impl FnOnce(PostgresCdcSourceBuilder) -> PostgresCdcSourceBuilder,
+) -> PostgresCdcSource {
+    tune(
+        PostgresCdcSource::builder(&f.cdc_url, &f.name, &f.name)
+            .envelope(Envelope::Flat)
+            .chunk_rows(97)
+            .status_interval(Duration::from_millis(500)),
+    )
+    .build()
+    .unwrap()
+}
+
+/// `source` into an exactly-once sink committing into `store`, checkpoints every
+/// `interval` into `backend`; the sink waits `pace` per batch.
+pub fn job(
+    name: &str,
+    source: PostgresCdcSource,
+    backend: &MemoryStateBackend,
+    store: &TxnStore<Value>,
+    interval: Duration,
+    pace: Duration,
+) -> Job {
+    let store = store.clone();
+    Pipeline::new(name)
+        .checkpointing(CheckpointConfig::new(interval, Arc::new(backend.clone())))
+        .batch_size(100)
+        .source("cdc", 1, move |_| source.clone())
+        .sink("txn", 1, move |i| {
+            TransactionalSink::new(store.clone(), i).pace(pace)
+        })
+        .unwrap()
+}
+
+/// Inserts, updates and deletes on `table`, `rounds` transactions of three statements each;
+/// every value written is unique (`w{round}`), so a change that arrived twice is seen.
+pub async fn write(url: String, table: String, from: i64, rounds: i64) {
+    let mut c = PgConnection::connect(&url).await.unwrap();
+    for r in from..from + rounds {
+        let mut tx = c.begin().await.unwrap();
+        for sql in [
+            format!(
+                "INSERT INTO {table} (id, body, amount) VALUES ({}, 'w{r}', {r}.5)",
+                100_000 + r
+            ),
+            format!(
+                "UPDATE {table} SET body = 'w{r}u', amount = amount + 1 WHERE id = {}",
+                1 + (r * 7) % 300
+            ),
+            format!("DELETE FROM {table} WHERE id = {}", 301 + r),
+        ] {
+            sqlx::query(&sql).execute(&mut *tx).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+}
+
+/// Every committed change once: no two committed records are equal (every value written is
+/// unique).
+pub fn assert_no_duplicates(records: &[Value]) {
+    let mut seen = std::collections::HashSet::new();
+    for r in records {
+        assert!(seen.insert(r.to_string()), "arrived twice: {r}");
+    }
+}
+
+/// An LSN's text as a number.
+pub fn lsn(s: &str) -> u64 {
+    let (a, b) = s.split_once('/').unwrap();
+    (u64::from_str_radix(a, 16).unwrap() << 32) | u64::from_str_radix(b, 16).unwrap()
 }

@@ -1,0 +1,152 @@
+//! The CDC source cancelled at the worst moments — inside a large transaction, in the middle
+//! of the snapshot — and restored from its last checkpoint: every change of the database ends
+//! up in the exactly-once sink, the streamed ones once each.
+
+mod common;
+
+use std::time::Duration;
+
+use rivus_core::prelude::*;
+use rivus_testkit::{wait, TxnStore};
+use serde_json::Value;
+
+use common::{assert_no_duplicates, job, replay, source, write, Fixture};
+
+/// Cancels the job (no final checkpoint) once `ready(store)` holds.
+async fn cancel_when(job: Job, store: &TxnStore<Value>, ready: impl Fn(usize) -> bool) {
+    let handle = job.handle();
+    let running = tokio::spawn(job.run());
+    wait::until(
+        Duration::from_secs(60),
+        || async { ready(store.committed_len()) || running.is_finished() },
+        || format!("{} committed, never in the window", store.committed_len()),
+    )
+    .await;
+    assert!(
+        !running.is_finished(),
+        "the job ended early: {:?}",
+        running.await
+    );
+    handle.cancel();
+    let _ = running.await.unwrap();
+}
+
+/// One transaction of 3 000 inserts, read while checkpoints complete in its middle; the job is
+/// cancelled there and restored: the changes after the checkpoint's index come, none before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_a_job_cancelled_inside_a_large_transaction_resumes_at_the_checkpointed_change() {
+    let Some(mut f) = Fixture::new("cdc_bigtx", 0).await else {
+        return;
+    };
+    let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
+    let ms = Duration::from_millis;
+    let src = source(&f, |b| b);
+    let first = job(&f.name, src.clone(), &backend, &store, ms(30), ms(15));
+    let handle = first.handle();
+    let running = tokio::spawn(first.run());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while f.confirmed().await.is_none() {
+        assert!(!running.is_finished(), "the job ended early");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot was never created"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    f.exec(&format!(
+        "INSERT INTO {} (id, body, amount) SELECT i, 'big ' || i, i FROM generate_series(1, 3000) i",
+        f.name
+    ))
+    .await;
+    wait::until(
+        Duration::from_secs(60),
+        || async { store.committed_len() >= 500 || running.is_finished() },
+        || format!("{} committed", store.committed_len()),
+    )
+    .await;
+    handle.cancel();
+    let _ = running.await.unwrap();
+    let before = store.committed_len();
+    assert!(
+        before < 3000,
+        "cancelled inside the transaction ({before} of 3000 committed)"
+    );
+
+    let summary_job = job(&f.name, src, &backend, &store, ms(30), ms(0));
+    let handle = summary_job.handle();
+    let running = tokio::spawn(summary_job.run());
+    let want = f.rows().await;
+    wait::until(
+        Duration::from_secs(60),
+        || async { replay(&store.committed()) == want },
+        || {
+            format!(
+                "{} of 3000 committed after the restore",
+                store.committed_len()
+            )
+        },
+    )
+    .await;
+    handle.stop();
+    assert!(running.await.unwrap().unwrap().restored_from.is_some());
+    let got = store.committed();
+    assert_eq!(got.len(), 3000, "each change once");
+    assert_no_duplicates(&got);
+    f.clean().await;
+}
+
+/// The job cancelled while it reads the snapshot (a writer changing the table meanwhile): the
+/// restored job reads the snapshot again inside a newer snapshot and streams from the slot's
+/// first position, so the replica ends equal to the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_a_job_cancelled_during_the_snapshot_ends_with_the_table_after_its_restore() {
+    let Some(mut f) = Fixture::new("cdc_snapcut", 3_000).await else {
+        return;
+    };
+    let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
+    let ms = Duration::from_millis;
+    let src = source(&f, |b| b.chunk_rows(50));
+    let writer = tokio::spawn(write(f.owner_url.clone(), f.name.clone(), 0, 200));
+    cancel_when(
+        job(&f.name, src.clone(), &backend, &store, ms(30), ms(20)),
+        &store,
+        |n| (100..2_500).contains(&n),
+    )
+    .await;
+    writer.await.unwrap();
+    let second = job(&f.name, src, &backend, &store, ms(100), ms(0));
+    let handle = second.handle();
+    let running = tokio::spawn(second.run());
+    let want = f.rows().await;
+    wait::until(
+        Duration::from_secs(90),
+        || async { replay(&store.committed()) == want },
+        || {
+            let got = replay(&store.committed());
+            format!(
+                "the replica has {} rows, the table {}",
+                got.len(),
+                want.len()
+            )
+        },
+    )
+    .await;
+    handle.stop();
+    assert!(running.await.unwrap().unwrap().restored_from.is_some());
+    // Streamed changes (not snapshot rows) are each in the replica's history once or, for
+    // those between the two snapshots, twice at most.
+    let streamed: Vec<Value> = store
+        .committed()
+        .into_iter()
+        .filter(|r| r["__op"] != "r")
+        .collect();
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for r in &streamed {
+        *seen.entry(r.to_string()).or_default() += 1;
+    }
+    assert!(
+        seen.values().all(|&n| n <= 2),
+        "a change came more than twice"
+    );
+    f.clean().await;
+}

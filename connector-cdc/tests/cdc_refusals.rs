@@ -1,0 +1,134 @@
+//! What the CDC source refuses at start, with an error that says what is missing and how to add
+//! it: a publication that does not exist, a table outside the publication, a slot that exists
+//! without a checkpoint referring to it, a slot dropped under a checkpointed job, wrong
+//! credentials (the password never shown). And a source over TLS with SCRAM works.
+
+mod common;
+
+use std::time::Duration;
+
+use rivus_connector_cdc::PostgresCdcSource;
+use rivus_core::prelude::*;
+use rivus_testkit::services::{require, Service};
+use rivus_testkit::{wait, TxnStore};
+use serde_json::Value;
+
+use common::{job, source, Fixture};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// Runs `src` once with `backend` (it fails at start): the error's text.
+async fn start_error(name: &str, src: PostgresCdcSource, backend: &MemoryStateBackend) -> String {
+    let run = job(name, src, backend, &TxnStore::new(), MS(100), MS(0));
+    match tokio::time::timeout(Duration::from_secs(60), run.run()).await {
+        Ok(Err(e)) => e.to_string(),
+        other => panic!("{name}: expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_missing_publication_table_and_foreign_slot_are_refused_naming_them() {
+    let Some(mut f) = Fixture::new("cdc_refuse", 3).await else {
+        return;
+    };
+    let backend = MemoryStateBackend::new();
+    let e = start_error(
+        &f.name,
+        source(&f, |b| b).with_publication("no_such_pub"),
+        &backend,
+    )
+    .await;
+    assert!(
+        e.contains("publication `no_such_pub` does not exist") && e.contains("CREATE PUBLICATION"),
+        "{e}"
+    );
+
+    let e = start_error(
+        &f.name,
+        source(&f, |b| b.tables(["public.not_published"])),
+        &backend,
+    )
+    .await;
+    assert!(
+        e.contains("tables[0]")
+            && e.contains("not in publication")
+            && e.contains("ALTER PUBLICATION"),
+        "{e}"
+    );
+
+    // A slot made outside the job, and a job with snapshot = initial and no checkpoint.
+    f.exec(&format!(
+        "SELECT pg_create_logical_replication_slot('{}', 'pgoutput')",
+        f.name
+    ))
+    .await;
+    let e = start_error(&f.name, source(&f, |b| b), &backend).await;
+    assert!(
+        e.contains(&format!("slot `{}` exists", f.name)) && e.contains("pg_drop_replication_slot"),
+        "{e}"
+    );
+    f.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_a_slot_dropped_under_a_checkpointed_job_says_a_new_snapshot_is_needed() {
+    let Some(mut f) = Fixture::new("cdc_lost", 3).await else {
+        return;
+    };
+    let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
+    let run = job(&f.name, source(&f, |b| b), &backend, &store, MS(50), MS(0));
+    let handle = run.handle();
+    let running = tokio::spawn(run.run());
+    wait::until(
+        Duration::from_secs(30),
+        || async { store.committed_len() >= 3 },
+        || "the snapshot's rows".to_owned(),
+    )
+    .await;
+    handle.stop();
+    running.await.unwrap().unwrap();
+    f.exec(&format!("SELECT pg_drop_replication_slot('{}')", f.name))
+        .await;
+    let e = start_error(&f.name, source(&f, |b| b), &backend).await;
+    assert!(
+        e.contains("was dropped or invalidated") && e.contains("a new snapshot is needed"),
+        "{e}"
+    );
+    f.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_over_tls_with_scram_reads_and_a_wrong_password_is_refused_unshown() {
+    let Some(f) = Fixture::new("cdc_tls", 5).await else {
+        return;
+    };
+    let Some(tls_url) = require(Service::PostgresTls) else {
+        return;
+    };
+    // The TLS user (SCRAM, TLS only) may replicate: it is a superuser of the dev server.
+    let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
+    let src = PostgresCdcSource::builder(&tls_url, &f.name, &f.name)
+        .build()
+        .unwrap();
+    let run = job(&f.name, src, &backend, &store, MS(50), MS(0));
+    let handle = run.handle();
+    let running = tokio::spawn(run.run());
+    wait::until(
+        Duration::from_secs(30),
+        || async { store.committed_len() >= 5 || running.is_finished() },
+        || "the snapshot's rows over TLS".to_owned(),
+    )
+    .await;
+    handle.stop();
+    running.await.unwrap().unwrap();
+    assert_eq!(store.committed_len(), 5);
+
+    let wrong = f.cdc_url.replace("rivus-cdc-pw", "wrong-secret-pw");
+    let src = PostgresCdcSource::builder(&wrong, &f.name, &f.name)
+        .build()
+        .unwrap();
+    let e = start_error(&format!("{}-pw", f.name), src, &MemoryStateBackend::new()).await;
+    assert!(e.contains("password authentication failed"), "{e}");
+    assert!(!e.contains("wrong-secret-pw"), "{e}");
+    f.clean().await;
+}
