@@ -18,6 +18,8 @@
 mod event;
 mod lsn;
 mod pgoutput;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod source;
 mod value;
 pub mod wire;

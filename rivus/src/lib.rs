@@ -1,5 +1,5 @@
 //! The `rivus` facade: re-exports [`rivus_core`] and, behind one feature flag each, the
-//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`), the S3 checkpoint
+//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`, `postgres-cdc`), the S3 checkpoint
 //! store (`s3`) and the formats with schemas (`formats`).
 
 pub use rivus_core::*;
@@ -26,6 +26,10 @@ pub use rivus_connector_redis as redis;
 /// The SQL connector: PostgreSQL, MySQL/MariaDB, SQLite (feature `jdbc`).
 #[cfg(feature = "jdbc")]
 pub use rivus_connector_jdbc as jdbc;
+
+/// Change data capture from PostgreSQL (feature `postgres-cdc`).
+#[cfg(feature = "postgres-cdc")]
+pub use rivus_connector_cdc as cdc;
 
 /// Checkpoints on an S3-compatible object store, one owner per job (feature `s3`).
 #[cfg(feature = "s3")]

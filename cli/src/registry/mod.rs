@@ -111,6 +111,8 @@ impl Registry {
         let r = r
             .source::<rivus_connector_jdbc::pipeline_file::JdbcSourceSection>()
             .sink::<rivus_connector_jdbc::pipeline_file::JdbcSinkSection>();
+        #[cfg(feature = "postgres-cdc")]
+        let r = r.source::<rivus_connector_cdc::pipeline_file::PostgresCdcSection>();
         #[cfg(feature = "kafka")]
         let r = r
             .source::<rivus_connector_kafka::pipeline_file::KafkaSourceSection>()

@@ -224,6 +224,12 @@ impl PostgresCdcSourceBuilder {
 }
 
 impl PostgresCdcSource {
+    /// What `rivus check` says: the publication's tables, the slot's position and how many
+    /// bytes of WAL it keeps (or that it will be created), reading no change.
+    pub async fn report(&self) -> Result<String> {
+        slot::report(&self.s).await
+    }
+
     /// The same source reading another publication (for tests of refusals and tools).
     pub fn with_publication(mut self, publication: impl Into<String>) -> Self {
         self.s.publication = publication.into();
@@ -257,7 +263,10 @@ impl RichFunction for PostgresCdcSource {
                  every WAL segment from its start"
             );
         }
-        self.metrics = Some(ctx.metrics().with_label("slot", self.s.slot.clone()));
+        self.metrics = Some(
+            ctx.metrics()
+                .with_label("partition", format!("slot {}", self.s.slot)),
+        );
         Ok(())
     }
 }

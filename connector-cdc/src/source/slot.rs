@@ -198,3 +198,42 @@ pub(crate) async fn advance(s: &super::Settings, to: Lsn) -> Result<()> {
         )
     })
 }
+
+/// The publication's tables and the slot's state, for `rivus check`.
+pub(crate) async fn report(s: &super::Settings) -> Result<String> {
+    let mut c = Connection::connect(&s.params, false, s.timeout)
+        .await
+        .map_err(|e| wire_error("postgres-cdc: connecting", e))?;
+    let tables = publication_tables(&mut c, &s.publication, &s.params.dbname).await?;
+    let rows = c
+        .query(&format!(
+            "SELECT confirmed_flush_lsn::text AS confirmed, wal_status, active::text AS active, \
+             pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint::text AS lag \
+             FROM pg_replication_slots WHERE slot_name = {}",
+            literal(&s.slot)
+        ))
+        .await
+        .map_err(|e| wire_error("postgres-cdc: reading the slot", e))?;
+    c.close().await;
+    let slot = if rows.rows.is_empty() {
+        format!("slot `{}` not created yet (made at the first run)", s.slot)
+    } else {
+        format!(
+            "slot `{}` at {}, {} bytes of WAL kept, wal_status {}{}",
+            s.slot,
+            rows.text(0, "confirmed").unwrap_or_default(),
+            rows.text(0, "lag").unwrap_or_default(),
+            rows.text(0, "wal_status").unwrap_or_default(),
+            if rows.text(0, "active").as_deref() == Some("true") {
+                ", in use"
+            } else {
+                ""
+            }
+        )
+    };
+    Ok(format!(
+        "publication `{}` ({} table(s)); {slot}",
+        s.publication,
+        tables.len()
+    ))
+}

@@ -181,8 +181,12 @@ async fn stream(
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
     let metrics = source.metrics.clone();
-    let lag = metrics.as_ref().map(|m| m.gauge("postgres_cdc_lag_bytes"));
-    let changes = metrics.as_ref().map(|m| m.counter("postgres_cdc_changes"));
+    let lag = metrics
+        .as_ref()
+        .map(|m| m.gauge("rivus_postgres_cdc_lag_bytes"));
+    let changes = metrics
+        .as_ref()
+        .map(|m| m.counter("rivus_postgres_cdc_changes"));
     let mut relations = Relations::new();
     let mut tx: Option<Tx> = None;
     let mut confirmed = start;

@@ -1,0 +1,196 @@
+//! The `postgres-cdc` section of a pipeline file (feature `pipeline-file`):
+//! `[source] type = "postgres-cdc"`, read by serde (unknown fields refused), turned into the
+//! source, and checked by a healthcheck that reports the publication, the slot and its lag.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use rivus_core::pipeline_file::{
+    opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SectionMetrics,
+    SourcePlan, SourceSection,
+};
+use rivus_core::secrets::redact_url;
+use rivus_core::tls::TlsFiles;
+use rivus_core::{Error, Result};
+
+use crate::{Envelope, PostgresCdcSource, SnapshotMode};
+
+/// `[source] type = "postgres-cdc"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresCdcSection {
+    /// `postgres://user:password@host:port/db` of a user with REPLICATION.
+    pub url: String,
+    /// The publication whose tables are read (created by the tables' owner).
+    pub publication: String,
+    /// The replication slot (default `rivus_<job>`, lower-case).
+    pub slot: Option<String>,
+    /// The tables to read, `schema.table` (default: the publication's).
+    pub tables: Option<Vec<String>>,
+    /// Key columns of tables without a primary key, for the snapshot's chunks.
+    #[serde(default)]
+    pub key_columns: BTreeMap<String, Vec<String>>,
+    /// `initial` (default), `never`, `when-needed`.
+    #[serde(default)]
+    pub snapshot: SnapshotOption,
+    /// Rows per snapshot query (10 000).
+    pub chunk_rows: Option<usize>,
+    /// `debezium` (default) or `flat`.
+    #[serde(default)]
+    pub envelope: EnvelopeOption,
+    /// How often the position is reported to the server when idle (10 s).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub status_interval: Option<Duration>,
+    /// TLS: `{ ca_file, client_cert, client_key }` (PEM), added to the URL as `sslrootcert`,
+    /// `sslcert`, `sslkey` with `sslmode=verify-full`.
+    #[serde(default)]
+    pub tls: TlsFiles,
+}
+
+/// `snapshot = ...`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SnapshotOption {
+    /// Read the tables when the slot is created.
+    #[default]
+    Initial,
+    /// Never read the tables whole.
+    Never,
+    /// Read them when there is no slot yet.
+    WhenNeeded,
+}
+
+/// `envelope = ...`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvelopeOption {
+    /// Debezium's envelope.
+    #[default]
+    Debezium,
+    /// The row with `__op` and `__deleted`.
+    Flat,
+}
+
+impl PostgresCdcSection {
+    /// The URL with the `tls` files as parameters.
+    fn url(&self, path: &str) -> Result<String> {
+        if self.tls.is_empty() {
+            return Ok(self.url.clone());
+        }
+        self.tls.validate_files(&format!("{path}.tls"))?;
+        let mut url = self.url.clone();
+        let mut add = |k: &str, v: &std::path::Path| {
+            url.push(if url.contains('?') { '&' } else { '?' });
+            url.push_str(&format!("{k}={}", v.display()));
+        };
+        if !self.url.contains("sslmode=") {
+            add("sslmode", std::path::Path::new("verify-full"));
+        }
+        if let Some(ca) = &self.tls.ca_file {
+            add("sslrootcert", ca);
+        }
+        if let (Some(c), Some(k)) = (&self.tls.client_cert, &self.tls.client_key) {
+            add("sslcert", c);
+            add("sslkey", k);
+        }
+        Ok(url)
+    }
+
+    fn slot(&self, job: &str) -> String {
+        self.slot.clone().unwrap_or_else(|| {
+            let name: String = format!("rivus_{job}")
+                .to_lowercase()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .take(63)
+                .collect();
+            name
+        })
+    }
+
+    /// The source; errors name `path`'s fields.
+    pub fn source(&self, job: &str, path: &str) -> Result<PostgresCdcSource> {
+        let mut b = PostgresCdcSource::builder(self.url(path)?, self.slot(job), &self.publication)
+            .snapshot(match self.snapshot {
+                SnapshotOption::Initial => SnapshotMode::Initial,
+                SnapshotOption::Never => SnapshotMode::Never,
+                SnapshotOption::WhenNeeded => SnapshotMode::WhenNeeded,
+            })
+            .envelope(match self.envelope {
+                EnvelopeOption::Debezium => Envelope::Debezium,
+                EnvelopeOption::Flat => Envelope::Flat,
+            });
+        if let Some(t) = &self.tables {
+            b = b.tables(t.clone());
+        }
+        for (table, cols) in &self.key_columns {
+            b = b.key_columns(table.clone(), cols.clone());
+        }
+        if let Some(n) = self.chunk_rows {
+            b = b.chunk_rows(n);
+        }
+        if let Some(d) = self.status_interval {
+            b = b.status_interval(d);
+        }
+        b.build().map_err(|e| e.rebase("source.postgres-cdc", path))
+    }
+}
+
+#[async_trait::async_trait]
+impl SourceSection for PostgresCdcSection {
+    const TYPE: &'static str = "postgres-cdc";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "every insert, update and delete of PostgreSQL tables (logical replication, \
+                  pgoutput), after a consistent snapshot",
+        guarantee: "exactly-once (commit LSN and index in checkpoints; the slot confirmed on \
+                    completed checkpoints)",
+        options: &[
+            OptionDoc::required("url", "postgres://user:password@host:port/db (REPLICATION)"),
+            OptionDoc::required("publication", "string"),
+            OptionDoc::optional("slot", "string", "rivus_<job>"),
+            OptionDoc::optional("tables", "[\"schema.table\"]", "the publication's"),
+            OptionDoc::optional(
+                "key_columns",
+                "{ \"schema.table\" = [columns] }",
+                "primary keys",
+            ),
+            OptionDoc::optional("snapshot", "initial|never|when-needed", "initial"),
+            OptionDoc::optional("chunk_rows", "integer", "10000"),
+            OptionDoc::optional("envelope", "debezium|flat", "debezium"),
+            OptionDoc::optional("status_interval", "duration", "10s"),
+            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        if ctx.parallelism > 1 {
+            return Err(Error::config(
+                ctx.field("parallelism"),
+                "one replication slot is read by one subtask: parallelism 1 (what follows the \
+                 source may run wider)",
+            ));
+        }
+        let source = self.source(&ctx.job, &ctx.path)?;
+        Ok(SourcePlan::cloned(Rebased::new(
+            source,
+            "source.postgres-cdc",
+            &ctx.path,
+        )))
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        let outcome = match self.source(&ctx.job, &ctx.path) {
+            Ok(s) => s.report().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        Health::new(Self::TYPE, redact_url(&self.url), outcome)
+    }
+
+    fn metrics(&self) -> SectionMetrics {
+        SectionMetrics {
+            lag: Some("rivus_postgres_cdc_lag_bytes"),
+        }
+    }
+}
