@@ -11,6 +11,7 @@ use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
     CatalogEntry, Health, OptionDoc, SectionContext, SinkPlan, SinkSection,
 };
+use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
@@ -27,6 +28,11 @@ pub struct EsSinkSection {
     pub index: String,
     /// The field whose value is the document id (replays then overwrite).
     pub id_field: Option<String>,
+    /// Records are change records (`__deleted`, or Debezium's envelope, as the `postgres-cdc`
+    /// source emits them): a write indexes its row, a delete removes the document. Needs
+    /// `id_field`.
+    #[serde(default)]
+    pub apply_changes: bool,
     /// Actions per bulk request.
     pub max_actions: Option<usize>,
     /// Basic authentication: the user.
@@ -62,13 +68,45 @@ impl EsSinkSection {
             b = b.batch_size(n);
         }
         let (index, id_field) = (self.index.clone(), self.id_field.clone());
-        b.build(move |v: &Value, idx| {
-            let id = id_field.as_ref().and_then(|f| match v.get(f) {
+        let id_of = move |v: &Value| {
+            id_field.as_ref().and_then(|f| match v.get(f) {
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(Value::Null) | None => None,
                 Some(other) => Some(other.to_string()),
+            })
+        };
+        if self.apply_changes {
+            if self.id_field.is_none() {
+                return Err(rivus_core::Error::config(
+                    format!("{path}.apply_changes"),
+                    "a delete removes the document of its id: set `id_field`",
+                ));
+            }
+            let field = self.id_field.clone().unwrap_or_default();
+            return b.build(move |v: &Value, idx| {
+                let change = rivus_core::change::Change::of(v.clone())
+                    .map_err(|e| SchemaError::new("json", "record", e))?;
+                let (delete, row) = match change {
+                    rivus_core::change::Change::Write(row) => (false, Value::Object(row)),
+                    rivus_core::change::Change::Delete(row) => (true, Value::Object(row)),
+                };
+                let Some(id) = id_of(&row) else {
+                    return Err(SchemaError::new(
+                        "json",
+                        "record",
+                        format!("the change has no `{field}` (id_field)"),
+                    ));
+                };
+                if delete {
+                    idx.delete(index.clone(), id);
+                } else {
+                    idx.index(index.clone(), Some(id), row);
+                }
+                Ok(())
             });
-            idx.index(index.clone(), id, v.clone());
+        }
+        b.build(move |v: &Value, idx| {
+            idx.index(index.clone(), id_of(v), v.clone());
             Ok(())
         })
     }
@@ -110,6 +148,7 @@ impl SinkSection for EsSinkSection {
             OptionDoc::required("url", "http(s)://host:port"),
             OptionDoc::required("index", "string"),
             OptionDoc::optional("id_field", "string", "ids chosen by the cluster"),
+            OptionDoc::optional("apply_changes", "bool", "false"),
             OptionDoc::optional("max_actions", "integer", "1000"),
             OptionDoc::optional("username", "string", "no authentication"),
             OptionDoc::optional("password", "string (${VAR})", "none"),

@@ -91,6 +91,10 @@ pub struct JdbcSinkSection {
     /// Fields without a column are dropped instead of refused.
     #[serde(default)]
     pub ignore_unknown_fields: bool,
+    /// Records are change records (`__deleted`, or Debezium's envelope): upserted or deleted by
+    /// key (needs `mode = "upsert"`).
+    #[serde(default)]
+    pub apply_changes: bool,
     /// How text becomes the bytes of a binary column: `utf8` (default), `base64` (what the
     /// schema formats give for bytes fields) or `hex`.
     #[serde(default)]
@@ -209,6 +213,7 @@ impl JdbcSinkSection {
             })
             .ignore_unknown_fields(self.ignore_unknown_fields)
             .bytes_encoding(self.bytes_encoding.into())
+            .apply_changes(self.apply_changes)
             .error_policy(policy);
         if let Some(k) = &self.key {
             b = b.key(k.clone());

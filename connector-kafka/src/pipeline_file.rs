@@ -88,6 +88,11 @@ pub struct KafkaSinkSection {
     /// How the key is written: as text (default) or in a format with a schema (its subject
     /// `{topic}-key`).
     pub key_format: Option<Format>,
+    /// Records are change records (`__deleted`, or Debezium's envelope, as the `postgres-cdc`
+    /// source emits them): a write is its row, keyed; a delete a tombstone of its key (for
+    /// compacted topics). Needs `key_field`.
+    #[serde(default)]
+    pub apply_changes: bool,
     /// One transaction per checkpoint (exactly-once) instead of flushing (at-least-once).
     #[serde(default)]
     pub exactly_once: bool,
@@ -127,27 +132,25 @@ struct CodecSerializer {
     value: Codec,
     /// The key's field, and its codec when not written as text.
     key: Option<(String, Option<Codec>)>,
+    /// Records are change records: a write is its row, a delete a tombstone (no value).
+    apply_changes: bool,
 }
 
 #[async_trait::async_trait]
 impl KafkaSerializer<Value> for CodecSerializer {
     fn serialize(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
-        let key = match &self.key {
-            None => None,
-            Some((field, None)) => Some(v.get(field).map(text_of).unwrap_or_default().into_bytes()),
-            Some((field, Some(codec))) => {
-                let mut out = Vec::new();
-                codec.encode(v.get(field).unwrap_or(&Value::Null), &mut out)?;
-                Some(out)
-            }
-        };
-        let mut value = Vec::new();
-        self.value.encode(v, &mut value)?;
-        Ok(OutRecord {
-            key,
-            value: Some(value),
-            ..Default::default()
-        })
+        if self.apply_changes {
+            return match rivus_core::change::Change::of(v.clone()) {
+                Ok(rivus_core::change::Change::Write(row)) => {
+                    self.record(&Value::Object(row), true)
+                }
+                Ok(rivus_core::change::Change::Delete(row)) => {
+                    self.record(&Value::Object(row), false)
+                }
+                Err(e) => Err(SchemaError::new("json", "record", e)),
+            };
+        }
+        self.record(v, true)
     }
 
     async fn open(&self, topic: Option<&str>) -> Result<()> {
@@ -157,6 +160,33 @@ impl KafkaSerializer<Value> for CodecSerializer {
             k.open_writer(topic, Role::Key).await?;
         }
         Ok(())
+    }
+}
+
+impl CodecSerializer {
+    /// `v`'s record: its key, and its value unless it is a tombstone.
+    fn record(&self, v: &Value, with_value: bool) -> std::result::Result<OutRecord, SchemaError> {
+        let key = match &self.key {
+            None => None,
+            Some((field, None)) => Some(v.get(field).map(text_of).unwrap_or_default().into_bytes()),
+            Some((field, Some(codec))) => {
+                let mut out = Vec::new();
+                codec.encode(v.get(field).unwrap_or(&Value::Null), &mut out)?;
+                Some(out)
+            }
+        };
+        let value = if with_value {
+            let mut value = Vec::new();
+            self.value.encode(v, &mut value)?;
+            Some(value)
+        } else {
+            None
+        };
+        Ok(OutRecord {
+            key,
+            value,
+            ..Default::default()
+        })
     }
 }
 
@@ -274,7 +304,17 @@ impl KafkaSinkSection {
             }
             (None, None) => None,
         };
-        b.build(CodecSerializer { value, key })
+        if self.apply_changes && key.is_none() {
+            return Err(rivus_core::Error::config(
+                format!("{path}.apply_changes"),
+                "a delete becomes a tombstone of its key: set `key_field`",
+            ));
+        }
+        b.build(CodecSerializer {
+            value,
+            key,
+            apply_changes: self.apply_changes,
+        })
     }
 
     /// Reaches the brokers (a metadata request), writing nothing.
@@ -365,6 +405,7 @@ impl SinkSection for KafkaSinkSection {
             OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
             OptionDoc::required("topic", "string"),
             OptionDoc::optional("key_field", "string", "no key"),
+            OptionDoc::optional("apply_changes", "bool", "false"),
             OptionDoc::optional(
                 "key_format",
                 "{ type = \"avro\", registry, ... }",

@@ -24,6 +24,7 @@ pub mod activity;
 pub mod backoff;
 pub mod bulk;
 pub mod calendar;
+pub mod change;
 pub mod checkpoint;
 pub mod context;
 pub mod dyn_sink;

@@ -29,8 +29,10 @@ use crate::wire::{ConnParams, WireError};
 /// When the tables are read whole before streaming.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SnapshotMode {
-    /// Read them once, when the job starts without a checkpoint and creates its slot (a slot
-    /// that exists already is refused: its position and the tables would not match).
+    /// Read them once, when the job starts without a checkpoint. The slot is created with an
+    /// exported snapshot (exact hand-off); a slot that exists already (a run that died before
+    /// its first checkpoint) is kept: the tables are read in a newer snapshot and the stream
+    /// replays from the slot's position (changes in between come twice).
     #[default]
     Initial,
     /// Never: stream from the slot's position (created now if missing).

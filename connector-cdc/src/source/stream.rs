@@ -77,17 +77,16 @@ pub(crate) async fn run(
     let state = ctx.state().clone();
     if !state.started {
         match (existing, s.snapshot) {
-            (Some(_), SnapshotMode::Initial) => {
-                return Err(Error::refused(
-                    "source.postgres-cdc.slot",
-                    format!(
-                        "slot `{}` exists but no checkpoint of this job refers to it: its position \
-                         and a new snapshot would not match. Drop it (SELECT \
-                         pg_drop_replication_slot('{}')), name another slot, or set snapshot = \
-                         \"never\" / \"when-needed\" to stream from it",
-                        s.slot, s.slot
-                    ),
-                ))
+            (Some(found), SnapshotMode::Initial) => {
+                // A slot without a checkpoint: made by a run that died before its first
+                // checkpoint, or by hand. Its position is in the past; the tables are read in
+                // a newer snapshot and the stream replays from the slot's position.
+                let st = ctx.state_mut();
+                st.started = true;
+                st.snapshot_done = false;
+                st.resume = found.confirmed.unwrap_or_default();
+                tracing::warn!(slot = %s.slot, at = %st.resume, "postgres-cdc: the slot exists without a checkpoint; reading the snapshot again");
+                repl = snapshot_again(source, ctx, repl, &tables).await?;
             }
             (Some(found), _) => {
                 let st = ctx.state_mut();
@@ -140,23 +139,36 @@ pub(crate) async fn run(
             }
         }
         if !state.snapshot_done {
-            // The exported snapshot died with the job. Read the tables again inside a
-            // temporary slot's snapshot (later than the permanent slot's point), then stream
-            // from the permanent slot: the changes in between come again after the rows, so
-            // every row ends as the database has it (rows read before the crash come twice).
-            let temp = format!("{}_snapshot", s.slot);
-            let (at, name) = slot::create(&mut repl, &temp, true, true).await?;
-            let name = name.ok_or_else(|| {
-                Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
-            })?;
-            tracing::warn!(slot = %s.slot, %at, "postgres-cdc: the snapshot was interrupted; reading it again");
-            snapshot::read(source, ctx, &name, at, &tables).await?;
-            ctx.state_mut().snapshot_done = true;
-            repl.close().await;
-            repl = connect().await?;
+            repl = snapshot_again(source, ctx, repl, &tables).await?;
         }
     }
     stream(source, ctx, repl, &tables).await
+}
+
+/// Reads the tables again when the slot's own snapshot is gone (the job died during the
+/// snapshot, or before its first checkpoint): inside a temporary slot's exported snapshot,
+/// later than the permanent slot's position, after which the stream replays from that
+/// position — every row ends as the database has it; rows and changes in between come twice.
+/// Returns a fresh replication connection (the temporary slot goes with the old one).
+async fn snapshot_again(
+    source: &PostgresCdcSource,
+    ctx: &mut SourceContext<Value, CdcState>,
+    mut repl: Connection,
+    tables: &[(String, String)],
+) -> Result<Connection> {
+    let s = &source.s;
+    let temp = format!("{}_snapshot", s.slot);
+    let (at, name) = slot::create(&mut repl, &temp, true, true).await?;
+    let name = name.ok_or_else(|| {
+        Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
+    })?;
+    tracing::warn!(slot = %s.slot, %at, "postgres-cdc: reading the snapshot again");
+    snapshot::read(source, ctx, &name, at, tables).await?;
+    ctx.state_mut().snapshot_done = true;
+    repl.close().await;
+    Connection::connect(&s.params, true, s.timeout)
+        .await
+        .map_err(|e| wire_error("postgres-cdc: connecting for replication", e))
 }
 
 /// Streams from the state's position until stopped.

@@ -34,6 +34,7 @@ pub(super) struct Settings {
     pub(super) statement_timeout: Duration,
     pub(super) positions_table: String,
     pub(super) bytes_text: BytesText,
+    pub(super) apply_changes: bool,
 }
 
 /// Builds a [`JdbcSink`].
@@ -132,6 +133,15 @@ impl JdbcSinkBuilder {
         self
     }
 
+    /// Read records as change records ([`rivus_core::change::Change`]: flat with `__deleted`,
+    /// or Debezium's envelope), as a change-data-capture source emits them: writes are
+    /// upserted, deletes delete by key. Needs [`WriteMode::Upsert`]; for
+    /// [`build_json`](Self::build_json).
+    pub fn apply_changes(mut self, on: bool) -> Self {
+        self.s.apply_changes = on;
+        self
+    }
+
     /// Drop fields that name no column instead of refusing the record.
     pub fn ignore_unknown_fields(mut self, on: bool) -> Self {
         self.s.ignore_unknown = on;
@@ -216,6 +226,21 @@ impl JdbcSinkBuilder {
 
     /// A sink of JSON objects: each object is a row written (or upserted).
     pub fn build_json(self) -> Result<JdbcSink<Value>> {
+        if self.s.apply_changes {
+            if self.s.mode != WriteMode::Upsert {
+                return Err(Error::config(
+                    "sink.jdbc.apply_changes",
+                    "applying changes needs mode = \"upsert\" (a change rewrites its row)",
+                ));
+            }
+            return self.build(
+                |v: &Value| match rivus_core::change::Change::of(v.clone()) {
+                    Ok(rivus_core::change::Change::Write(row)) => Ok(RowChange::Write(row)),
+                    Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
+                    Err(e) => Err(SchemaError::new("json", "record", e)),
+                },
+            );
+        }
         self.build(|v: &Value| match v {
             Value::Object(row) => Ok(RowChange::Write(row.clone())),
             other => Err(SchemaError::new(
@@ -273,6 +298,7 @@ impl JdbcSink<()> {
                 statement_timeout: config.statement_timeout,
                 positions_table: "rivus_source_positions".to_owned(),
                 bytes_text: BytesText::Utf8,
+                apply_changes: false,
             },
             tls: config.tls,
         }
