@@ -532,6 +532,7 @@ fn connectors_lists_every_connector_with_its_guarantee() {
         ("source", "generator"),
         ("source", "jdbc"),
         ("source", "kafka"),
+        ("source", "postgres-cdc"),
         ("source", "rabbitmq"),
         ("source", "redis-streams"),
         ("sink", "stdout"),

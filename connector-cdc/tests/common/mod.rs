@@ -22,6 +22,49 @@ pub struct Fixture {
     pub cdc_url: String,
     pub name: String,
     pub owner: PgConnection,
+    cleaned: bool,
+}
+
+impl Drop for Fixture {
+    /// A test that failed before `clean` leaves no slot behind (a slot keeps WAL forever).
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let (url, name) = (self.owner_url.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(drop_all(&url, &name));
+        })
+        .join();
+    }
+}
+
+/// Drops the slot `name` (waiting for it to be released), the publication and the table.
+async fn drop_all(url: &str, name: &str) {
+    let Ok(mut c) = PgConnection::connect(url).await else {
+        return;
+    };
+    for _ in 0..100 {
+        let r = sqlx::query(&format!(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = '{name}'"
+        ))
+        .execute(&mut c)
+        .await;
+        if r.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = sqlx::raw_sql(&format!(
+        "DROP PUBLICATION IF EXISTS {name}; DROP TABLE IF EXISTS {name} CASCADE"
+    ))
+    .execute(&mut c)
+    .await;
 }
 
 impl Fixture {
@@ -50,6 +93,7 @@ impl Fixture {
             cdc_url,
             name,
             owner,
+            cleaned: false,
         })
     }
 
@@ -90,24 +134,8 @@ impl Fixture {
 
     /// Drops the slot (waiting for it to be released), the publication and the table.
     pub async fn clean(mut self) {
-        for _ in 0..100 {
-            let r = sqlx::query(&format!(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-                 WHERE slot_name = '{}'",
-                self.name
-            ))
-            .execute(&mut self.owner)
-            .await;
-            if r.is_ok() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        self.exec(&format!(
-            "DROP PUBLICATION IF EXISTS {0}; DROP TABLE IF EXISTS {0}",
-            self.name
-        ))
-        .await;
+        drop_all(&self.owner_url, &self.name).await;
+        self.cleaned = true;
     }
 }
 

@@ -1,0 +1,631 @@
+//! Change data capture through the `rivus` command, against the real PostgreSQL, Kafka and
+//! Elasticsearch: the `postgres-cdc-to-kafka` and `postgres-cdc-to-elasticsearch` examples,
+//! and a PostgreSQL replica through the SQL sink. A writer inserts, updates and deletes while
+//! the jobs run; the Kafka and replica jobs are killed with SIGKILL twice (once while the
+//! snapshot is read, once while the stream runs) and started again from their checkpoints.
+//! Afterwards the topic, compacted by key, the replica (`EXCEPT` both ways) and the index all
+//! equal the table.
+
+#[path = "support/topics.rs"]
+mod topics;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message};
+use rivus_testkit::services::{require, unique_name, Service};
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+
+/// Rows in `table` (0 before it exists).
+async fn count(db: &mut PgConnection, table: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
+        .fetch_one(db)
+        .await
+        .unwrap_or(0)
+}
+
+/// Rows of the captured table (`RIVUS_CDC_ROWS`; the issue's full run takes 200 000).
+fn rows() -> i64 {
+    std::env::var("RIVUS_CDC_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
+
+/// A table `name` with `n` rows, published as `name`, readable by the CDC user.
+async fn table(pg: &str, name: &str, n: i64) {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    for sql in [
+        format!(
+            "CREATE TABLE {name} (id INT PRIMARY KEY, body TEXT, amount NUMERIC(10,2), \
+             at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        ),
+        format!(
+            "INSERT INTO {name} (id, body, amount) SELECT i, 'row ' || i, i / 100.0 \
+             FROM generate_series(1, {n}) i"
+        ),
+        format!("GRANT SELECT ON {name} TO rivus_cdc"),
+        format!("CREATE PUBLICATION {name} FOR TABLE {name}"),
+    ] {
+        sqlx::query(&sql).execute(&mut c).await.unwrap();
+    }
+}
+
+/// Cleans up after a test, passed or failed: the slot (a slot keeps WAL forever), the
+/// publication and the tables.
+struct Cleanup {
+    pg: String,
+    name: String,
+    tables: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let (pg, name, tables) = (self.pg.clone(), self.name.clone(), self.tables.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let tables: Vec<&str> = tables.iter().map(String::as_str).collect();
+            rt.block_on(clean(&pg, &name, &tables));
+        })
+        .join();
+    }
+}
+
+/// Drops the slot (once released), the publication and the tables.
+async fn clean(pg: &str, name: &str, tables: &[&str]) {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    for _ in 0..100 {
+        let r = sqlx::query(&format!(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = '{name}'"
+        ))
+        .execute(&mut c)
+        .await;
+        if r.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = sqlx::query(&format!("DROP PUBLICATION IF EXISTS {name}"))
+        .execute(&mut c)
+        .await;
+    for t in tables {
+        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
+            .execute(&mut c)
+            .await;
+    }
+}
+
+/// The table as JSON rows by id (`id`, `body`, `amount` as text, as the records carry them).
+async fn table_rows(pg: &str, name: &str) -> BTreeMap<String, (String, String)> {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(&format!(
+        "SELECT id, body, amount::text FROM {name} ORDER BY id"
+    ))
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(id, b, a)| {
+            (
+                id.to_string(),
+                (b.unwrap_or_default(), a.unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// Inserts, updates and deletes on `name`, a transaction every few milliseconds, until `rounds`
+/// are done or `stop` is set; `done` counts them.
+fn writer(
+    pg: String,
+    name: String,
+    rounds: u64,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut c = PgConnection::connect(&pg).await.unwrap();
+        for r in 0..rounds {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut tx = c.begin().await.unwrap();
+            for sql in [
+                format!(
+                    "INSERT INTO {name} (id, body, amount) VALUES ({}, 'w{r}', {r}.5)",
+                    1_000_000 + r
+                ),
+                format!(
+                    "UPDATE {name} SET body = 'w{r}u', amount = amount + 1 WHERE id = {}",
+                    1 + (r * 7919) % 5_000
+                ),
+                format!("DELETE FROM {name} WHERE id = {}", 5_001 + r),
+            ] {
+                sqlx::query(&sql).execute(&mut *tx).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+            done.store(r + 1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+}
+
+/// A running `rivus`, killed if the test ends without stopping it.
+struct Job(Option<Child>);
+
+impl Job {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+
+    /// SIGKILL, and wait for the end.
+    fn kill(&mut self) {
+        let mut c = self.0.take().expect("running");
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `rivus run file` in `dir`, its output in `dir/<label>.log`.
+fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) -> Job {
+    let log = std::fs::File::create(dir.join(format!("{label}.log"))).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));
+    cmd.args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log));
+    cmd.env("RUST_LOG", "warn,rivus_connector_cdc=info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Job(Some(cmd.spawn().unwrap()))
+}
+
+/// Asks a job to stop (SIGTERM) and waits for its end (a stop within a minute).
+fn stop(mut job: Job, dir: &Path, label: &str) {
+    let mut child = job.0.take().expect("running");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(dir.join(format!("{label}.log"))).unwrap_or_default();
+            assert!(status.success(), "{label} ended with {status}: {log}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{label} did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `ready()` holds, failing with `what()` after `secs`; the job must stay up.
+async fn wait(job: &mut Job, secs: u64, ready: impl Fn() -> bool, what: impl Fn() -> String) {
+    let child = job.child();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ready() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the job ended ({status}) while waiting: {}", what());
+        }
+        assert!(Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The committed records of a topic, compacted by key as they arrive: a key's latest value,
+/// gone after a tombstone.
+struct Compacted {
+    rows: Arc<Mutex<BTreeMap<String, Value>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Compacted {
+    fn start(kafka: &str, topic: &str) -> Self {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", kafka)
+            .set("group.id", unique_name("cdc-reader"))
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("isolation.level", "read_committed")
+            .create()
+            .unwrap();
+        c.subscribe(&[topic]).unwrap();
+        let (rows, stop) = (
+            Arc::new(Mutex::new(BTreeMap::new())),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (r, s) = (Arc::clone(&rows), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                    let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+                    match m.payload() {
+                        None => {
+                            r.lock().remove(&key);
+                        }
+                        Some(p) => {
+                            r.lock().insert(key, serde_json::from_slice(p).unwrap());
+                        }
+                    }
+                }
+            }
+        });
+        Compacted { rows, stop }
+    }
+
+    fn len(&self) -> usize {
+        self.rows.lock().len()
+    }
+
+    /// As the table's rows.
+    fn as_table(&self) -> BTreeMap<String, (String, String)> {
+        self.rows
+            .lock()
+            .iter()
+            .map(|(k, v)| {
+                let text = |f: &str| v[f].as_str().unwrap_or_default().to_owned();
+                (k.clone(), (text("body"), text("amount")))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Compacted {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn example(name: &str, replace: &[(&str, &str)]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{name}.toml"));
+    let mut text = std::fs::read_to_string(path).unwrap();
+    for (a, b) in replace {
+        text = text.replace(a, b);
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_to_kafka_survives_kill_nine_and_the_compacted_topic_equals_the_table() {
+    let (Some(pg), Some(cdc), Some(kafka)) = (
+        require(Service::Postgres),
+        require(Service::PostgresCdc),
+        require(Service::Kafka),
+    ) else {
+        return;
+    };
+    let n = rows();
+    let name = unique_name("cdc_kafka").replace('-', "_");
+    let _cleanup = Cleanup {
+        pg: pg.clone(),
+        name: name.clone(),
+        tables: vec![name.clone()],
+    };
+    table(&pg, &name, n).await;
+    topics::topic(&kafka, &name).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.toml");
+    std::fs::write(
+        &file,
+        example(
+            "postgres-cdc-to-kafka",
+            &[
+                (
+                    "name = \"postgres-cdc-to-kafka\"",
+                    &format!("name = \"{name}\""),
+                ),
+                ("interval = \"1s\"", "interval = \"300ms\""),
+                ("target/examples/postgres-cdc-to-kafka", "state"),
+                ("\"orders_cdc\"", &format!("\"{name}\"")),
+                ("\"rivus_orders_to_kafka\"", &format!("\"{name}\"")),
+                ("\"orders-changes\"", &format!("\"{name}\"")),
+            ],
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("RIVUS_PG_CDC_URL", cdc.as_str()),
+        ("RIVUS_KAFKA_BOOTSTRAP", kafka.as_str()),
+    ];
+    let topic = Compacted::start(&kafka, &name);
+    let (done, halt) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let writing = writer(
+        pg.clone(),
+        name.clone(),
+        4_000,
+        Arc::clone(&halt),
+        Arc::clone(&done),
+    );
+
+    // Killed while the snapshot's rows arrive, then while the stream runs.
+    let mut job = rivus(dir.path(), &file, "run1", &env);
+    wait(
+        &mut job,
+        120,
+        || topic.len() as i64 >= n / 3,
+        || format!("{} keys", topic.len()),
+    )
+    .await;
+    job.kill();
+    // The second run is killed once the stream runs and a checkpoint after the snapshot
+    // completed: a row inserted after the stream started is in the topic (committed).
+    let mut job = rivus(dir.path(), &file, "run2", &env);
+    let log = |l: &str| std::fs::read_to_string(dir.path().join(format!("{l}.log"))).unwrap();
+    wait(
+        &mut job,
+        120,
+        || log("run2").contains("postgres-cdc: streaming"),
+        || log("run2"),
+    )
+    .await;
+    let later = format!("{}", 1_000_000 + done.load(Ordering::SeqCst) + 20);
+    wait(
+        &mut job,
+        120,
+        || topic.rows.lock().contains_key(&later),
+        || {
+            let writes = done.load(Ordering::SeqCst);
+            format!("{} keys, {writes} writes, no {later}", topic.len())
+        },
+    )
+    .await;
+    job.kill();
+    // Changes while no job runs, then the last run.
+    let at = done.load(Ordering::SeqCst);
+    while done.load(Ordering::SeqCst) < at + 50 && !writing.is_finished() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut job = rivus(dir.path(), &file, "run3", &env);
+    halt.store(true, Ordering::SeqCst);
+    writing.await.unwrap();
+    let want = table_rows(&pg, &name).await;
+    wait(
+        &mut job,
+        120,
+        || topic.as_table() == want,
+        || {
+            format!(
+                "the compacted topic has {} keys, the table {} rows",
+                topic.len(),
+                want.len()
+            )
+        },
+    )
+    .await;
+    stop(job, dir.path(), "run3");
+    assert!(
+        !log("run3").contains("reading the snapshot again"),
+        "killed while streaming, the job resumes the stream: {}",
+        log("run3")
+    );
+    drop(topic);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_to_a_postgres_replica_survives_kill_nine_and_equals_the_table() {
+    let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
+        return;
+    };
+    let n = rows();
+    let name = unique_name("cdc_replica").replace('-', "_");
+    let replica = format!("{name}_copy");
+    let _cleanup = Cleanup {
+        pg: pg.clone(),
+        name: name.clone(),
+        tables: vec![name.clone(), replica.clone()],
+    };
+    table(&pg, &name, n).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{name}\"\n[checkpoint]\ninterval = \"300ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"postgres-cdc\"\nurl = \"{cdc}\"\npublication = \"{name}\"\n\
+             slot = \"{name}\"\nenvelope = \"flat\"\n\
+             [sink]\ntype = \"jdbc\"\nurl = \"{pg}\"\ntable = \"{replica}\"\nmode = \"upsert\"\n\
+             apply_changes = true\nexactly_once = true\n\
+             setup = \"CREATE TABLE IF NOT EXISTS {replica} (id INT PRIMARY KEY, body TEXT, \
+             amount NUMERIC(10,2), at TIMESTAMPTZ)\"\n"
+        ),
+    )
+    .unwrap();
+    let mut db = PgConnection::connect(&pg).await.unwrap();
+    let (done, halt) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let writing = writer(
+        pg.clone(),
+        name.clone(),
+        4_000,
+        Arc::clone(&halt),
+        Arc::clone(&done),
+    );
+
+    let mut job = rivus(dir.path(), &file, "run1", &[]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(&mut db, &replica).await < n / 3 {
+        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
+        assert!(Instant::now() < deadline, "the replica did not fill");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job.kill();
+    let mut job = rivus(dir.path(), &file, "run2", &[]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let from = done.load(Ordering::SeqCst);
+    while done.load(Ordering::SeqCst) < from + 100 || count(&mut db, &replica).await < n - 100 {
+        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job.kill();
+    let job = rivus(dir.path(), &file, "run3", &[]);
+    halt.store(true, Ordering::SeqCst);
+    writing.await.unwrap();
+    let differ = |a: &str, b: &str| {
+        format!(
+            "SELECT count(*) FROM (SELECT id, body, amount, at FROM {a} \
+             EXCEPT SELECT id, body, amount, at FROM {b}) d"
+        )
+    };
+    let (missing, extra) = (differ(&name, &replica), differ(&replica, &name));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let m: i64 = sqlx::query_scalar(&missing)
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+        let e: i64 = sqlx::query_scalar(&extra).fetch_one(&mut db).await.unwrap();
+        if m == 0 && e == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica differs: {m} rows missing or different, {e} extra"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop(job, dir.path(), "run3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
+    let (Some(pg), Some(cdc), Some(es)) = (
+        require(Service::Postgres),
+        require(Service::PostgresCdc),
+        require(Service::Elasticsearch),
+    ) else {
+        return;
+    };
+    let name = unique_name("cdc_es").replace('-', "_");
+    let _cleanup = Cleanup {
+        pg: pg.clone(),
+        name: name.clone(),
+        tables: vec![name.clone()],
+    };
+    table(&pg, &name, 6_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.toml");
+    std::fs::write(
+        &file,
+        example(
+            "postgres-cdc-to-elasticsearch",
+            &[
+                (
+                    "name = \"postgres-cdc-to-elasticsearch\"",
+                    &format!("name = \"{name}\""),
+                ),
+                ("interval = \"1s\"", "interval = \"300ms\""),
+                ("target/examples/postgres-cdc-to-elasticsearch", "state"),
+                ("\"orders_es\"", &format!("\"{name}\"")),
+                ("\"rivus_orders_to_es\"", &format!("\"{name}\"")),
+                ("\"orders-live\"", &format!("\"{name}\"")),
+            ],
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("RIVUS_PG_CDC_URL", cdc.as_str()),
+        ("RIVUS_ES_URL", es.as_str()),
+    ];
+    let mut job = rivus(dir.path(), &file, "run", &env);
+    let done = Arc::new(AtomicU64::new(0));
+    writer(
+        pg.clone(),
+        name.clone(),
+        300,
+        Arc::default(),
+        Arc::clone(&done),
+    )
+    .await
+    .unwrap();
+    let want = table_rows(&pg, &name).await;
+    let http = reqwest_like(&es);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let got = http.docs(&name).await;
+        if got == want {
+            break;
+        }
+        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
+        assert!(
+            Instant::now() < deadline,
+            "the index has {} documents, the table {} rows",
+            got.len(),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop(job, dir.path(), "run");
+}
+
+/// Reads an index whole through the official client.
+struct Index(elasticsearch::Elasticsearch);
+
+fn reqwest_like(url: &str) -> Index {
+    Index(elasticsearch::Elasticsearch::new(
+        elasticsearch::http::transport::Transport::single_node(url).unwrap(),
+    ))
+}
+
+impl Index {
+    /// Every document of `index` as the table's rows (after a refresh); empty when missing.
+    async fn docs(&self, index: &str) -> BTreeMap<String, (String, String)> {
+        let _ = self
+            .0
+            .indices()
+            .refresh(elasticsearch::indices::IndicesRefreshParts::Index(&[index]))
+            .send()
+            .await;
+        let Ok(r) = self
+            .0
+            .search(elasticsearch::SearchParts::Index(&[index]))
+            .body(serde_json::json!({"size": 10000, "query": {"match_all": {}}}))
+            .send()
+            .await
+        else {
+            return BTreeMap::new();
+        };
+        let v: Value = r.json().await.unwrap_or_default();
+        v["hits"]["hits"]
+            .as_array()
+            .map(|hits| {
+                hits.iter()
+                    .map(|h| {
+                        let s = &h["_source"];
+                        let text = |f: &str| s[f].as_str().unwrap_or_default().to_owned();
+                        (
+                            h["_id"].as_str().unwrap_or_default().to_owned(),
+                            (text("body"), text("amount")),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
