@@ -13,7 +13,7 @@ use rivus_core::pipeline_file::{
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_core::Result;
 
 use crate::{Envelope, PostgresCdcSource, SnapshotMode};
 
@@ -165,13 +165,6 @@ impl SourceSection for PostgresCdcSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        if ctx.parallelism > 1 {
-            return Err(Error::config(
-                ctx.field("parallelism"),
-                "one replication slot is read by one subtask: parallelism 1 (what follows the \
-                 source may run wider)",
-            ));
-        }
         let source = self.source(&ctx.job, &ctx.path)?;
         Ok(SourcePlan::cloned(Rebased::new(
             source,

@@ -312,6 +312,7 @@ impl SinkSection for JdbcSinkSection {
             OptionDoc::optional("positions_table", "table", "rivus_source_positions"),
             OptionDoc::optional("setup", "SQL", "none (run once before the job)"),
             OptionDoc::optional("ignore_unknown_fields", "bool", "false"),
+            OptionDoc::optional("apply_changes", "bool", "false"),
             OptionDoc::optional(
                 "bytes_encoding",
                 "\"utf8\" | \"base64\" | \"hex\"",

@@ -20,7 +20,7 @@ use serde_json::Value;
 use rivus_core::context::RuntimeContext;
 use rivus_core::function::{RichFunction, SourceFunction};
 use rivus_core::runtime::{CheckpointEvent, SourceContext};
-use rivus_core::{DeliveryGuarantee, Error, Result};
+use rivus_core::{DeliveryGuarantee, Error, Restored, Result};
 
 use crate::event::Envelope;
 use crate::lsn::Lsn;
@@ -82,6 +82,7 @@ pub(crate) struct Settings {
 pub struct PostgresCdcSource {
     pub(crate) s: Settings,
     pub(crate) metrics: Option<rivus_core::context::MetricsGroup>,
+    pub(crate) subtask: usize,
 }
 
 /// Builds a [`PostgresCdcSource`].
@@ -221,6 +222,7 @@ impl PostgresCdcSourceBuilder {
         Ok(PostgresCdcSource {
             s: self.s,
             metrics: None,
+            subtask: 0,
         })
     }
 }
@@ -248,15 +250,14 @@ pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
 #[async_trait]
 impl RichFunction for PostgresCdcSource {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        if ctx.parallelism() > 1 {
-            return Err(Error::config(
-                "source.postgres-cdc",
-                format!(
-                    "one replication slot is read by one subtask: run this source with \
-                     parallelism 1 (it has {}); what follows it may run wider",
-                    ctx.parallelism()
-                ),
-            ));
+        self.subtask = ctx.subtask_index();
+        if self.subtask > 0 {
+            tracing::warn!(
+                subtask = self.subtask,
+                "postgres-cdc: one replication slot is read by subtask 0; this subtask idles \
+                 (run the source with parallelism 1; what follows it may run wider)"
+            );
+            return Ok(());
         }
         if !ctx.is_checkpointing_enabled() {
             tracing::warn!(
@@ -282,13 +283,30 @@ impl SourceFunction for PostgresCdcSource {
         DeliveryGuarantee::ExactlyOnce
     }
 
+    /// Subtask 0 takes the state of whichever subtask read the slot before (there is one),
+    /// whatever the parallelism was; the others start idle.
+    fn restore_state(&mut self, restored: Restored<CdcState>) -> Result<CdcState> {
+        if restored.subtask > 0 {
+            return Ok(CdcState::default());
+        }
+        Ok(restored.union().find(|s| s.started).unwrap_or_default())
+    }
+
     async fn run(&mut self, ctx: &mut SourceContext<Value, CdcState>) -> Result<()> {
+        if self.subtask > 0 {
+            // Serves checkpoints until the job stops.
+            ctx.wait_for(std::future::pending::<()>()).await?;
+            return Ok(());
+        }
         stream::run(self, ctx).await
     }
 
     /// The final checkpoint (taken after a graceful stop) completes after the stream closed:
     /// its position is confirmed by advancing the slot.
     async fn on_checkpoint_events(&mut self, events: Vec<CheckpointEvent<CdcState>>) -> Result<()> {
+        if self.subtask > 0 {
+            return Ok(());
+        }
         match CheckpointEvent::latest_completed(events) {
             Some((_, done)) if done.snapshot_done => {
                 slot::advance(&self.s, done.confirmable()).await
