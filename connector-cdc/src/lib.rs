@@ -26,4 +26,7 @@ pub mod wire;
 
 pub use event::{Envelope, Op, UNCHANGED_TOAST};
 pub use lsn::Lsn;
-pub use source::{CdcState, PostgresCdcSource, PostgresCdcSourceBuilder, SnapshotMode};
+pub use source::{
+    CdcState, PostgresCdcSource, PostgresCdcSourceBuilder, Range, SnapshotMode, SnapshotProgress,
+    TableProgress, Upto,
+};

@@ -6,6 +6,8 @@
 //! - `stream.rs`: the replication stream, positions in checkpoints, the slot confirmed when a
 //!   checkpoint completes.
 
+mod filter;
+mod progress;
 mod slot;
 mod snapshot;
 mod stream;
@@ -22,6 +24,8 @@ use rivus_core::function::{RichFunction, SourceFunction};
 use rivus_core::runtime::{CheckpointEvent, SourceContext};
 use rivus_core::{DeliveryGuarantee, Error, Restored, Result};
 
+pub use progress::{Range, SnapshotProgress, TableProgress, Upto};
+
 use crate::event::Envelope;
 use crate::lsn::Lsn;
 use crate::wire::{ConnParams, WireError};
@@ -32,7 +36,7 @@ pub enum SnapshotMode {
     /// Read them once, when the job starts without a checkpoint. The slot is created with an
     /// exported snapshot (exact hand-off); a slot that exists already (a run that died before
     /// its first checkpoint) is kept: the tables are read in a newer snapshot and the stream
-    /// replays from the slot's position (changes in between come twice).
+    /// replays from the slot's position, leaving out what those rows already show.
     #[default]
     Initial,
     /// Never: stream from the slot's position (created now if missing).
@@ -53,6 +57,9 @@ pub struct CdcState {
     /// The transaction being emitted, by its commit position, and how many of its changes
     /// were emitted.
     pub partial: Option<(Lsn, u64)>,
+    /// The snapshot's progress: while it runs, where it resumes; then, until the stream is past
+    /// its newest watermark, which changes its rows already show.
+    pub snapshot: Option<SnapshotProgress>,
 }
 
 impl CdcState {

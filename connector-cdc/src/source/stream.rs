@@ -13,8 +13,12 @@ use serde_json::Value;
 use rivus_core::runtime::{CheckpointEvent, SourceContext, Waited};
 use rivus_core::{Error, Result};
 
+use super::filter::KeyOrder;
 use super::slot::{self, ident, literal};
-use super::{snapshot, wire_error, CdcState, PostgresCdcSource, SnapshotMode};
+use super::{
+    snapshot, wire_error, CdcState, PostgresCdcSource, SnapshotMode, SnapshotProgress,
+    TableProgress,
+};
 use crate::event::{self, Op, Origin, Relations};
 use crate::lsn::Lsn;
 use crate::pgoutput::{self, Logical, StreamMessage};
@@ -115,7 +119,8 @@ pub(crate) async fn run(
                     st.resume = at;
                 }
                 tracing::info!(slot = %s.slot, %at, tables = tables.len(), "postgres-cdc: slot created, reading the snapshot");
-                let rows = snapshot::read(source, ctx, &name, at, &tables).await?;
+                ctx.state_mut().snapshot = Some(progress_of(&tables));
+                let rows = snapshot::read(source, ctx, &name, at).await?;
                 ctx.state_mut().snapshot_done = true;
                 tracing::info!(rows, "postgres-cdc: snapshot read");
             }
@@ -145,11 +150,26 @@ pub(crate) async fn run(
     stream(source, ctx, repl, &tables).await
 }
 
-/// Reads the tables again when the slot's own snapshot is gone (the job died during the
-/// snapshot, or before its first checkpoint): inside a temporary slot's exported snapshot,
-/// later than the permanent slot's position, after which the stream replays from that
-/// position — every row ends as the database has it; rows and changes in between come twice.
-/// Returns a fresh replication connection (the temporary slot goes with the old one).
+/// The progress of a snapshot of `tables` not started yet.
+fn progress_of(tables: &[(String, String)]) -> SnapshotProgress {
+    SnapshotProgress {
+        tables: tables
+            .iter()
+            .map(|(schema, table)| TableProgress {
+                table: format!("{schema}.{table}"),
+                key: Vec::new(),
+                ranges: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+/// Reads what is left of the snapshot when the slot's own exported snapshot is gone (the job
+/// died during the snapshot, or before its first checkpoint): inside a temporary slot's
+/// exported snapshot, later than the permanent slot's position. The stream then replays from
+/// that position and leaves out each change the rows read now already show (older than their
+/// range's watermark). Returns a fresh replication connection (the temporary slot goes with
+/// the old one).
 async fn snapshot_again(
     source: &PostgresCdcSource,
     ctx: &mut SourceContext<Value, CdcState>,
@@ -163,7 +183,10 @@ async fn snapshot_again(
         Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
     })?;
     tracing::warn!(slot = %s.slot, %at, "postgres-cdc: reading the snapshot again");
-    snapshot::read(source, ctx, &name, at, tables).await?;
+    if ctx.state().snapshot.is_none() {
+        ctx.state_mut().snapshot = Some(progress_of(tables));
+    }
+    snapshot::read(source, ctx, &name, at).await?;
     ctx.state_mut().snapshot_done = true;
     repl.close().await;
     Connection::connect(&s.params, true, s.timeout)
@@ -200,6 +223,7 @@ async fn stream(
         .as_ref()
         .map(|m| m.counter("rivus_postgres_cdc_changes"));
     let mut relations = Relations::new();
+    let mut order = KeyOrder::default();
     let mut tx: Option<Tx> = None;
     let mut confirmed = start;
     let mut wal_end = start;
@@ -266,6 +290,7 @@ async fn stream(
                         &mut relations,
                         &mut tx,
                         &wanted,
+                        &mut order,
                         changes.as_ref(),
                     )
                     .await?;
@@ -286,6 +311,7 @@ async fn stream(
 
 /// One logical message: emitted when it is a change of a wanted table the checkpoint does not
 /// hold yet.
+#[allow(clippy::too_many_arguments)]
 async fn apply(
     ctx: &mut SourceContext<Value, CdcState>,
     s: &super::Settings,
@@ -293,6 +319,7 @@ async fn apply(
     relations: &mut Relations,
     tx: &mut Option<Tx>,
     wanted: &HashSet<(&str, &str)>,
+    order: &mut KeyOrder,
     changes: Option<&metrics::Counter>,
 ) -> Result<()> {
     let (rel_id, op, before, after) = match msg {
@@ -324,6 +351,15 @@ async fn apply(
                 let st = ctx.state_mut();
                 st.partial = None;
                 st.resume = st.resume.max(end_lsn);
+                // Past the snapshot's newest watermark, no change is in its rows any more.
+                if st.snapshot_done
+                    && st
+                        .snapshot
+                        .as_ref()
+                        .is_some_and(|p| st.resume >= p.newest())
+                {
+                    st.snapshot = None;
+                }
             }
             return Ok(());
         }
@@ -368,6 +404,31 @@ async fn apply(
     }
     let before = before.map(|d| event::row(rel, &d));
     let after = after.map(|d| event::row(rel, &d));
+    // A change older than the snapshot of its key's range is in that range's rows already.
+    let table = format!("{}.{}", rel.schema, rel.name);
+    let read = ctx.state().snapshot.as_ref().and_then(|p| p.table(&table));
+    if let Some(read) = read.filter(|r| t.commit < r.newest()) {
+        let row = after.as_ref().or(before.as_ref());
+        let key: Option<Vec<String>> = read
+            .key
+            .iter()
+            .map(|k| {
+                row.and_then(|r| r.get(k)).and_then(|v| match v {
+                    Value::Null => None,
+                    Value::String(s) if s == event::UNCHANGED_TOAST => None,
+                    Value::String(s) => Some(s.clone()),
+                    other => Some(other.to_string()),
+                })
+            })
+            .collect();
+        // A key that cannot be placed is emitted: a change twice rather than none.
+        if let Some(key) = key {
+            let read = read.clone();
+            if !order.is_new(s, &read, &key, t.commit).await? {
+                return Ok(());
+            }
+        }
+    }
     let origin = Origin {
         db: &s.params.dbname,
         lsn: t.commit,

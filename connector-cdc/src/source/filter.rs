@@ -1,0 +1,123 @@
+//! Whether a streamed change is already in the snapshot's rows: the change's key is placed in
+//! the key ranges of the snapshot's progress by the database itself (a row comparison cast to
+//! the key columns' types and collations — exactly the order the snapshot read the table in),
+//! over a connection of its own, asked only for changes older than a table's newest snapshot.
+
+use std::collections::HashMap;
+
+use rivus_core::Result;
+
+use super::progress::{TableProgress, Upto};
+use super::slot::{ident, literal};
+use super::{wire_error, Settings};
+use crate::lsn::Lsn;
+use crate::wire::Connection;
+
+/// Compares keys in a table's order, on a connection opened at the first question.
+#[derive(Default)]
+pub(crate) struct KeyOrder {
+    conn: Option<Connection>,
+    /// Per table, each key column as `CAST(… AS type) COLLATE …` pieces: (type, collation).
+    types: HashMap<String, Vec<(String, Option<String>)>>,
+}
+
+impl KeyOrder {
+    /// Whether the change with key `key` (the text of each key column) committed at `commit`
+    /// is new to the snapshot of `t`: older than the watermark of the range holding the key
+    /// means the snapshot's row shows it already.
+    pub(crate) async fn is_new(
+        &mut self,
+        s: &Settings,
+        t: &TableProgress,
+        key: &[String],
+        commit: Lsn,
+    ) -> Result<bool> {
+        if commit >= t.newest() {
+            return Ok(true);
+        }
+        // The first range whose end is at or past the key holds it.
+        for r in &t.ranges {
+            match &r.upto {
+                Upto::Nothing => continue,
+                Upto::End => return Ok(commit >= r.watermark),
+                Upto::Key(end) => {
+                    if self.at_or_before(s, t, key, end).await? {
+                        return Ok(commit >= r.watermark);
+                    }
+                }
+            }
+        }
+        // Past the last key read (the table's snapshot unfinished): not in it.
+        Ok(true)
+    }
+
+    async fn at_or_before(
+        &mut self,
+        s: &Settings,
+        t: &TableProgress,
+        key: &[String],
+        end: &[String],
+    ) -> Result<bool> {
+        if self.conn.is_none() {
+            let c = Connection::connect(&s.params, false, s.timeout)
+                .await
+                .map_err(|e| wire_error("postgres-cdc: connecting to place keys", e))?;
+            self.conn = Some(c);
+        }
+        if !self.types.contains_key(&t.table) {
+            let types = self.key_types(t).await?;
+            self.types.insert(t.table.clone(), types);
+        }
+        let types = &self.types[&t.table];
+        let row = |values: &[String]| {
+            values
+                .iter()
+                .zip(types)
+                .map(|(v, (ty, coll))| match coll {
+                    Some(c) => format!("CAST({} AS {ty}) COLLATE {c}", literal(v)),
+                    None => format!("CAST({} AS {ty})", literal(v)),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let sql = format!("SELECT (({}) <= ({}))::text AS le", row(key), row(end));
+        let conn = self.conn.as_mut().expect("opened above");
+        let rows = conn
+            .query(&sql)
+            .await
+            .map_err(|e| wire_error("postgres-cdc: placing a key in the snapshot", e))?;
+        Ok(rows.text(0, "le").as_deref() == Some("true"))
+    }
+
+    /// The type and collation of each key column of `t`.
+    async fn key_types(&mut self, t: &TableProgress) -> Result<Vec<(String, Option<String>)>> {
+        let (schema, table) = t.table.split_once('.').unwrap_or(("public", &t.table));
+        let qualified = literal(&format!("{}.{}", ident(schema), ident(table)));
+        let conn = self.conn.as_mut().expect("opened by the caller");
+        let mut out = Vec::with_capacity(t.key.len());
+        for col in &t.key {
+            let rows = conn
+                .query(&format!(
+                    "SELECT format_type(a.atttypid, a.atttypmod) AS ty, \
+                     CASE WHEN a.attcollation <> 0 AND a.attcollation <> ty.typcollation \
+                     THEN (SELECT quote_ident(collname) FROM pg_collation c \
+                           WHERE c.oid = a.attcollation) END AS coll \
+                     FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid \
+                     WHERE a.attrelid = {qualified}::regclass AND a.attname = {}",
+                    literal(col)
+                ))
+                .await
+                .map_err(|e| {
+                    wire_error(format!("postgres-cdc: the type of {}.{col}", t.table), e)
+                })?;
+            let ty = rows.text(0, "ty").ok_or_else(|| {
+                rivus_core::Error::connector(
+                    "postgres-cdc",
+                    format!("key column `{col}` of {} is gone", t.table),
+                )
+            })?;
+            out.push((ty, rows.text(0, "coll")));
+        }
+        Ok(out)
+    }
+}
