@@ -2,7 +2,9 @@
 //! Elasticsearch: the `postgres-cdc-to-kafka` and `postgres-cdc-to-elasticsearch` examples,
 //! and a PostgreSQL replica through the SQL sink. A writer inserts, updates and deletes while
 //! the jobs run; the Kafka and replica jobs are killed with SIGKILL twice (once while the
-//! snapshot is read, once while the stream runs) and started again from their checkpoints.
+//! snapshot is read, once while the stream runs) and started again from their checkpoints;
+//! the replica job writes with two sink subtasks, changes keyed by the primary key (per-key
+//! order kept across the task boundary).
 //! Afterwards the topic, compacted by key, the replica (`EXCEPT` both ways) and the index all
 //! equal the table.
 
@@ -444,9 +446,11 @@ async fn cdc_to_a_postgres_replica_survives_kill_nine_and_equals_the_table() {
     std::fs::write(
         &file,
         format!(
-            "name = \"{name}\"\n[checkpoint]\ninterval = \"300ms\"\ndir = \"state\"\n\
+            "name = \"{name}\"\nparallelism = 2\n\
+             [checkpoint]\ninterval = \"300ms\"\ndir = \"state\"\n\
              [source]\ntype = \"postgres-cdc\"\nurl = \"{cdc}\"\npublication = \"{name}\"\n\
              slot = \"{name}\"\nenvelope = \"flat\"\n\
+             [[transform]]\ntype = \"key\"\nfield = \"id\"\n\
              [sink]\ntype = \"jdbc\"\nurl = \"{pg}\"\ntable = \"{replica}\"\nmode = \"upsert\"\n\
              apply_changes = true\nexactly_once = true\n\
              setup = \"CREATE TABLE IF NOT EXISTS {replica} (id INT PRIMARY KEY, body TEXT, \
