@@ -97,6 +97,11 @@ impl Fixture {
         })
     }
 
+    /// A new connection of the tables' owner (after a server restart).
+    pub async fn reconnect(&mut self) {
+        self.owner = PgConnection::connect(&self.owner_url).await.unwrap();
+    }
+
     pub async fn exec(&mut self, sql: &str) {
         sqlx::raw_sql(sql).execute(&mut self.owner).await.unwrap();
     }
