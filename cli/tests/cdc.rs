@@ -419,6 +419,22 @@ async fn cdc_to_kafka_survives_kill_nine_and_the_compacted_topic_equals_the_tabl
     )
     .await;
     stop(job, dir.path(), "run3");
+    // `rivus check` reports the publication, the slot's position and the WAL it keeps.
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["check", file.to_str().unwrap()])
+        .current_dir(dir.path())
+        .envs(env)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "publication `{name}` (1 table(s)); slot `{name}` at "
+        )) && said.contains("bytes of WAL kept"),
+        "{said}"
+    );
+    assert!(!said.contains("rivus-cdc-pw"), "{said}");
     assert!(
         !log("run3").contains("reading the snapshot again"),
         "killed while streaming, the job resumes the stream: {}",
