@@ -43,6 +43,8 @@ pub struct PostgresCdcSection {
     /// How often the position is reported to the server when idle (10 s).
     #[serde(default, deserialize_with = "opt_duration")]
     pub status_interval: Option<Duration>,
+    /// SQL run at every status interval (e.g. `UPDATE rivus_heartbeat SET ts = now()`).
+    pub heartbeat_query: Option<String>,
     /// TLS: `{ ca_file, client_cert, client_key }` (PEM), added to the URL as `sslrootcert`,
     /// `sslcert`, `sslkey` with `sslmode=verify-full`.
     #[serde(default)]
@@ -134,6 +136,9 @@ impl PostgresCdcSection {
         if let Some(d) = self.status_interval {
             b = b.status_interval(d);
         }
+        if let Some(q) = &self.heartbeat_query {
+            b = b.heartbeat_query(q.clone());
+        }
         b.build().map_err(|e| e.rebase("source.postgres-cdc", path))
     }
 }
@@ -160,6 +165,7 @@ impl SourceSection for PostgresCdcSection {
             OptionDoc::optional("chunk_rows", "integer", "10000"),
             OptionDoc::optional("envelope", "debezium|flat", "debezium"),
             OptionDoc::optional("status_interval", "duration", "10s"),
+            OptionDoc::optional("heartbeat_query", "SQL", "none"),
             OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
         ],
     };

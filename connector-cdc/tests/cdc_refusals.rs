@@ -121,3 +121,75 @@ async fn cdc_over_tls_with_scram_reads_and_a_wrong_password_is_refused_unshown()
     assert!(!e.contains("wrong-secret-pw"), "{e}");
     f.clean().await;
 }
+
+/// A heartbeat query runs at every status interval while the published table is idle, and the
+/// slot's confirmed position keeps moving (its WAL is released); a heartbeat the user may not
+/// run is refused at start, naming the option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_heartbeats_move_an_idle_slot_and_a_forbidden_one_is_refused() {
+    let Some(mut f) = Fixture::new("cdc_heartbeat", 3).await else {
+        return;
+    };
+    let hb = format!("{}_hb", f.name);
+    f.exec(&format!(
+        "CREATE TABLE {hb} (id INT PRIMARY KEY, n INT NOT NULL); INSERT INTO {hb} VALUES (1, 0); \
+         GRANT SELECT, UPDATE ON {hb} TO rivus_cdc"
+    ))
+    .await;
+    let beat = format!("UPDATE {hb} SET n = n + 1 WHERE id = 1");
+    let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
+    let src = source(&f, |b| {
+        b.status_interval(MS(200)).heartbeat_query(beat.clone())
+    });
+    let run = job(&f.name, src, &backend, &store, MS(100), MS(0));
+    let handle = run.handle();
+    let running = tokio::spawn(run.run());
+    wait::until(
+        Duration::from_secs(30),
+        || async { store.committed_len() >= 3 },
+        || "the snapshot's rows".to_owned(),
+    )
+    .await;
+    let first = f.confirmed().await.expect("the slot");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let moved = common::lsn(&f.confirmed().await.unwrap()) > common::lsn(&first);
+        if moved && beats(&f.owner_url, &hb).await >= 5 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "heartbeats {}, the slot at {first} still",
+            beats(&f.owner_url, &hb).await
+        );
+        tokio::time::sleep(MS(100)).await;
+    }
+    handle.stop();
+    running.await.unwrap().unwrap();
+    assert_eq!(
+        store.committed_len(),
+        3,
+        "the heartbeat table is not published"
+    );
+
+    f.exec(&format!("REVOKE UPDATE ON {hb} FROM rivus_cdc"))
+        .await;
+    let src = source(&f, |b| b.heartbeat_query(beat.clone()));
+    let e = start_error(&format!("{}-hb", f.name), src, &MemoryStateBackend::new()).await;
+    assert!(
+        e.contains("heartbeat_query") && e.contains("permission denied"),
+        "{e}"
+    );
+    f.exec(&format!("DROP TABLE {hb}")).await;
+    f.clean().await;
+}
+
+/// How often the heartbeat ran.
+async fn beats(url: &str, table: &str) -> i32 {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::query_scalar::<_, i32>(&format!("SELECT n FROM {table}"))
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+}

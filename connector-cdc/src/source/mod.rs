@@ -81,6 +81,7 @@ pub(crate) struct Settings {
     pub(crate) chunk_rows: usize,
     pub(crate) envelope: Envelope,
     pub(crate) status_interval: Duration,
+    pub(crate) heartbeat: Option<String>,
     pub(crate) timeout: Duration,
 }
 
@@ -120,6 +121,7 @@ impl PostgresCdcSource {
                 chunk_rows: 10_000,
                 envelope: Envelope::Debezium,
                 status_interval: Duration::from_secs(10),
+                heartbeat: None,
                 timeout: Duration::from_secs(10),
             },
             url,
@@ -173,6 +175,17 @@ impl PostgresCdcSourceBuilder {
         self
     }
 
+    /// SQL run at every status interval on a connection of its own, e.g.
+    /// `UPDATE rivus_heartbeat SET ts = now()` (the user needs the right to run it; checked
+    /// at start). A write in the slot's database gives the stream something to confirm when
+    /// the published tables are idle while other databases of the server write a lot, so the
+    /// slot does not hold their WAL. Default: none (status updates and the server's keepalives
+    /// move the position over idle stretches already).
+    pub fn heartbeat_query(mut self, sql: impl Into<String>) -> Self {
+        self.s.heartbeat = Some(sql.into());
+        self
+    }
+
     /// Connect timeout (default 10 s).
     pub fn timeout(mut self, d: Duration) -> Self {
         self.s.timeout = d;
@@ -218,6 +231,17 @@ impl PostgresCdcSourceBuilder {
             return Err(Error::config(
                 format!("{path}.chunk_rows"),
                 "must be above 0",
+            ));
+        }
+        if self
+            .s
+            .heartbeat
+            .as_deref()
+            .is_some_and(|q| q.trim().is_empty())
+        {
+            return Err(Error::config(
+                format!("{path}.heartbeat_query"),
+                "an empty query",
             ));
         }
         if self.s.status_interval.is_zero() {

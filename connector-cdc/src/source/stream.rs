@@ -74,6 +74,10 @@ pub(crate) async fn run(
             ));
         }
     }
+    let mut heartbeat = match &s.heartbeat {
+        Some(q) => Some(Heartbeat::start(&s, q).await?),
+        None => None,
+    };
     let existing = slot::find(&mut repl, &s.slot).await?;
     if let Some(found) = &existing {
         slot::check(found, &s.slot, &db)?;
@@ -147,7 +151,41 @@ pub(crate) async fn run(
             repl = snapshot_again(source, ctx, repl, &tables).await?;
         }
     }
-    stream(source, ctx, repl, &tables).await
+    stream(source, ctx, repl, &tables, heartbeat.take()).await
+}
+
+/// The heartbeat query on a connection of its own.
+struct Heartbeat {
+    conn: Connection,
+    sql: String,
+}
+
+impl Heartbeat {
+    /// Connects and runs the query once: a query the user may not run is refused at start.
+    async fn start(s: &super::Settings, sql: &str) -> Result<Heartbeat> {
+        let mut conn = Connection::connect(&s.params, false, s.timeout)
+            .await
+            .map_err(|e| wire_error("postgres-cdc: connecting for the heartbeat", e))?;
+        conn.query(sql).await.map_err(|e| {
+            Error::refused(
+                "source.postgres-cdc.heartbeat_query",
+                format!("the heartbeat query failed: {e}"),
+            )
+        })?;
+        Ok(Heartbeat {
+            conn,
+            sql: sql.to_owned(),
+        })
+    }
+
+    /// Runs the query; a failure (the server restarting) fails the task like the stream's.
+    async fn beat(&mut self) -> Result<()> {
+        self.conn
+            .query(&self.sql)
+            .await
+            .map(drop)
+            .map_err(|e| wire_error("postgres-cdc: the heartbeat query", e))
+    }
 }
 
 /// The progress of a snapshot of `tables` not started yet.
@@ -200,6 +238,7 @@ async fn stream(
     ctx: &mut SourceContext<Value, CdcState>,
     mut repl: Connection,
     tables: &[(String, String)],
+    mut heartbeat: Option<Heartbeat>,
 ) -> Result<()> {
     let s = source.s.clone();
     let start = ctx.state().confirmable();
@@ -298,6 +337,12 @@ async fn stream(
             }
         }
         if reply || last_status.elapsed() >= s.status_interval {
+            if let Some(h) = heartbeat
+                .as_mut()
+                .filter(|_| last_status.elapsed() >= s.status_interval)
+            {
+                h.beat().await?;
+            }
             repl.send_copy(&pgoutput::status_update(confirmed, now_micros()))
                 .await
                 .map_err(|e| stream_error(&s.slot, e))?;
