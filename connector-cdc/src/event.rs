@@ -103,7 +103,7 @@ pub fn record(
                 "snapshot": origin.snapshot,
             },
             "op": op.code(),
-            "ts_ms": now_ms(),
+            "ts_ms": rivus_core::calendar::now_ms(),
         }),
         Envelope::Flat => {
             let deleted = op == Op::Delete;
@@ -113,14 +113,6 @@ pub fn record(
             Value::Object(row)
         }
     }
-}
-
-/// Milliseconds since the epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The relations seen so far in a stream, by oid.

@@ -3,6 +3,14 @@
 //! instants ↔ RFC 3339 in UTC (`…Z`). Proleptic Gregorian calendar, no time zones beyond UTC
 //! (a local timestamp is written without the `Z`); parsing also takes an offset.
 
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// `(year, month, day)` of `days` since 1970-01-01.
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;

@@ -126,7 +126,7 @@ pub(crate) async fn read(
                     db: &s.params.dbname,
                     lsn: at,
                     xid: 0,
-                    ts_ms: event::now_ms(),
+                    ts_ms: rivus_core::calendar::now_ms(),
                     snapshot: "true",
                 };
                 let record = event::record(

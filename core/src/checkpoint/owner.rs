@@ -31,7 +31,7 @@ impl Holder {
             worker: worker.map(ToOwned::to_owned),
             pid: std::process::id(),
             host: host_name(),
-            since: crate::error_policy::letter::rfc3339_ms(crate::error_policy::letter::now_ms()),
+            since: crate::error_policy::letter::rfc3339_ms(crate::calendar::now_ms()),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use crate::calendar;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
@@ -74,14 +75,6 @@ impl DeadLetter {
     pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(bytes)
     }
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -189,61 +182,14 @@ impl<'de> Deserialize<'de> for DeadLetter {
     }
 }
 
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + (m <= 2) as i64, m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 } as i64;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// `2026-12-01T22:10:04.512Z`.
 pub(crate) fn rfc3339_ms(ms: i64) -> String {
-    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    let (y, mo, d) = civil(days);
-    let (h, mi, s, milli) = (
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1000 % 60,
-        rest % 1000,
-    );
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
+    calendar::instant(ms, 1000, 3, true)
 }
 
-/// Reads what [`rfc3339_ms`] writes (UTC, `Z`, optional fraction).
+/// Reads what [`rfc3339_ms`] writes.
 fn parse_rfc3339_ms(t: &str) -> Option<i64> {
-    let t = t.strip_suffix('Z')?;
-    let (date, time) = t.split_once('T')?;
-    let mut date = date.splitn(3, '-');
-    let y: i64 = date.next()?.parse().ok()?;
-    let mo: u32 = date.next()?.parse().ok()?;
-    let d: u32 = date.next()?.parse().ok()?;
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut hms = hms.splitn(3, ':');
-    let h: i64 = hms.next()?.parse().ok()?;
-    let mi: i64 = hms.next()?.parse().ok()?;
-    let s: i64 = hms.next()?.parse().ok()?;
-    let milli: i64 = format!("{frac:0<3}")[..3].parse().ok()?;
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    Some(days_from_civil(y, mo, d) * 86_400_000 + ((h * 60 + mi) * 60 + s) * 1000 + milli)
+    calendar::parse_instant(t, 1000)
 }
 
 #[cfg(test)]

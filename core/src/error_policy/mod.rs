@@ -109,7 +109,7 @@ impl ErrorHandler {
                     reason: reason.to_string(),
                     payload: payload.to_vec(),
                     fields,
-                    time_ms: letter::now_ms(),
+                    time_ms: crate::calendar::now_ms(),
                 };
                 dlq.send(letter).await.map_err(|e| Error::Record {
                     position: position.to_string(),
