@@ -84,7 +84,7 @@ impl EsSinkSection {
             }
             let field = self.id_field.clone().unwrap_or_default();
             return b.build(move |v: &Value, idx| {
-                let change = rivus_core::change::Change::of(v.clone())
+                let change = rivus_core::change::Change::of(v)
                     .map_err(|e| SchemaError::new("json", "record", e))?;
                 let (delete, row) = match change {
                     rivus_core::change::Change::Write(row) => (false, Value::Object(row)),

@@ -140,7 +140,7 @@ struct CodecSerializer {
 impl KafkaSerializer<Value> for CodecSerializer {
     fn serialize(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
         if self.apply_changes {
-            return match rivus_core::change::Change::of(v.clone()) {
+            return match rivus_core::change::Change::of(v) {
                 Ok(rivus_core::change::Change::Write(row)) => {
                     self.record(&Value::Object(row), true)
                 }

@@ -17,39 +17,43 @@ pub enum Change {
 
 impl Change {
     /// Reads `record`; the error says what is wrong with it.
-    pub fn of(record: Value) -> Result<Change, String> {
-        let Value::Object(mut row) = record else {
+    pub fn of(record: &Value) -> Result<Change, String> {
+        let Value::Object(row) = record else {
             return Err(format!(
                 "a change record is a JSON object, got {}",
-                kind(&record)
+                kind(record)
             ));
         };
         if let Some(Value::String(op)) = row.get("op") {
             if row.contains_key("source")
                 && (row.contains_key("after") || row.contains_key("before"))
             {
-                let op = op.clone();
-                let side = |row: &mut Map<String, Value>, field: &str| match row.remove(field) {
-                    Some(Value::Object(r)) => Ok(r),
+                // Only the side that is the row is copied.
+                let side = |field: &str| match row.get(field) {
+                    Some(Value::Object(r)) => Ok(r.clone()),
                     other => Err(format!(
                         "a change with op `{op}` needs an object in `{field}`, got {}",
-                        other.as_ref().map_or("nothing", kind)
+                        other.map_or("nothing", kind)
                     )),
                 };
                 return match op.as_str() {
-                    "c" | "u" | "r" => side(&mut row, "after").map(Change::Write),
-                    "d" => side(&mut row, "before").map(Change::Delete),
+                    "c" | "u" | "r" => side("after").map(Change::Write),
+                    "d" => side("before").map(Change::Delete),
                     other => Err(format!("op `{other}` is not a row change (c, u, r, d)")),
                 };
             }
         }
-        let deleted = match row.remove("__deleted") {
+        let deleted = match row.get("__deleted") {
             None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => b,
+            Some(Value::Bool(b)) => *b,
             Some(Value::String(s)) if s == "true" || s == "false" => s == "true",
             Some(other) => return Err(format!("`__deleted` is not a boolean: {other}")),
         };
-        row.remove("__op");
+        let row: Map<String, Value> = row
+            .iter()
+            .filter(|(k, _)| *k != "__deleted" && *k != "__op")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         Ok(if deleted {
             Change::Delete(row)
         } else {
@@ -81,40 +85,40 @@ mod tests {
     #[test]
     fn flat_and_debezium_records_read_alike() {
         assert_eq!(
-            Change::of(json!({"id": 1, "a": "x", "__op": "u", "__deleted": false})),
+            Change::of(&json!({"id": 1, "a": "x", "__op": "u", "__deleted": false})),
             Ok(Change::Write(obj(json!({"id": 1, "a": "x"}))))
         );
         assert_eq!(
-            Change::of(json!({"id": 1, "a": null, "__op": "d", "__deleted": true})),
+            Change::of(&json!({"id": 1, "a": null, "__op": "d", "__deleted": true})),
             Ok(Change::Delete(obj(json!({"id": 1, "a": null}))))
         );
         let source = json!({"table": "t"});
         assert_eq!(
-            Change::of(json!({"before": null, "after": {"id": 2}, "op": "c", "source": source})),
+            Change::of(&json!({"before": null, "after": {"id": 2}, "op": "c", "source": source})),
             Ok(Change::Write(obj(json!({"id": 2}))))
         );
         assert_eq!(
-            Change::of(json!({"before": {"id": 2}, "after": null, "op": "d", "source": source})),
+            Change::of(&json!({"before": {"id": 2}, "after": null, "op": "d", "source": source})),
             Ok(Change::Delete(obj(json!({"id": 2}))))
         );
         // A plain record is a write of itself; a field named `op` alone does not make an
         // envelope.
         assert_eq!(
-            Change::of(json!({"id": 3, "op": "d"})),
+            Change::of(&json!({"id": 3, "op": "d"})),
             Ok(Change::Write(obj(json!({"id": 3, "op": "d"}))))
         );
     }
 
     #[test]
     fn malformed_changes_say_what_is_wrong() {
-        let e = Change::of(json!({"before": null, "after": null, "op": "d", "source": {}}))
+        let e = Change::of(&json!({"before": null, "after": null, "op": "d", "source": {}}))
             .unwrap_err();
         assert!(e.contains("`before`"), "{e}");
-        let e = Change::of(json!({"after": {}, "op": "t", "source": {}})).unwrap_err();
+        let e = Change::of(&json!({"after": {}, "op": "t", "source": {}})).unwrap_err();
         assert!(e.contains("op `t`"), "{e}");
-        let e = Change::of(json!([1])).unwrap_err();
+        let e = Change::of(&json!([1])).unwrap_err();
         assert!(e.contains("an array"), "{e}");
-        let e = Change::of(json!({"id": 1, "__deleted": 3})).unwrap_err();
+        let e = Change::of(&json!({"id": 1, "__deleted": 3})).unwrap_err();
         assert!(e.contains("__deleted"), "{e}");
     }
 }

@@ -233,13 +233,11 @@ impl JdbcSinkBuilder {
                     "applying changes needs mode = \"upsert\" (a change rewrites its row)",
                 ));
             }
-            return self.build(
-                |v: &Value| match rivus_core::change::Change::of(v.clone()) {
-                    Ok(rivus_core::change::Change::Write(row)) => Ok(RowChange::Write(row)),
-                    Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
-                    Err(e) => Err(SchemaError::new("json", "record", e)),
-                },
-            );
+            return self.build(|v: &Value| match rivus_core::change::Change::of(v) {
+                Ok(rivus_core::change::Change::Write(row)) => Ok(RowChange::Write(row)),
+                Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
+                Err(e) => Err(SchemaError::new("json", "record", e)),
+            });
         }
         self.build(|v: &Value| match v {
             Value::Object(row) => Ok(RowChange::Write(row.clone())),
