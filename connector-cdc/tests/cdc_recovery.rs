@@ -10,7 +10,7 @@ use rivus_core::prelude::*;
 use rivus_testkit::{wait, TxnStore};
 use serde_json::Value;
 
-use common::{assert_no_duplicates, job, replay, source, write, Fixture};
+use common::{assert_no_duplicates, job, source, until_replica_equals, write, Fixture};
 
 /// Cancels the job (no final checkpoint) once `ready(store)` holds.
 async fn cancel_when(job: Job, store: &TxnStore<Value>, ready: impl Fn(usize) -> bool) {
@@ -75,18 +75,7 @@ async fn cdc_a_job_cancelled_inside_a_large_transaction_resumes_at_the_checkpoin
     let summary_job = job(&f.name, src, &backend, &store, ms(30), ms(0));
     let handle = summary_job.handle();
     let running = tokio::spawn(summary_job.run());
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(60),
-        || async { replay(&store.committed()) == want },
-        || {
-            format!(
-                "{} of 3000 committed after the restore",
-                store.committed_len()
-            )
-        },
-    )
-    .await;
+    until_replica_equals(&mut f, &store, 60, "the 3 000 changes after the restore").await;
     handle.stop();
     assert!(running.await.unwrap().unwrap().restored_from.is_some());
     let got = store.committed();
@@ -118,20 +107,7 @@ async fn cdc_a_job_cancelled_during_the_snapshot_ends_with_the_table_after_its_r
     let second = job(&f.name, src, &backend, &store, ms(100), ms(0));
     let handle = second.handle();
     let running = tokio::spawn(second.run());
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(90),
-        || async { replay(&store.committed()) == want },
-        || {
-            let got = replay(&store.committed());
-            format!(
-                "the replica has {} rows, the table {}",
-                got.len(),
-                want.len()
-            )
-        },
-    )
-    .await;
+    until_replica_equals(&mut f, &store, 90, "after the restore").await;
     handle.stop();
     assert!(running.await.unwrap().unwrap().restored_from.is_some());
     // The snapshot resumed after the last row its checkpoint held, in a newer snapshot, and
@@ -160,21 +136,9 @@ async fn cdc_a_slot_left_without_a_checkpoint_is_kept_and_nothing_is_lost_or_dou
     let run = job(&f.name, source(&f, |b| b), &backend, &store, ms(100), ms(0));
     let handle = run.handle();
     let running = tokio::spawn(run.run());
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(60),
-        || async { replay(&store.committed()) == want },
-        || "the replica equals the table".to_owned(),
-    )
-    .await;
+    until_replica_equals(&mut f, &store, 60, "the replica equals the table").await;
     write(f.owner_url.clone(), f.name.clone(), 50, 10).await;
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(60),
-        || async { replay(&store.committed()) == want },
-        || "the replica follows the later changes".to_owned(),
-    )
-    .await;
+    until_replica_equals(&mut f, &store, 60, "the replica follows the later changes").await;
     handle.stop();
     running.await.unwrap().unwrap();
     let got = store.committed();

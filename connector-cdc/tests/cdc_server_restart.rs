@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_core::prelude::*;
-use rivus_testkit::{restart, wait, TransactionalSink, TxnStore};
+use rivus_testkit::{restart, TransactionalSink, TxnStore};
 use serde_json::Value;
 
-use common::{assert_no_duplicates, replay, source, write, Fixture};
+use common::{assert_no_duplicates, source, until_replica_equals, write, Fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdc_a_postgres_restart_is_ridden_out_and_nothing_is_lost_or_doubled() {
@@ -50,31 +50,18 @@ async fn cdc_a_postgres_restart_is_ridden_out_and_nothing_is_lost_or_doubled() {
     let running = tokio::spawn(supervisor.run());
 
     write(f.owner_url.clone(), f.name.clone(), 0, 100).await;
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(60),
-        || async { replay(&store.committed()) == want },
-        || "the replica follows the table before the restart".to_owned(),
+    until_replica_equals(
+        &mut f,
+        &store,
+        60,
+        "the replica follows the table before the restart",
     )
     .await;
 
     restart::bounce("postgres", Duration::from_secs(2)).await;
     f.reconnect().await;
     write(f.owner_url.clone(), f.name.clone(), 100, 100).await;
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(120),
-        || async { replay(&store.committed()) == want },
-        || {
-            let got = replay(&store.committed());
-            format!(
-                "after the restart the replica has {} rows, the table {}",
-                got.len(),
-                want.len()
-            )
-        },
-    )
-    .await;
+    until_replica_equals(&mut f, &store, 120, "after the restart").await;
     handle.stop();
     let summary = running.await.unwrap().unwrap();
     assert!(summary.restarts >= 1, "the job restarted: {summary:?}");

@@ -8,10 +8,10 @@ mod common;
 use std::time::Duration;
 
 use rivus_core::prelude::*;
-use rivus_testkit::{wait, TxnStore};
+use rivus_testkit::TxnStore;
 use serde_json::Value;
 
-use common::{assert_no_duplicates, job, lsn, replay, source, write, Fixture};
+use common::{assert_no_duplicates, job, lsn, source, until_replica_equals, write, Fixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdc_snapshot_then_stream_then_restore_lose_and_double_nothing() {
@@ -29,20 +29,7 @@ async fn cdc_snapshot_then_stream_then_restore_lose_and_double_nothing() {
     let handle = first.handle();
     let running = tokio::spawn(first.run());
     writer.await.unwrap();
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(60),
-        || async { replay(&store.committed()) == want },
-        || {
-            let got = replay(&store.committed());
-            format!(
-                "the replica has {} rows, the table {}",
-                got.len(),
-                want.len()
-            )
-        },
-    )
-    .await;
+    until_replica_equals(&mut f, &store, 60, "the snapshot and the stream").await;
     let snapshot_rows = store
         .committed()
         .iter()
@@ -62,11 +49,11 @@ async fn cdc_snapshot_then_stream_then_restore_lose_and_double_nothing() {
     let second = job(&f.name, src, &backend, &store, ms(200), ms(0));
     let handle = second.handle();
     let running = tokio::spawn(second.run());
-    let want = f.rows().await;
-    wait::until(
-        Duration::from_secs(60),
-        || async { replay(&store.committed()) == want },
-        || "the replica catches up after the restore".to_owned(),
+    until_replica_equals(
+        &mut f,
+        &store,
+        60,
+        "the replica catches up after the restore",
     )
     .await;
     handle.stop();

@@ -144,6 +144,31 @@ impl Fixture {
     }
 }
 
+/// Waits (at most `secs`) until the rows rebuilt from `store`'s committed changes equal `f`'s
+/// table as it is now, saying `what` did not happen otherwise; the table's rows.
+pub async fn until_replica_equals(
+    f: &mut Fixture,
+    store: &TxnStore<Value>,
+    secs: u64,
+    what: &str,
+) -> BTreeMap<i64, (String, String)> {
+    let want = f.rows().await;
+    rivus_testkit::wait::until(
+        Duration::from_secs(secs),
+        || async { replay(&store.committed()) == want },
+        || {
+            let got = replay(&store.committed());
+            format!(
+                "{what}: the replica has {} rows, the table {}",
+                got.len(),
+                want.len()
+            )
+        },
+    )
+    .await;
+    want
+}
+
 /// The rows that flat change records leave when applied in order: upserts by id, deletes.
 pub fn replay(records: &[Value]) -> BTreeMap<i64, (String, String)> {
     let mut rows = BTreeMap::new();
