@@ -299,13 +299,25 @@ impl Drop for Compacted {
     }
 }
 
-fn example(name: &str, replace: &[(&str, &str)]) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{name}.toml"));
-    let mut text = std::fs::read_to_string(path).unwrap();
-    for (a, b) in replace {
-        text = text.replace(a, b);
+/// `examples/{example}.toml` written into `dir` as a job of its own: named `name`, a checkpoint
+/// every 300 ms under `state/`, and each of the example's `resources` (its publication, slot,
+/// topic or index: `"orders_cdc"`, ...) named `name` too.
+fn example_job(dir: &Path, example: &str, name: &str, resources: &[&str]) -> std::path::PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{example}.toml"));
+    let mut text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace(
+            &format!("name = \"{example}\""),
+            &format!("name = \"{name}\""),
+        )
+        .replace("interval = \"1s\"", "interval = \"300ms\"")
+        .replace(&format!("target/examples/{example}"), "state");
+    for r in resources {
+        text = text.replace(&format!("\"{r}\""), &format!("\"{name}\""));
     }
-    text
+    let file = dir.join("job.toml");
+    std::fs::write(&file, text).unwrap();
+    file
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,25 +339,12 @@ async fn cdc_to_kafka_survives_kill_nine_and_the_compacted_topic_equals_the_tabl
     table(&pg, &name, n).await;
     topics::topic(&kafka, &name).await;
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("job.toml");
-    std::fs::write(
-        &file,
-        example(
-            "postgres-cdc-to-kafka",
-            &[
-                (
-                    "name = \"postgres-cdc-to-kafka\"",
-                    &format!("name = \"{name}\""),
-                ),
-                ("interval = \"1s\"", "interval = \"300ms\""),
-                ("target/examples/postgres-cdc-to-kafka", "state"),
-                ("\"orders_cdc\"", &format!("\"{name}\"")),
-                ("\"rivus_orders_to_kafka\"", &format!("\"{name}\"")),
-                ("\"orders-changes\"", &format!("\"{name}\"")),
-            ],
-        ),
-    )
-    .unwrap();
+    let file = example_job(
+        dir.path(),
+        "postgres-cdc-to-kafka",
+        &name,
+        &["orders_cdc", "rivus_orders_to_kafka", "orders-changes"],
+    );
     let env = [
         ("RIVUS_PG_CDC_URL", cdc.as_str()),
         ("RIVUS_KAFKA_BOOTSTRAP", kafka.as_str()),
@@ -550,25 +549,12 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     };
     table(&pg, &name, 6_000).await;
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("job.toml");
-    std::fs::write(
-        &file,
-        example(
-            "postgres-cdc-to-elasticsearch",
-            &[
-                (
-                    "name = \"postgres-cdc-to-elasticsearch\"",
-                    &format!("name = \"{name}\""),
-                ),
-                ("interval = \"1s\"", "interval = \"300ms\""),
-                ("target/examples/postgres-cdc-to-elasticsearch", "state"),
-                ("\"orders_es\"", &format!("\"{name}\"")),
-                ("\"rivus_orders_to_es\"", &format!("\"{name}\"")),
-                ("\"orders-live\"", &format!("\"{name}\"")),
-            ],
-        ),
-    )
-    .unwrap();
+    let file = example_job(
+        dir.path(),
+        "postgres-cdc-to-elasticsearch",
+        &name,
+        &["orders_es", "rivus_orders_to_es", "orders-live"],
+    );
     let env = [
         ("RIVUS_PG_CDC_URL", cdc.as_str()),
         ("RIVUS_ES_URL", es.as_str()),
