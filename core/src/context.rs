@@ -50,6 +50,7 @@ pub struct RuntimeContext {
     checkpoint_interval: Option<Duration>,
     local_dir: Option<Arc<std::path::Path>>,
     task_shared: crate::TaskShared,
+    subtasks_shared: crate::TaskShared,
     positions_offered: bool,
 }
 
@@ -81,6 +82,7 @@ impl RuntimeContext {
             checkpoint_interval: None,
             local_dir: None,
             task_shared: crate::TaskShared::default(),
+            subtasks_shared: crate::TaskShared::default(),
             positions_offered: false,
         }
     }
@@ -95,6 +97,20 @@ impl RuntimeContext {
     /// [`TaskShared`](crate::TaskShared).
     pub fn task_shared(&self) -> &crate::TaskShared {
         &self.task_shared
+    }
+
+    /// What the parallel subtasks of this operator share in this attempt of the job (one
+    /// process; a restart begins with nothing shared): how subtasks that must act together
+    /// meet, e.g. a CDC source's subtasks importing the snapshot that subtask 0 exported.
+    pub fn subtasks_shared(&self) -> &crate::TaskShared {
+        &self.subtasks_shared
+    }
+
+    /// The same context with the parallel subtasks' shared values `shared` (set by the
+    /// runtime: one map per operator and attempt).
+    pub fn with_subtasks_shared(mut self, shared: crate::TaskShared) -> Self {
+        self.subtasks_shared = shared;
+        self
     }
 
     /// Joins the functions of the task that `shared` belongs to (set by the runtime when it

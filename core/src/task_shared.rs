@@ -3,6 +3,9 @@
 //! no record carries (the Kafka source's consumer, whose group metadata the Kafka sink's
 //! transaction needs to commit the source's offsets).
 //!
+//! The same map, one per operator, is what that operator's parallel subtasks share
+//! ([`RuntimeContext::subtasks_shared`](crate::context::RuntimeContext::subtasks_shared)).
+//!
 //! One value per type; connectors define a private type for what they share, so values of
 //! different connectors never meet.
 

@@ -2,24 +2,31 @@
 //! consistent snapshot of them, from a logical replication slot (`pgoutput`).
 //!
 //! - `slot.rs`: what must exist before reading (the publication, the slot) and creating the slot;
-//! - `snapshot.rs`: the tables' rows inside the slot's exported snapshot, by key order in chunks;
-//! - `stream.rs`: the replication stream, positions in checkpoints, the slot confirmed when a
-//!   checkpoint completes.
+//! - `plan.rs`: the tables cut into parts, one per subtask reading the snapshot;
+//! - `meeting.rs`, `round.rs`: how the subtasks read one snapshot together;
+//! - `snapshot.rs`: a subtask's parts read inside the slot's exported snapshot, by key order in
+//!   chunks;
+//! - `stream.rs`: the replication stream (subtask 0), positions in checkpoints, the slot
+//!   confirmed when a checkpoint completes.
 
 mod filter;
+mod meeting;
+mod plan;
 mod progress;
+mod round;
 mod slot;
 mod snapshot;
 mod stream;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use rivus_core::context::RuntimeContext;
+use rivus_core::context::{CompletedCheckpoints, RuntimeContext};
 use rivus_core::function::{RichFunction, SourceFunction};
 use rivus_core::runtime::{CheckpointEvent, SourceContext};
 use rivus_core::{DeliveryGuarantee, Error, Restored, Result};
@@ -45,21 +52,32 @@ pub enum SnapshotMode {
     WhenNeeded,
 }
 
-/// The source's position, checkpointed.
+/// The source's position, checkpointed. Subtask 0 streams and holds the position; every
+/// subtask reading the snapshot holds its parts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CdcState {
     /// The slot was created or adopted by this job.
     pub started: bool,
-    /// Every snapshot row was emitted (or no snapshot was wanted).
+    /// Every snapshot row was emitted, by whichever subtask read it (or no snapshot was
+    /// wanted).
     pub snapshot_done: bool,
     /// Transactions committed before this position are done.
     pub resume: Lsn,
     /// The transaction being emitted, by its commit position, and how many of its changes
     /// were emitted.
     pub partial: Option<(Lsn, u64)>,
-    /// The snapshot's progress: while it runs, where it resumes; then, until the stream is past
-    /// its newest watermark, which changes its rows already show.
+    /// The snapshot's ranges once every part is read, until the stream is past their newest
+    /// watermark: which changes the snapshot's rows already show.
     pub snapshot: Option<SnapshotProgress>,
+    /// Subtask 0, while the snapshot is read: every part, as far as the round began with.
+    #[serde(default)]
+    pub plan: Vec<TableProgress>,
+    /// The parts this subtask reads in the current round, and how far it has.
+    #[serde(default)]
+    pub parts: Vec<TableProgress>,
+    /// Every part in `parts` is read.
+    #[serde(default)]
+    pub parts_read: bool,
 }
 
 impl CdcState {
@@ -91,6 +109,11 @@ pub struct PostgresCdcSource {
     pub(crate) s: Settings,
     pub(crate) metrics: Option<rivus_core::context::MetricsGroup>,
     pub(crate) subtask: usize,
+    /// Subtasks reading the snapshot: all of them with checkpoints, subtask 0 alone without
+    /// (only a completed checkpoint proves another subtask's rows went through the job).
+    pub(crate) readers: usize,
+    pub(crate) meeting: Option<Arc<meeting::Meeting>>,
+    pub(crate) completed: CompletedCheckpoints,
 }
 
 /// Builds a [`PostgresCdcSource`].
@@ -254,6 +277,9 @@ impl PostgresCdcSourceBuilder {
             s: self.s,
             metrics: None,
             subtask: 0,
+            readers: 1,
+            meeting: None,
+            completed: CompletedCheckpoints::none(),
         })
     }
 }
@@ -281,13 +307,19 @@ pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
 #[async_trait]
 impl RichFunction for PostgresCdcSource {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        ctx.refuse_worker_mode(
+            "source.postgres-cdc",
+            "the PostgreSQL CDC source (one slot)",
+        )?;
         self.subtask = ctx.subtask_index();
+        self.readers = if ctx.is_checkpointing_enabled() {
+            ctx.parallelism()
+        } else {
+            1
+        };
+        self.meeting = Some(meeting::Meeting::of(ctx.subtasks_shared()));
+        self.completed = ctx.completed_checkpoints();
         if self.subtask > 0 {
-            tracing::warn!(
-                subtask = self.subtask,
-                "postgres-cdc: one replication slot is read by subtask 0; this subtask idles \
-                 (run the source with parallelism 1; what follows it may run wider)"
-            );
             return Ok(());
         }
         if !ctx.is_checkpointing_enabled() {
@@ -315,16 +347,42 @@ impl SourceFunction for PostgresCdcSource {
     }
 
     /// Subtask 0 takes the state of whichever subtask read the slot before (there is one),
-    /// whatever the parallelism was; the others start idle.
+    /// whatever the parallelism was, and — while the snapshot is read — every part as far as
+    /// its reader got; the others start empty and learn their parts from subtask 0.
     fn restore_state(&mut self, restored: Restored<CdcState>) -> Result<CdcState> {
         if restored.subtask > 0 {
             return Ok(CdcState::default());
         }
-        Ok(restored.union().find(|s| s.started).unwrap_or_default())
+        let states: Vec<CdcState> = restored.union().collect();
+        let Some(mut st) = states.iter().find(|s| s.started).cloned() else {
+            return Ok(CdcState::default());
+        };
+        if !st.snapshot_done {
+            // A part's reader holds how far it got; the plan, what it began with (the reader
+            // may have checkpointed before it learnt its parts).
+            let mut parts: BTreeMap<usize, TableProgress> =
+                st.plan.drain(..).map(|p| (p.part, p)).collect();
+            for p in states.iter().flat_map(|s| &s.parts) {
+                parts.insert(p.part, p.clone());
+            }
+            st.plan = parts.into_values().collect();
+        }
+        st.parts.clear();
+        st.parts_read = false;
+        Ok(st)
     }
 
     async fn run(&mut self, ctx: &mut SourceContext<Value, CdcState>) -> Result<()> {
+        let meeting = self.meeting.clone().expect("opened");
+        let subtask = self.subtask;
+        let observer = Arc::clone(&meeting);
+        ctx.on_barrier(move |id, st| {
+            if st.parts_read {
+                observer.barrier(subtask, id);
+            }
+        });
         if self.subtask > 0 {
+            round::join(self, ctx, &meeting).await?;
             // Serves checkpoints until the job stops.
             ctx.wait_for(std::future::pending::<()>()).await?;
             return Ok(());

@@ -4,6 +4,10 @@
 //! then leaves out a change older than the watermark of the range holding its key (the range's
 //! rows already show it) and emits the rest — no row or change lost or doubled (`filter.rs`
 //! places a key in the ranges).
+//!
+//! A table read by several subtasks is cut into parts (keys after one bound up to the next);
+//! each part has ranges of its own, and once every part is read they are joined into one
+//! table's ranges for the stream.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,15 +33,25 @@ pub struct Range {
     pub watermark: Lsn,
 }
 
-/// One table's snapshot.
+/// One table's snapshot, or one part of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableProgress {
+    /// The part's number in the snapshot's plan (the parts of a table are numbered in key
+    /// order); the subtask `part % readers` reads it.
+    #[serde(default)]
+    pub part: usize,
     /// `schema.table`.
     pub table: String,
     /// The key columns the table is read in the order of.
     pub key: Vec<String>,
     /// The ranges read, in key order.
     pub ranges: Vec<Range>,
+    /// The part's keys are after this one (`None`: from the table's first).
+    #[serde(default)]
+    pub from: Option<Vec<String>>,
+    /// The part's keys are up to this one, included (`None`: to the table's last).
+    #[serde(default)]
+    pub to: Option<Vec<String>>,
 }
 
 impl TableProgress {
@@ -52,6 +66,11 @@ impl TableProgress {
             Upto::Key(k) => Some(k),
             _ => None,
         })
+    }
+
+    /// Where reading goes on: after the last key read, or after the part's start.
+    pub fn resume_after(&self) -> Option<&Vec<String>> {
+        self.last_key().or(self.from.as_ref())
     }
 
     /// The newest watermark of the table's ranges: changes from it on are all emitted.
@@ -72,6 +91,35 @@ pub struct SnapshotProgress {
 }
 
 impl SnapshotProgress {
+    /// The tables' ranges from their parts, every one of them read: a part's ranges follow
+    /// the part before it, the end of all but a table's last part being that part's bound.
+    pub fn join(mut parts: Vec<TableProgress>) -> SnapshotProgress {
+        parts.sort_by_key(|p| p.part);
+        let mut tables: Vec<TableProgress> = Vec::new();
+        for p in parts {
+            let ranges = p.ranges.into_iter().map(|mut r| {
+                if r.upto == Upto::End {
+                    if let Some(to) = &p.to {
+                        r.upto = Upto::Key(to.clone());
+                    }
+                }
+                r
+            });
+            match tables.last_mut().filter(|t| t.table == p.table) {
+                Some(t) => t.ranges.extend(ranges),
+                None => tables.push(TableProgress {
+                    part: tables.len(),
+                    table: p.table,
+                    key: p.key,
+                    ranges: ranges.collect(),
+                    from: None,
+                    to: None,
+                }),
+            }
+        }
+        SnapshotProgress { tables }
+    }
+
     /// The progress of `table`.
     pub fn table(&self, table: &str) -> Option<&TableProgress> {
         self.tables.iter().find(|t| t.table == table)
@@ -93,6 +141,9 @@ mod tests {
 
     fn table(ranges: Vec<(Upto, u64)>) -> TableProgress {
         TableProgress {
+            part: 0,
+            from: None,
+            to: None,
             table: "public.t".into(),
             key: vec!["id".into()],
             ranges: ranges
@@ -118,5 +169,39 @@ mod tests {
         let unfinished = table(vec![(Upto::Key(vec!["10".into()]), 100)]);
         assert!(!unfinished.done());
         assert_eq!(unfinished.newest(), Lsn(100));
+    }
+
+    #[test]
+    fn parts_join_into_one_table_in_key_order() {
+        let key = |k: &str| Some(vec![k.to_owned()]);
+        let mut first = table(vec![(Upto::Key(vec!["5".into()]), 100), (Upto::End, 200)]);
+        first.to = key("10");
+        let mut second = table(vec![(Upto::End, 100)]);
+        (second.part, second.from, second.to) = (1, key("10"), key("20"));
+        let mut third = table(vec![(Upto::Nothing, 100), (Upto::End, 300)]);
+        (third.part, third.from) = (2, key("20"));
+        let mut other = table(vec![(Upto::End, 100)]);
+        (other.part, other.table) = (3, "public.u".into());
+        assert_eq!(second.resume_after(), Some(&vec!["10".to_owned()]));
+        let joined = SnapshotProgress::join(vec![third, other, second, first]);
+        assert_eq!(joined.tables.len(), 2);
+        let t = joined.table("public.t").expect("joined");
+        let ends: Vec<(Upto, u64)> = t
+            .ranges
+            .iter()
+            .map(|r| (r.upto.clone(), r.watermark.0))
+            .collect();
+        assert_eq!(
+            ends,
+            vec![
+                (Upto::Key(vec!["5".into()]), 100),
+                (Upto::Key(vec!["10".into()]), 200),
+                (Upto::Key(vec!["20".into()]), 100),
+                (Upto::Nothing, 100),
+                (Upto::End, 300),
+            ]
+        );
+        assert!(t.done());
+        assert_eq!(joined.newest(), Lsn(300));
     }
 }

@@ -1,8 +1,9 @@
-//! The snapshot: each table's rows read inside an exported snapshot — exactly the database as
-//! of a slot's consistent point — by primary-key order in chunks of `chunk_rows` (keyset
-//! pages: each query is bounded, the table is never held whole), emitted as `r` events. Each
-//! row's key goes into the checkpointed progress before the row is emitted, so a snapshot
-//! interrupted by a failure resumes after the last row a checkpoint holds (see `progress.rs`).
+//! The snapshot: the rows of a subtask's parts of the tables (see `plan.rs`) read inside an
+//! exported snapshot — exactly the database as of a slot's consistent point — by key order in
+//! chunks of `chunk_rows` (keyset pages: each query is bounded, the table is never held
+//! whole), emitted as `r` events. Each row's key goes into the checkpointed progress before the
+//! row is emitted, so a snapshot interrupted by a failure resumes after the last row a
+//! checkpoint holds (see `progress.rs`).
 
 use serde_json::{Map, Value};
 
@@ -19,22 +20,21 @@ use crate::wire::{Connection, Rows};
 
 /// A row read and not yet emitted (the last one is marked `last` when it goes out).
 struct Pending {
-    table: usize,
+    /// Index of its part in the state's `parts`.
+    part: usize,
     key: Vec<String>,
-    /// The row is its table's last: the table's range ends with it.
+    /// The row is its part's last: the part's range ends with it.
     closes: bool,
     record: Value,
 }
 
-/// Emits `p`, its key (or the table's end) in the progress first: a checkpoint after it holds
+/// Emits `p`, its key (or the part's end) in the progress first: a checkpoint after it holds
 /// the row.
 async fn emit(ctx: &mut SourceContext<Value, CdcState>, p: Pending) -> Result<()> {
-    let st = ctx.state_mut();
-    let progress = st.snapshot.as_mut().expect("a snapshot under way");
-    let range = progress.tables[p.table]
+    let range = ctx.state_mut().parts[p.part]
         .ranges
         .last_mut()
-        .expect("a range opened for the table");
+        .expect("a range opened for the part");
     range.upto = if p.closes {
         Upto::End
     } else {
@@ -43,15 +43,8 @@ async fn emit(ctx: &mut SourceContext<Value, CdcState>, p: Pending) -> Result<()
     ctx.collect(p.record).await
 }
 
-/// Reads what the state's snapshot progress has left — every table from the start on a first
-/// run, from after the last key a checkpoint holds after a failure — inside snapshot `name`
-/// (taken at `at`, the watermark of the ranges read now), and emits every row.
-pub(crate) async fn read(
-    source: &PostgresCdcSource,
-    ctx: &mut SourceContext<Value, CdcState>,
-    name: &str,
-    at: Lsn,
-) -> Result<u64> {
+/// A connection inside the exported snapshot `name`.
+pub(crate) async fn import(source: &PostgresCdcSource, name: &str) -> Result<Connection> {
     let s = &source.s;
     let mut c = Connection::connect(&s.params, false, s.timeout)
         .await
@@ -62,45 +55,61 @@ pub(crate) async fn read(
     ))
     .await
     .map_err(|e| wire_error("postgres-cdc: importing the slot's snapshot", e))?;
+    Ok(c)
+}
+
+/// Ends the snapshot's transaction and the connection.
+pub(crate) async fn finish(mut c: Connection) {
+    let _ = c.query("COMMIT").await;
+    c.close().await;
+}
+
+/// Reads what is left of the state's parts — from their start on a first run, from after the
+/// last key a checkpoint holds after a failure — over `c` (inside a snapshot taken at `at`,
+/// the watermark of the ranges read now), and emits every row; the very last one is marked
+/// `last` when `mark_last` (one subtask reads the whole snapshot).
+pub(crate) async fn read(
+    source: &PostgresCdcSource,
+    ctx: &mut SourceContext<Value, CdcState>,
+    c: &mut Connection,
+    at: Lsn,
+    mark_last: bool,
+) -> Result<u64> {
+    let s = &source.s;
     let mut total = 0u64;
     let mut pending: Option<Pending> = None;
-    let count = ctx.state().snapshot.as_ref().map_or(0, |p| p.tables.len());
-    for i in 0..count {
-        let progress = ctx.state().snapshot.as_ref().expect("counted above").tables[i].clone();
-        if progress.done() {
+    for i in 0..ctx.state().parts.len() {
+        let part = ctx.state().parts[i].clone();
+        if part.done() {
             continue;
         }
-        let (schema, table) = progress
+        let key = part.key.clone();
+        let (schema, table) = part
             .table
             .split_once('.')
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
             .expect("schema.table");
-        let key = if progress.key.is_empty() {
-            key_columns(&mut c, source, &schema, &table).await?
-        } else {
-            progress.key.clone()
-        };
-        {
-            let t = &mut ctx.state_mut().snapshot.as_mut().expect("under way").tables[i];
-            t.key = key.clone();
-            t.ranges.push(Range {
-                upto: Upto::Nothing,
-                watermark: at,
-            });
-        }
+        ctx.state_mut().parts[i].ranges.push(Range {
+            upto: Upto::Nothing,
+            watermark: at,
+        });
         let qualified = format!("{}.{}", ident(&schema), ident(&table));
         let order = key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ");
-        let mut after: Option<Vec<String>> = progress.last_key().cloned();
+        let row_of = |k: &[String]| k.iter().map(|v| literal(v)).collect::<Vec<_>>().join(", ");
+        let upto = part
+            .to
+            .as_ref()
+            .map(|to| format!("({order}) <= ({})", row_of(to)));
+        let mut after: Option<Vec<String>> = part.resume_after().cloned();
         loop {
-            let filter = match &after {
-                Some(last) => format!(
-                    "WHERE ({order}) > ({})",
-                    last.iter()
-                        .map(|v| literal(v))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None => String::new(),
+            let lower = after
+                .as_ref()
+                .map(|last| format!("({order}) > ({})", row_of(last)));
+            let filter: Vec<String> = lower.into_iter().chain(upto.clone()).collect();
+            let filter = if filter.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", filter.join(" AND "))
             };
             let rows = c
                 .query(&format!(
@@ -140,7 +149,7 @@ pub(crate) async fn read(
                 // Each row goes out once the next is known, so that the very last one can be
                 // marked `last`.
                 let next = Pending {
-                    table: i,
+                    part: i,
                     key: row_key.clone(),
                     closes: false,
                     record,
@@ -155,85 +164,31 @@ pub(crate) async fn read(
                 break;
             }
         }
-        // The table is read: its range ends with its last row, or now when that row went out
+        // The part is read: its range ends with its last row, or now when that row went out
         // already (or there was none).
         match pending.as_mut() {
-            Some(p) if p.table == i => p.closes = true,
+            Some(p) if p.part == i => p.closes = true,
             _ => {
-                let t = &mut ctx.state_mut().snapshot.as_mut().expect("under way").tables[i];
-                t.ranges.last_mut().expect("opened above").upto = Upto::End;
+                let range = ctx.state_mut().parts[i].ranges.last_mut();
+                range.expect("opened above").upto = Upto::End;
             }
         }
-        tracing::info!(table = %progress.table, "postgres-cdc: table read in the snapshot");
+        tracing::debug!(table = %part.table, part = part.part, "postgres-cdc: part read in the snapshot");
     }
     if let Some(mut last) = pending {
-        if let Some(source) = last.record.get_mut("source") {
-            source["snapshot"] = Value::from("last");
+        if mark_last {
+            if let Some(source) = last.record.get_mut("source") {
+                source["snapshot"] = Value::from("last");
+            }
         }
         emit(ctx, last).await?;
         total += 1;
     }
-    let _ = c.query("COMMIT").await;
-    c.close().await;
     Ok(total)
 }
 
-/// The key that orders a table's chunks: its primary key, or the columns named for it.
-async fn key_columns(
-    c: &mut Connection,
-    source: &PostgresCdcSource,
-    schema: &str,
-    table: &str,
-) -> Result<Vec<String>> {
-    let name = format!("{schema}.{table}");
-    let qualified = literal(&format!("{}.{}", ident(schema), ident(table)));
-    let allowed = c
-        .query(&format!(
-            "SELECT has_table_privilege({qualified}, 'SELECT')::text AS allowed"
-        ))
-        .await
-        .map_err(|e| wire_error(format!("postgres-cdc: checking rights on {name}"), e))?;
-    if allowed.text(0, "allowed").as_deref() != Some("true") {
-        return Err(Error::refused(
-            "source.postgres-cdc.tables",
-            format!(
-                "user `{}` may not read `{name}`: GRANT SELECT ON {}.{} TO {}",
-                source.s.params.user,
-                ident(schema),
-                ident(table),
-                ident(&source.s.params.user)
-            ),
-        ));
-    }
-    if let Some(cols) = source.s.key_columns.get(&name) {
-        return Ok(cols.clone());
-    }
-    let rows = c
-        .query(&format!(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a \
-             ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
-             WHERE i.indrelid = {qualified}::regclass AND i.indisprimary \
-             ORDER BY array_position(i.indkey::int2[], a.attnum)"
-        ))
-        .await
-        .map_err(|e| wire_error(format!("postgres-cdc: reading the key of {name}"), e))?;
-    let key: Vec<String> = (0..rows.rows.len())
-        .filter_map(|i| rows.text(i, "attname"))
-        .collect();
-    if key.is_empty() {
-        return Err(Error::config(
-            "source.postgres-cdc.key_columns",
-            format!(
-                "table `{name}` has no primary key: name the columns that order its snapshot \
-                 (key_columns = {{ \"{name}\" = [\"...\"] }})"
-            ),
-        ));
-    }
-    Ok(key)
-}
-
 /// The text of the key columns of row `r`.
-fn key_of(rows: &Rows, r: usize, key: &[String]) -> Result<Vec<String>> {
+pub(crate) fn key_of(rows: &Rows, r: usize, key: &[String]) -> Result<Vec<String>> {
     key.iter()
         .map(|k| {
             rows.text(r, k).ok_or_else(|| {

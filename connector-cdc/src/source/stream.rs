@@ -15,10 +15,7 @@ use rivus_core::{Error, Result};
 
 use super::filter::KeyOrder;
 use super::slot::{self, ident, literal};
-use super::{
-    snapshot, wire_error, CdcState, PostgresCdcSource, SnapshotMode, SnapshotProgress,
-    TableProgress,
-};
+use super::{round, wire_error, CdcState, PostgresCdcSource, SnapshotMode};
 use crate::event::{self, Op, Origin, Relations};
 use crate::lsn::Lsn;
 use crate::pgoutput::{self, Logical, StreamMessage};
@@ -94,7 +91,10 @@ pub(crate) async fn run(
                 st.snapshot_done = false;
                 st.resume = found.confirmed.unwrap_or_default();
                 tracing::warn!(slot = %s.slot, at = %st.resume, "postgres-cdc: the slot exists without a checkpoint; reading the snapshot again");
-                repl = snapshot_again(source, ctx, repl, &tables).await?;
+                let Some(again) = snapshot_again(source, ctx, repl, &tables).await? else {
+                    return Ok(());
+                };
+                repl = again;
             }
             (Some(found), _) => {
                 let st = ctx.state_mut();
@@ -123,10 +123,10 @@ pub(crate) async fn run(
                     st.resume = at;
                 }
                 tracing::info!(slot = %s.slot, %at, tables = tables.len(), "postgres-cdc: slot created, reading the snapshot");
-                ctx.state_mut().snapshot = Some(progress_of(&tables));
-                let rows = snapshot::read(source, ctx, &name, at).await?;
-                ctx.state_mut().snapshot_done = true;
-                tracing::info!(rows, "postgres-cdc: snapshot read");
+                // The slot's connection stays idle meanwhile: its snapshot lives until then.
+                if !round::lead(source, ctx, &name, at, &tables).await? {
+                    return Ok(());
+                }
             }
         }
     } else {
@@ -148,7 +148,10 @@ pub(crate) async fn run(
             }
         }
         if !state.snapshot_done {
-            repl = snapshot_again(source, ctx, repl, &tables).await?;
+            let Some(again) = snapshot_again(source, ctx, repl, &tables).await? else {
+                return Ok(());
+            };
+            repl = again;
         }
     }
     stream(source, ctx, repl, &tables, heartbeat.take()).await
@@ -188,47 +191,33 @@ impl Heartbeat {
     }
 }
 
-/// The progress of a snapshot of `tables` not started yet.
-fn progress_of(tables: &[(String, String)]) -> SnapshotProgress {
-    SnapshotProgress {
-        tables: tables
-            .iter()
-            .map(|(schema, table)| TableProgress {
-                table: format!("{schema}.{table}"),
-                key: Vec::new(),
-                ranges: Vec::new(),
-            })
-            .collect(),
-    }
-}
-
 /// Reads what is left of the snapshot when the slot's own exported snapshot is gone (the job
 /// died during the snapshot, or before its first checkpoint): inside a temporary slot's
 /// exported snapshot, later than the permanent slot's position. The stream then replays from
 /// that position and leaves out each change the rows read now already show (older than their
 /// range's watermark). Returns a fresh replication connection (the temporary slot goes with
-/// the old one).
+/// the old one), or `None` when a stop came first.
 async fn snapshot_again(
-    source: &PostgresCdcSource,
+    source: &mut PostgresCdcSource,
     ctx: &mut SourceContext<Value, CdcState>,
     mut repl: Connection,
     tables: &[(String, String)],
-) -> Result<Connection> {
-    let s = &source.s;
+) -> Result<Option<Connection>> {
+    let s = source.s.clone();
     let temp = format!("{}_snapshot", s.slot);
     let (at, name) = slot::create(&mut repl, &temp, true, true).await?;
     let name = name.ok_or_else(|| {
         Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
     })?;
     tracing::warn!(slot = %s.slot, %at, "postgres-cdc: reading the snapshot again");
-    if ctx.state().snapshot.is_none() {
-        ctx.state_mut().snapshot = Some(progress_of(tables));
-    }
-    snapshot::read(source, ctx, &name, at).await?;
-    ctx.state_mut().snapshot_done = true;
+    let done = round::lead(source, ctx, &name, at, tables).await?;
     repl.close().await;
+    if !done {
+        return Ok(None);
+    }
     Connection::connect(&s.params, true, s.timeout)
         .await
+        .map(Some)
         .map_err(|e| wire_error("postgres-cdc: connecting for replication", e))
 }
 

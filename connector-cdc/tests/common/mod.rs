@@ -222,6 +222,29 @@ pub fn job(
         .unwrap()
 }
 
+/// Like `job`, with `readers` source subtasks and the changes keyed by id to two sink
+/// subtasks (each key's changes reach one sink in order).
+pub fn job_wide(
+    name: &str,
+    source: PostgresCdcSource,
+    readers: usize,
+    backend: &MemoryStateBackend,
+    store: &TxnStore<Value>,
+    interval: Duration,
+    pace: Duration,
+) -> Job {
+    let store = store.clone();
+    Pipeline::new(name)
+        .checkpointing(CheckpointConfig::new(interval, Arc::new(backend.clone())))
+        .batch_size(100)
+        .source("cdc", readers, move |_| source.clone())
+        .key_by(|v: &Value| v["id"].as_i64(), 2)
+        .sink("txn", 2, move |i| {
+            TransactionalSink::new(store.clone(), i).pace(pace)
+        })
+        .unwrap()
+}
+
 /// Inserts, updates and deletes on `table`, `rounds` transactions of three statements each;
 /// every value written is unique (`w{round}`), so a change that arrived twice is seen.
 pub async fn write(url: String, table: String, from: i64, rounds: i64) {

@@ -207,6 +207,18 @@ impl Pipeline {
         }
     }
 
+    /// The contexts of an operator's `parallelism` subtasks, sharing one
+    /// [`subtasks_shared`](RuntimeContext::subtasks_shared) map.
+    fn runtime_contexts(&self, name: &str, parallelism: usize) -> Vec<RuntimeContext> {
+        let shared = crate::TaskShared::default();
+        (0..parallelism)
+            .map(|i| {
+                self.runtime_context(name, i, parallelism)
+                    .with_subtasks_shared(shared.clone())
+            })
+            .collect()
+    }
+
     fn runtime_context(&self, name: &str, subtask: usize, parallelism: usize) -> RuntimeContext {
         let mut ctx = RuntimeContext::new(self.name.as_str(), name, subtask, parallelism, None)
             .with_worker(self.worker.as_deref())
@@ -232,9 +244,7 @@ impl Pipeline {
         let positions_offered = sources
             .first()
             .is_some_and(|s| s.offers_positions_to_sink());
-        let contexts: Vec<RuntimeContext> = (0..parallelism)
-            .map(|i| self.runtime_context(name, i, parallelism))
-            .collect();
+        let contexts = self.runtime_contexts(name, parallelism);
         let name = name.to_owned();
         let counters = Arc::clone(&self.counters);
         let stage: PendingStage<S::Out> = Box::new(move |mut outputs| {
@@ -377,9 +387,7 @@ impl<T: Send + 'static> Stream<T> {
                 down.push(rx);
             }
         }
-        let up_contexts: Vec<RuntimeContext> = (0..ups)
-            .map(|i| self.pipeline.runtime_context(&name, i, ups))
-            .collect();
+        let up_contexts = self.pipeline.runtime_contexts(&name, ups);
         let upstream = (self.stage)(Box::new(move |i| {
             let tx = senders[i].take().expect("one output per upstream subtask");
             Box::new(ChannelOutput::new(
@@ -390,9 +398,7 @@ impl<T: Send + 'static> Stream<T> {
             ))
         }));
         self.pipeline.tasks.extend(upstream);
-        let contexts: Vec<RuntimeContext> = (0..parallelism)
-            .map(|i| self.pipeline.runtime_context(&name, i, parallelism))
-            .collect();
+        let contexts = self.pipeline.runtime_contexts(&name, parallelism);
         let stage: PendingStage<T> = Box::new(move |mut outputs| {
             receivers
                 .into_iter()
@@ -464,13 +470,8 @@ impl<T: Send + 'static> Stream<T> {
         let counters = Arc::clone(&pipeline.counters);
         let mut sinks: Vec<Option<(S, RuntimeContext)>> = sinks
             .into_iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let rctx = pipeline
-                    .runtime_context(name, i, parallelism)
-                    .with_source_positions_offered(positions_in_sink);
-                Some((s, rctx))
-            })
+            .zip(pipeline.runtime_contexts(name, parallelism))
+            .map(|(s, rctx)| Some((s, rctx.with_source_positions_offered(positions_in_sink))))
             .collect();
         let tasks = (stream.stage)(Box::new(move |i| {
             let (sink, rctx) = sinks[i].take().expect("one sink per subtask");

@@ -50,6 +50,14 @@ pub trait SourceExternal: Send + Sync {
     fn rescales(&self) -> bool {
         true
     }
+
+    /// True when each split's records arrive in the order they were written. A source that
+    /// keeps order only per key — a change-data source whose snapshot of a table several
+    /// subtasks read — returns false, and the verdicts leave order out (duplicates and losses
+    /// still count).
+    fn preserves_order(&self) -> bool {
+        true
+    }
 }
 
 /// How a suite drives one sink connector and reads back what reached the external system.
