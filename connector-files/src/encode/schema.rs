@@ -1,0 +1,275 @@
+//! The columns of a columnar file (Parquet, CSV): declared, or inferred from the first
+//! records. Inference rule (documented in the README): the sink's first batch of records (up to
+//! the pipeline's batch size) is read once per subtask; each field becomes a column, typed
+//! `int64` when every value is an integer, `float64` when a value has a fraction, `boolean`,
+//! `string`, and `json` (the value's JSON text) for objects, arrays and mixed types; columns are
+//! nullable and ordered by name. A later record with a field outside the schema, or a value the
+//! column's type cannot hold, goes to the error policy whole.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, TimeUnit};
+use serde_json::{Map, Value};
+
+use rivus_core::{Error, Result};
+
+/// A column's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    /// `true`/`false`.
+    Boolean,
+    /// 32-bit integer.
+    Int32,
+    /// 64-bit integer.
+    Int64,
+    /// 32-bit float.
+    Float32,
+    /// 64-bit float.
+    Float64,
+    /// UTF-8 text.
+    String,
+    /// A day (`"2024-03-01"`).
+    Date,
+    /// Microseconds in UTC (RFC 3339 text or milliseconds since the epoch in, `timestamp[us,
+    /// UTC]` out).
+    Timestamp,
+    /// Any JSON value, stored as its text.
+    Json,
+}
+
+impl ColumnType {
+    /// Parses a type name.
+    pub fn parse(s: &str) -> Option<ColumnType> {
+        Some(match s {
+            "boolean" | "bool" => ColumnType::Boolean,
+            "int32" | "int" => ColumnType::Int32,
+            "int64" | "long" => ColumnType::Int64,
+            "float32" | "float" => ColumnType::Float32,
+            "float64" | "double" => ColumnType::Float64,
+            "string" => ColumnType::String,
+            "date" => ColumnType::Date,
+            "timestamp" => ColumnType::Timestamp,
+            "json" => ColumnType::Json,
+            _ => return None,
+        })
+    }
+
+    fn arrow(&self) -> DataType {
+        match self {
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::Int32 => DataType::Int32,
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::Float32 => DataType::Float32,
+            ColumnType::Float64 => DataType::Float64,
+            ColumnType::String | ColumnType::Json => DataType::Utf8,
+            ColumnType::Date => DataType::Date32,
+            ColumnType::Timestamp => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into()))
+            }
+        }
+    }
+}
+
+/// One column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// The record's field.
+    pub name: String,
+    /// Its type.
+    pub ty: ColumnType,
+    /// Whether it may be missing or null (default true).
+    pub nullable: bool,
+}
+
+/// Where the columns come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SchemaSource {
+    /// From the first records (see the module docs).
+    #[default]
+    Infer,
+    /// As declared.
+    Declared(Vec<Column>),
+}
+
+/// The columns and their Arrow schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Schema {
+    pub(crate) columns: Vec<Column>,
+    pub(crate) arrow: arrow_schema::SchemaRef,
+}
+
+impl Schema {
+    pub(crate) fn new(columns: Vec<Column>) -> Schema {
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.ty.arrow(), c.nullable))
+            .collect();
+        Schema {
+            columns,
+            arrow: Arc::new(arrow_schema::Schema::new(fields)),
+        }
+    }
+
+    /// The columns of `records` (see the module docs).
+    pub(crate) fn infer(records: &[&Value]) -> Result<Schema> {
+        let mut seen: BTreeMap<String, Option<ColumnType>> = BTreeMap::new();
+        for r in records {
+            let Some(obj) = r.as_object() else { continue };
+            for (k, v) in obj {
+                let ty = match v {
+                    Value::Null => None,
+                    Value::Bool(_) => Some(ColumnType::Boolean),
+                    Value::Number(n) if n.is_i64() || n.is_u64() => Some(ColumnType::Int64),
+                    Value::Number(_) => Some(ColumnType::Float64),
+                    Value::String(_) => Some(ColumnType::String),
+                    _ => Some(ColumnType::Json),
+                };
+                let slot = seen.entry(k.clone()).or_insert(None);
+                *slot = match (*slot, ty) {
+                    (a, None) => a,
+                    (None, b) => b,
+                    (Some(a), Some(b)) if a == b => Some(a),
+                    (Some(ColumnType::Int64), Some(ColumnType::Float64))
+                    | (Some(ColumnType::Float64), Some(ColumnType::Int64)) => {
+                        Some(ColumnType::Float64)
+                    }
+                    _ => Some(ColumnType::Json),
+                };
+            }
+        }
+        if seen.is_empty() {
+            return Err(Error::config(
+                "sink.files.schema",
+                "no field in the first records to infer columns from: declare the schema",
+            ));
+        }
+        Ok(Schema::new(
+            seen.into_iter()
+                .map(|(name, ty)| Column {
+                    name,
+                    ty: ty.unwrap_or(ColumnType::String),
+                    nullable: true,
+                })
+                .collect(),
+        ))
+    }
+
+    /// The record as the columns take it: an object of known fields, `json` columns as text,
+    /// timestamps given as milliseconds turned into RFC 3339 text.
+    pub(crate) fn prepare(&self, record: &Value) -> std::result::Result<Value, String> {
+        let obj = record
+            .as_object()
+            .ok_or_else(|| "the record is not a JSON object".to_owned())?;
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !self.columns.iter().any(|c| &c.name == *k))
+        {
+            return Err(format!("field `{k}` is not a column of the file's schema"));
+        }
+        let mut out = Map::with_capacity(self.columns.len());
+        for c in &self.columns {
+            let v = obj.get(&c.name).unwrap_or(&Value::Null);
+            if v.is_null() {
+                if !c.nullable {
+                    return Err(format!(
+                        "column `{}` is not nullable and the record has none",
+                        c.name
+                    ));
+                }
+                continue;
+            }
+            let v = match (c.ty, v) {
+                (ColumnType::Json, Value::String(s)) => Value::String(s.clone()),
+                (ColumnType::Json, other) => Value::String(other.to_string()),
+                (ColumnType::Timestamp, Value::Number(n)) => {
+                    let ms = n
+                        .as_i64()
+                        .ok_or_else(|| format!("column `{}`: {n} is not milliseconds", c.name))?;
+                    Value::String(rivus_core::calendar::instant(ms, 1000, 3, true))
+                }
+                (_, v) => v.clone(),
+            };
+            out.insert(c.name.clone(), v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+impl Schema {
+    /// `records` as one Arrow batch; those the columns cannot hold are returned instead.
+    pub(crate) fn batch(
+        &self,
+        records: &[&Value],
+    ) -> Result<(Option<arrow_array::RecordBatch>, Vec<super::Rejected>)> {
+        let mut rejected = Vec::new();
+        let mut rows = Vec::with_capacity(records.len());
+        for (index, r) in records.iter().enumerate() {
+            match self.prepare(r) {
+                Ok(v) => rows.push((index, v)),
+                Err(reason) => rejected.push(super::Rejected { index, reason }),
+            }
+        }
+        let decode =
+            |rows: &[&Value]| -> std::result::Result<Option<arrow_array::RecordBatch>, String> {
+                let mut d = arrow_json::ReaderBuilder::new(self.arrow.clone())
+                    .with_batch_size(rows.len().max(1))
+                    .build_decoder()
+                    .map_err(|e| e.to_string())?;
+                d.serialize(rows).map_err(|e| e.to_string())?;
+                d.flush().map_err(|e| e.to_string())
+            };
+        let all: Vec<&Value> = rows.iter().map(|(_, v)| v).collect();
+        match decode(&all) {
+            Ok(batch) => Ok((batch, rejected)),
+            Err(_) => {
+                // One at a time, to tell the bad ones from the rest.
+                let mut good = Vec::new();
+                for (index, v) in &rows {
+                    match decode(&[v]) {
+                        Ok(_) => good.push(v),
+                        Err(reason) => rejected.push(super::Rejected {
+                            index: *index,
+                            reason: format!("a value the file's columns cannot hold: {reason}"),
+                        }),
+                    }
+                }
+                rejected.sort_by_key(|r| r.index);
+                let batch =
+                    decode(&good).map_err(|e| Error::connector("files: encoding records", e))?;
+                Ok((batch, rejected))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn columns_are_inferred_by_a_stated_rule() {
+        let a = json!({"id": 1, "price": 2, "name": "x", "tags": ["a"], "ok": true, "gone": null});
+        let b = json!({"id": 2, "price": 2.5, "name": null, "extra": {"k": 1}});
+        let s = Schema::infer(&[&a, &b]).unwrap();
+        let got: Vec<(String, ColumnType)> =
+            s.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("extra".into(), ColumnType::Json),
+                ("gone".into(), ColumnType::String),
+                ("id".into(), ColumnType::Int64),
+                ("name".into(), ColumnType::String),
+                ("ok".into(), ColumnType::Boolean),
+                ("price".into(), ColumnType::Float64),
+                ("tags".into(), ColumnType::Json),
+            ]
+        );
+        let prepared = s.prepare(&a).unwrap();
+        assert_eq!(prepared["tags"], json!("[\"a\"]"));
+        let e = s.prepare(&json!({"id": 3, "new": 1})).unwrap_err();
+        assert!(e.contains("`new`"), "{e}");
+    }
+}

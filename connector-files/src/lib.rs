@@ -1,0 +1,20 @@
+//! Files for rivus: [`FilesSink`] writes records as Parquet, JSON lines or CSV files to an
+//! S3-compatible store or a local disk, exactly once (see the README for the commit protocol).
+//!
+//! - `location.rs`: where the files go;
+//! - `staging/`: how a file in progress becomes durable, then visible (the two-phase commit);
+//! - `encode/`: records to bytes, per format;
+//! - `path.rs`: partition directories and file names;
+//! - `sink/`: the sink — open files per partition, rolling, checkpoints, commits.
+
+pub mod encode;
+mod location;
+mod path;
+mod sink;
+mod staging;
+
+pub use encode::{Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaSource};
+pub use location::{Location, S3Options};
+pub use path::PathTemplate;
+pub use sink::{FilesSink, FilesSinkBuilder, FilesState};
+pub use staging::Recoverable;

@@ -1,0 +1,166 @@
+//! [`FilesSinkBuilder`]: the sink's options, checked at `build` with the path of a bad one.
+
+use std::time::Duration;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::{Error, Result};
+
+use super::{FilesSink, Settings};
+use crate::encode::{Column, FileFormat, ParquetCompression, SchemaSource};
+use crate::location::{Location, S3Options};
+use crate::path::PathTemplate;
+
+const MIB: u64 = 1 << 20;
+
+/// Builds a [`FilesSink`].
+#[derive(Debug)]
+pub struct FilesSinkBuilder {
+    url: String,
+    s3: S3Options,
+    format: FileFormat,
+    schema: SchemaSource,
+    path: String,
+    target_file_size: u64,
+    rollover: Duration,
+    part_size: usize,
+    row_group_bytes: usize,
+    max_open_files: usize,
+    policy: ErrorPolicy,
+}
+
+impl FilesSinkBuilder {
+    pub(crate) fn new(url: String) -> Self {
+        FilesSinkBuilder {
+            url,
+            s3: S3Options::default(),
+            format: FileFormat::Parquet(ParquetCompression::Zstd),
+            schema: SchemaSource::Infer,
+            path: String::new(),
+            target_file_size: 128 * MIB,
+            rollover: Duration::from_secs(15 * 60),
+            part_size: 8 * MIB as usize,
+            row_group_bytes: 16 * MIB as usize,
+            max_open_files: 16,
+            policy: ErrorPolicy::Fail,
+        }
+    }
+
+    /// The S3 endpoint, region, keys and addressing.
+    pub fn s3(mut self, o: S3Options) -> Self {
+        self.s3 = o;
+        self
+    }
+
+    /// The format (default Parquet with zstd).
+    pub fn format(mut self, f: FileFormat) -> Self {
+        self.format = f;
+        self
+    }
+
+    /// The columns of Parquet and CSV files (default: inferred from the first records).
+    pub fn schema(mut self, columns: Vec<Column>) -> Self {
+        self.schema = SchemaSource::Declared(columns);
+        self
+    }
+
+    /// The partition directory template (default none: files at the top), e.g.
+    /// `dt={event_time:%Y-%m-%d}/` (see [`PathTemplate`]).
+    pub fn path(mut self, template: impl Into<String>) -> Self {
+        self.path = template.into();
+        self
+    }
+
+    /// A file is closed once it reaches this size (default 128 MiB).
+    pub fn target_file_size(mut self, bytes: u64) -> Self {
+        self.target_file_size = bytes;
+        self
+    }
+
+    /// A file is closed once open this long (default 15 minutes).
+    pub fn rollover(mut self, d: Duration) -> Self {
+        self.rollover = d;
+        self
+    }
+
+    /// Bytes per uploaded part on S3 (default 8 MiB, at least 5 MiB).
+    pub fn part_size(mut self, bytes: usize) -> Self {
+        self.part_size = bytes;
+        self
+    }
+
+    /// A Parquet row group closes at this size in memory (default 16 MiB) and at checkpoints.
+    pub fn row_group_bytes(mut self, bytes: usize) -> Self {
+        self.row_group_bytes = bytes;
+        self
+    }
+
+    /// Files open at once per subtask (default 16); a new partition beyond closes the oldest.
+    pub fn max_open_files(mut self, n: usize) -> Self {
+        self.max_open_files = n;
+        self
+    }
+
+    /// Where records that cannot be placed or encoded go (default: fail).
+    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// Checks the options; errors name `sink.files.<option>`.
+    pub fn build(self) -> Result<FilesSink> {
+        let p = "sink.files";
+        let location = Location::parse(&self.url, &format!("{p}.url"))?;
+        let path = PathTemplate::parse(&self.path, &format!("{p}.path"))?;
+        if self.target_file_size == 0 {
+            return Err(Error::config(
+                format!("{p}.target_file_size"),
+                "must be above 0",
+            ));
+        }
+        if self.rollover.is_zero() {
+            return Err(Error::config(format!("{p}.rollover"), "must be above 0"));
+        }
+        if matches!(location, Location::S3 { .. }) && (self.part_size as u64) < 5 * MIB {
+            return Err(Error::config(
+                format!("{p}.part_size"),
+                format!("{} bytes: S3 parts are at least 5 MiB", self.part_size),
+            ));
+        }
+        if self.part_size == 0 || self.row_group_bytes == 0 || self.max_open_files == 0 {
+            let field = if self.part_size == 0 {
+                "part_size"
+            } else if self.row_group_bytes == 0 {
+                "row_group_bytes"
+            } else {
+                "max_open_files"
+            };
+            return Err(Error::config(format!("{p}.{field}"), "must be above 0"));
+        }
+        if let SchemaSource::Declared(cols) = &self.schema {
+            if cols.is_empty() {
+                return Err(Error::config(format!("{p}.schema"), "no column declared"));
+            }
+            for (i, c) in cols.iter().enumerate() {
+                if cols[..i].iter().any(|o| o.name == c.name) {
+                    return Err(Error::config(
+                        format!("{p}.schema[{i}].name"),
+                        format!("column `{}` declared twice", c.name),
+                    ));
+                }
+            }
+        }
+        Ok(FilesSink::from_settings(Settings {
+            location,
+            s3: self.s3,
+            format: self.format,
+            schema: self.schema,
+            path,
+            target_file_size: self.target_file_size,
+            rollover: self.rollover,
+            part_size: self.part_size,
+            row_group_bytes: self.row_group_bytes,
+            max_open_files: self.max_open_files,
+            policy: self.policy,
+        }))
+    }
+}

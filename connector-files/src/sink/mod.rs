@@ -1,0 +1,373 @@
+//! [`FilesSink`]: records into files, one open file per partition directory, rolled on size,
+//! age and when too many are open; exactly once by a two-phase commit (see `staging/`):
+//!
+//! - at a checkpoint every open file is made durable as far as it goes (its upload's parts and
+//!   a kept tail, or a synced local file) and the files rolled since are pre-committed; the
+//!   state holds both;
+//! - when the checkpoint completes, the rolled files are committed (made visible);
+//! - a restore commits what the checkpoint holds — rolled files, and open files finished as
+//!   the checkpoint saw them (their trailer, a Parquet footer, is in the state) — and throws
+//!   away files in progress that no checkpoint refers to. Records after the checkpoint come
+//!   again from the source into new files.
+//!
+//! Files are not rolled at checkpoints: their size is `target_file_size` whatever the
+//! checkpoint interval.
+
+mod builder;
+mod open_file;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_core::prelude::*;
+
+use crate::encode::{Encoder, FileFormat, Schema, SchemaSource};
+use crate::location::{Location, S3Options};
+use crate::path::{file_name, PathTemplate};
+use crate::staging::{LocalStaging, Recoverable, S3Staging, Staging};
+
+pub use builder::FilesSinkBuilder;
+use open_file::OpenFile;
+
+/// What a checkpoint holds of a sink subtask.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesState {
+    /// Files open at the checkpoint, as far as it holds them.
+    pub open: Vec<Recoverable>,
+    /// Files closed and not committed yet.
+    pub closed: Vec<Recoverable>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) location: Location,
+    pub(crate) s3: S3Options,
+    pub(crate) format: FileFormat,
+    pub(crate) schema: SchemaSource,
+    pub(crate) path: PathTemplate,
+    pub(crate) target_file_size: u64,
+    pub(crate) rollover: Duration,
+    pub(crate) part_size: usize,
+    pub(crate) row_group_bytes: usize,
+    pub(crate) max_open_files: usize,
+    pub(crate) policy: ErrorPolicy,
+}
+
+/// The attempt's name, shared by the subtasks: new files carry it, and a restore's clean-up
+/// spares it.
+struct Attempt(String);
+
+/// Writes records into files (see the [module docs](self) and the crate's README).
+pub struct FilesSink {
+    s: Arc<Settings>,
+    staging: Option<Staging>,
+    schema: Option<Schema>,
+    files: HashMap<String, OpenFile>,
+    /// Rolled since the last checkpoint.
+    closed: Vec<Recoverable>,
+    /// Rolled, by the checkpoint that holds them, until it completes.
+    pending: BTreeMap<u64, Vec<Recoverable>>,
+    restored: Vec<FilesState>,
+    subtask: usize,
+    parallelism: usize,
+    checkpointing: bool,
+    attempt: String,
+    seq: u64,
+    errors: ErrorHandler,
+}
+
+impl std::fmt::Debug for FilesSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilesSink")
+            .field("location", &self.s.location.url())
+            .field("format", &self.s.format)
+            .field("open", &self.files.len())
+            .finish()
+    }
+}
+
+impl FilesSink {
+    /// A sink writing under `url` (`s3://bucket/prefix` or `file:///dir`).
+    pub fn builder(url: impl Into<String>) -> FilesSinkBuilder {
+        FilesSinkBuilder::new(url.into())
+    }
+
+    pub(crate) fn from_settings(s: Settings) -> FilesSink {
+        let errors = ErrorHandler::new(s.policy.clone(), s.location.url()).connector("files");
+        FilesSink {
+            s: Arc::new(s),
+            staging: None,
+            schema: None,
+            files: HashMap::new(),
+            closed: Vec::new(),
+            pending: BTreeMap::new(),
+            restored: Vec::new(),
+            subtask: 0,
+            parallelism: 1,
+            checkpointing: false,
+            attempt: String::new(),
+            seq: 0,
+            errors,
+        }
+    }
+
+    fn staging(&self) -> &Staging {
+        self.staging.as_ref().expect("opened")
+    }
+
+    /// Closes the file of `dir`: committed now without checkpoints, at the next completed
+    /// checkpoint with them.
+    async fn roll(&mut self, dir: &str) -> Result<()> {
+        let Some(file) = self.files.remove(dir) else {
+            return Ok(());
+        };
+        let rec = file.close(self.staging()).await?;
+        tracing::debug!(key = %rec.key, records = rec.records, "files: rolled");
+        if self.checkpointing {
+            self.closed.push(rec);
+        } else {
+            self.commit(&rec).await?;
+        }
+        Ok(())
+    }
+
+    async fn commit(&self, rec: &Recoverable) -> Result<()> {
+        self.staging().commit(rec).await?;
+        self.staging().forget(rec).await;
+        metrics::counter!("rivus_files_committed").increment(1);
+        metrics::counter!("rivus_files_committed_records").increment(rec.records);
+        tracing::info!(key = %rec.key, records = rec.records, "files: committed");
+        Ok(())
+    }
+
+    /// Rolls the files open longer than `rollover`.
+    async fn roll_old(&mut self) -> Result<()> {
+        let old: Vec<String> = self
+            .files
+            .iter()
+            .filter(|(_, f)| f.opened.elapsed() >= self.s.rollover)
+            .map(|(d, _)| d.clone())
+            .collect();
+        for d in old {
+            self.roll(&d).await?;
+        }
+        Ok(())
+    }
+
+    /// The open file of `dir`, opened now if needed (rolling the oldest when too many are).
+    async fn file(&mut self, dir: &str) -> Result<&mut OpenFile> {
+        if !self.files.contains_key(dir) {
+            if self.files.len() >= self.s.max_open_files {
+                let oldest = self
+                    .files
+                    .iter()
+                    .min_by_key(|(_, f)| f.opened)
+                    .map(|(d, _)| d.clone())
+                    .expect("at least one open");
+                self.roll(&oldest).await?;
+            }
+            self.seq += 1;
+            let id = format!("{}-{:03}-{:06}", self.attempt, self.subtask, self.seq);
+            let key = format!(
+                "{dir}{}",
+                file_name(
+                    &self.attempt,
+                    self.subtask,
+                    self.seq,
+                    &self.s.format.extension()
+                )
+            );
+            let up = self.staging().begin(&key, &id).await?;
+            let enc = Encoder::new(&self.s.format, self.schema.as_ref(), self.s.row_group_bytes)?;
+            self.files.insert(dir.to_owned(), OpenFile::new(up, enc));
+        }
+        Ok(self.files.get_mut(dir).expect("present"))
+    }
+
+    async fn reject(&self, record: &Value, reason: &str) -> Result<()> {
+        let payload = serde_json::to_vec(record).unwrap_or_default();
+        self.errors
+            .handle(self.s.location.url(), reason, &payload)
+            .await
+    }
+}
+
+#[async_trait]
+impl RichFunction for FilesSink {
+    async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
+        self.subtask = ctx.subtask_index();
+        self.parallelism = ctx.parallelism();
+        self.checkpointing = ctx.is_checkpointing_enabled();
+        self.attempt = ctx
+            .subtasks_shared()
+            .get_or_insert_with(|| Attempt(format!("{:013}", rivus_core::calendar::now_ms())))
+            .0
+            .clone();
+        let job = ctx.job_name().replace(['/', ' '], "_");
+        let staging = match &self.s.location {
+            Location::S3 { bucket, prefix } => {
+                let client = crate::location::s3_client(bucket, &self.s.s3)?;
+                Staging::S3(Arc::new(S3Staging::new(client, bucket, prefix, &job)))
+            }
+            Location::Local(dir) => Staging::Local(Arc::new(LocalStaging::new(dir.clone(), &job))),
+        };
+        self.staging = Some(staging);
+        // What the checkpoint holds is committed by the subtask that owns it now; what no
+        // checkpoint refers to is thrown away by subtask 0.
+        let restored = std::mem::take(&mut self.restored);
+        let all: Vec<Recoverable> = restored
+            .into_iter()
+            .flat_map(|s| s.closed.into_iter().chain(s.open))
+            .collect();
+        for (k, rec) in all.iter().enumerate() {
+            if k % self.parallelism == self.subtask {
+                self.commit(rec).await?;
+            }
+        }
+        if self.subtask == 0 {
+            let keep: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
+            let thrown = self.staging().clean(&keep, &self.attempt).await?;
+            if thrown > 0 {
+                tracing::info!(
+                    thrown,
+                    "files: threw away files in progress no checkpoint refers to"
+                );
+            }
+        }
+        if let SchemaSource::Declared(cols) = &self.s.schema {
+            self.schema = Some(Schema::new(cols.clone()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl CheckpointedFunction for FilesSink {
+    type State = FilesState;
+
+    async fn initialize_state(&mut self, restored: Restored<FilesState>) -> Result<()> {
+        self.restored = restored.previous.into_iter().flatten().collect();
+        Ok(())
+    }
+
+    async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<FilesState> {
+        self.roll_old().await?;
+        let staging = self.staging.clone().expect("opened");
+        let mut open = Vec::with_capacity(self.files.len());
+        let mut dirs: Vec<&String> = self.files.keys().collect();
+        dirs.sort();
+        let dirs: Vec<String> = dirs.into_iter().cloned().collect();
+        for d in dirs {
+            let f = self.files.get_mut(&d).expect("listed");
+            open.push(
+                f.checkpoint(&staging, checkpoint_id, self.s.part_size)
+                    .await?,
+            );
+        }
+        let closed = std::mem::take(&mut self.closed);
+        if !closed.is_empty() {
+            self.pending.insert(checkpoint_id, closed);
+        }
+        Ok(FilesState {
+            open,
+            closed: self.pending.values().flatten().cloned().collect(),
+        })
+    }
+}
+
+#[async_trait]
+impl CheckpointListener for FilesSink {
+    async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
+        let later = self.pending.split_off(&(checkpoint_id + 1));
+        let done = std::mem::replace(&mut self.pending, later);
+        for rec in done.into_values().flatten() {
+            self.commit(&rec).await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SinkFunction<Value> for FilesSink {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::ExactlyOnce
+    }
+
+    async fn invoke(&mut self, value: Value, ctx: &SinkContext) -> Result<()> {
+        let ts = ctx.timestamp();
+        self.write_batch(&[value], &|_| ts).await
+    }
+
+    async fn invoke_batch(&mut self, values: Vec<Value>, ctx: &mut SinkContext) -> Result<()> {
+        let ctx = &*ctx;
+        self.write_batch(&values, &|i| ctx.timestamp_at(i)).await
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        let dirs: Vec<String> = self.files.keys().cloned().collect();
+        for d in dirs {
+            self.roll(&d).await?;
+        }
+        Ok(())
+    }
+}
+
+impl FilesSink {
+    async fn write_batch(
+        &mut self,
+        values: &[Value],
+        event_time: &(dyn Fn(usize) -> Option<i64> + Sync),
+    ) -> Result<()> {
+        if self.schema.is_none() && self.s.format.columnar() {
+            let objects: Vec<&Value> = values.iter().filter(|v| v.is_object()).collect();
+            if !objects.is_empty() {
+                self.schema = Some(Schema::infer(&objects)?);
+            }
+        }
+        // Records by directory, in order.
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        for (i, v) in values.iter().enumerate() {
+            match self.s.path.render(v, event_time(i)) {
+                Ok(dir) => {
+                    let g = *at.entry(dir.clone()).or_insert_with(|| {
+                        groups.push((dir, Vec::new()));
+                        groups.len() - 1
+                    });
+                    groups[g].1.push(i);
+                }
+                Err(reason) => {
+                    self.reject(v, &format!("no partition for the record: {reason}"))
+                        .await?
+                }
+            }
+        }
+        let staging = self.staging.clone().expect("opened");
+        for (dir, idx) in groups {
+            let records: Vec<&Value> = idx.iter().map(|&i| &values[i]).collect();
+            if self.s.format.columnar() && self.schema.is_none() {
+                for r in records {
+                    self.reject(r, "the record is not a JSON object").await?;
+                }
+                continue;
+            }
+            let part_size = self.s.part_size;
+            let file = self.file(&dir).await?;
+            let rejected = file.write(&staging, &records, part_size).await?;
+            let full = file.size() >= self.s.target_file_size;
+            for r in rejected {
+                self.reject(records[r.index], &r.reason).await?;
+            }
+            if full {
+                self.roll(&dir).await?;
+            }
+        }
+        self.roll_old().await
+    }
+}

@@ -1,0 +1,99 @@
+//! One file being written: its encoder, the bytes encoded and not yet sent, and its upload.
+//! Bytes go to the store as they fill a part (S3: `part_size`; a local disk: 1 MiB appends), so
+//! a file holds at most a part and its encoder's open row group in memory.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use rivus_core::Result;
+
+use crate::encode::{Encoder, Rejected};
+use crate::staging::{Recoverable, Staging, Upload};
+
+const LOCAL_WRITE: usize = 1 << 20;
+
+pub(crate) struct OpenFile {
+    pub(crate) up: Upload,
+    enc: Encoder,
+    pending: Vec<u8>,
+    pub(crate) opened: Instant,
+}
+
+impl OpenFile {
+    pub(crate) fn new(up: Upload, enc: Encoder) -> OpenFile {
+        OpenFile {
+            up,
+            enc,
+            pending: Vec::new(),
+            opened: Instant::now(),
+        }
+    }
+
+    /// The file's size so far: sent, waiting and held by the encoder.
+    pub(crate) fn size(&self) -> u64 {
+        self.up.rec.len + self.pending.len() as u64 + self.enc.buffered() as u64
+    }
+
+    pub(crate) async fn write(
+        &mut self,
+        staging: &Staging,
+        records: &[&Value],
+        part_size: usize,
+    ) -> Result<Vec<Rejected>> {
+        let rejected = self.enc.write(records)?;
+        self.up.rec.records += (records.len() - rejected.len()) as u64;
+        self.send(staging, part_size, false).await?;
+        Ok(rejected)
+    }
+
+    /// Sends what fills a part (`all`: everything).
+    async fn send(&mut self, staging: &Staging, part_size: usize, all: bool) -> Result<()> {
+        self.pending.extend(self.enc.take());
+        let threshold = if staging.takes_parts() {
+            part_size
+        } else {
+            LOCAL_WRITE.min(part_size)
+        };
+        if self.pending.len() >= threshold || (all && !self.pending.is_empty()) {
+            let bytes = std::mem::take(&mut self.pending);
+            staging.write(&mut self.up, bytes).await?;
+            self.up.rec.tail = None;
+        }
+        Ok(())
+    }
+
+    /// Makes everything so far durable for checkpoint `checkpoint`; what a restore needs.
+    pub(crate) async fn checkpoint(
+        &mut self,
+        staging: &Staging,
+        checkpoint: u64,
+        part_size: usize,
+    ) -> Result<Recoverable> {
+        let trailer = self.enc.checkpoint()?;
+        // On S3 the tail stays here (a part must be at least 5 MiB) and is kept beside;
+        // locally everything is appended and synced.
+        self.send(staging, part_size, !staging.takes_parts())
+            .await?;
+        staging
+            .keep_tail(&mut self.up, &self.pending, checkpoint)
+            .await?;
+        let mut rec = self.up.rec.clone();
+        rec.set_trailer(&trailer);
+        Ok(rec)
+    }
+
+    /// Ends the file: every byte is sent (the last part may be small); it waits for its commit.
+    pub(crate) async fn close(mut self, staging: &Staging) -> Result<Recoverable> {
+        self.enc.finish()?;
+        self.send(staging, usize::MAX, true).await?;
+        if self.up.rec.parts.is_empty() && staging.takes_parts() {
+            // An upload needs a part, even an empty one.
+            staging.write(&mut self.up, Vec::new()).await?;
+        }
+        let mut rec = self.up.rec;
+        rec.tail = None;
+        rec.trailer.clear();
+        Ok(rec)
+    }
+}
