@@ -309,10 +309,17 @@ impl SinkFunction<Value> for FilesSink {
         self.write_batch(&values, &|i| ctx.timestamp_at(i)).await
     }
 
+    /// The end of the input (after the job's final checkpoint, which holds every record):
+    /// every file is closed and committed now, like the Kafka sink's last transaction.
     async fn finish(&mut self) -> Result<()> {
         let dirs: Vec<String> = self.files.keys().cloned().collect();
         for d in dirs {
             self.roll(&d).await?;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let closed = std::mem::take(&mut self.closed);
+        for rec in pending.into_values().flatten().chain(closed) {
+            self.commit(&rec).await?;
         }
         Ok(())
     }

@@ -60,8 +60,19 @@ impl S3Staging {
         Path::from(format!("{}/uploads/{id}", self.own))
     }
 
-    pub(crate) async fn begin(&self, key: &str, id: &str) -> Result<Upload> {
-        let path = self.path(key);
+    /// Starts the upload and records its marker in a task of its own, so that a job cancelled
+    /// meanwhile never leaves an upload without its marker (a process killed between the two
+    /// requests can: an `AbortIncompleteMultipartUpload` lifecycle rule on the bucket is the
+    /// net for that).
+    pub(crate) async fn begin(self: &Arc<Self>, key: &str, id: &str) -> Result<Upload> {
+        let (this, key, id) = (Arc::clone(self), key.to_owned(), id.to_owned());
+        tokio::spawn(async move { this.begin_now(key, id).await })
+            .await
+            .map_err(|e| Error::connector("files: starting an upload", e.to_string()))?
+    }
+
+    async fn begin_now(&self, key: String, id: String) -> Result<Upload> {
+        let path = self.path(&key);
         let upload = self
             .client
             .create_multipart(&path)
@@ -69,7 +80,7 @@ impl S3Staging {
             .map_err(|e| io(format!("files: starting {}/{key}", self.url), e))?;
         let marker = serde_json::json!({"key": key, "upload": upload});
         self.client
-            .put(&self.marker(id), PutPayload::from(marker.to_string()))
+            .put(&self.marker(&id), PutPayload::from(marker.to_string()))
             .await
             .map_err(|e| {
                 io(
@@ -79,8 +90,8 @@ impl S3Staging {
             })?;
         Ok(Upload {
             rec: Recoverable {
-                key: key.to_owned(),
-                id: id.to_owned(),
+                key,
+                id,
                 upload,
                 parts: Vec::new(),
                 len: 0,

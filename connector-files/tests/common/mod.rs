@@ -200,7 +200,7 @@ pub fn record(i: u64) -> Value {
         "kind": kind,
         "day": format!("2024-03-{:02}", 1 + i % 28),
         "at": 1_709_287_200_000u64 + i,
-        "tags": ["x", i % 5],
+        "tags": ["x", format!("t{}", i % 5)],
     })
 }
 
