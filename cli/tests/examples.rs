@@ -24,6 +24,8 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
         .replace("\"orders\"", &format!("\"{unique}\""))
         .replace("EXISTS orders (", &format!("EXISTS {unique} ("))
         .replace("rivus-orders-to-postgres", &format!("{unique}-group"))
+        .replace("rivus-orders-to-s3", &format!("{unique}-s3-group"))
+        .replace("/orders\"", &format!("/{unique}\""))
         // Tests run side by side: one job name (and so one set of transactional ids) each.
         .replace(
             &format!("name = \"{name}\""),
@@ -194,4 +196,80 @@ async fn the_secured_example_reads_kafka_over_sasl_ssl_into_postgres_over_tls() 
     .await
     .unwrap();
     assert_eq!((rows, tls), (10_000, true));
+}
+
+/// Python with pyarrow (`dev/python`), or a failure saying how to get it.
+fn pyarrow() -> Option<String> {
+    rivus_testkit::services::External::new(
+        "Python with pyarrow",
+        "RIVUS_PYTHON",
+        "/nonexistent/python",
+    )
+    .how_to_start("eval \"$(dev/python)\"")
+    .probe(|p| {
+        let ok = Command::new(p)
+            .args(["-c", "import pyarrow.parquet"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            Ok(())
+        } else {
+            Err("pyarrow does not import".into())
+        }
+    })
+    .require()
+}
+
+/// generator → Kafka → `kafka-to-s3-parquet`: Parquet files on S3 in Hive-style directories
+/// by day and hour, read back by pyarrow (as a partitioned dataset) with every order once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
+    let (Some(kafka), Some(s3), Some(py)) =
+        (require(Service::Kafka), require(Service::S3), pyarrow())
+    else {
+        return;
+    };
+    let (bucket, access, secret) = rivus_testkit::services::s3_credentials();
+    let env = [
+        ("RIVUS_KAFKA_BOOTSTRAP", kafka),
+        ("RIVUS_S3_ENDPOINT", s3.clone()),
+        ("RIVUS_S3_BUCKET", bucket.clone()),
+        ("RIVUS_S3_ACCESS_KEY", access.clone()),
+        ("RIVUS_S3_SECRET_KEY", secret.clone()),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let unique = unique_name("orders").replace('-', "_");
+    run_example(dir.path(), "generator-to-kafka", &unique, &env);
+    let out = run_example(dir.path(), "kafka-to-s3-parquet", &unique, &env);
+    assert!(out.contains("read        10000 records"), "{out}");
+    let script = r#"
+import sys, pyarrow.dataset as ds, pyarrow.fs as pfs
+endpoint, bucket, prefix, access, secret = sys.argv[1:6]
+fs = pfs.S3FileSystem(endpoint_override=endpoint, access_key=access, secret_key=secret,
+                      scheme="http", region="us-east-1")
+d = ds.dataset(f"{bucket}/{prefix}", filesystem=fs, format="parquet", partitioning="hive",
+               exclude_invalid_files=False)
+t = d.to_table()
+ids = t.column("id").to_pylist()
+print(len(ids), len(set(ids)), len(d.files))
+print(sorted(set(str(v) for v in t.column("hour").to_pylist()))[:3])
+print(t.schema.field("ts").type, t.schema.field("amount").type)
+"#;
+    let host = s3.trim_start_matches("http://");
+    let run = Command::new(&py)
+        .args(["-c", script, host, &bucket, &unique, &access, &secret])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let counts: Vec<usize> = lines[0].split(' ').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(counts[..2], [10_000, 10_000], "every order once: {text}");
+    assert!(counts[2] >= 3, "a file per hour directory at least: {text}");
+    assert!(lines[1].contains("'22'"), "hour partitions: {text}");
+    assert_eq!(lines[2], "timestamp[us, tz=+00:00] double", "{text}");
 }

@@ -10,6 +10,8 @@
 pub mod encode;
 mod location;
 mod path;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod sink;
 mod staging;
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use rivus_core::{Error, Result};
 
 /// The settings of an S3-compatible store.
@@ -87,8 +87,22 @@ impl Location {
     }
 }
 
+/// An S3 client and where its requests go (for the calls `object_store` does not make).
+#[derive(Debug, Clone)]
+pub(crate) struct S3Client {
+    pub(crate) store: Arc<AmazonS3>,
+    pub(crate) bucket: String,
+    pub(crate) region: String,
+    /// `scheme://host[:port]` of the bucket's requests.
+    pub(crate) origin: String,
+    /// The `Host` header.
+    pub(crate) host: String,
+    /// The bucket's path: `/bucket` (path style) or empty (virtual host).
+    pub(crate) bucket_path: String,
+}
+
 /// Builds the client of an S3 location.
-pub(crate) fn s3_client(bucket: &str, o: &S3Options) -> Result<Arc<AmazonS3>> {
+pub(crate) fn s3_client(bucket: &str, o: &S3Options) -> Result<S3Client> {
     let mut b = if o.from_env {
         AmazonS3Builder::from_env()
     } else {
@@ -100,18 +114,55 @@ pub(crate) fn s3_client(bucket: &str, o: &S3Options) -> Result<Arc<AmazonS3>> {
     if let Some(e) = &o.endpoint {
         b = b.with_endpoint(e).with_allow_http(e.starts_with("http://"));
     }
-    b = b.with_region(o.region.as_deref().unwrap_or("us-east-1"));
+    let env_region = b.get_config_value(&AmazonS3ConfigKey::Region);
+    let region = o
+        .region
+        .clone()
+        .or(env_region)
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    b = b.with_region(&region);
     if let Some(k) = &o.access_key {
         b = b.with_access_key_id(k);
     }
     if let Some(k) = &o.secret_key {
         b = b.with_secret_access_key(k);
     }
-    b.build().map(Arc::new).map_err(|e| {
+    let endpoint = b.get_config_value(&AmazonS3ConfigKey::Endpoint);
+    let store = b.build().map(Arc::new).map_err(|e| {
         Error::config(
             "sink.files.s3",
             format!("the S3 client for bucket `{bucket}`: {e}"),
         )
+    })?;
+    let (origin, bucket_path) = match (&endpoint, o.virtual_hosted) {
+        (Some(e), false) => (e.trim_end_matches('/').to_owned(), format!("/{bucket}")),
+        (Some(e), true) => {
+            let (scheme, host) = e.split_once("://").unwrap_or(("https", e));
+            (
+                format!("{scheme}://{bucket}.{}", host.trim_end_matches('/')),
+                String::new(),
+            )
+        }
+        (None, false) => (
+            format!("https://s3.{region}.amazonaws.com"),
+            format!("/{bucket}"),
+        ),
+        (None, true) => (
+            format!("https://{bucket}.s3.{region}.amazonaws.com"),
+            String::new(),
+        ),
+    };
+    let host = origin
+        .split_once("://")
+        .map_or(origin.as_str(), |(_, h)| h)
+        .to_owned();
+    Ok(S3Client {
+        store,
+        bucket: bucket.to_owned(),
+        region,
+        origin,
+        host,
+        bucket_path,
     })
 }
 

@@ -189,10 +189,11 @@ fn strftime(f: &str, ms: i64) -> String {
     out
 }
 
-/// A file's name: `part-<attempt>-<subtask>-<sequence>.<ext>` — unique per subtask and attempt,
-/// and sorting in the order written (the attempt is its start, ms since the epoch).
-pub(crate) fn file_name(attempt: &str, subtask: usize, seq: u64, ext: &str) -> String {
-    format!("part-{attempt}-{subtask:03}-{seq:06}.{ext}")
+/// A file's name: `part-<attempt>-<job tag>-<subtask>-<sequence>.<ext>` — unique per job,
+/// subtask and attempt, and sorting in the order written (the attempt is its start, ms since
+/// the epoch).
+pub(crate) fn file_name(attempt: &str, tag: &str, subtask: usize, seq: u64, ext: &str) -> String {
+    format!("part-{attempt}-{tag}-{subtask:03}-{seq:06}.{ext}")
 }
 
 #[cfg(test)]
@@ -246,6 +247,6 @@ mod tests {
                 .unwrap(),
             ""
         );
-        assert!(file_name("0001", 2, 7, "parquet") < file_name("0001", 2, 10, "parquet"));
+        assert!(file_name("0001", "t", 2, 7, "parquet") < file_name("0001", "t", 2, 10, "parquet"));
     }
 }

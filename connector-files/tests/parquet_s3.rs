@@ -25,8 +25,8 @@ async fn parquet_files_on_s3_read_by_pyarrow_equal_what_was_written() {
             .format(FileFormat::Parquet(ParquetCompression::Zstd))
             .schema(columns())
             .path("kind={kind}/")
-            .target_file_size(256 * 1024)
-            .row_group_bytes(64 * 1024)
+            .target_file_size(48 * 1024)
+            .row_group_bytes(16 * 1024)
             .build()
             .unwrap()
     };

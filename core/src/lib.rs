@@ -40,6 +40,7 @@ pub mod runtime;
 pub mod schema;
 pub mod secrets;
 pub mod share;
+pub mod sigv4;
 pub mod state;
 pub mod task_shared;
 pub mod tls;

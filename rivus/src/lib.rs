@@ -1,6 +1,6 @@
 //! The `rivus` facade: re-exports [`rivus_core`] and, behind one feature flag each, the
-//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`, `postgres-cdc`), the S3 checkpoint
-//! store (`s3`) and the formats with schemas (`formats`).
+//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`, `postgres-cdc`,
+//! `files`), the S3 checkpoint store (`s3`) and the formats with schemas (`formats`).
 
 pub use rivus_core::*;
 
@@ -30,6 +30,10 @@ pub use rivus_connector_jdbc as jdbc;
 /// Change data capture from PostgreSQL (feature `postgres-cdc`).
 #[cfg(feature = "postgres-cdc")]
 pub use rivus_connector_cdc as cdc;
+
+/// Files on S3-compatible stores and local disks: Parquet, JSON lines, CSV (feature `files`).
+#[cfg(feature = "files")]
+pub use rivus_connector_files as files;
 
 /// Checkpoints on an S3-compatible object store, one owner per job (feature `s3`).
 #[cfg(feature = "s3")]

@@ -182,6 +182,28 @@ pub fn s3_credentials() -> (String, String, String) {
     )
 }
 
+/// Multipart uploads in progress under `prefix` of the dev bucket, as the store's S3 API lists
+/// them (`GET /bucket?prefix=…&uploads=`, signed by curl): what a crashed writer left open.
+pub fn s3_open_uploads(endpoint: &str, prefix: &str) -> usize {
+    let (bucket, access, secret) = s3_credentials();
+    // Query parameters in sorted order: curl signs the query as given.
+    let url = format!("{endpoint}/{bucket}?prefix={prefix}&uploads=");
+    let out = std::process::Command::new("curl")
+        .args(["-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
+        .arg(format!("{access}:{secret}"))
+        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", &url])
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "listing uploads at {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .matches("<UploadId>")
+        .count()
+}
+
 fn env_or(var: &str, default: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| default.to_owned())
 }

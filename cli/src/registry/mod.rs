@@ -107,6 +107,8 @@ impl Registry {
         let r = Self::new();
         #[cfg(feature = "elasticsearch")]
         let r = r.sink::<rivus_connector_es::pipeline_file::EsSinkSection>();
+        #[cfg(feature = "files")]
+        let r = r.sink::<rivus_connector_files::pipeline_file::FilesSection>();
         #[cfg(feature = "jdbc")]
         let r = r
             .source::<rivus_connector_jdbc::pipeline_file::JdbcSourceSection>()

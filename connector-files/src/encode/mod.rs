@@ -55,7 +55,7 @@ pub(crate) struct Rejected {
 
 /// One file's encoder.
 pub(crate) enum Encoder {
-    Lines(lines::LinesEncoder),
+    Lines(Box<lines::LinesEncoder>),
     Parquet(Box<parquet::ParquetEncoder>),
 }
 
@@ -67,11 +67,11 @@ impl Encoder {
         row_group_bytes: usize,
     ) -> Result<Encoder> {
         Ok(match format {
-            FileFormat::JsonLines(c) => Encoder::Lines(lines::LinesEncoder::json(*c)),
-            FileFormat::Csv(c) => Encoder::Lines(lines::LinesEncoder::csv(
+            FileFormat::JsonLines(c) => Encoder::Lines(Box::new(lines::LinesEncoder::json(*c))),
+            FileFormat::Csv(c) => Encoder::Lines(Box::new(lines::LinesEncoder::csv(
                 *c,
                 schema.expect("a columnar format has a schema").clone(),
-            )),
+            ))),
             FileFormat::Parquet(c) => Encoder::Parquet(Box::new(parquet::ParquetEncoder::new(
                 schema.expect("a columnar format has a schema"),
                 *c,
@@ -96,7 +96,7 @@ impl Encoder {
         }
     }
 
-    /// Bytes ready plus what is held to be encoded (the memory the file holds).
+    /// Bytes encoded and not taken yet.
     pub(crate) fn buffered(&self) -> usize {
         match self {
             Encoder::Lines(e) => e.buffered(),

@@ -132,17 +132,17 @@ impl ParquetEncoder {
         std::mem::take(&mut *self.out.0.lock().expect("not poisoned"))
     }
 
+    /// Bytes encoded and not taken (the open row group is not counted: its size on disk is
+    /// known only once compressed).
     pub(crate) fn buffered(&self) -> usize {
         self.out.0.lock().expect("not poisoned").len()
-            + self
-                .writer
-                .as_ref()
-                .map_or(0, |w| w.lock().expect("not poisoned").memory_size())
     }
 
     /// Closes the row group; the footer for the row groups so far.
     pub(crate) fn checkpoint(&mut self) -> Result<Vec<u8>> {
         self.writer().flush().map_err(bad)?;
+        // The writer buffers its output: every byte the footer points at must be out.
+        self.writer().sync().map_err(bad)?;
         let descr = ArrowSchemaConverter::new()
             .convert(&self.schema.arrow)
             .map_err(bad)?;

@@ -78,6 +78,7 @@ pub struct FilesSink {
     parallelism: usize,
     checkpointing: bool,
     attempt: String,
+    job_tag: String,
     seq: u64,
     errors: ErrorHandler,
 }
@@ -112,8 +113,36 @@ impl FilesSink {
             parallelism: 1,
             checkpointing: false,
             attempt: String::new(),
+            job_tag: String::new(),
             seq: 0,
             errors,
+        }
+    }
+
+    /// What `rivus check` says: the destination is reached (a listing, nothing written).
+    pub async fn report(&self) -> Result<String> {
+        match &self.s.location {
+            Location::S3 { bucket, prefix } => {
+                use futures::StreamExt;
+                use object_store::ObjectStore;
+                let client = crate::location::s3_client(bucket, &self.s.s3)?.store;
+                let at = object_store::path::Path::from(prefix.as_str());
+                let first = client.list(Some(&at)).next().await;
+                match first {
+                    Some(Err(e)) => Err(Error::client(
+                        format!("files: listing {}", self.s.location.url()),
+                        e.to_string(),
+                        false,
+                    )),
+                    _ => Ok(format!("{} reached", self.s.location.url())),
+                }
+            }
+            Location::Local(dir) => {
+                let probe = dir.join("_rivus");
+                std::fs::create_dir_all(&probe)
+                    .map(|_| format!("{} writable", dir.display()))
+                    .map_err(|e| Error::io(format!("files: creating {}", probe.display()), e))
+            }
         }
     }
 
@@ -173,16 +202,18 @@ impl FilesSink {
                 self.roll(&oldest).await?;
             }
             self.seq += 1;
-            let id = format!("{}-{:03}-{:06}", self.attempt, self.subtask, self.seq);
-            let key = format!(
-                "{dir}{}",
-                file_name(
-                    &self.attempt,
-                    self.subtask,
-                    self.seq,
-                    &self.s.format.extension()
-                )
+            let id = format!(
+                "{}-{}-{:03}-{:06}",
+                self.attempt, self.job_tag, self.subtask, self.seq
             );
+            let name = file_name(
+                &self.attempt,
+                &self.job_tag,
+                self.subtask,
+                self.seq,
+                &self.s.format.extension(),
+            );
+            let key = format!("{dir}{name}");
             let up = self.staging().begin(&key, &id).await?;
             let enc = Encoder::new(&self.s.format, self.schema.as_ref(), self.s.row_group_bytes)?;
             self.files.insert(dir.to_owned(), OpenFile::new(up, enc));
@@ -210,10 +241,11 @@ impl RichFunction for FilesSink {
             .0
             .clone();
         let job = ctx.job_name().replace(['/', ' '], "_");
+        self.job_tag = crate::staging::job_tag(ctx.job_name());
         let staging = match &self.s.location {
             Location::S3 { bucket, prefix } => {
                 let client = crate::location::s3_client(bucket, &self.s.s3)?;
-                Staging::S3(Arc::new(S3Staging::new(client, bucket, prefix, &job)))
+                Staging::S3(Arc::new(S3Staging::new(client, prefix, &job)))
             }
             Location::Local(dir) => Staging::Local(Arc::new(LocalStaging::new(dir.clone(), &job))),
         };

@@ -30,7 +30,8 @@ impl OpenFile {
         }
     }
 
-    /// The file's size so far: sent, waiting and held by the encoder.
+    /// The file's size so far: bytes sent and encoded (a Parquet row group still open adds
+    /// at most `row_group_bytes` before compression).
     pub(crate) fn size(&self) -> u64 {
         self.up.rec.len + self.pending.len() as u64 + self.enc.buffered() as u64
     }

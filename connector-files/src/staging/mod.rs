@@ -13,6 +13,7 @@
 
 mod local;
 mod s3;
+mod uploads;
 
 use std::sync::Arc;
 
@@ -24,12 +25,30 @@ use rivus_core::Result;
 pub(crate) use local::LocalStaging;
 pub(crate) use s3::S3Staging;
 
+/// The hash of a job's name that its files' names carry (FNV-1a, 8 hex digits: stable
+/// across builds).
+pub(crate) fn job_tag(job: &str) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in job.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{h:08x}")
+}
+
+/// The id of the file named `name` (`part-<attempt>-<tag>-<subtask>-<seq>.<ext>`) when it is a
+/// file of the job tagged `tag`.
+pub(crate) fn id_of(name: &str, tag: &str) -> Option<String> {
+    let id = name.strip_prefix("part-")?.split('.').next()?;
+    (id.split('-').nth(1) == Some(tag)).then(|| id.to_owned())
+}
+
 /// A file as a checkpoint holds it: enough to finish it after a failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Recoverable {
     /// The file's key under the destination (`dt=2024-03-01/part-….parquet`).
     pub key: String,
-    /// Unique per file: `<attempt>-<subtask>-<sequence>`.
+    /// Unique per file: `<attempt>-<job tag>-<subtask>-<sequence>`.
     pub id: String,
     /// The multipart upload (S3; empty on a local disk).
     pub upload: String,
@@ -132,5 +151,24 @@ impl Staging {
         if let Staging::S3(s) = self {
             s.forget(rec).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_say_whose_they_are() {
+        let tag = job_tag("orders-to-s3");
+        assert_eq!(tag.len(), 8);
+        assert_ne!(tag, job_tag("orders-to-s4"));
+        let name = crate::path::file_name("1796453773663", &tag, 2, 7, "parquet");
+        assert_eq!(
+            id_of(&name, &tag),
+            Some(format!("1796453773663-{tag}-002-000007"))
+        );
+        assert_eq!(id_of(&name, &job_tag("other")), None);
+        assert_eq!(id_of("notes.txt", &tag), None);
     }
 }

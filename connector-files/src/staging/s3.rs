@@ -1,7 +1,7 @@
-//! Files as S3 multipart uploads. Beside the data, under `<prefix>/_rivus/<job>/`, the sink
-//! keeps a marker per upload in progress (`uploads/<id>`: its key and upload id, so that a
-//! restore can abort uploads no checkpoint refers to — S3 lists them only with a raw API call)
-//! and the tails of the checkpoints (`tails/<id>-<checkpoint>`).
+//! Files as S3 multipart uploads. Beside the data, under `<prefix>/_rivus/<job>/tails/`, the
+//! sink keeps the tails of the checkpoints (`<id>-<checkpoint>`). A restore lists the uploads in
+//! progress under the prefix (`uploads.rs`) and aborts this job's that no checkpoint refers to:
+//! a file's name carries its attempt and a hash of the job's name.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,16 +15,21 @@ use object_store::{ObjectStore, PutPayload};
 use rivus_core::{Error, Result};
 
 use super::{Recoverable, Upload};
+use crate::location::S3Client;
 
 /// An S3 destination.
 #[derive(Debug)]
 pub(crate) struct S3Staging {
+    pub(crate) s3: S3Client,
     pub(crate) client: Arc<AmazonS3>,
+    http: reqwest::Client,
     /// The destination's key prefix (may be empty).
     pub(crate) prefix: String,
     /// `<prefix>/_rivus/<job>`.
     pub(crate) own: String,
     pub(crate) url: String,
+    /// The hash of the job's name in its files' names.
+    pub(crate) job_tag: String,
 }
 
 fn io(what: String, e: object_store::Error) -> Error {
@@ -32,7 +37,8 @@ fn io(what: String, e: object_store::Error) -> Error {
 }
 
 impl S3Staging {
-    pub(crate) fn new(client: Arc<AmazonS3>, bucket: &str, prefix: &str, job: &str) -> S3Staging {
+    pub(crate) fn new(s3: S3Client, prefix: &str, job: &str) -> S3Staging {
+        let (client, bucket) = (Arc::clone(&s3.store), s3.bucket.clone());
         let join = |a: &str, b: &str| {
             if a.is_empty() {
                 b.to_owned()
@@ -41,10 +47,13 @@ impl S3Staging {
             }
         };
         S3Staging {
+            s3,
             client,
+            http: reqwest::Client::new(),
             prefix: prefix.to_owned(),
             own: join(prefix, &format!("_rivus/{job}")),
             url: join(&format!("s3://{bucket}"), prefix),
+            job_tag: super::job_tag(job),
         }
     }
 
@@ -56,42 +65,16 @@ impl S3Staging {
         }
     }
 
-    fn marker(&self, id: &str) -> Path {
-        Path::from(format!("{}/uploads/{id}", self.own))
-    }
-
-    /// Starts the upload and records its marker in a task of its own, so that a job cancelled
-    /// meanwhile never leaves an upload without its marker (a process killed between the two
-    /// requests can: an `AbortIncompleteMultipartUpload` lifecycle rule on the bucket is the
-    /// net for that).
-    pub(crate) async fn begin(self: &Arc<Self>, key: &str, id: &str) -> Result<Upload> {
-        let (this, key, id) = (Arc::clone(self), key.to_owned(), id.to_owned());
-        tokio::spawn(async move { this.begin_now(key, id).await })
-            .await
-            .map_err(|e| Error::connector("files: starting an upload", e.to_string()))?
-    }
-
-    async fn begin_now(&self, key: String, id: String) -> Result<Upload> {
-        let path = self.path(&key);
+    pub(crate) async fn begin(&self, key: &str, id: &str) -> Result<Upload> {
         let upload = self
             .client
-            .create_multipart(&path)
+            .create_multipart(&self.path(key))
             .await
             .map_err(|e| io(format!("files: starting {}/{key}", self.url), e))?;
-        let marker = serde_json::json!({"key": key, "upload": upload});
-        self.client
-            .put(&self.marker(&id), PutPayload::from(marker.to_string()))
-            .await
-            .map_err(|e| {
-                io(
-                    format!("files: recording the upload of {}/{key}", self.url),
-                    e,
-                )
-            })?;
         Ok(Upload {
             rec: Recoverable {
-                key,
-                id,
+                key: key.to_owned(),
+                id: id.to_owned(),
                 upload,
                 parts: Vec::new(),
                 len: 0,
@@ -213,7 +196,7 @@ impl S3Staging {
         self.client.head(path).await.is_ok()
     }
 
-    /// The file is visible: its marker goes.
+    /// The file must be visible now.
     async fn committed(&self, rec: &Recoverable) -> Result<()> {
         if !self.exists(&self.path(&rec.key)).await {
             return Err(Error::connector(
@@ -224,7 +207,6 @@ impl S3Staging {
                 ),
             ));
         }
-        let _ = self.client.delete(&self.marker(&rec.id)).await;
         Ok(())
     }
 
@@ -247,52 +229,41 @@ impl S3Staging {
     }
 
     pub(crate) async fn clean(&self, keep: &HashSet<String>, attempt: &str) -> Result<u64> {
-        let prefix = Path::from(format!("{}/uploads", self.own));
-        let markers: Vec<_> = self
+        let under = if self.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        };
+        let mut aborted = 0;
+        for (key, upload) in super::uploads::list(&self.http, &self.s3, &under).await? {
+            let name = key.rsplit('/').next().unwrap_or_default();
+            let Some(id) = super::id_of(name, &self.job_tag) else {
+                continue;
+            };
+            if keep.contains(&id) || id.starts_with(&format!("{attempt}-")) {
+                continue;
+            }
+            self.client
+                .abort_multipart(&Path::from(key.as_str()), &upload)
+                .await
+                .map_err(|e| io(format!("files: aborting the upload of {key}"), e))?;
+            tracing::info!(%key, "files: aborted an upload no checkpoint refers to");
+            aborted += 1;
+        }
+        // Tails of files no checkpoint refers to.
+        let prefix = Path::from(format!("{}/tails", self.own));
+        let tails: Vec<_> = self
             .client
             .list(Some(&prefix))
             .try_collect()
             .await
             .map_err(|e| io(format!("files: listing {}/_rivus", self.url), e))?;
-        let mut aborted = 0;
-        for m in markers {
-            let id = m.location.filename().unwrap_or_default().to_owned();
-            if keep.contains(&id) || id.starts_with(&format!("{attempt}-")) {
-                continue;
+        for t in tails {
+            let name = t.location.filename().unwrap_or_default();
+            let id = name.rsplit_once('-').map_or(name, |(id, _)| id);
+            if !keep.contains(id) && !id.starts_with(&format!("{attempt}-")) {
+                let _ = self.client.delete(&t.location).await;
             }
-            let body = self
-                .client
-                .get(&m.location)
-                .await
-                .map_err(|e| io(format!("files: reading {}", m.location), e))?
-                .bytes()
-                .await
-                .map_err(|e| io(format!("files: reading {}", m.location), e))?;
-            let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            if let (Some(key), Some(upload)) = (v["key"].as_str(), v["upload"].as_str()) {
-                let _ = self
-                    .client
-                    .abort_multipart(&self.path(key), &upload.to_owned())
-                    .await;
-                tracing::info!(
-                    key,
-                    upload,
-                    "files: aborted an upload no checkpoint refers to"
-                );
-            }
-            let rec = Recoverable {
-                key: String::new(),
-                id: id.clone(),
-                upload: String::new(),
-                parts: Vec::new(),
-                len: 0,
-                tail: None,
-                trailer: String::new(),
-                records: 0,
-            };
-            self.forget(&rec).await;
-            let _ = self.client.delete(&m.location).await;
-            aborted += 1;
         }
         Ok(aborted)
     }

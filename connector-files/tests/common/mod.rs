@@ -107,28 +107,9 @@ impl Bucket {
         out
     }
 
-    /// Multipart uploads in progress under the prefix, as S3 lists them
-    /// (`GET /bucket?uploads&prefix=…`, signed by curl).
+    /// Multipart uploads in progress under the prefix, as S3 lists them.
     pub fn open_uploads(&self) -> usize {
-        // Query parameters in sorted order: curl signs the query as given.
-        let url = format!(
-            "{}/{}?prefix={}&uploads=",
-            self.endpoint, self.bucket, self.prefix
-        );
-        let out = Command::new("curl")
-            .args(["-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
-            .arg(format!("{}:{}", self.access, self.secret))
-            .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", &url])
-            .output()
-            .expect("curl runs");
-        assert!(
-            out.status.success(),
-            "listing uploads: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .matches("<UploadId>")
-            .count()
+        rivus_testkit::services::s3_open_uploads(&self.endpoint, &self.prefix)
     }
 }
 
@@ -196,7 +177,7 @@ pub fn record(i: u64) -> Value {
         "id": i,
         "name": format!("name-{i}"),
         "price": i as f64 / 4.0,
-        "ok": i % 2 == 0,
+        "ok": i.is_multiple_of(2),
         "kind": kind,
         "day": format!("2024-03-{:02}", 1 + i % 28),
         "at": 1_709_287_200_000u64 + i,

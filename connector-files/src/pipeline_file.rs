@@ -1,0 +1,223 @@
+//! The `files` section of a pipeline file (feature `pipeline-file`): `[sink] type = "files"`,
+//! read by serde (unknown fields refused), turned into the sink, and checked by a healthcheck
+//! that lists the destination.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::pipeline_file::{
+    opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SinkPlan, SinkSection,
+};
+use rivus_core::{Error, Result};
+
+use crate::encode::{Column, ColumnType, Compression, FileFormat, ParquetCompression};
+use crate::location::S3Options;
+use crate::{FilesSink, FilesSinkBuilder};
+
+/// `[sink] type = "files"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSection {
+    /// `s3://bucket/prefix` or `file:///dir`.
+    pub url: String,
+    /// `parquet` (default), `jsonl`, `csv`.
+    #[serde(default)]
+    pub format: FormatOption,
+    /// Parquet: `zstd` (default), `snappy`, `gzip`, `none`; JSON lines and CSV: `none`
+    /// (default), `gzip`, `zstd`.
+    pub compression: Option<String>,
+    /// Parquet and CSV columns: `[{ name, type, nullable }]` (default: inferred).
+    pub schema: Option<Vec<ColumnOption>>,
+    /// Partition directories, e.g. `dt={event_time:%Y-%m-%d}/`.
+    #[serde(default)]
+    pub path: String,
+    /// Bytes at which a file is closed (134217728).
+    pub target_file_size: Option<u64>,
+    /// Age at which a file is closed (15m).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub rollover: Option<Duration>,
+    /// Bytes per S3 part (8388608, at least 5 MiB).
+    pub part_size: Option<usize>,
+    /// Bytes at which a Parquet row group is closed (16777216).
+    pub row_group_bytes: Option<usize>,
+    /// Files open at once per subtask (16).
+    pub max_open_files: Option<usize>,
+    /// S3: the endpoint of a self-hosted store (`http://127.0.0.1:8333`).
+    pub endpoint: Option<String>,
+    /// S3: the region (us-east-1).
+    pub region: Option<String>,
+    /// S3: the access key id (else `AWS_ACCESS_KEY_ID`).
+    pub access_key: Option<String>,
+    /// S3: the secret key (else `AWS_SECRET_ACCESS_KEY`); use `${VAR}`.
+    pub secret_key: Option<String>,
+    /// S3: virtual-host addressing (false: path style).
+    #[serde(default)]
+    pub virtual_hosted: bool,
+}
+
+/// `format = ...`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FormatOption {
+    /// Apache Parquet.
+    #[default]
+    Parquet,
+    /// JSON lines.
+    Jsonl,
+    /// CSV with a header row.
+    Csv,
+}
+
+/// One `schema` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnOption {
+    /// The record's field.
+    pub name: String,
+    /// `boolean`, `int32`, `int64`, `float32`, `float64`, `string`, `date`, `timestamp`, `json`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Default true.
+    pub nullable: Option<bool>,
+}
+
+impl FilesSection {
+    fn builder(&self, path: &str, policy: ErrorPolicy) -> Result<FilesSinkBuilder> {
+        let format = match (self.format, self.compression.as_deref()) {
+            (FormatOption::Parquet, c) => FileFormat::Parquet(match c {
+                None => ParquetCompression::Zstd,
+                Some(c) => ParquetCompression::parse(c).ok_or_else(|| {
+                    Error::config(
+                        format!("{path}.compression"),
+                        format!("`{c}`: none, snappy, gzip or zstd for Parquet"),
+                    )
+                })?,
+            }),
+            (f, c) => {
+                let c = match c {
+                    None => Compression::None,
+                    Some(c) => Compression::parse(c).ok_or_else(|| {
+                        Error::config(
+                            format!("{path}.compression"),
+                            format!("`{c}`: none, gzip or zstd"),
+                        )
+                    })?,
+                };
+                if f == FormatOption::Csv {
+                    FileFormat::Csv(c)
+                } else {
+                    FileFormat::JsonLines(c)
+                }
+            }
+        };
+        let mut b = FilesSink::builder(&self.url)
+            .format(format)
+            .path(self.path.clone())
+            .error_policy(policy)
+            .s3(S3Options {
+                endpoint: self.endpoint.clone(),
+                region: self.region.clone(),
+                access_key: self.access_key.clone(),
+                secret_key: self.secret_key.clone(),
+                virtual_hosted: self.virtual_hosted,
+                from_env: true,
+            });
+        if let Some(cols) = &self.schema {
+            let mut columns = Vec::with_capacity(cols.len());
+            for (i, c) in cols.iter().enumerate() {
+                let ty = ColumnType::parse(&c.ty).ok_or_else(|| {
+                    Error::config(
+                        format!("{path}.schema[{i}].type"),
+                        format!(
+                            "`{}`: boolean, int32, int64, float32, float64, string, date, \
+                             timestamp or json",
+                            c.ty
+                        ),
+                    )
+                })?;
+                columns.push(Column {
+                    name: c.name.clone(),
+                    ty,
+                    nullable: c.nullable.unwrap_or(true),
+                });
+            }
+            b = b.schema(columns);
+        }
+        if let Some(n) = self.target_file_size {
+            b = b.target_file_size(n);
+        }
+        if let Some(d) = self.rollover {
+            b = b.rollover(d);
+        }
+        if let Some(n) = self.part_size {
+            b = b.part_size(n);
+        }
+        if let Some(n) = self.row_group_bytes {
+            b = b.row_group_bytes(n);
+        }
+        if let Some(n) = self.max_open_files {
+            b = b.max_open_files(n);
+        }
+        Ok(b)
+    }
+
+    /// The sink; errors name `path`'s fields.
+    pub fn sink(&self, path: &str, policy: ErrorPolicy) -> Result<FilesSink> {
+        self.builder(path, policy)?
+            .build()
+            .map_err(|e| e.rebase("sink.files", path))
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for FilesSection {
+    const TYPE: &'static str = "files";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "Parquet, JSON lines or CSV files on S3-compatible stores or local disks, \
+                  partitioned by a path template",
+        guarantee: "exactly-once (multipart uploads completed when a checkpoint completes)",
+        options: &[
+            OptionDoc::required("url", "s3://bucket/prefix | file:///dir"),
+            OptionDoc::optional("format", "parquet|jsonl|csv", "parquet"),
+            OptionDoc::optional(
+                "compression",
+                "zstd|snappy|gzip|none",
+                "zstd (parquet), none",
+            ),
+            OptionDoc::optional("schema", "[{ name, type, nullable }]", "inferred"),
+            OptionDoc::optional("path", "template", "none"),
+            OptionDoc::optional("target_file_size", "bytes", "134217728"),
+            OptionDoc::optional("rollover", "duration", "15m"),
+            OptionDoc::optional("part_size", "bytes", "8388608"),
+            OptionDoc::optional("row_group_bytes", "bytes", "16777216"),
+            OptionDoc::optional("max_open_files", "integer", "16"),
+            OptionDoc::optional("endpoint", "URL", "AWS_ENDPOINT_URL or AWS"),
+            OptionDoc::optional("region", "string", "AWS_REGION or us-east-1"),
+            OptionDoc::optional("access_key", "string", "AWS_ACCESS_KEY_ID"),
+            OptionDoc::optional("secret_key", "string", "AWS_SECRET_ACCESS_KEY"),
+            OptionDoc::optional("virtual_hosted", "boolean", "false"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        // Checked once here; each subtask builds its own.
+        self.sink(&ctx.path, ctx.policy.clone())?;
+        let (section, path, policy) = (self.clone(), ctx.path.clone(), ctx.policy.clone());
+        Ok(SinkPlan::per_subtask(move |_| {
+            let sink = section
+                .sink(&path, policy.clone())
+                .expect("checked when the plan was built");
+            Rebased::new(sink, "sink.files", &path)
+        }))
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        let outcome = match self.sink(&ctx.path, ErrorPolicy::Fail) {
+            Ok(s) => s.report().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        Health::new(Self::TYPE, self.url.clone(), outcome)
+    }
+}
