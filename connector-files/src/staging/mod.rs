@@ -28,12 +28,17 @@ pub(crate) use s3::S3Staging;
 /// The hash of a job's name that its files' names carry (FNV-1a, 8 hex digits: stable
 /// across builds).
 pub(crate) fn job_tag(job: &str) -> String {
+    format!("{:08x}", fnv32(job))
+}
+
+/// FNV-1a of `s`: a hash that does not change between builds.
+pub(crate) fn fnv32(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
-    for b in job.bytes() {
+    for b in s.bytes() {
         h ^= u32::from(b);
         h = h.wrapping_mul(0x0100_0193);
     }
-    format!("{h:08x}")
+    h
 }
 
 /// The id of the file named `name` (`part-<attempt>-<tag>-<subtask>-<seq>.<ext>`) when it is a
