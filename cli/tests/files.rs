@@ -258,4 +258,52 @@ async fn parquet_files_reach_their_target_size_at_one_second_checkpoints() {
         "files by size, not by checkpoint: {:?}",
         found.files
     );
+
+    // And `[source] type = "files"` reads them back, two subtasks, into local JSON lines.
+    let (bucket, access, secret) = s3_credentials();
+    let back = dir.path().join("back");
+    let text = format!(
+        r#"name = "{prefix}-back"
+parallelism = 2
+[checkpoint]
+interval = "1s"
+dir = "{state}"
+
+[source]
+type = "files"
+url = "s3://{bucket}/{prefix}"
+endpoint = "{endpoint}"
+access_key = "{access}"
+secret_key = "{secret}"
+format = "parquet"
+
+[sink]
+type = "files"
+url = "file://{back}"
+format = "jsonl"
+"#,
+        state = dir.path().join("state-back").display(),
+        back = back.display()
+    );
+    let file = dir.path().join("back.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("read        400000 records"), "{stdout}");
+    let mut lines = 0;
+    for e in std::fs::read_dir(&back).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "jsonl") {
+            lines += std::fs::read_to_string(e.path()).unwrap().lines().count();
+        }
+    }
+    assert_eq!(lines, 400_000, "every record read back once");
 }

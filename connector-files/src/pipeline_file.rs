@@ -1,6 +1,6 @@
-//! The `files` section of a pipeline file (feature `pipeline-file`): `[sink] type = "files"`,
-//! read by serde (unknown fields refused), turned into the sink, and checked by a healthcheck
-//! that lists the destination.
+//! The `files` sections of a pipeline file (feature `pipeline-file`): `[sink] type = "files"`
+//! and `[source] type = "files"`, read by serde (unknown fields refused), turned into the sink
+//! or the source, and checked by a healthcheck that lists the location.
 
 use std::time::Duration;
 
@@ -9,12 +9,13 @@ use serde::Deserialize;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
     opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SinkPlan, SinkSection,
+    SourcePlan, SourceSection,
 };
 use rivus_core::{Error, Result};
 
 use crate::encode::{Column, ColumnType, Compression, FileFormat, ParquetCompression};
 use crate::location::S3Options;
-use crate::{FilesSink, FilesSinkBuilder};
+use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 
 /// `[sink] type = "files"`.
 #[derive(Debug, Clone, Deserialize)]
@@ -215,6 +216,99 @@ impl SinkSection for FilesSection {
 
     async fn check(&self, ctx: &SectionContext) -> Health {
         let outcome = match self.sink(&ctx.path, ErrorPolicy::Fail) {
+            Ok(s) => s.report().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        Health::new(Self::TYPE, self.url.clone(), outcome)
+    }
+}
+
+/// `[source] type = "files"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSourceSection {
+    /// `s3://bucket/prefix` or `file:///dir`.
+    pub url: String,
+    /// `parquet` (default), `jsonl`, `csv` (gzip and zstd by the `.gz`/`.zst` extension).
+    #[serde(default)]
+    pub format: FormatOption,
+    /// List again at this interval for new files (default: list once, then end).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub discover: Option<Duration>,
+    /// A larger file is refused (268435456).
+    pub max_file_bytes: Option<u64>,
+    /// S3: the endpoint of a self-hosted store.
+    pub endpoint: Option<String>,
+    /// S3: the region (us-east-1).
+    pub region: Option<String>,
+    /// S3: the access key id (else `AWS_ACCESS_KEY_ID`).
+    pub access_key: Option<String>,
+    /// S3: the secret key (else `AWS_SECRET_ACCESS_KEY`); use `${VAR}`.
+    pub secret_key: Option<String>,
+    /// S3: virtual-host addressing (false: path style).
+    #[serde(default)]
+    pub virtual_hosted: bool,
+}
+
+impl FilesSourceSection {
+    /// The source; errors name `path`'s fields.
+    pub fn source(&self, path: &str, policy: ErrorPolicy) -> Result<FilesSource> {
+        let format = match self.format {
+            FormatOption::Parquet => ReadFormat::Parquet,
+            FormatOption::Jsonl => ReadFormat::JsonLines,
+            FormatOption::Csv => ReadFormat::Csv,
+        };
+        let mut b = FilesSource::builder(&self.url, format)
+            .error_policy(policy)
+            .s3(S3Options {
+                endpoint: self.endpoint.clone(),
+                region: self.region.clone(),
+                access_key: self.access_key.clone(),
+                secret_key: self.secret_key.clone(),
+                virtual_hosted: self.virtual_hosted,
+                from_env: true,
+            });
+        if let Some(d) = self.discover {
+            b = b.discover(d);
+        }
+        if let Some(n) = self.max_file_bytes {
+            b = b.max_file_bytes(n);
+        }
+        b.build().map_err(|e| e.rebase("source.files", path))
+    }
+}
+
+#[async_trait::async_trait]
+impl SourceSection for FilesSourceSection {
+    const TYPE: &'static str = "files";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "the records of Parquet, JSON lines or CSV files on S3-compatible stores or \
+                  local disks, listed once or continuously",
+        guarantee: "exactly-once (files done and records of the file being read in checkpoints)",
+        options: &[
+            OptionDoc::required("url", "s3://bucket/prefix | file:///dir"),
+            OptionDoc::optional("format", "parquet|jsonl|csv", "parquet"),
+            OptionDoc::optional("discover", "duration", "list once"),
+            OptionDoc::optional("max_file_bytes", "bytes", "268435456"),
+            OptionDoc::optional("endpoint", "URL", "AWS_ENDPOINT_URL or AWS"),
+            OptionDoc::optional("region", "string", "AWS_REGION or us-east-1"),
+            OptionDoc::optional("access_key", "string", "AWS_ACCESS_KEY_ID"),
+            OptionDoc::optional("secret_key", "string", "AWS_SECRET_ACCESS_KEY"),
+            OptionDoc::optional("virtual_hosted", "boolean", "false"),
+        ],
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
+        let source = self.source(&ctx.path, ctx.policy.clone())?;
+        Ok(SourcePlan::cloned(Rebased::new(
+            source,
+            "source.files",
+            &ctx.path,
+        )))
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        let outcome = match self.source(&ctx.path, ErrorPolicy::Fail) {
             Ok(s) => s.report().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };

@@ -108,7 +108,9 @@ impl Registry {
         #[cfg(feature = "elasticsearch")]
         let r = r.sink::<rivus_connector_es::pipeline_file::EsSinkSection>();
         #[cfg(feature = "files")]
-        let r = r.sink::<rivus_connector_files::pipeline_file::FilesSection>();
+        let r = r
+            .source::<rivus_connector_files::pipeline_file::FilesSourceSection>()
+            .sink::<rivus_connector_files::pipeline_file::FilesSection>();
         #[cfg(feature = "jdbc")]
         let r = r
             .source::<rivus_connector_jdbc::pipeline_file::JdbcSourceSection>()

@@ -127,6 +127,20 @@ impl FilesSourceBuilder {
 }
 
 impl FilesSource {
+    /// What `rivus check` says: how many files of the format are there, reading none.
+    pub async fn report(&self) -> Result<String> {
+        let files = match &self.s.location {
+            Location::S3 { bucket, prefix } => Files::S3 {
+                client: crate::location::s3_client(bucket, &self.s.s3)?.store,
+                prefix: prefix.clone(),
+            },
+            Location::Local(dir) => Files::Local(dir.clone()),
+        };
+        let listed = files.list(self.s.format).await?;
+        let bytes: u64 = listed.iter().map(|(_, n)| n).sum();
+        Ok(format!("{} file(s), {bytes} bytes", listed.len()))
+    }
+
     /// Whether this subtask reads `key`.
     fn owns(&self, key: &str) -> bool {
         let h = crate::staging::fnv32(key);
