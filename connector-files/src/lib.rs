@@ -18,7 +18,9 @@ mod sink;
 mod source;
 mod staging;
 
-pub use encode::{Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaSource};
+pub use encode::{
+    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaSource,
+};
 pub use location::{Location, S3Options};
 pub use path::PathTemplate;
 pub use sink::{FilesSink, FilesSinkBuilder, FilesState};

@@ -13,7 +13,7 @@ use rivus_core::pipeline_file::{
 };
 use rivus_core::{Error, Result};
 
-use crate::encode::{Column, ColumnType, Compression, FileFormat, ParquetCompression};
+use crate::encode::{AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression};
 use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 
@@ -23,11 +23,11 @@ use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 pub struct FilesSection {
     /// `s3://bucket/prefix` or `file:///dir`.
     pub url: String,
-    /// `parquet` (default), `jsonl`, `csv`.
+    /// `parquet` (default), `jsonl`, `csv`, `avro`.
     #[serde(default)]
     pub format: FormatOption,
-    /// Parquet: `zstd` (default), `snappy`, `gzip`, `none`; JSON lines and CSV: `none`
-    /// (default), `gzip`, `zstd`.
+    /// Parquet: `zstd` (default), `snappy`, `gzip`, `none`; Avro: `zstd` (default),
+    /// `deflate`, `none`; JSON lines and CSV: `none` (default), `gzip`, `zstd`.
     pub compression: Option<String>,
     /// Parquet and CSV columns: `[{ name, type, nullable }]` (default: inferred).
     pub schema: Option<Vec<ColumnOption>>,
@@ -69,6 +69,8 @@ pub enum FormatOption {
     Jsonl,
     /// CSV with a header row.
     Csv,
+    /// Avro object container files.
+    Avro,
 }
 
 /// One `schema` entry.
@@ -93,6 +95,15 @@ impl FilesSection {
                     Error::config(
                         format!("{path}.compression"),
                         format!("`{c}`: none, snappy, gzip or zstd for Parquet"),
+                    )
+                })?,
+            }),
+            (FormatOption::Avro, c) => FileFormat::Avro(match c {
+                None => AvroCodec::Zstandard,
+                Some(c) => AvroCodec::parse(c).ok_or_else(|| {
+                    Error::config(
+                        format!("{path}.compression"),
+                        format!("`{c}`: none, deflate or zstd for Avro"),
                     )
                 })?,
             }),
@@ -176,8 +187,8 @@ impl FilesSection {
 impl SinkSection for FilesSection {
     const TYPE: &'static str = "files";
     const CATALOG: CatalogEntry = CatalogEntry {
-        summary: "Parquet, JSON lines or CSV files on S3-compatible stores or local disks, \
-                  partitioned by a path template",
+        summary: "Parquet, Avro, JSON lines or CSV files on S3-compatible stores or local \
+                  disks, partitioned by a path template",
         guarantee: "exactly-once (multipart uploads completed when a checkpoint completes)",
         options: &[
             OptionDoc::required("url", "s3://bucket/prefix | file:///dir"),
@@ -229,7 +240,8 @@ impl SinkSection for FilesSection {
 pub struct FilesSourceSection {
     /// `s3://bucket/prefix` or `file:///dir`.
     pub url: String,
-    /// `parquet` (default), `jsonl`, `csv` (gzip and zstd by the `.gz`/`.zst` extension).
+    /// `parquet` (default), `jsonl`, `csv`, `avro` (gzip and zstd line files by their
+    /// `.gz`/`.zst` extension).
     #[serde(default)]
     pub format: FormatOption,
     /// List again at this interval for new files (default: list once, then end).
@@ -257,6 +269,7 @@ impl FilesSourceSection {
             FormatOption::Parquet => ReadFormat::Parquet,
             FormatOption::Jsonl => ReadFormat::JsonLines,
             FormatOption::Csv => ReadFormat::Csv,
+            FormatOption::Avro => ReadFormat::Avro,
         };
         let mut b = FilesSource::builder(&self.url, format)
             .error_policy(policy)
@@ -282,12 +295,12 @@ impl FilesSourceSection {
 impl SourceSection for FilesSourceSection {
     const TYPE: &'static str = "files";
     const CATALOG: CatalogEntry = CatalogEntry {
-        summary: "the records of Parquet, JSON lines or CSV files on S3-compatible stores or \
-                  local disks, listed once or continuously",
+        summary: "the records of Parquet, Avro, JSON lines or CSV files on S3-compatible \
+                  stores or local disks, listed once or continuously",
         guarantee: "exactly-once (files done and records of the file being read in checkpoints)",
         options: &[
             OptionDoc::required("url", "s3://bucket/prefix | file:///dir"),
-            OptionDoc::optional("format", "parquet|jsonl|csv", "parquet"),
+            OptionDoc::optional("format", "parquet|jsonl|csv|avro", "parquet"),
             OptionDoc::optional("discover", "duration", "list once"),
             OptionDoc::optional("max_file_bytes", "bytes", "268435456"),
             OptionDoc::optional("endpoint", "URL", "AWS_ENDPOINT_URL or AWS"),

@@ -52,7 +52,7 @@ async fn round_trip(format: FileFormat, read: ReadFormat) {
     let collected = CollectingSink::<Value>::new();
     let out = collected.clone();
     let (url, opts) = (b.url(), b.options());
-    Pipeline::new(&format!("{}-read", b.prefix))
+    Pipeline::new(format!("{}-read", b.prefix))
         .source("files", 2, move |_| {
             FilesSource::builder(&url, read)
                 .s3(opts.clone())
@@ -177,4 +177,13 @@ async fn files_source_passes_the_conformance_suite() {
     if let Err(f) = suite.run_all().await {
         panic!("{f}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_source_reads_avro_written_by_the_sink_on_s3() {
+    round_trip(
+        FileFormat::Avro(rivus_connector_files::AvroCodec::Zstandard),
+        ReadFormat::Avro,
+    )
+    .await;
 }

@@ -1,9 +1,10 @@
-//! Records to file bytes, per format: JSON lines and CSV (optionally gzip or zstd compressed)
-//! and Parquet. An encoder hands out its bytes as they are ready; at a checkpoint it closes
+//! Records to file bytes, per format: JSON lines and CSV (optionally gzip or zstd compressed),
+//! Parquet and Avro object container files. An encoder hands out its bytes as they are ready; at a checkpoint it closes
 //! what is open (a compressed frame, a Parquet row group) and says which bytes would end the
 //! file there (a Parquet footer), so that a restore can finish the file as the checkpoint
 //! holds it.
 
+mod avro;
 mod compress;
 mod lines;
 mod parquet;
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use rivus_core::Result;
 
+pub use avro::AvroCodec;
 pub use compress::Compression;
 pub use parquet::ParquetCompression;
 pub use schema::{Column, ColumnType, SchemaSource};
@@ -28,6 +30,8 @@ pub enum FileFormat {
     Csv(Compression),
     /// Apache Parquet, columns from the schema.
     Parquet(ParquetCompression),
+    /// Avro object container files, columns from the schema.
+    Avro(AvroCodec),
 }
 
 impl FileFormat {
@@ -37,6 +41,7 @@ impl FileFormat {
             FileFormat::JsonLines(c) => format!("jsonl{}", c.suffix()),
             FileFormat::Csv(c) => format!("csv{}", c.suffix()),
             FileFormat::Parquet(_) => "parquet".to_owned(),
+            FileFormat::Avro(_) => "avro".to_owned(),
         }
     }
 
@@ -57,6 +62,7 @@ pub(crate) struct Rejected {
 pub(crate) enum Encoder {
     Lines(Box<lines::LinesEncoder>),
     Parquet(Box<parquet::ParquetEncoder>),
+    Avro(Box<avro::AvroEncoder>),
 }
 
 impl Encoder {
@@ -65,6 +71,7 @@ impl Encoder {
         format: &FileFormat,
         schema: Option<&Schema>,
         row_group_bytes: usize,
+        name: &str,
     ) -> Result<Encoder> {
         Ok(match format {
             FileFormat::JsonLines(c) => Encoder::Lines(Box::new(lines::LinesEncoder::json(*c))),
@@ -77,6 +84,12 @@ impl Encoder {
                 *c,
                 row_group_bytes,
             )?)),
+            FileFormat::Avro(c) => Encoder::Avro(Box::new(avro::AvroEncoder::new(
+                schema.expect("a columnar format has a schema"),
+                *c,
+                4096,
+                name,
+            )?)),
         })
     }
 
@@ -85,6 +98,7 @@ impl Encoder {
         match self {
             Encoder::Lines(e) => e.write(records),
             Encoder::Parquet(e) => e.write(records),
+            Encoder::Avro(e) => e.write(records),
         }
     }
 
@@ -93,6 +107,7 @@ impl Encoder {
         match self {
             Encoder::Lines(e) => e.take(),
             Encoder::Parquet(e) => e.take(),
+            Encoder::Avro(e) => e.take(),
         }
     }
 
@@ -101,6 +116,7 @@ impl Encoder {
         match self {
             Encoder::Lines(e) => e.buffered(),
             Encoder::Parquet(e) => e.buffered(),
+            Encoder::Avro(e) => e.buffered(),
         }
     }
 
@@ -110,6 +126,7 @@ impl Encoder {
         match self {
             Encoder::Lines(e) => e.checkpoint(),
             Encoder::Parquet(e) => e.checkpoint(),
+            Encoder::Avro(e) => e.checkpoint(),
         }
     }
 
@@ -118,6 +135,7 @@ impl Encoder {
         match self {
             Encoder::Lines(e) => e.checkpoint().map(drop),
             Encoder::Parquet(e) => e.finish(),
+            Encoder::Avro(e) => e.checkpoint().map(drop),
         }
     }
 }

@@ -215,7 +215,12 @@ impl FilesSink {
             );
             let key = format!("{dir}{name}");
             let up = self.staging().begin(&key, &id).await?;
-            let enc = Encoder::new(&self.s.format, self.schema.as_ref(), self.s.row_group_bytes)?;
+            let enc = Encoder::new(
+                &self.s.format,
+                self.schema.as_ref(),
+                self.s.row_group_bytes,
+                &key,
+            )?;
             self.files.insert(dir.to_owned(), OpenFile::new(up, enc));
         }
         Ok(self.files.get_mut(dir).expect("present"))

@@ -1,5 +1,6 @@
 //! A file's bytes to records: JSON lines (one object per line), CSV (a header row; column
-//! types inferred by Arrow from the file), Parquet (every column). gzip and zstd by the file's
+//! types inferred by Arrow from the file), Parquet and Avro object container files (every
+//! column). gzip and zstd by the file's
 //! extension (`.gz`, `.zst`); concatenated frames read as one stream. Records come in chunks,
 //! so a large file is not held as records all at once.
 
@@ -20,6 +21,8 @@ pub enum ReadFormat {
     Csv,
     /// Apache Parquet.
     Parquet,
+    /// Avro object container files.
+    Avro,
 }
 
 impl ReadFormat {
@@ -34,6 +37,7 @@ impl ReadFormat {
             ReadFormat::JsonLines => base.ends_with(".jsonl") || base.ends_with(".json"),
             ReadFormat::Csv => base.ends_with(".csv"),
             ReadFormat::Parquet => key.ends_with(".parquet"),
+            ReadFormat::Avro => key.ends_with(".avro"),
         }
     }
 }
@@ -133,6 +137,26 @@ pub(crate) fn records(
                 rows(&[b])
                     .map(|r| r.into_iter().map(Ok).collect())
                     .map_err(|e| bad(&key, e))
+            })))
+        }
+        ReadFormat::Avro => {
+            let reader =
+                apache_avro::Reader::new(std::io::Cursor::new(bytes)).map_err(|e| bad(&key, e))?;
+            let mut reader = reader.peekable();
+            Ok(Box::new(std::iter::from_fn(move || {
+                reader.peek()?;
+                let mut out = Vec::new();
+                for v in reader.by_ref().take(chunk) {
+                    let v = match v {
+                        Ok(v) => v,
+                        Err(e) => return Some(Err(bad(&key, e))),
+                    };
+                    match serde_json::Value::try_from(v) {
+                        Ok(j) => out.push(Ok(j)),
+                        Err(e) => return Some(Err(bad(&key, e))),
+                    }
+                }
+                Some(Ok(out))
             })))
         }
         ReadFormat::Parquet => {

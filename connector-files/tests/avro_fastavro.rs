@@ -1,0 +1,108 @@
+//! Avro object container files written by the sink on S3, read by an independent reader:
+//! fastavro (from `dev/python`, with Confluent's client) — every record, with dates and
+//! timestamps as Avro's logical types.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rivus_connector_files::{AvroCodec, FileFormat, FilesSink};
+use rivus_core::prelude::*;
+use rivus_testkit::services::External;
+use serde_json::Value;
+
+const READ: &str = r##"
+import json, sys, fastavro
+for path in sys.argv[1:]:
+    with open(path, "rb") as f:
+        r = fastavro.reader(f)
+        print("#codec " + r.codec)
+        for rec in r:
+            print(json.dumps(rec, default=str, sort_keys=True))
+"##;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_files_on_s3_read_by_fastavro_equal_what_was_written() {
+    let Some(b) = Bucket::new("avro-s3") else {
+        return;
+    };
+    let Some(py) = External::new(
+        "Python with fastavro",
+        "RIVUS_PYTHON",
+        "/nonexistent/python",
+    )
+    .how_to_start("eval \"$(dev/python)\"")
+    .probe(|p| {
+        let ok = std::process::Command::new(p)
+            .args(["-c", "import fastavro"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            Ok(())
+        } else {
+            Err("fastavro does not import".into())
+        }
+    })
+    .require() else {
+        return;
+    };
+    let n = 10_000;
+    let (url, opts) = (b.url(), b.options());
+    let sink = move || {
+        FilesSink::builder(&url)
+            .s3(opts.clone())
+            .format(FileFormat::Avro(AvroCodec::Deflate))
+            .schema(columns())
+            .target_file_size(16 * 1024)
+            .build()
+            .unwrap()
+    };
+    job(
+        &b.prefix,
+        n,
+        None,
+        Arc::default(),
+        sink,
+        &MemoryStateBackend::new(),
+        Duration::from_millis(100),
+    )
+    .run()
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = b.download(dir.path()).await;
+    assert!(files.len() > 1, "rolled on size: {files:?}");
+    let out = std::process::Command::new(&py)
+        .args(["-c", READ])
+        .args(&files)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fastavro: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text
+        .lines()
+        .filter(|l| l.starts_with("#codec"))
+        .all(|l| l == "#codec deflate"));
+    let mut rows: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    rows.sort_by_key(|r| r["id"].as_u64());
+    assert_eq!(rows.len() as u64, n);
+    for (i, r) in rows.iter().enumerate() {
+        let w = record(i as u64);
+        assert_eq!(r["id"], w["id"]);
+        assert_eq!(r["name"], w["name"]);
+        assert_eq!(r["day"], w["day"], "a date");
+        assert_eq!(r["tags"], Value::String(w["tags"].to_string()));
+    }
+    // fastavro gives a timestamp-micros as a datetime in UTC.
+    assert_eq!(rows[1]["at"], "2024-03-01 10:00:00.001000+00:00");
+}
