@@ -146,7 +146,11 @@ async fn json_lines_of_several_parts_exactly_once_through_cancels_on_s3() {
     // One file per attempt: each cancelled one committed by the restore as its checkpoint
     // held it; the first is larger than a part.
     assert_eq!(files.len(), 3, "{files:?}");
-    assert!(std::fs::metadata(&files[0]).unwrap().len() > 5 << 20);
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .collect();
+    assert!(sizes[0] > 5 << 20, "{sizes:?}");
     let (_, rows) = pyarrow_read(&py, "json", &files);
     let ids: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().unwrap()).collect();
     let distinct: BTreeSet<u64> = ids.iter().copied().collect();

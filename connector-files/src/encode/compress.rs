@@ -60,6 +60,14 @@ impl Frames {
         }
     }
 
+    /// The output itself when nothing is compressed (bytes written there are ready).
+    pub(crate) fn plain(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Frames::Plain(out) => Some(out),
+            _ => None,
+        }
+    }
+
     pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
         match self {
             Frames::Plain(out) => out.extend_from_slice(bytes),

@@ -34,13 +34,20 @@ impl LinesEncoder {
 
     pub(crate) fn write(&mut self, records: &[&Value]) -> Result<Vec<Rejected>> {
         let Some(schema) = &self.csv else {
-            let mut out = Vec::with_capacity(records.len() * 64);
+            // Plain text goes straight into the output; compressed through a buffer.
+            let mut scratch = Vec::new();
+            let out = match self.frames.plain() {
+                Some(out) => out,
+                None => &mut scratch,
+            };
             for r in records {
-                serde_json::to_writer(&mut out, r)
+                serde_json::to_writer(&mut *out, r)
                     .map_err(|e| Error::connector("files: encoding JSON", e))?;
                 out.push(b'\n');
             }
-            self.frames.write(&out)?;
+            if !scratch.is_empty() {
+                self.frames.write(&scratch)?;
+            }
             return Ok(Vec::new());
         };
         let (batch, rejected) = schema.batch(records)?;

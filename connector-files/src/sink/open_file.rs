@@ -1,12 +1,15 @@
 //! One file being written: its encoder, the bytes encoded and not yet sent, and its upload.
-//! Bytes go to the store as they fill a part (S3: `part_size`; a local disk: 1 MiB appends), so
-//! a file holds at most a part and its encoder's open row group in memory.
+//! Bytes go to the store as they fill a part (S3: `part_size`, uploaded while the next part is
+//! encoded, one part in flight; a local disk: 1 MiB appends), so a file holds at most two
+//! parts and its encoder's open row group in memory.
 
 use std::time::Instant;
 
+use tokio::task::JoinHandle;
+
 use serde_json::Value;
 
-use rivus_core::Result;
+use rivus_core::{Error, Result};
 
 use crate::encode::{Encoder, Rejected};
 use crate::staging::{Recoverable, Staging, Upload};
@@ -17,6 +20,10 @@ pub(crate) struct OpenFile {
     pub(crate) up: Upload,
     enc: Encoder,
     pending: Vec<u8>,
+    /// The part being uploaded, and its length.
+    inflight: Option<(JoinHandle<Result<String>>, u64)>,
+    /// Bytes at the start of `pending` that tails of earlier checkpoints hold.
+    kept: usize,
     pub(crate) opened: Instant,
 }
 
@@ -26,6 +33,8 @@ impl OpenFile {
             up,
             enc,
             pending: Vec::new(),
+            inflight: None,
+            kept: 0,
             opened: Instant::now(),
         }
     }
@@ -33,7 +42,10 @@ impl OpenFile {
     /// The file's size so far: bytes sent and encoded (a Parquet row group still open adds
     /// at most `row_group_bytes` before compression).
     pub(crate) fn size(&self) -> u64 {
-        self.up.rec.len + self.pending.len() as u64 + self.enc.buffered() as u64
+        self.up.rec.len
+            + self.inflight.as_ref().map_or(0, |(_, n)| *n)
+            + self.pending.len() as u64
+            + self.enc.buffered() as u64
     }
 
     pub(crate) async fn write(
@@ -48,9 +60,26 @@ impl OpenFile {
         Ok(rejected)
     }
 
-    /// Sends what fills a part (`all`: everything).
+    /// Waits for the part in flight: its ETag joins the parts.
+    async fn settle(&mut self) -> Result<()> {
+        if let Some((h, n)) = self.inflight.take() {
+            let etag = h
+                .await
+                .map_err(|e| Error::connector("files: uploading a part", e.to_string()))??;
+            self.up.rec.parts.push(etag);
+            self.up.rec.len += n;
+        }
+        Ok(())
+    }
+
+    /// Sends what fills a part (`all`: everything, and waits until it is stored).
     async fn send(&mut self, staging: &Staging, part_size: usize, all: bool) -> Result<()> {
-        self.pending.extend(self.enc.take());
+        let ready = self.enc.take();
+        if self.pending.is_empty() {
+            self.pending = ready;
+        } else {
+            self.pending.extend_from_slice(&ready);
+        }
         let threshold = if staging.takes_parts() {
             part_size
         } else {
@@ -58,8 +87,20 @@ impl OpenFile {
         };
         if self.pending.len() >= threshold || (all && !self.pending.is_empty()) {
             let bytes = std::mem::take(&mut self.pending);
-            staging.write(&mut self.up, bytes).await?;
-            self.up.rec.tail = None;
+            match staging {
+                Staging::S3(s3) => {
+                    self.settle().await?;
+                    let n = bytes.len() as u64;
+                    let h = s3.spawn_part(&self.up.rec, self.up.rec.parts.len(), bytes);
+                    self.inflight = Some((h, n));
+                }
+                Staging::Local(_) => staging.write(&mut self.up, bytes).await?,
+            }
+            self.up.rec.tails.clear();
+            self.kept = 0;
+        }
+        if all {
+            self.settle().await?;
         }
         Ok(())
     }
@@ -76,9 +117,14 @@ impl OpenFile {
         // locally everything is appended and synced.
         self.send(staging, part_size, !staging.takes_parts())
             .await?;
+        // The part in flight must be stored: the checkpoint lists it.
+        self.settle().await?;
         staging
-            .keep_tail(&mut self.up, &self.pending, checkpoint)
+            .keep_tail(&mut self.up, &self.pending[self.kept..], checkpoint)
             .await?;
+        if staging.takes_parts() {
+            self.kept = self.pending.len();
+        }
         let mut rec = self.up.rec.clone();
         rec.set_trailer(&trailer);
         Ok(rec)
@@ -93,7 +139,7 @@ impl OpenFile {
             staging.write(&mut self.up, Vec::new()).await?;
         }
         let mut rec = self.up.rec;
-        rec.tail = None;
+        rec.tails.clear();
         rec.trailer.clear();
         Ok(rec)
     }

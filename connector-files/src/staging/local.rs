@@ -44,7 +44,7 @@ impl LocalStaging {
                 upload: String::new(),
                 parts: Vec::new(),
                 len: 0,
-                tail: None,
+                tails: Vec::new(),
                 trailer: String::new(),
                 records: 0,
             },

@@ -1,9 +1,10 @@
 //! How a file in progress becomes durable, then visible — the sink's two-phase commit:
 //!
 //! - on S3, a file is a multipart upload: parts of `part_size` go up as they fill; at a
-//!   checkpoint the bytes after the last part (the tail) are stored as an object of their own,
-//!   so the checkpoint holds only the upload id, the part ETags and that object's key; the
-//!   upload is completed when the checkpoint completes (`s3.rs`);
+//!   checkpoint the bytes after the last part that no earlier checkpoint kept are stored as an
+//!   object of their own (a piece of the tail), so the checkpoint holds only the upload id, the
+//!   part ETags and those objects' keys, and each byte goes up at most twice; the upload is
+//!   completed when the checkpoint completes (`s3.rs`);
 //! - on a local disk, a file is written under `_rivus/` and synced at a checkpoint, whose state
 //!   holds its length; it is renamed into place when the checkpoint completes (`local.rs`).
 //!
@@ -61,8 +62,9 @@ pub struct Recoverable {
     pub parts: Vec<String>,
     /// Bytes durable: in the parts (S3), in the file (local).
     pub len: u64,
-    /// The object holding the bytes after the parts (S3).
-    pub tail: Option<String>,
+    /// The objects holding the bytes after the parts, in order (S3): each checkpoint keeps
+    /// what came since the one before.
+    pub tails: Vec<String>,
     /// Bytes that end the file in its format (a Parquet footer), base64.
     pub trailer: String,
     /// Records in the file.
@@ -116,7 +118,8 @@ impl Staging {
         }
     }
 
-    /// Makes `tail` (the bytes after what `write` took) durable for checkpoint `checkpoint`.
+    /// Makes `tail` (bytes after what `write` took and earlier checkpoints kept) durable for
+    /// checkpoint `checkpoint`.
     pub(crate) async fn keep_tail(
         &self,
         up: &mut Upload,

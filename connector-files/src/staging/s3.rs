@@ -1,5 +1,5 @@
 //! Files as S3 multipart uploads. Beside the data, under `<prefix>/_rivus/<job>/tails/`, the
-//! sink keeps the tails of the checkpoints (`<id>-<checkpoint>`). A restore lists the uploads in
+//! sink keeps the pieces of tails of the checkpoints (`<id>-<checkpoint>`). A restore lists the uploads in
 //! progress under the prefix (`uploads.rs`) and aborts this job's that no checkpoint refers to:
 //! a file's name carries its attempt and a hash of the job's name.
 
@@ -78,7 +78,7 @@ impl S3Staging {
                 upload,
                 parts: Vec::new(),
                 len: 0,
-                tail: None,
+                tails: Vec::new(),
                 trailer: String::new(),
                 records: 0,
             },
@@ -109,6 +109,18 @@ impl S3Staging {
         Ok(content_id)
     }
 
+    /// Uploads part `index` of `rec`'s file in a task of its own (the sink encodes on
+    /// meanwhile); the part's ETag.
+    pub(crate) fn spawn_part(
+        self: &Arc<Self>,
+        rec: &Recoverable,
+        index: usize,
+        bytes: Vec<u8>,
+    ) -> tokio::task::JoinHandle<Result<String>> {
+        let (this, rec) = (Arc::clone(self), rec.clone());
+        tokio::spawn(async move { this.part(&rec, index, bytes).await })
+    }
+
     pub(crate) async fn put_part(&self, up: &mut Upload, bytes: Vec<u8>) -> Result<()> {
         let n = bytes.len() as u64;
         let etag = self.part(&up.rec, up.rec.parts.len(), bytes).await?;
@@ -124,7 +136,6 @@ impl S3Staging {
         checkpoint: u64,
     ) -> Result<()> {
         if tail.is_empty() {
-            up.rec.tail = None;
             return Ok(());
         }
         let key = format!("{}/tails/{}-{checkpoint:020}", self.own, up.rec.id);
@@ -137,25 +148,25 @@ impl S3Staging {
                     e,
                 )
             })?;
-        up.rec.tail = Some(key);
+        up.rec.tails.push(key);
         Ok(())
     }
 
     pub(crate) async fn commit(&self, rec: &Recoverable) -> Result<()> {
         let path = self.path(&rec.key);
-        let mut last = match &rec.tail {
-            Some(tail) => match self.client.get(&Path::from(tail.as_str())).await {
-                Ok(got) => got
-                    .bytes()
-                    .await
-                    .map_err(|e| io(format!("files: reading {tail}"), e))?
-                    .to_vec(),
+        let mut last = Vec::new();
+        for tail in &rec.tails {
+            match self.client.get(&Path::from(tail.as_str())).await {
+                Ok(got) => last.extend_from_slice(
+                    &got.bytes()
+                        .await
+                        .map_err(|e| io(format!("files: reading {tail}"), e))?,
+                ),
                 // Gone with a commit made before (tails are dropped after it).
                 Err(object_store::Error::NotFound { .. }) => return self.committed(rec).await,
                 Err(e) => return Err(io(format!("files: reading {tail}"), e)),
-            },
-            None => Vec::new(),
-        };
+            }
+        }
         last.extend_from_slice(&rec.trailer_bytes());
         let mut parts: Vec<PartId> = rec
             .parts
