@@ -80,6 +80,18 @@ impl PathTemplate {
         Ok(t)
     }
 
+    /// The directory of every record when the template has no field.
+    pub fn fixed(&self) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.pieces {
+            match p {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Field { .. } => return None,
+            }
+        }
+        Some(out)
+    }
+
     /// The directory of `record` (`event_time`: its timestamp, ms), or why it has none.
     pub fn render(
         &self,
@@ -248,5 +260,10 @@ mod tests {
             ""
         );
         assert!(file_name("0001", "t", 2, 7, "parquet") < file_name("0001", "t", 2, 10, "parquet"));
+        assert_eq!(
+            PathTemplate::parse("a/b", "x").unwrap().fixed().as_deref(),
+            Some("a/b/")
+        );
+        assert_eq!(t.fixed(), None);
     }
 }

@@ -374,16 +374,25 @@ impl FilesSink {
                 self.schema = Some(Schema::infer(&objects)?);
             }
         }
-        // Records by directory, in order.
+        // Records by directory, in order (one directory for all when the template has no
+        // field).
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
-        for (i, v) in values.iter().enumerate() {
+        let fixed = self.s.path.fixed();
+        if let Some(dir) = &fixed {
+            groups.push((dir.clone(), (0..values.len()).collect()));
+        }
+        for (i, v) in values.iter().enumerate().filter(|_| fixed.is_none()) {
             match self.s.path.render(v, event_time(i)) {
                 Ok(dir) => {
-                    let g = *at.entry(dir.clone()).or_insert_with(|| {
-                        groups.push((dir, Vec::new()));
-                        groups.len() - 1
-                    });
+                    let g = match at.get(&dir) {
+                        Some(g) => *g,
+                        None => {
+                            groups.push((dir.clone(), Vec::new()));
+                            at.insert(dir, groups.len() - 1);
+                            groups.len() - 1
+                        }
+                    };
                     groups[g].1.push(i);
                 }
                 Err(reason) => {

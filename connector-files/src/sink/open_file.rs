@@ -15,6 +15,8 @@ use crate::encode::{Encoder, Rejected};
 use crate::staging::{Recoverable, Staging, Upload};
 
 const LOCAL_WRITE: usize = 1 << 20;
+/// S3's smallest part but the last.
+const MIN_PART: usize = 5 << 20;
 
 pub(crate) struct OpenFile {
     pub(crate) up: Upload,
@@ -115,7 +117,14 @@ impl OpenFile {
         let trailer = self.enc.checkpoint()?;
         // On S3 the tail stays here (a part must be at least 5 MiB) and is kept beside;
         // locally everything is appended and synced.
-        self.send(staging, part_size, !staging.takes_parts())
+        // A tail of 5 MiB or more may be a part of its own (S3's smallest): sent as one
+        // rather than kept beside.
+        let threshold = if staging.takes_parts() {
+            MIN_PART
+        } else {
+            part_size
+        };
+        self.send(staging, threshold.min(part_size), !staging.takes_parts())
             .await?;
         // The part in flight must be stored: the checkpoint lists it.
         self.settle().await?;
