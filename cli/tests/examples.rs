@@ -198,35 +198,15 @@ async fn the_secured_example_reads_kafka_over_sasl_ssl_into_postgres_over_tls() 
     assert_eq!((rows, tls), (10_000, true));
 }
 
-/// Python with pyarrow (`dev/python`), or a failure saying how to get it.
-fn pyarrow() -> Option<String> {
-    rivus_testkit::services::External::new(
-        "Python with pyarrow",
-        "RIVUS_PYTHON",
-        "/nonexistent/python",
-    )
-    .how_to_start("eval \"$(dev/python)\"")
-    .probe(|p| {
-        let ok = Command::new(p)
-            .args(["-c", "import pyarrow.parquet"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            Ok(())
-        } else {
-            Err("pyarrow does not import".into())
-        }
-    })
-    .require()
-}
-
 /// generator → Kafka → `kafka-to-s3-parquet`: Parquet files on S3 in Hive-style directories
 /// by day and hour, read back by pyarrow (as a partitioned dataset) with every order once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
-    let (Some(kafka), Some(s3), Some(py)) =
-        (require(Service::Kafka), require(Service::S3), pyarrow())
-    else {
+    let (Some(kafka), Some(s3), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::S3),
+        rivus_testkit::services::python_with("pyarrow.parquet"),
+    ) else {
         return;
     };
     let (bucket, access, secret) = rivus_testkit::services::s3_credentials();

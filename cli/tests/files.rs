@@ -9,26 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{
-    require, s3_credentials, s3_open_uploads, unique_name, External, Service,
+    python_with, require, s3_credentials, s3_open_uploads, unique_name, Service,
 };
-
-/// Python with pyarrow (`dev/python`), or a failure saying how to get it.
-fn pyarrow() -> Option<String> {
-    External::new("Python with pyarrow", "RIVUS_PYTHON", "/nonexistent/python")
-        .how_to_start("eval \"$(dev/python)\"")
-        .probe(|p| {
-            let ok = Command::new(p)
-                .args(["-c", "import pyarrow.parquet"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                Ok(())
-            } else {
-                Err("pyarrow does not import".into())
-            }
-        })
-        .require()
-}
 
 /// What pyarrow finds under `prefix`: per committed file its size and rows, and all ids.
 const READ: &str = r#"
@@ -113,9 +95,7 @@ users = 100000
 [sink]
 type = "files"
 url = "s3://{bucket}/{prefix}"
-endpoint = "{endpoint}"
-access_key = "{access}"
-secret_key = "{secret}"
+s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
 format = "parquet"
 target_file_size = {target}
 row_group_bytes = 262144
@@ -165,7 +145,7 @@ fn committed(endpoint: &str, prefix: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parquet_on_s3_sigkilled_three_times_holds_every_record_once() {
-    let (Some(endpoint), Some(py)) = (require(Service::S3), pyarrow()) else {
+    let (Some(endpoint), Some(py)) = (require(Service::S3), python_with("pyarrow.parquet")) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -222,7 +202,7 @@ async fn parquet_on_s3_sigkilled_three_times_holds_every_record_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parquet_files_reach_their_target_size_at_one_second_checkpoints() {
-    let (Some(endpoint), Some(py)) = (require(Service::S3), pyarrow()) else {
+    let (Some(endpoint), Some(py)) = (require(Service::S3), python_with("pyarrow.parquet")) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -272,9 +252,7 @@ dir = "{state}"
 [source]
 type = "files"
 url = "s3://{bucket}/{prefix}"
-endpoint = "{endpoint}"
-access_key = "{access}"
-secret_key = "{secret}"
+s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
 format = "parquet"
 
 [sink]

@@ -45,17 +45,40 @@ pub struct FilesSection {
     pub row_group_bytes: Option<usize>,
     /// Files open at once per subtask (16).
     pub max_open_files: Option<usize>,
-    /// S3: the endpoint of a self-hosted store (`http://127.0.0.1:8333`).
+    /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
+    #[serde(default)]
+    pub s3: S3Section,
+}
+
+/// `s3 = { ... }`: the store, what is not given taken from `AWS_*` variables.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Section {
+    /// The endpoint of a self-hosted store (`http://127.0.0.1:8333`); else `AWS_ENDPOINT_URL`,
+    /// else AWS.
     pub endpoint: Option<String>,
-    /// S3: the region (us-east-1).
+    /// The region (else `AWS_REGION`, else us-east-1).
     pub region: Option<String>,
-    /// S3: the access key id (else `AWS_ACCESS_KEY_ID`).
+    /// The access key id (else `AWS_ACCESS_KEY_ID`).
     pub access_key: Option<String>,
-    /// S3: the secret key (else `AWS_SECRET_ACCESS_KEY`); use `${VAR}`.
+    /// The secret key (else `AWS_SECRET_ACCESS_KEY`); use `${VAR}`.
     pub secret_key: Option<String>,
-    /// S3: virtual-host addressing (false: path style).
+    /// Virtual-host addressing (false: path style).
     #[serde(default)]
     pub virtual_hosted: bool,
+}
+
+impl S3Section {
+    fn options(&self) -> S3Options {
+        S3Options {
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+            virtual_hosted: self.virtual_hosted,
+            from_env: true,
+        }
+    }
 }
 
 /// `format = ...`.
@@ -128,14 +151,7 @@ impl FilesSection {
             .format(format)
             .path(self.path.clone())
             .error_policy(policy)
-            .s3(S3Options {
-                endpoint: self.endpoint.clone(),
-                region: self.region.clone(),
-                access_key: self.access_key.clone(),
-                secret_key: self.secret_key.clone(),
-                virtual_hosted: self.virtual_hosted,
-                from_env: true,
-            });
+            .s3(self.s3.options());
         if let Some(cols) = &self.schema {
             let mut columns = Vec::with_capacity(cols.len());
             for (i, c) in cols.iter().enumerate() {
@@ -205,11 +221,7 @@ impl SinkSection for FilesSection {
             OptionDoc::optional("part_size", "bytes", "8388608"),
             OptionDoc::optional("row_group_bytes", "bytes", "16777216"),
             OptionDoc::optional("max_open_files", "integer", "16"),
-            OptionDoc::optional("endpoint", "URL", "AWS_ENDPOINT_URL or AWS"),
-            OptionDoc::optional("region", "string", "AWS_REGION or us-east-1"),
-            OptionDoc::optional("access_key", "string", "AWS_ACCESS_KEY_ID"),
-            OptionDoc::optional("secret_key", "string", "AWS_SECRET_ACCESS_KEY"),
-            OptionDoc::optional("virtual_hosted", "boolean", "false"),
+            S3_OPTION,
         ],
     };
 
@@ -234,6 +246,12 @@ impl SinkSection for FilesSection {
     }
 }
 
+const S3_OPTION: OptionDoc = OptionDoc::optional(
+    "s3",
+    "{ endpoint, region, access_key, secret_key, virtual_hosted }",
+    "AWS_* variables, us-east-1, path style",
+);
+
 /// `[source] type = "files"`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -249,17 +267,9 @@ pub struct FilesSourceSection {
     pub discover: Option<Duration>,
     /// A larger file is refused (268435456).
     pub max_file_bytes: Option<u64>,
-    /// S3: the endpoint of a self-hosted store.
-    pub endpoint: Option<String>,
-    /// S3: the region (us-east-1).
-    pub region: Option<String>,
-    /// S3: the access key id (else `AWS_ACCESS_KEY_ID`).
-    pub access_key: Option<String>,
-    /// S3: the secret key (else `AWS_SECRET_ACCESS_KEY`); use `${VAR}`.
-    pub secret_key: Option<String>,
-    /// S3: virtual-host addressing (false: path style).
+    /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
     #[serde(default)]
-    pub virtual_hosted: bool,
+    pub s3: S3Section,
 }
 
 impl FilesSourceSection {
@@ -273,14 +283,7 @@ impl FilesSourceSection {
         };
         let mut b = FilesSource::builder(&self.url, format)
             .error_policy(policy)
-            .s3(S3Options {
-                endpoint: self.endpoint.clone(),
-                region: self.region.clone(),
-                access_key: self.access_key.clone(),
-                secret_key: self.secret_key.clone(),
-                virtual_hosted: self.virtual_hosted,
-                from_env: true,
-            });
+            .s3(self.s3.options());
         if let Some(d) = self.discover {
             b = b.discover(d);
         }
@@ -303,11 +306,7 @@ impl SourceSection for FilesSourceSection {
             OptionDoc::optional("format", "parquet|jsonl|csv|avro", "parquet"),
             OptionDoc::optional("discover", "duration", "list once"),
             OptionDoc::optional("max_file_bytes", "bytes", "268435456"),
-            OptionDoc::optional("endpoint", "URL", "AWS_ENDPOINT_URL or AWS"),
-            OptionDoc::optional("region", "string", "AWS_REGION or us-east-1"),
-            OptionDoc::optional("access_key", "string", "AWS_ACCESS_KEY_ID"),
-            OptionDoc::optional("secret_key", "string", "AWS_SECRET_ACCESS_KEY"),
-            OptionDoc::optional("virtual_hosted", "boolean", "false"),
+            S3_OPTION,
         ],
     };
 

@@ -10,7 +10,6 @@ use std::time::Duration;
 use common::*;
 use rivus_connector_files::{AvroCodec, FileFormat, FilesSink};
 use rivus_core::prelude::*;
-use rivus_testkit::services::External;
 use serde_json::Value;
 
 const READ: &str = r##"
@@ -28,24 +27,7 @@ async fn avro_files_on_s3_read_by_fastavro_equal_what_was_written() {
     let Some(b) = Bucket::new("avro-s3") else {
         return;
     };
-    let Some(py) = External::new(
-        "Python with fastavro",
-        "RIVUS_PYTHON",
-        "/nonexistent/python",
-    )
-    .how_to_start("eval \"$(dev/python)\"")
-    .probe(|p| {
-        let ok = std::process::Command::new(p)
-            .args(["-c", "import fastavro"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            Ok(())
-        } else {
-            Err("fastavro does not import".into())
-        }
-    })
-    .require() else {
+    let Some(py) = rivus_testkit::services::python_with("fastavro") else {
         return;
     };
     let n = 10_000;

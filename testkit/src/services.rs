@@ -182,6 +182,28 @@ pub fn s3_credentials() -> (String, String, String) {
     )
 }
 
+/// The Python of `dev/python` (`RIVUS_PYTHON`) when it imports every module of `modules`
+/// (`"pyarrow.parquet, fastavro"`): the independent readers and clients of the interop tests.
+/// Fails the test saying how to get it (or skips, when skipping was asked for).
+pub fn python_with(modules: &str) -> Option<String> {
+    let name = format!("Python with {modules}");
+    let python = External::new(&name, "RIVUS_PYTHON", "/nonexistent/python")
+        .how_to_start("eval \"$(dev/python)\"")
+        .probe(|p| {
+            let ok = std::process::Command::new(p)
+                .args(["-c", &format!("import {modules}")])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("{modules} does not import"))
+            }
+        })
+        .require();
+    python
+}
+
 /// Multipart uploads in progress under `prefix` of the dev bucket, as the store's S3 API lists
 /// them (`GET /bucket?prefix=…&uploads=`, signed by curl): what a crashed writer left open.
 pub fn s3_open_uploads(endpoint: &str, prefix: &str) -> usize {

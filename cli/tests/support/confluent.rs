@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
-use rivus_testkit::services::{unique_name, External};
+use rivus_testkit::services::unique_name;
 use serde_json::{json, Value};
 
 use super::topics::read;
@@ -19,24 +19,7 @@ pub fn here() -> PathBuf {
 
 /// The Python with Confluent's client (`dev/python`), or a failure saying how to get it.
 pub fn python() -> Option<String> {
-    External::new(
-        "Python with confluent-kafka",
-        "RIVUS_PYTHON",
-        "/nonexistent/python",
-    )
-    .how_to_start("eval \"$(dev/python)\"")
-    .probe(|p| {
-        let ok = Command::new(p)
-            .args(["-c", "import confluent_kafka.schema_registry.avro"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            Ok(())
-        } else {
-            Err("confluent_kafka does not import".into())
-        }
-    })
-    .require()
+    rivus_testkit::services::python_with("confluent_kafka.schema_registry.avro")
 }
 
 /// Runs the Python helper; its stdout. It is killed after two minutes (a hung client fails

@@ -211,15 +211,7 @@ pub fn job(
     interval: Duration,
     pace: Duration,
 ) -> Job {
-    let store = store.clone();
-    Pipeline::new(name)
-        .checkpointing(CheckpointConfig::new(interval, Arc::new(backend.clone())))
-        .batch_size(100)
-        .source("cdc", 1, move |_| source.clone())
-        .sink("txn", 1, move |i| {
-            TransactionalSink::new(store.clone(), i).pace(pace)
-        })
-        .unwrap()
+    job_with(name, source, (1, 1), backend, store, interval, pace)
 }
 
 /// Like `job`, with `readers` source subtasks and the changes keyed by id to two sink
@@ -233,13 +225,33 @@ pub fn job_wide(
     interval: Duration,
     pace: Duration,
 ) -> Job {
+    job_with(name, source, (readers, 2), backend, store, interval, pace)
+}
+
+/// `source` with `subtasks.0` subtasks into `subtasks.1` exactly-once sinks (keyed by id
+/// when more than one).
+fn job_with(
+    name: &str,
+    source: PostgresCdcSource,
+    subtasks: (usize, usize),
+    backend: &MemoryStateBackend,
+    store: &TxnStore<Value>,
+    interval: Duration,
+    pace: Duration,
+) -> Job {
     let store = store.clone();
-    Pipeline::new(name)
+    let (readers, sinks) = subtasks;
+    let stream = Pipeline::new(name)
         .checkpointing(CheckpointConfig::new(interval, Arc::new(backend.clone())))
         .batch_size(100)
-        .source("cdc", readers, move |_| source.clone())
-        .key_by(|v: &Value| v["id"].as_i64(), 2)
-        .sink("txn", 2, move |i| {
+        .source("cdc", readers, move |_| source.clone());
+    let stream = if sinks > 1 {
+        stream.key_by(|v: &Value| v["id"].as_i64(), sinks)
+    } else {
+        stream
+    };
+    stream
+        .sink("txn", sinks, move |i| {
             TransactionalSink::new(store.clone(), i).pace(pace)
         })
         .unwrap()

@@ -16,7 +16,7 @@ use object_store::path::Path as Key;
 use object_store::ObjectStore;
 use rivus_connector_files::{FilesSink, S3Options};
 use rivus_core::prelude::*;
-use rivus_testkit::services::{require, s3_credentials, unique_name, External, Service};
+use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
@@ -115,20 +115,7 @@ impl Bucket {
 
 /// Python with pyarrow (`dev/python`), or a failure saying how to get it.
 pub fn python() -> Option<String> {
-    External::new("Python with pyarrow", "RIVUS_PYTHON", "/nonexistent/python")
-        .how_to_start("eval \"$(dev/python)\"")
-        .probe(|p| {
-            let ok = Command::new(p)
-                .args(["-c", "import pyarrow.parquet"])
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                Ok(())
-            } else {
-                Err("pyarrow does not import".into())
-            }
-        })
-        .require()
+    rivus_testkit::services::python_with("pyarrow.parquet")
 }
 
 const READ: &str = r##"
