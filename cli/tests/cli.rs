@@ -103,7 +103,7 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
         ),
         (
             "name = \"t\"\n[source]\ntype = \"mongo\"\n[sink]\ntype = \"stdout\"\n",
-            "source.type: unknown variant `mongo`, expected one of `dead-letters`, `generator`, `jdbc`, `kafka`",
+            "source.type: unknown variant `mongo`, expected one of `dead-letters`, `files`, `generator`, `jdbc`, `kafka`",
         ),
         (
             "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"h:1\"\ntopics = [\"a\"]\nformat = \"avro\"\n[sink]\ntype = \"stdout\"\n",

@@ -29,8 +29,12 @@ pub struct FilesSection {
     /// Parquet: `zstd` (default), `snappy`, `gzip`, `none`; Avro: `zstd` (default),
     /// `deflate`, `none`; JSON lines and CSV: `none` (default), `gzip`, `zstd`.
     pub compression: Option<String>,
-    /// Parquet and CSV columns: `[{ name, type, nullable }]` (default: inferred).
+    /// Parquet, Avro and CSV columns: `[{ name, type, nullable }]` (default: inferred).
     pub schema: Option<Vec<ColumnOption>>,
+    /// The columns of this subject's latest Avro schema in `registry` instead.
+    pub schema_subject: Option<String>,
+    /// The schema registry of `schema_subject`: `{ url, username, password, token, ca_file }`.
+    pub registry: Option<rivus_formats::RegistryConfig>,
     /// Partition directories, e.g. `dt={event_time:%Y-%m-%d}/`.
     #[serde(default)]
     pub path: String,
@@ -173,6 +177,30 @@ impl FilesSection {
             }
             b = b.schema(columns);
         }
+        match (&self.schema_subject, &self.registry, &self.schema) {
+            (Some(_), _, Some(_)) => {
+                return Err(Error::config(
+                    format!("{path}.schema_subject"),
+                    "either `schema` or `schema_subject`, not both",
+                ))
+            }
+            (Some(subject), Some(registry), None) => {
+                b = b.schema_from_registry(registry.clone(), subject.clone());
+            }
+            (Some(_), None, None) => {
+                return Err(Error::config(
+                    format!("{path}.registry"),
+                    "`schema_subject` needs `registry = { url = \"...\" }`",
+                ))
+            }
+            (None, Some(_), _) => {
+                return Err(Error::config(
+                    format!("{path}.schema_subject"),
+                    "`registry` is for `schema_subject`: name the subject",
+                ))
+            }
+            (None, None, _) => {}
+        }
         if let Some(n) = self.target_file_size {
             b = b.target_file_size(n);
         }
@@ -215,6 +243,12 @@ impl SinkSection for FilesSection {
                 "zstd (parquet), none",
             ),
             OptionDoc::optional("schema", "[{ name, type, nullable }]", "inferred"),
+            OptionDoc::optional("schema_subject", "string", "none"),
+            OptionDoc::optional(
+                "registry",
+                "{ url, username, password, token, ca_file }",
+                "none",
+            ),
             OptionDoc::optional("path", "template", "none"),
             OptionDoc::optional("target_file_size", "bytes", "134217728"),
             OptionDoc::optional("rollover", "duration", "15m"),

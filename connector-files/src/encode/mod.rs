@@ -5,6 +5,7 @@
 //! holds it.
 
 mod avro;
+mod avro_columns;
 mod compress;
 mod lines;
 mod parquet;
@@ -19,6 +20,7 @@ pub use compress::Compression;
 pub use parquet::ParquetCompression;
 pub use schema::{Column, ColumnType, SchemaSource};
 
+pub(crate) use avro_columns::columns as avro_columns;
 pub(crate) use schema::Schema;
 
 /// A file format.

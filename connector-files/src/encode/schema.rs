@@ -83,13 +83,21 @@ pub struct Column {
 }
 
 /// Where the columns come from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub enum SchemaSource {
     /// From the first records (see the module docs).
     #[default]
     Infer,
     /// As declared.
     Declared(Vec<Column>),
+    /// From the latest Avro schema of `subject` in a schema registry, fetched when the sink
+    /// opens (see `avro_columns.rs` for the mapping).
+    Registry {
+        /// The registry.
+        config: rivus_formats::RegistryConfig,
+        /// The subject (`orders-value`).
+        subject: String,
+    },
 }
 
 /// The columns and their Arrow schema.

@@ -63,6 +63,20 @@ impl FilesSinkBuilder {
         self
     }
 
+    /// The columns of the latest Avro schema of `subject` in the registry (fetched when the
+    /// sink opens; a schema that is not an Avro record is refused then).
+    pub fn schema_from_registry(
+        mut self,
+        config: rivus_formats::RegistryConfig,
+        subject: impl Into<String>,
+    ) -> Self {
+        self.schema = SchemaSource::Registry {
+            config,
+            subject: subject.into(),
+        };
+        self
+    }
+
     /// The partition directory template (default none: files at the top), e.g.
     /// `dt={event_time:%Y-%m-%d}/` (see [`PathTemplate`]).
     pub fn path(mut self, template: impl Into<String>) -> Self {
@@ -135,6 +149,15 @@ impl FilesSinkBuilder {
                 "max_open_files"
             };
             return Err(Error::config(format!("{p}.{field}"), "must be above 0"));
+        }
+        if let SchemaSource::Registry { config, subject } = &self.schema {
+            if subject.is_empty() {
+                return Err(Error::config(
+                    format!("{p}.schema_subject"),
+                    "an empty subject",
+                ));
+            }
+            rivus_formats::Registry::new(config, &format!("{p}.registry"))?;
         }
         if let SchemaSource::Declared(cols) = &self.schema {
             if cols.is_empty() {

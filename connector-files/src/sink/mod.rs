@@ -277,11 +277,44 @@ impl RichFunction for FilesSink {
                 );
             }
         }
-        if let SchemaSource::Declared(cols) = &self.s.schema {
-            self.schema = Some(Schema::new(cols.clone()));
+        match &self.s.schema {
+            SchemaSource::Declared(cols) => self.schema = Some(Schema::new(cols.clone())),
+            SchemaSource::Registry { config, subject } => {
+                self.schema = Some(Schema::new(registry_columns(config, subject).await?));
+            }
+            SchemaSource::Infer => {}
         }
         Ok(())
     }
+}
+
+/// The columns of the latest Avro schema of `subject`.
+async fn registry_columns(
+    config: &rivus_formats::RegistryConfig,
+    subject: &str,
+) -> Result<Vec<crate::encode::Column>> {
+    let field = "sink.files.schema_subject";
+    let registry = rivus_formats::Registry::new(config, "sink.files.registry")?;
+    let got = registry.latest(subject).await.map_err(|e| e.into_error())?;
+    if got.schema_type != rivus_formats::registry::SchemaType::Avro {
+        return Err(Error::refused(
+            field,
+            format!(
+                "subject `{subject}` holds a {:?} schema; the columns come from an Avro record",
+                got.schema_type
+            ),
+        ));
+    }
+    if !got.references.is_empty() {
+        return Err(Error::refused(
+            field,
+            format!("subject `{subject}`'s schema references others; declare the columns instead"),
+        ));
+    }
+    let avro = apache_avro::Schema::parse_str(&got.text)
+        .map_err(|e| Error::refused(field, format!("subject `{subject}`: {e}")))?;
+    crate::encode::avro_columns(&avro)
+        .map_err(|e| Error::refused(field, format!("subject `{subject}`: {e}")))
 }
 
 #[async_trait]
