@@ -63,7 +63,7 @@ pub(crate) struct Settings {
 /// spares it.
 struct Attempt(String);
 
-/// Writes records into files (see the [module docs](self) and the crate's README).
+/// Writes records into files, exactly once (see the crate's README: the commit protocol).
 pub struct FilesSink {
     s: Arc<Settings>,
     staging: Option<Staging>,

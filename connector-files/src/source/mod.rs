@@ -44,7 +44,7 @@ struct Settings {
     policy: ErrorPolicy,
 }
 
-/// Reads the files under a location (see the [module docs](self)).
+/// Reads the files under a location, exactly once (see the crate's README).
 #[derive(Debug, Clone)]
 pub struct FilesSource {
     s: Arc<Settings>,
