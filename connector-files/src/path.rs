@@ -51,7 +51,8 @@ impl PathTemplate {
                 ));
             }
             if let Some(f) = &format {
-                check_format(f).map_err(|e| Error::config(path, format!("`{template}`: {e}")))?;
+                calendar::check_format(f)
+                    .map_err(|e| Error::config(path, format!("`{template}`: {e}")))?;
             } else if name == "event_time" || name == "processing_time" {
                 return Err(Error::config(
                     path,
@@ -117,14 +118,14 @@ impl PathTemplate {
                     let text = match (name.as_str(), format) {
                         ("event_time", Some(f)) => {
                             let t = event_time.ok_or("the record has no event time")?;
-                            strftime(f, t)
+                            calendar::format(t, f)
                         }
-                        ("processing_time", Some(f)) => strftime(f, calendar::now_ms()),
+                        ("processing_time", Some(f)) => calendar::format(calendar::now_ms(), f),
                         (_, f) => {
                             let v = field(record, name)
                                 .ok_or_else(|| format!("field `{name}` is missing or null"))?;
                             match f {
-                                Some(f) => strftime(f, ms(v)?),
+                                Some(f) => calendar::format(ms(v)?, f),
                                 None => match v {
                                     Value::String(s) => s.clone(),
                                     Value::Number(_) | Value::Bool(_) => v.to_string(),
@@ -156,49 +157,6 @@ fn field<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
         v = v.get(part)?;
     }
     (!v.is_null()).then_some(v)
-}
-
-fn check_format(f: &str) -> std::result::Result<(), String> {
-    let mut chars = f.chars();
-    while let Some(c) = chars.next() {
-        if c == '%' {
-            match chars.next() {
-                Some('Y' | 'm' | 'd' | 'H' | 'M' | 'S' | '%') => {}
-                other => {
-                    return Err(format!(
-                        "`%{}` is not a known format (%Y %m %d %H %M %S)",
-                        other.map(String::from).unwrap_or_default()
-                    ))
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `f` for the UTC time `ms`.
-fn strftime(f: &str, ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (y, m, d) = calendar::civil_from_days(secs.div_euclid(86_400));
-    let tod = secs.rem_euclid(86_400);
-    let mut out = String::new();
-    let mut chars = f.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('Y') => out.push_str(&format!("{y:04}")),
-            Some('m') => out.push_str(&format!("{m:02}")),
-            Some('d') => out.push_str(&format!("{d:02}")),
-            Some('H') => out.push_str(&format!("{:02}", tod / 3600)),
-            Some('M') => out.push_str(&format!("{:02}", tod / 60 % 60)),
-            Some('S') => out.push_str(&format!("{:02}", tod % 60)),
-            _ => out.push('%'),
-        }
-    }
-    out
 }
 
 /// A file's name: `part-<attempt>-<job tag>-<subtask>-<sequence>.<ext>` — unique per job,

@@ -36,6 +36,51 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The UTC time `ms` (milliseconds since the epoch) as `pattern` says: `%Y %m %d %H %M %S`
+/// (`%%` a percent sign), the rest as it is — `format(ms, "%Y%m%dT%H%M%SZ")`.
+pub fn format(ms: i64, pattern: &str) -> String {
+    let secs = ms.div_euclid(1000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let tod = secs.rem_euclid(86_400);
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&format!("{y:04}")),
+            Some('m') => out.push_str(&format!("{m:02}")),
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('H') => out.push_str(&format!("{:02}", tod / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", tod / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", tod % 60)),
+            _ => out.push('%'),
+        }
+    }
+    out
+}
+
+/// Whether `pattern` uses only the fields [`format`] knows; the unknown one otherwise.
+pub fn check_format(pattern: &str) -> Result<(), String> {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('Y' | 'm' | 'd' | 'H' | 'M' | 'S' | '%') => {}
+                other => {
+                    return Err(format!(
+                        "`%{}` is not a known format (%Y %m %d %H %M %S)",
+                        other.map(String::from).unwrap_or_default()
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `YYYY-MM-DD`.
 pub fn date(days: i64) -> String {
     let (y, m, d) = civil_from_days(days);
@@ -131,6 +176,16 @@ pub fn parse_instant(s: &str, per_second: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_format_by_pattern() {
+        // 2024-03-01T10:05:07.250Z
+        let ms = 1_709_287_507_250;
+        assert_eq!(format(ms, "%Y%m%dT%H%M%SZ"), "20240301T100507Z");
+        assert_eq!(format(ms, "dt=%Y-%m-%d/%%"), "dt=2024-03-01/%");
+        assert!(check_format("%Y-%m").is_ok());
+        assert!(check_format("%q").unwrap_err().contains("%q"));
+    }
 
     #[test]
     fn dates_round_trip_across_eras() {

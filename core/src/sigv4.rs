@@ -147,15 +147,7 @@ pub fn sign(
 
 /// Now as SigV4 writes it: `YYYYMMDDTHHMMSSZ`.
 pub fn amz_date_now() -> String {
-    let secs = crate::calendar::now_ms().div_euclid(1000);
-    let (y, m, d) = crate::calendar::civil_from_days(secs.div_euclid(86_400));
-    let tod = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        tod / 3600,
-        tod / 60 % 60,
-        tod % 60
-    )
+    crate::calendar::format(crate::calendar::now_ms(), "%Y%m%dT%H%M%SZ")
 }
 
 #[cfg(test)]
