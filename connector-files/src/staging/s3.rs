@@ -1,5 +1,6 @@
 //! Files as S3 multipart uploads. Beside the data, under `<prefix>/_rivus/<job>/tails/`, the
-//! sink keeps the pieces of tails of the checkpoints (`<id>-<checkpoint>`). A restore lists the uploads in
+//! sink keeps the pieces of tails of the checkpoints (`<id>/<checkpoint>`: a file's own pieces
+//! are listed by its id alone). A restore lists the uploads in
 //! progress under the prefix (`uploads.rs`) and aborts this job's that no checkpoint refers to:
 //! a file's name carries its attempt and a hash of the job's name.
 
@@ -138,7 +139,7 @@ impl S3Staging {
         if tail.is_empty() {
             return Ok(());
         }
-        let key = format!("{}/tails/{}-{checkpoint:020}", self.own, up.rec.id);
+        let key = format!("{}/tails/{}/{checkpoint:020}", self.own, up.rec.id);
         self.client
             .put(&Path::from(key.as_str()), PutPayload::from(tail.to_vec()))
             .await
@@ -221,8 +222,9 @@ impl S3Staging {
         Ok(())
     }
 
+    /// Drops the tail pieces of `rec`'s file (its own prefix: no listing of other files').
     pub(crate) async fn forget(&self, rec: &Recoverable) {
-        let prefix = Path::from(format!("{}/tails", self.own));
+        let prefix = Path::from(format!("{}/tails/{}", self.own, rec.id));
         let Ok(tails) = self
             .client
             .list(Some(&prefix))
@@ -232,10 +234,7 @@ impl S3Staging {
             return;
         };
         for t in tails {
-            let name = t.location.filename().unwrap_or_default();
-            if name.starts_with(&format!("{}-", rec.id)) {
-                let _ = self.client.delete(&t.location).await;
-            }
+            let _ = self.client.delete(&t.location).await;
         }
     }
 
@@ -270,9 +269,14 @@ impl S3Staging {
             .await
             .map_err(|e| io(format!("files: listing {}/_rivus", self.url), e))?;
         for t in tails {
-            let name = t.location.filename().unwrap_or_default();
-            let id = name.rsplit_once('-').map_or(name, |(id, _)| id);
-            if !keep.contains(id) && !id.starts_with(&format!("{attempt}-")) {
+            // `…/tails/<id>/<checkpoint>`
+            let mut parts = t.location.parts().collect::<Vec<_>>();
+            parts.pop();
+            let id = parts
+                .last()
+                .map(|p| p.as_ref().to_owned())
+                .unwrap_or_default();
+            if !keep.contains(&id) && !id.starts_with(&format!("{attempt}-")) {
                 let _ = self.client.delete(&t.location).await;
             }
         }
