@@ -74,6 +74,8 @@ pub(crate) struct ParquetEncoder {
     writer: Option<Mutex<ArrowWriter<Shared>>>,
     out: Shared,
     schema: Schema,
+    /// The Parquet schema, for the footers of checkpoints.
+    descr: Arc<parquet::schema::types::SchemaDescriptor>,
     row_group_bytes: usize,
     rows: i64,
 }
@@ -99,10 +101,14 @@ impl ParquetEncoder {
         let out = Shared::default();
         let writer =
             ArrowWriter::try_new(out.clone(), schema.arrow.clone(), Some(props)).map_err(bad)?;
+        let descr = ArrowSchemaConverter::new()
+            .convert(&schema.arrow)
+            .map_err(bad)?;
         Ok(ParquetEncoder {
             writer: Some(Mutex::new(writer)),
             out,
             schema: schema.clone(),
+            descr: Arc::new(descr),
             row_group_bytes,
             rows: 0,
         })
@@ -143,9 +149,6 @@ impl ParquetEncoder {
         self.writer().flush().map_err(bad)?;
         // The writer buffers its output: every byte the footer points at must be out.
         self.writer().sync().map_err(bad)?;
-        let descr = ArrowSchemaConverter::new()
-            .convert(&self.schema.arrow)
-            .map_err(bad)?;
         let groups = self.writer().flushed_row_groups().to_vec();
         let meta = ParquetMetaData::new(
             FileMetaData::new(
@@ -156,7 +159,7 @@ impl ParquetEncoder {
                     env!("CARGO_PKG_VERSION")
                 )),
                 None,
-                Arc::new(descr),
+                Arc::clone(&self.descr),
                 None,
             ),
             groups,
