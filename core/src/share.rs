@@ -68,11 +68,30 @@ impl Share {
     pub fn nth(&self, n: usize) -> usize {
         n * self.parallelism + self.subtask
     }
+
+    /// Whether this subtask owns the split named `name`, for splits known by name rather than
+    /// by place in a list (files under a prefix, which grows): by a hash of the name that is
+    /// the same in every build and process (CRC-32), modulo the parallelism.
+    pub fn owns_name(&self, name: &str) -> bool {
+        self.owns(crc32fast::hash(name.as_bytes()) as usize)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_name_has_exactly_one_owner_and_keeps_it() {
+        for p in 1..5 {
+            for name in ["a.parquet", "dt=2024-03-01/part-1.jsonl", ""] {
+                let owners = (0..p).filter(|&i| Share::new(i, p).owns_name(name)).count();
+                assert_eq!(owners, 1, "{name} at {p}");
+            }
+        }
+        // Stable: the same owner in every process (a hash that does not change between builds).
+        assert!(Share::new(crc32fast::hash(b"x") as usize % 3, 3).owns_name("x"));
+    }
 
     #[test]
     fn every_split_has_exactly_one_owner() {

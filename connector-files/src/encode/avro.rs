@@ -119,9 +119,9 @@ impl AvroEncoder {
         let avro = apache_avro::Schema::parse_str(&text).map_err(bad)?;
         // A sync marker per file, from its name and the time.
         let mut sync = [0u8; 16];
-        let a = crate::staging::fnv32(seed).to_le_bytes();
+        let a = crc32fast::hash(seed.as_bytes()).to_le_bytes();
         let b = (rivus_core::calendar::now_ms() as u64).to_le_bytes();
-        let c = crate::staging::fnv32(&format!("{seed}/sync")).to_le_bytes();
+        let c = crc32fast::hash(format!("{seed}/sync").as_bytes()).to_le_bytes();
         sync[..4].copy_from_slice(&a);
         sync[4..12].copy_from_slice(&b);
         sync[12..].copy_from_slice(&c);

@@ -1,5 +1,5 @@
 //! [`FilesSource`]: the records of the files under a location — listed once (bounded) or again
-//! every `discover` interval (continuous), each file read by the subtask its key hashes to.
+//! every `discover` interval (continuous), each file read by the subtask that owns its key (`Share::owns_name`).
 //! The state holds the files read to their end and, for a file being read, how many of its
 //! records were emitted: a restore (at any parallelism) skips what the checkpoint holds —
 //! exactly once.
@@ -49,8 +49,7 @@ struct Settings {
 pub struct FilesSource {
     s: Arc<Settings>,
     files: Option<Files>,
-    subtask: usize,
-    parallelism: usize,
+    share: rivus_core::Share,
     errors: Option<ErrorHandler>,
 }
 
@@ -119,8 +118,7 @@ impl FilesSourceBuilder {
         Ok(FilesSource {
             s: Arc::new(self.s),
             files: None,
-            subtask: 0,
-            parallelism: 1,
+            share: rivus_core::Share::whole(),
             errors: None,
         })
     }
@@ -143,8 +141,7 @@ impl FilesSource {
 
     /// Whether this subtask reads `key`.
     fn owns(&self, key: &str) -> bool {
-        let h = crate::staging::fnv32(key);
-        (h as usize) % self.parallelism == self.subtask
+        self.share.owns_name(key)
     }
 
     /// Reads `key` from after the records the state holds; `Ok(false)`: stop.
@@ -200,8 +197,7 @@ impl FilesSource {
 impl RichFunction for FilesSource {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         ctx.refuse_worker_mode("source.files", "the file source (files split by key)")?;
-        self.subtask = ctx.subtask_index();
-        self.parallelism = ctx.parallelism().max(1);
+        self.share = ctx.share();
         self.errors = Some(
             ErrorHandler::new(self.s.policy.clone(), self.s.location.url()).connector("files"),
         );

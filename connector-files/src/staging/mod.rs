@@ -26,20 +26,10 @@ use rivus_core::Result;
 pub(crate) use local::LocalStaging;
 pub(crate) use s3::S3Staging;
 
-/// The hash of a job's name that its files' names carry (FNV-1a, 8 hex digits: stable
+/// The hash of a job's name that its files' names carry (CRC-32, 8 hex digits: stable
 /// across builds).
 pub(crate) fn job_tag(job: &str) -> String {
-    format!("{:08x}", fnv32(job))
-}
-
-/// FNV-1a of `s`: a hash that does not change between builds.
-pub(crate) fn fnv32(s: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in s.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
+    format!("{:08x}", crc32fast::hash(job.as_bytes()))
 }
 
 /// The id of the file named `name` (`part-<attempt>-<tag>-<subtask>-<seq>.<ext>`) when it is a
