@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use rivus_connector_files::{AvroCodec, FileFormat, FilesSink};
+use rivus_connector_files::{AvroCodec, FileFormat};
 use rivus_core::prelude::*;
 use serde_json::Value;
 
@@ -31,16 +31,10 @@ async fn avro_files_on_s3_read_by_fastavro_equal_what_was_written() {
         return;
     };
     let n = 10_000;
-    let (url, opts) = (b.url(), b.options());
-    let sink = move || {
-        FilesSink::builder(&url)
-            .s3(opts.clone())
-            .format(FileFormat::Avro(AvroCodec::Deflate))
-            .schema(columns())
+    let sink = sink_into(&b, |s| {
+        s.format(FileFormat::Avro(AvroCodec::Deflate))
             .target_file_size(16 * 1024)
-            .build()
-            .unwrap()
-    };
+    });
     job(
         &b.prefix,
         n,

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use rivus_connector_files::{
-    Compression, FileFormat, FilesSink, FilesSinkBuilder, ParquetCompression,
-};
+use rivus_connector_files::{Compression, FileFormat, FilesSinkBuilder, ParquetCompression};
 use rivus_core::prelude::*;
 use rivus_testkit::wait;
 
@@ -48,18 +46,7 @@ async fn through_cancels(
     path: &'static str,
     sized: impl Fn(FilesSinkBuilder) -> FilesSinkBuilder + Send + Sync + Copy + 'static,
 ) -> Vec<std::path::PathBuf> {
-    let (url, opts) = (b.url(), b.options());
-    let sink = move || {
-        sized(
-            FilesSink::builder(&url)
-                .s3(opts.clone())
-                .format(format.clone())
-                .schema(columns())
-                .path(path),
-        )
-        .build()
-        .unwrap()
-    };
+    let sink = sink_into(b, move |s| sized(s.format(format.clone()).path(path)));
     let backend = MemoryStateBackend::new();
     let ms = Duration::from_millis;
     for at in cancels {

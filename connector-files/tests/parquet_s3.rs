@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use rivus_connector_files::{FileFormat, FilesSink, ParquetCompression};
+use rivus_connector_files::{FileFormat, ParquetCompression};
 use rivus_core::prelude::*;
 use serde_json::{json, Value};
 
@@ -18,18 +18,12 @@ async fn parquet_files_on_s3_read_by_pyarrow_equal_what_was_written() {
         return;
     };
     let n = 30_000;
-    let (url, opts) = (b.url(), b.options());
-    let sink = move || {
-        FilesSink::builder(&url)
-            .s3(opts.clone())
-            .format(FileFormat::Parquet(ParquetCompression::Zstd))
-            .schema(columns())
+    let sink = sink_into(&b, |s| {
+        s.format(FileFormat::Parquet(ParquetCompression::Zstd))
             .path("kind={kind}/")
             .target_file_size(48 * 1024)
             .row_group_bytes(16 * 1024)
-            .build()
-            .unwrap()
-    };
+    });
     let emitted = Arc::default();
     let backend = MemoryStateBackend::new();
     let j = job(

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use rivus_connector_files::{
-    Compression, FileFormat, FilesSink, FilesSource, ParquetCompression, ReadFormat,
-};
+use rivus_connector_files::{Compression, FileFormat, FilesSource, ParquetCompression, ReadFormat};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_testkit::suite::{SourceExternal, SourceSuite};
@@ -25,18 +23,12 @@ async fn round_trip(format: FileFormat, read: ReadFormat) {
         return;
     };
     let n = 20_000;
-    let (url, opts) = (b.url(), b.options());
     let fmt = format.clone();
-    let sink = move || {
-        FilesSink::builder(&url)
-            .s3(opts.clone())
-            .format(fmt.clone())
-            .schema(columns())
+    let sink = sink_into(&b, move |s| {
+        s.format(fmt.clone())
             .path("kind={kind}/")
             .target_file_size(64 * 1024)
-            .build()
-            .unwrap()
-    };
+    });
     job(
         &b.prefix,
         n,

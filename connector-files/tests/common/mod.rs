@@ -14,7 +14,7 @@ use futures::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
 use object_store::ObjectStore;
-use rivus_connector_files::{FilesSink, S3Options};
+use rivus_connector_files::{FilesSink, FilesSinkBuilder, S3Options};
 use rivus_core::prelude::*;
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use rivus_testkit::SequenceSource;
@@ -192,6 +192,19 @@ pub fn columns() -> Vec<rivus_connector_files::Column> {
         nullable: true,
     })
     .collect()
+}
+
+/// Sinks writing `record`'s columns into `b`, as `tune` sets the rest.
+pub fn sink_into(
+    b: &Bucket,
+    tune: impl Fn(FilesSinkBuilder) -> FilesSinkBuilder + Clone + Send + Sync + 'static,
+) -> impl Fn() -> FilesSink + Clone + Send + Sync + 'static {
+    let (url, opts) = (b.url(), b.options());
+    move || {
+        tune(FilesSink::builder(&url).s3(opts.clone()).schema(columns()))
+            .build()
+            .unwrap()
+    }
 }
 
 /// `n` records of `record` (a sequence source, paced when `per_second` is given) into `sink`,
