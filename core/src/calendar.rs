@@ -62,7 +62,7 @@ pub fn format(ms: i64, pattern: &str) -> String {
     out
 }
 
-/// Whether `pattern` uses only the fields [`format`] knows; the unknown one otherwise.
+/// Whether `pattern` uses only the fields [`format()`] knows; the unknown one otherwise.
 pub fn check_format(pattern: &str) -> Result<(), String> {
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
