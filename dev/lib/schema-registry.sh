@@ -9,18 +9,9 @@ REGISTRY_PORT=${RIVUS_REGISTRY_PORT:-8085}
 REGISTRY_MGMT_PORT=${RIVUS_REGISTRY_MGMT_PORT:-9085}
 REGISTRY_VERSION=3.3.3
 
-registry_java() {
-  local j
-  for j in "${RIVUS_JAVA21_HOME:-}" /usr/lib/jvm/temurin-25-jdk-amd64 /usr/lib/jvm/temurin-21-jdk-amd64; do
-    [ -n "$j" ] && [ -x "$j/bin/java" ] && { echo "$j/bin/java"; return 0; }
-  done
-  return 1
-}
-
 schema-registry_install() {
   java_install
-  REGISTRY_JAVA=$(registry_java) \
-    || die "schema-registry: needs Java 21+ (a Temurin JDK in /usr/lib/jvm, or set RIVUS_JAVA21_HOME)"
+  REGISTRY_JAVA=$(java21_home schema-registry)/bin/java || exit 1
   REGISTRY_HOME="$CACHE_DIR/apicurio-registry-$REGISTRY_VERSION"
   if [ ! -f "$REGISTRY_HOME/.complete" ]; then
     say "schema-registry: fetching Apicurio Registry $REGISTRY_VERSION from Maven Central (first run only)"
