@@ -314,25 +314,31 @@ async fn sql_ids(url: &str, table: &str) -> BTreeMap<u64, u32> {
 
 /// Elasticsearch keeps each id once (the id is the document's `_id`): read them back.
 async fn es_ids(index: &str) -> BTreeMap<u64, u32> {
-    use elasticsearch::http::transport::Transport;
-    use elasticsearch::indices::IndicesRefreshParts;
-    use elasticsearch::{Elasticsearch, SearchParts};
-    let es = Elasticsearch::new(Transport::single_node(&Service::Elasticsearch.url()).unwrap());
-    es.indices()
-        .refresh(IndicesRefreshParts::Index(&[index]))
-        .send()
+    use reqwest::Method;
+    let config = rivus_connector_es::EsConfig::new(Service::Elasticsearch.url());
+    let es = rivus_connector_es::EsClient::connect(&config, "soak")
         .await
         .unwrap();
+    es.json_ok(
+        "refresh",
+        Method::POST,
+        &format!("/{index}/_refresh"),
+        &[],
+        None,
+    )
+    .await
+    .unwrap();
     let mut ids = BTreeMap::new();
     let mut body = serde_json::json!({"size": 10000, "_source": false, "sort": [{"id": "asc"}]});
     loop {
-        let r: serde_json::Value = es
-            .search(SearchParts::Index(&[index]))
-            .body(body.clone())
-            .send()
-            .await
-            .unwrap()
-            .json()
+        let r = es
+            .json_ok(
+                "search",
+                Method::POST,
+                &format!("/{index}/_search"),
+                &[],
+                Some(&body),
+            )
             .await
             .unwrap();
         let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();

@@ -571,7 +571,7 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     .await
     .unwrap();
     let want = table_rows(&pg, &name).await;
-    let http = reqwest_like(&es);
+    let http = reqwest_like(&es).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let got = http.docs(&name).await;
@@ -590,34 +590,34 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     stop(job, dir.path(), "run");
 }
 
-/// Reads an index whole through the official client.
-struct Index(elasticsearch::Elasticsearch);
+/// Reads an index whole over plain HTTP.
+struct Index(rivus_connector_es::EsClient);
 
-fn reqwest_like(url: &str) -> Index {
-    Index(elasticsearch::Elasticsearch::new(
-        elasticsearch::http::transport::Transport::single_node(url).unwrap(),
-    ))
+async fn reqwest_like(url: &str) -> Index {
+    let config = rivus_connector_es::EsConfig::new(url);
+    Index(
+        rivus_connector_es::EsClient::connect(&config, "test")
+            .await
+            .unwrap(),
+    )
 }
 
 impl Index {
     /// Every document of `index` as the table's rows (after a refresh); empty when missing.
     async fn docs(&self, index: &str) -> BTreeMap<String, (String, String)> {
+        use reqwest::Method;
         let _ = self
             .0
-            .indices()
-            .refresh(elasticsearch::indices::IndicesRefreshParts::Index(&[index]))
-            .send()
+            .json(Method::POST, &format!("/{index}/_refresh"), &[], None)
             .await;
-        let Ok(r) = self
+        let body = serde_json::json!({"size": 10000, "query": {"match_all": {}}});
+        let Ok((200, v)) = self
             .0
-            .search(elasticsearch::SearchParts::Index(&[index]))
-            .body(serde_json::json!({"size": 10000, "query": {"match_all": {}}}))
-            .send()
+            .json(Method::POST, &format!("/{index}/_search"), &[], Some(&body))
             .await
         else {
             return BTreeMap::new();
         };
-        let v: Value = r.json().await.unwrap_or_default();
         v["hits"]["hits"]
             .as_array()
             .map(|hits| {

@@ -130,34 +130,23 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
         out.contains(&format!("written     {kept} records")),
         "{out}"
     );
-    let client = elasticsearch::Elasticsearch::new(
-        elasticsearch::http::transport::Transport::single_node(&es).unwrap(),
-    );
-    client
-        .indices()
-        .refresh(elasticsearch::indices::IndicesRefreshParts::Index(&[
-            &unique,
-        ]))
-        .send()
-        .await
-        .unwrap();
-    let count: serde_json::Value = client
-        .count(elasticsearch::CountParts::Index(&[&unique]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let client =
+        rivus_connector_es::EsClient::connect(&rivus_connector_es::EsConfig::new(&es), "test")
+            .await
+            .unwrap();
+    let call = |method: reqwest::Method, path: String| {
+        let client = client.clone();
+        async move {
+            client
+                .json_ok("test", method, &path, &[], None)
+                .await
+                .unwrap()
+        }
+    };
+    call(reqwest::Method::POST, format!("/{unique}/_refresh")).await;
+    let count = call(reqwest::Method::GET, format!("/{unique}/_count")).await;
     assert_eq!(count["count"], kept as u64, "{count}");
-    let doc: serde_json::Value = client
-        .get(elasticsearch::GetParts::IndexId(&unique, "7"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = call(reqwest::Method::GET, format!("/{unique}/_doc/7")).await;
     assert_eq!(doc["_source"]["customer"], "user-7", "{doc}");
 }
 

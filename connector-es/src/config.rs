@@ -1,53 +1,15 @@
-//! Where the cluster is and how to reach it: hosts, authentication, TLS and timeouts. Secrets
-//! never appear in `Debug` output or errors.
+//! Where the cluster is and how to reach it: the node URL, authentication, TLS, timeouts, and
+//! (for endpoints that do not answer `GET /`) which engine it is. Secrets never appear in
+//! `Debug` output or errors.
 
-use std::fmt;
 use std::time::Duration;
 
-use elasticsearch::auth::{ClientCertificate, Credentials};
-use elasticsearch::cert::{Certificate, CertificateValidation};
-use elasticsearch::http::transport::{SingleNodeConnectionPool, TransportBuilder};
-use elasticsearch::http::Url;
-use elasticsearch::Elasticsearch;
+use reqwest::Url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 
-/// How to authenticate.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub enum EsAuth {
-    /// No authentication.
-    #[default]
-    None,
-    /// HTTP basic authentication.
-    Basic {
-        /// User name.
-        user: String,
-        /// Password (redacted in `Debug`).
-        password: String,
-    },
-    /// An API key (id and secret).
-    ApiKey {
-        /// Key id.
-        id: String,
-        /// Key secret (redacted in `Debug`).
-        key: String,
-    },
-    /// A bearer token (redacted in `Debug`).
-    Bearer(String),
-}
-
-impl fmt::Debug for EsAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EsAuth::None => f.write_str("None"),
-            EsAuth::Basic { user, .. } => {
-                write!(f, "Basic {{ user: {user:?}, password: <redacted> }}")
-            }
-            EsAuth::ApiKey { id, .. } => write!(f, "ApiKey {{ id: {id:?}, key: <redacted> }}"),
-            EsAuth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
-        }
-    }
-}
+use crate::auth::EsAuth;
+use crate::cluster::Cluster;
 
 /// Connection settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +26,9 @@ pub struct EsConfig {
     pub insecure: bool,
     /// Timeout of one request.
     pub timeout: Duration,
+    /// The engine and version, when `GET /` must not be asked (OpenSearch Serverless does not
+    /// answer it); `None` (the default): learnt from `GET /` at connect.
+    pub cluster: Option<Cluster>,
 }
 
 impl From<&str> for EsConfig {
@@ -96,6 +61,7 @@ impl EsConfig {
             tls: TlsFiles::default(),
             insecure: false,
             timeout: Duration::from_secs(60),
+            cluster: None,
         }
     }
 
@@ -119,6 +85,20 @@ impl EsConfig {
             return Err(Error::config(format!("{path}.timeout"), "must be positive"));
         }
         self.tls.validate(path, &self.url, "https://")?;
+        if let EsAuth::AwsSigV4 {
+            region, service, ..
+        } = &self.auth
+        {
+            if region.trim().is_empty() {
+                return Err(Error::config(format!("{path}.auth.region"), "required"));
+            }
+            if !matches!(service.as_str(), "es" | "aoss") {
+                return Err(Error::config(
+                    format!("{path}.auth.service"),
+                    format!("`{service}`: `es` (OpenSearch Service) or `aoss` (Serverless)"),
+                ));
+            }
+        }
         if self.tls.client_cert.is_some() && self.auth != EsAuth::None {
             return Err(Error::config(
                 format!("{path}.auth"),
@@ -126,41 +106,6 @@ impl EsConfig {
             ));
         }
         Ok(url)
-    }
-
-    /// A client for these settings.
-    pub fn client(&self, path: &str) -> Result<Elasticsearch> {
-        let url = self.validate(path)?;
-        let mut b = TransportBuilder::new(SingleNodeConnectionPool::new(url))
-            .timeout(self.timeout)
-            .disable_proxy();
-        b = match &self.auth {
-            EsAuth::None => match self.tls.read_client(path)? {
-                // reqwest reads the certificate and its key from one PEM text.
-                Some((mut cert, key)) => {
-                    cert.push(b'\n');
-                    cert.extend_from_slice(&key);
-                    b.auth(Credentials::Certificate(ClientCertificate::Pem(cert)))
-                }
-                None => b,
-            },
-            EsAuth::Basic { user, password } => {
-                b.auth(Credentials::Basic(user.clone(), password.clone()))
-            }
-            EsAuth::ApiKey { id, key } => b.auth(Credentials::ApiKey(id.clone(), key.clone())),
-            EsAuth::Bearer(t) => b.auth(Credentials::Bearer(t.clone())),
-        };
-        if self.insecure {
-            b = b.cert_validation(CertificateValidation::None);
-        } else if let Some(pem) = self.tls.read_ca(path)? {
-            let cert = Certificate::from_pem(&pem)
-                .map_err(|e| Error::config(format!("{path}.tls.ca_file"), e))?;
-            b = b.cert_validation(CertificateValidation::Full(cert));
-        }
-        let transport = b
-            .build()
-            .map_err(|e| Error::connector("elasticsearch: building the client", e))?;
-        Ok(Elasticsearch::new(transport))
     }
 }
 

@@ -1,6 +1,6 @@
 //! # rivus-connector-es
 //!
-//! An Elasticsearch (and OpenSearch) sink for rivus, built the way Flink's ElasticsearchSink
+//! An Elasticsearch and OpenSearch sink and source for rivus, built the way Flink's ElasticsearchSink
 //! is: the user's emitter turns each record into requests on a [`RequestIndexer`]; the requests
 //! go to core's [`BulkProcessor`](rivus_core::bulk::BulkProcessor), which sends `_bulk` requests
 //! on a count, size or time trigger with bounded concurrency and retries; item-level results are
@@ -10,10 +10,17 @@
 //! [`EsSource`] reads an index as a bounded stream: point-in-time + `search_after`, sliced
 //! across subtasks, with the last sort values in checkpointed state (exactly-once).
 //!
-//! Layers, Vector-style: [`config`] (hosts, auth, TLS, timeouts → a client), [`request`]
+//! One connector for every flavour: the engine and its version are learnt once at open
+//! ([`cluster`]) and decide the media types and the point-in-time API.
+//!
+//! Layers, Vector-style: [`config`] (hosts, TLS, timeouts), [`auth`] (basic, API key, bearer,
+//! AWS SigV4), [`client`] (HTTP requests with the cluster's media types), [`request`]
 //! (building bulk lines), [`sender`] (sending one bulk and reading its items), [`failure`]
 //! (custom handling of refused items), [`sink`] (the `SinkFunction`).
 
+pub mod auth;
+pub mod client;
+pub mod cluster;
 pub mod config;
 mod error;
 pub mod failure;
@@ -24,7 +31,10 @@ pub mod sender;
 pub mod sink;
 pub mod source;
 
-pub use config::{EsAuth, EsConfig};
+pub use auth::{AwsCredentials, EsAuth};
+pub use client::EsClient;
+pub use cluster::{Cluster, Flavor};
+pub use config::EsConfig;
 pub use failure::{FailureAction, FailureHandler, ItemFailure};
 pub use request::{BulkItem, DocRequest, RequestIndexer};
 pub use sink::{EsSink, EsSinkBuilder};

@@ -1,6 +1,7 @@
-//! The `elasticsearch` section of a pipeline file (feature `pipeline-file`): `[sink] type =
-//! "elasticsearch"`, read by serde (unknown fields refused), turned into the sink with JSON
-//! documents, and checked by a healthcheck that asks the cluster for its version.
+//! The `elasticsearch` and `opensearch` sections of a pipeline file (feature `pipeline-file`):
+//! `[sink] type = "elasticsearch"` or `"opensearch"` (the same options and code: the engine is
+//! learnt at open), read by serde (unknown fields refused), turned into the sink with JSON
+//! documents, and checked by a healthcheck that asks the cluster what it is.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 
-use crate::{EsAuth, EsConfig, EsSink};
+use crate::{AwsCredentials, Cluster, EsAuth, EsClient, EsConfig, EsSink};
 
 /// `[sink] type = "elasticsearch"`: one index, each record a document.
 #[derive(Debug, Clone, Deserialize)]
@@ -39,29 +40,88 @@ pub struct EsSinkSection {
     pub username: Option<String>,
     /// Basic authentication: the password (from `${VAR}`).
     pub password: Option<String>,
+    /// An Elasticsearch API key: `id:key`, or the base64 `encoded` form Elasticsearch returns
+    /// (from `${VAR}`).
+    pub api_key: Option<String>,
+    /// A bearer token (from `${VAR}`).
+    pub bearer_token: Option<String>,
+    /// AWS SigV4 signing (Amazon OpenSearch Service and Serverless).
+    pub aws: Option<AwsSection>,
+    /// The engine, for endpoints that do not answer `GET /`: `opensearch-2.19`,
+    /// `elasticsearch-8.15`... (default: asked at open; OpenSearch Serverless: `opensearch-2.19`).
+    pub engine: Option<String>,
     /// For `https://`: `{ ca_file, client_cert, client_key }` (PEM files).
     #[serde(default)]
     pub tls: TlsFiles,
 }
 
 impl EsSinkSection {
-    /// The client settings this section gives.
-    pub fn config(&self) -> EsConfig {
+    /// The client settings this section gives; errors name fields below `path`.
+    pub fn config(&self, path: &str) -> Result<EsConfig> {
         let mut es = EsConfig::new(&self.url);
         es.tls = self.tls.clone();
+        let mut given = Vec::new();
         if let Some(user) = &self.username {
+            given.push("username");
             es.auth = EsAuth::Basic {
                 user: user.clone(),
                 password: self.password.clone().unwrap_or_default(),
             };
+        } else if self.password.is_some() {
+            return Err(rivus_core::Error::config(
+                format!("{path}.password"),
+                "a password needs `username`",
+            ));
         }
-        es
+        if let Some(key) = &self.api_key {
+            given.push("api_key");
+            es.auth = api_key(key).ok_or_else(|| {
+                rivus_core::Error::config(
+                    format!("{path}.api_key"),
+                    "neither `id:key` nor the base64 encoding of one",
+                )
+            })?;
+        }
+        if let Some(token) = &self.bearer_token {
+            given.push("bearer_token");
+            es.auth = EsAuth::Bearer(token.clone());
+        }
+        if let Some(aws) = &self.aws {
+            given.push("aws");
+            es.auth = aws.auth(&format!("{path}.aws"))?;
+            if aws.service == "aoss" && self.engine.is_none() {
+                es.cluster = Some(Cluster::opensearch(2, 19));
+            }
+        }
+        if given.len() > 1 {
+            return Err(rivus_core::Error::config(
+                format!("{path}.{}", given[1]),
+                format!("one way to authenticate: `{}` is set too", given[0]),
+            ));
+        }
+        if let Some(engine) = &self.engine {
+            es.cluster = Some(parse_engine(engine).ok_or_else(|| {
+                rivus_core::Error::config(
+                    format!("{path}.engine"),
+                    format!("`{engine}`: `opensearch-MAJOR.MINOR` or `elasticsearch-MAJOR.MINOR`"),
+                )
+            })?);
+        }
+        // The names of the section, not of the Rust API, in errors.
+        es.validate(path).map_err(|e| {
+            if let EsAuth::AwsSigV4 { .. } = es.auth {
+                rename(e, &format!("{path}.auth."), &format!("{path}.aws."))
+            } else {
+                e
+            }
+        })?;
+        Ok(es)
     }
 
     /// The sink: each record indexed as it is, with its id from `id_field` when set; errors
     /// name fields below `path`.
     pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<EsSink<Value>> {
-        let mut b = EsSink::builder(self.config())
+        let mut b = EsSink::builder(self.config(path)?)
             .path(path)
             .error_policy(policy);
         if let Some(n) = self.max_actions {
@@ -115,23 +175,12 @@ impl EsSinkSection {
     /// name fields below `path`.
     pub async fn healthcheck(&self, path: &str) -> Health {
         let outcome = async {
-            let mut config = self.config();
+            let mut config = self.config(path).map_err(|e| e.to_string())?;
             config.timeout = Duration::from_secs(5);
-            let client = config.client(path).map_err(|e| e.to_string())?;
-            let r = client
-                .info()
-                .send()
+            let client = EsClient::connect(&config, path)
                 .await
                 .map_err(|e| redact_url(&e.to_string()))?;
-            let status = r.status_code();
-            if !status.is_success() {
-                return Err(format!("HTTP {status} (authentication?)"));
-            }
-            let v: Value = r.json().await.map_err(|e| e.to_string())?;
-            Ok(format!(
-                "version {}",
-                v["version"]["number"].as_str().unwrap_or("?")
-            ))
+            Ok(client.cluster().to_string())
         }
         .await;
         Health::new("elasticsearch", redact_url(&self.url), outcome)
@@ -152,6 +201,18 @@ impl SinkSection for EsSinkSection {
             OptionDoc::optional("max_actions", "integer", "1000"),
             OptionDoc::optional("username", "string", "no authentication"),
             OptionDoc::optional("password", "string (${VAR})", "none"),
+            OptionDoc::optional("api_key", "id:key or encoded (${VAR})", "none"),
+            OptionDoc::optional("bearer_token", "string (${VAR})", "none"),
+            OptionDoc::optional(
+                "aws",
+                "{ region, service = \"es\" | \"aoss\", access_key, secret_key, session_token }",
+                "no signing (keys default to AWS_* variables)",
+            ),
+            OptionDoc::optional(
+                "engine",
+                "opensearch-M.m | elasticsearch-M.m",
+                "asked with GET /",
+            ),
             OptionDoc::optional(
                 "tls",
                 "{ ca_file, client_cert, client_key }",
@@ -166,5 +227,186 @@ impl SinkSection for EsSinkSection {
 
     async fn check(&self, ctx: &SectionContext) -> Health {
         self.healthcheck(&ctx.path).await
+    }
+}
+
+/// `[sink] type = "opensearch"`: the same sink and options as `elasticsearch`, named for the
+/// engine it writes to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(transparent)]
+pub struct OpenSearchSinkSection(pub EsSinkSection);
+
+#[async_trait::async_trait]
+impl SinkSection for OpenSearchSinkSection {
+    const TYPE: &'static str = "opensearch";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "one OpenSearch index, each record a document (bulk requests; same options as elasticsearch)",
+        ..EsSinkSection::CATALOG
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        self.0.build(ctx)
+    }
+
+    async fn check(&self, ctx: &SectionContext) -> Health {
+        let mut h = self.0.check(ctx).await;
+        h.kind = "opensearch";
+        h
+    }
+}
+
+/// `aws = { ... }`: SigV4 signing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AwsSection {
+    /// The region, e.g. `eu-west-1`.
+    pub region: String,
+    /// `es` (OpenSearch Service, the default) or `aoss` (Serverless).
+    #[serde(default = "default_service")]
+    pub service: String,
+    /// Access key id (default `AWS_ACCESS_KEY_ID`).
+    pub access_key: Option<String>,
+    /// Secret access key (default `AWS_SECRET_ACCESS_KEY`; from `${VAR}`).
+    pub secret_key: Option<String>,
+    /// Session token of temporary credentials (default `AWS_SESSION_TOKEN`).
+    pub session_token: Option<String>,
+}
+
+fn default_service() -> String {
+    "es".to_owned()
+}
+
+impl AwsSection {
+    fn auth(&self, path: &str) -> Result<EsAuth> {
+        let credentials = match (&self.access_key, &self.secret_key) {
+            (Some(a), Some(s)) => AwsCredentials {
+                access_key: a.clone(),
+                secret_key: s.clone(),
+                session_token: self.session_token.clone(),
+            },
+            (None, None) => AwsCredentials::from_env().ok_or_else(|| {
+                rivus_core::Error::config(
+                    format!("{path}.access_key"),
+                    "not set, and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                )
+            })?,
+            (Some(_), None) => {
+                return Err(rivus_core::Error::config(
+                    format!("{path}.secret_key"),
+                    "required with access_key",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(rivus_core::Error::config(
+                    format!("{path}.access_key"),
+                    "required with secret_key",
+                ))
+            }
+        };
+        Ok(EsAuth::AwsSigV4 {
+            region: self.region.clone(),
+            service: self.service.clone(),
+            credentials,
+        })
+    }
+}
+
+/// `id:key`, or base64 of it.
+fn api_key(text: &str) -> Option<EsAuth> {
+    use base64::Engine as _;
+    let plain = match text.split_once(':') {
+        Some(_) => text.to_owned(),
+        None => String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(text.trim())
+                .ok()?,
+        )
+        .ok()?,
+    };
+    let (id, key) = plain.split_once(':')?;
+    (!id.is_empty() && !key.is_empty()).then(|| EsAuth::ApiKey {
+        id: id.to_owned(),
+        key: key.to_owned(),
+    })
+}
+
+/// `opensearch-2.19` → OpenSearch 2.19.
+fn parse_engine(text: &str) -> Option<Cluster> {
+    let (name, version) = text.split_once('-')?;
+    let (major, minor) = version.split_once('.')?;
+    let (major, minor) = (major.parse().ok()?, minor.parse().ok()?);
+    match name {
+        "opensearch" => Some(Cluster::opensearch(major, minor)),
+        "elasticsearch" => Some(Cluster::elasticsearch(major, minor)),
+        _ => None,
+    }
+}
+
+/// `e` with its field path's `from` prefix replaced by `to`.
+fn rename(e: rivus_core::Error, from: &str, to: &str) -> rivus_core::Error {
+    match e {
+        rivus_core::Error::Config { path, message } if path.starts_with(from) => {
+            rivus_core::Error::Config {
+                path: format!("{to}{}", &path[from.len()..]),
+                message,
+            }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(extra: &str) -> std::result::Result<EsSinkSection, String> {
+        toml::from_str(&format!(
+            "url = \"http://127.0.0.1:9200\"\nindex = \"i\"\n{extra}"
+        ))
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn authentication_options_become_credentials_and_bad_ones_are_named() {
+        let s =
+            section("api_key = \"VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw==\"")
+                .unwrap();
+        assert_eq!(
+            s.config("sink").unwrap().auth,
+            EsAuth::ApiKey {
+                id: "VuaCfGcBCdbkQm-e5aOx".into(),
+                key: "ui2lp2axTNmsyakw9tvNnw".into()
+            }
+        );
+        let s = section("api_key = \"!!\"").unwrap();
+        let e = s.config("sink").unwrap_err().to_string();
+        assert!(e.contains("sink.api_key") && !e.contains("!!"), "{e}");
+        let s = section("username = \"u\"\npassword = \"p\"\nbearer_token = \"t\"").unwrap();
+        let e = s.config("sink").unwrap_err().to_string();
+        assert!(e.contains("sink.bearer_token"), "{e}");
+        let s = section(
+            "aws = { region = \"eu-west-1\", service = \"aoss\", access_key = \"AK\", secret_key = \"sk-secret\" }",
+        )
+        .unwrap();
+        let c = s.config("sink").unwrap();
+        assert_eq!(c.cluster, Some(Cluster::opensearch(2, 19)));
+        assert!(!format!("{c:?}").contains("sk-secret"));
+        let s = section("aws = { region = \"eu-west-1\", service = \"s3\", access_key = \"AK\", secret_key = \"x\" }").unwrap();
+        let e = s.config("sink").unwrap_err().to_string();
+        assert!(e.contains("sink.aws.service"), "{e}");
+        let s = section("engine = \"opensearch-2\"").unwrap();
+        assert!(s
+            .config("sink")
+            .unwrap_err()
+            .to_string()
+            .contains("sink.engine"));
+        let s = section("engine = \"elasticsearch-8.15\"").unwrap();
+        assert_eq!(
+            s.config("sink").unwrap().cluster,
+            Some(Cluster::elasticsearch(8, 15))
+        );
+        assert!(section("aws = { region = \"x\", secret = \"y\" }")
+            .unwrap_err()
+            .contains("secret"));
     }
 }

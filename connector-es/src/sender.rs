@@ -2,19 +2,20 @@
 //! (`es_rejected_execution_exception`, often inside an HTTP 200 response) are handed back for
 //! retry; other item failures go to the failure policy; a failed request is retried whole.
 
-use bytes::Bytes;
-use elasticsearch::{BulkParts, Elasticsearch};
+use bytes::BytesMut;
+use reqwest::Method;
 use rivus_core::bulk::{BulkSender, SendOutcome};
 use rivus_core::error_policy::ErrorHandler;
 use rivus_core::{async_trait, Error};
 use serde_json::Value;
 
+use crate::client::{Body, EsClient};
 use crate::failure::{FailureAction, FailureHandler, ItemFailure};
 use crate::request::{BulkItem, RequestIndexer};
 
 /// Sends bulks for one sink subtask.
 pub struct EsBulkSender {
-    pub(crate) client: Elasticsearch,
+    pub(crate) client: EsClient,
     pub(crate) handler: ErrorHandler,
     pub(crate) failure_handler: Option<std::sync::Arc<dyn FailureHandler>>,
     pub(crate) docs: metrics::Counter,
@@ -45,9 +46,16 @@ impl EsBulkSender {
         &self,
         items: Vec<BulkItem>,
     ) -> Result<(Vec<BulkItem>, Value), SendOutcome<BulkItem>> {
-        let body: Vec<Bytes> = items.iter().map(|i| i.lines.clone()).collect();
         let size: usize = items.iter().map(BulkItem::size).sum();
-        let response = match self.client.bulk(BulkParts::None).body(body).send().await {
+        let mut body = BytesMut::with_capacity(size);
+        for i in &items {
+            body.extend_from_slice(&i.lines);
+        }
+        let response = match self
+            .client
+            .send(Method::POST, "/_bulk", &[], Body::NdJson(body.freeze()))
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 return Err(SendOutcome::Retry {
@@ -56,7 +64,7 @@ impl EsBulkSender {
                 });
             }
         };
-        let status = response.status_code();
+        let status = response.status();
         if status.as_u16() == 429 || status.is_server_error() {
             return Err(SendOutcome::Retry {
                 items,
@@ -73,7 +81,11 @@ impl EsBulkSender {
                 message,
             )));
         }
-        match response.json().await {
+        let parsed = match response.bytes().await {
+            Ok(b) => serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match parsed {
             Ok(v) => {
                 self.bytes.increment(size as u64);
                 Ok((items, v))

@@ -8,6 +8,7 @@ use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 
+use crate::client::EsClient;
 use crate::config::EsConfig;
 use crate::failure::FailureHandler;
 use crate::request::{BulkItem, RequestIndexer};
@@ -196,7 +197,7 @@ impl<T: Send + 'static> EsSink<T> {
 impl<T: Send + 'static> RichFunction for EsSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
-        let client = s.config.client(&s.path)?;
+        let client = EsClient::connect(&s.config, &s.path).await?;
         let handler =
             ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("elasticsearch");
         let m = ctx.metrics();

@@ -6,33 +6,19 @@
 
 use std::time::Duration;
 
-use elasticsearch::http::transport::Transport;
-use elasticsearch::indices::IndicesRefreshParts;
-use elasticsearch::{CountParts, Elasticsearch};
 use rivus_connector_es::EsSink;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
 use rivus_testkit::services::{require, unique_name, Service};
-use serde_json::{json, Value};
+use serde_json::json;
+
+mod common;
 
 /// Documents in `index` (after a refresh), retried while the node is away.
 async fn count(url: &str, index: &str) -> u64 {
-    let c = Elasticsearch::new(Transport::single_node(url).unwrap());
     loop {
-        let got = async {
-            c.indices()
-                .refresh(IndicesRefreshParts::Index(&[index]))
-                .send()
-                .await
-                .ok()?;
-            let r = c.count(CountParts::Index(&[index])).send().await.ok()?;
-            if !r.status_code().is_success() {
-                // The index is created by the first bulk request.
-                return Some(0);
-            }
-            r.json::<Value>().await.ok()?["count"].as_u64()
-        };
-        if let Ok(Some(n)) = tokio::time::timeout(Duration::from_secs(5), got).await {
+        let got = tokio::time::timeout(Duration::from_secs(5), common::try_count(url, index));
+        if let Ok(Some(n)) = got.await {
             return n;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -41,11 +27,21 @@ async fn count(url: &str, index: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_rides_out_network_faults_and_a_node_restart() {
-    let Some(url) = require(Service::Elasticsearch) else {
+    faults_on(Service::Elasticsearch, "elasticsearch").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opensearch3_sink_rides_out_network_faults_and_a_node_restart() {
+    faults_on(Service::OpenSearch3, "opensearch3").await;
+}
+
+/// The fault table between the sink and the server `name` (as `dev/services` knows it).
+async fn faults_on(service: Service, name: &'static str) {
+    let Some(url) = require(service) else {
         return;
     };
     let (proxy, proxied) = FaultProxy::in_front_of(&url).await.unwrap();
-    for fault in Fault::table(Fault::blackhole_from_env(), "elasticsearch") {
+    for fault in Fault::table(Fault::blackhole_from_env(), name) {
         let index = unique_name("faults");
         let sink = {
             let (proxied, index) = (proxied.clone(), index.clone());
@@ -65,7 +61,7 @@ async fn sink_rides_out_network_faults_and_a_node_restart() {
             }
         };
         let run = sink_under_fault(
-            "faults-elasticsearch",
+            &format!("faults-{name}"),
             &proxy,
             fault.clone(),
             2_000,
@@ -81,12 +77,12 @@ async fn sink_rides_out_network_faults_and_a_node_restart() {
         let n = count(&url, &index).await;
         assert_eq!(
             n, run.emitted,
-            "elasticsearch under {}: every record a document",
+            "{name} under {}: every record a document",
             run.fault
         );
         eprintln!(
             "{}",
-            run.report("elasticsearch sink (at-least-once, idempotent ids)")
+            run.report(&format!("{name} sink (at-least-once, idempotent ids)"))
         );
     }
 }

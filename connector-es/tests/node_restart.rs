@@ -1,32 +1,15 @@
 //! The node stops and starts again mid-stream (alone in this file: no other test runs while
 //! the node is down). The sink retries through the outage and loses nothing.
 
-use elasticsearch::http::transport::Transport;
-use elasticsearch::indices::IndicesRefreshParts;
-use elasticsearch::{CountParts, Elasticsearch};
 use rivus_connector_es::EsSink;
 use rivus_testkit::services::{require, unique_name, Service};
-use serde_json::{json, Value};
+use serde_json::json;
 
+mod common;
+
+/// Documents in `index` (0 while the node is away).
 async fn count(url: &str, index: &str) -> u64 {
-    let c = Elasticsearch::new(Transport::single_node(url).unwrap());
-    if c.indices()
-        .refresh(IndicesRefreshParts::Index(&[index]))
-        .send()
-        .await
-        .is_err()
-    {
-        return 0;
-    }
-    match c.count(CountParts::Index(&[index])).send().await {
-        Ok(r) => r
-            .json::<Value>()
-            .await
-            .ok()
-            .and_then(|v| v["count"].as_u64())
-            .unwrap_or(0),
-        Err(_) => 0,
-    }
+    common::try_count(url, index).await.unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

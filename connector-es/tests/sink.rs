@@ -9,7 +9,6 @@ use common::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use elasticsearch::SearchParts;
 use rivus_connector_es::{DocRequest, EsSink};
 use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
@@ -17,7 +16,7 @@ use rivus_core::schema::SchemaError;
 use rivus_testkit::run_sequence_into;
 use rivus_testkit::services::{require, Service};
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use rivus_testkit::services::unique_name as unique;
 
@@ -66,9 +65,8 @@ impl SinkExternal for EsCtx {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sink_passes_the_conformance_suite() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn sink_passes_the_conformance_suite(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     let mut suite = SinkSuite::new(EsCtx {
@@ -82,21 +80,7 @@ async fn sink_passes_the_conformance_suite() {
 }
 
 async fn rejected_writes(url: &str) -> u64 {
-    let v: Value = client(url)
-        .transport()
-        .send(
-            elasticsearch::http::Method::Get,
-            "/_nodes/stats/thread_pool",
-            elasticsearch::http::headers::HeaderMap::new(),
-            None::<&()>,
-            None::<&[u8]>,
-            None,
-        )
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = call(url, reqwest::Method::GET, "/_nodes/stats/thread_pool", None).await;
     v["nodes"]
         .as_object()
         .unwrap()
@@ -107,9 +91,8 @@ async fn rejected_writes(url: &str) -> u64 {
 
 /// The dev node has a write queue of 2: many small concurrent bulks get items rejected with
 /// 429 inside successful responses. Every document must still arrive.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rejected_items_are_retried_and_none_is_lost() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn rejected_items_are_retried_and_none_is_lost(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     let before = rejected_writes(&url).await;
@@ -154,9 +137,8 @@ async fn rejected_items_are_retried_and_none_is_lost() {
     panic!("the node rejected nothing in {rounds} rounds: the 429 path was not exercised");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     for dead_letter in [false, true] {
@@ -204,9 +186,8 @@ async fn mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost() 
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mapping_conflict_fails_the_job_under_the_default_policy() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn a_mapping_conflict_fails_the_job_under_the_default_policy(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     let index = unique("strict");
@@ -254,11 +235,10 @@ fn bad_configuration_is_refused_with_the_field_path() {
 /// A custom failure handler: the document refused for its mapping is re-added to a side index
 /// with the reason (and counts as handled); a 409 conflict goes on to the failure policy; a
 /// third kind fails the job with the handler's message.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
+async fn a_failure_handler_re_adds_refused_documents_elsewhere(service: Service) {
     use rivus_connector_es::{FailureAction, ItemFailure, RequestIndexer};
 
-    let Some(url) = require(Service::Elasticsearch) else {
+    let Some(url) = require(service) else {
         return;
     };
     let index = unique("handled");
@@ -313,14 +293,13 @@ async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
     let want: Vec<u64> = (0..200).filter(|n| *n != 77).collect();
     assert_eq!(got, want);
     refresh(&url, &side).await;
-    let r: Value = client(&url)
-        .search(SearchParts::Index(&[side.as_str()]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r = call(
+        &url,
+        reqwest::Method::POST,
+        &format!("/{side}/_search"),
+        None,
+    )
+    .await;
     let hits = r["hits"]["hits"].as_array().unwrap();
     assert_eq!(hits.len(), 1, "{r}");
     let doc = &hits[0]["_source"];
@@ -347,3 +326,9 @@ async fn a_failure_handler_re_adds_refused_documents_elsewhere() {
     assert!(text.contains(&format!("{index}/x")), "{text}");
     assert!(text.contains("no mapper_parsing_exception here"), "{text}");
 }
+
+on_every_server!(sink_passes_the_conformance_suite);
+on_every_server!(rejected_items_are_retried_and_none_is_lost);
+on_every_server!(mapping_conflict_goes_to_the_failure_policy_and_nothing_else_is_lost);
+on_every_server!(a_mapping_conflict_fails_the_job_under_the_default_policy);
+on_every_server!(a_failure_handler_re_adds_refused_documents_elsewhere);

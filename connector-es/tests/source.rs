@@ -8,7 +8,6 @@ use common::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use elasticsearch::indices::IndicesRefreshParts;
 use rivus_connector_es::EsSink;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
@@ -19,9 +18,8 @@ use serde_json::json;
 
 use rivus_testkit::services::unique_name as unique;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_reads_the_whole_index_in_slices_and_with_a_query() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn source_reads_the_whole_index_in_slices_and_with_a_query(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     let index = unique("read");
@@ -52,9 +50,8 @@ async fn source_reads_the_whole_index_in_slices_and_with_a_query() {
 
 /// Killed mid-read and restarted: the source resumes after its last checkpointed document;
 /// with a transactional sink every document arrives exactly once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_resumes_from_its_checkpoint_exactly_once() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn source_resumes_from_its_checkpoint_exactly_once(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     let index = unique("resume");
@@ -134,12 +131,7 @@ impl SourceExternal for IndexCtx {
             })
             .unwrap();
         rivus_testkit::run_records_into("load", records.to_vec(), |_| sink.clone()).await?;
-        client(&self.url)
-            .indices()
-            .refresh(IndicesRefreshParts::Index(&[&self.index]))
-            .send()
-            .await
-            .map_err(|e| Error::connector("refresh", e.to_string()))?;
+        refresh(&self.url, &self.index).await;
         Ok(())
     }
 
@@ -164,9 +156,8 @@ impl SourceExternal for IndexCtx {
 
 /// The bounded-source suite: each subtask reads a slice of the whole index, so records of
 /// one split arrive in order only with one reader.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_passes_the_bounded_source_suite() {
-    let Some(url) = require(Service::Elasticsearch) else {
+async fn source_passes_the_bounded_source_suite(service: Service) {
+    let Some(url) = require(service) else {
         return;
     };
     let mut suite = BoundedSourceSuite::new(IndexCtx {
@@ -199,3 +190,7 @@ fn source_configuration_is_checked() {
         "{err}"
     );
 }
+
+on_every_server!(source_reads_the_whole_index_in_slices_and_with_a_query);
+on_every_server!(source_resumes_from_its_checkpoint_exactly_once);
+on_every_server!(source_passes_the_bounded_source_suite);

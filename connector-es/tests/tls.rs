@@ -1,6 +1,8 @@
 //! The sink and the source over HTTPS with a client certificate: the dev node behind a TLS
 //! front (testkit's `TlsFront`: the dev server certificate, client certificates required).
 
+mod common;
+
 use rivus_connector_es::{EsConfig, EsSink, EsSource};
 use rivus_core::tls::TlsFiles;
 use rivus_testkit::services::{require, tls_dir, unique_name, Service};
@@ -41,17 +43,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         .unwrap();
     assert!(front.verified() >= 1, "the sink came through the TLS front");
     // Make what was written searchable (on the plain port; reading goes through TLS again).
-    let plain = elasticsearch::Elasticsearch::new(
-        elasticsearch::http::transport::Transport::single_node(&url).unwrap(),
-    );
-    plain
-        .indices()
-        .refresh(elasticsearch::indices::IndicesRefreshParts::Index(&[
-            index.as_str()
-        ]))
-        .send()
-        .await
-        .unwrap();
+    common::refresh(&url, &index).await;
     let before_read = front.verified();
 
     let source = EsSource::builder(config.clone())
@@ -66,8 +58,8 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         "the source came through the TLS front"
     );
 
-    // Without the client certificate the front refuses the handshake; the job fails at the
-    // first bulk, naming the node.
+    // Without the client certificate the front refuses the handshake; the job fails at open,
+    // when the sink asks the cluster what it is.
     let before = front.refused();
     let mut no_cert = config.clone();
     no_cert.tls.client_cert = None;
@@ -93,7 +85,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         || "the front refused no handshake",
     )
     .await;
-    assert!(err.to_string().contains("bulk"), "{err}");
+    assert!(err.to_string().contains("search cluster: GET /"), "{err}");
 }
 
 #[test]

@@ -24,8 +24,12 @@ pub enum Service {
     /// ([`kafka_proxy_addr`]), `RIVUS_KAFKA_PROXIED_LISTENER`, default `127.0.0.1:9096`:
     /// a client bootstrapping through a proxy there stays behind it.
     KafkaProxied,
-    /// Elasticsearch/OpenSearch, `RIVUS_ES_URL`, default `http://127.0.0.1:9200`.
+    /// Elasticsearch 7.17, `RIVUS_ES_URL`, default `http://127.0.0.1:9200`.
     Elasticsearch,
+    /// OpenSearch 2.19, `RIVUS_OPENSEARCH2_URL`, default `http://127.0.0.1:9202`.
+    OpenSearch2,
+    /// OpenSearch 3.x, `RIVUS_OPENSEARCH3_URL`, default `http://127.0.0.1:9203`.
+    OpenSearch3,
     /// RabbitMQ, `RIVUS_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
     RabbitMq,
     /// The same RabbitMQ over AMQPS with client certificates required, `RIVUS_AMQPS_URL`,
@@ -70,6 +74,8 @@ impl Service {
             Service::KafkaSasl => "RIVUS_KAFKA_SASL_BOOTSTRAP",
             Service::KafkaProxied => "RIVUS_KAFKA_PROXIED_LISTENER",
             Service::Elasticsearch => "RIVUS_ES_URL",
+            Service::OpenSearch2 => "RIVUS_OPENSEARCH2_URL",
+            Service::OpenSearch3 => "RIVUS_OPENSEARCH3_URL",
             Service::RabbitMq => "RIVUS_AMQP_URL",
             Service::RabbitMqTls => "RIVUS_AMQPS_URL",
             Service::Redis => "RIVUS_REDIS_URL",
@@ -93,6 +99,8 @@ impl Service {
             Service::KafkaSasl => "127.0.0.1:9095",
             Service::KafkaProxied => "127.0.0.1:9096",
             Service::Elasticsearch => "http://127.0.0.1:9200",
+            Service::OpenSearch2 => "http://127.0.0.1:9202",
+            Service::OpenSearch3 => "http://127.0.0.1:9203",
             Service::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
             Service::RabbitMqTls => "amqps://guest:guest@127.0.0.1:5671/%2f",
             Service::Redis => "redis://127.0.0.1:6379/",

@@ -106,7 +106,9 @@ impl Registry {
     pub fn builtin() -> Self {
         let r = Self::new();
         #[cfg(feature = "elasticsearch")]
-        let r = r.sink::<rivus_connector_es::pipeline_file::EsSinkSection>();
+        let r = r
+            .sink::<rivus_connector_es::pipeline_file::EsSinkSection>()
+            .sink::<rivus_connector_es::pipeline_file::OpenSearchSinkSection>();
         #[cfg(feature = "files")]
         let r = r
             .source::<rivus_connector_files::pipeline_file::FilesSourceSection>()

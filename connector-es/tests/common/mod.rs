@@ -3,31 +3,57 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
-use elasticsearch::http::transport::Transport;
-use elasticsearch::indices::{IndicesCreateParts, IndicesRefreshParts};
-use elasticsearch::{Elasticsearch, SearchParts};
-use rivus_connector_es::{DocRequest, EsSink};
+use reqwest::Method;
+use rivus_connector_es::{DocRequest, EsClient, EsConfig, EsSink};
 use rivus_core::schema::SchemaError;
 use rivus_testkit::run_sequence_into;
 use serde_json::{json, Value};
 
-pub fn client(url: &str) -> Elasticsearch {
-    Elasticsearch::new(Transport::single_node(url).unwrap())
+/// Runs the async test function `$name(Service)` against each search server of
+/// `dev/services`, as tests `$name::elasticsearch`, `$name::opensearch2` and
+/// `$name::opensearch3`.
+#[macro_export]
+macro_rules! on_every_server {
+    ($name:ident) => {
+        mod $name {
+            use rivus_testkit::services::Service;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn elasticsearch() {
+                super::$name(Service::Elasticsearch).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn opensearch2() {
+                super::$name(Service::OpenSearch2).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn opensearch3() {
+                super::$name(Service::OpenSearch3).await
+            }
+        }
+    };
+}
+
+/// A client of the server at `url` (which it asks what it is).
+pub async fn client(url: &str) -> EsClient {
+    EsClient::connect(&EsConfig::new(url), "test")
+        .await
+        .unwrap()
+}
+
+/// `method path` with `body` on the server at `url`; the answer, which must be a success.
+pub async fn call(url: &str, method: Method, path: &str, body: Option<Value>) -> Value {
+    client(url)
+        .await
+        .json_ok("test", method, path, &[], body.as_ref())
+        .await
+        .unwrap()
 }
 
 pub async fn create_index(url: &str, index: &str, body: Value) {
-    let r = client(url)
-        .indices()
-        .create(IndicesCreateParts::Index(index))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        r.status_code().is_success(),
-        "creating index {index}: {}",
-        r.status_code()
-    );
+    call(url, Method::PUT, &format!("/{index}"), Some(body)).await;
 }
 
 /// Indexes `{"v": n}` with id `n` — except record 77, which carries a string where the
@@ -59,18 +85,30 @@ pub async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
 
 /// Makes everything indexed in `index` so far visible to searches.
 pub async fn refresh(url: &str, index: &str) {
-    client(url)
-        .indices()
-        .refresh(IndicesRefreshParts::Index(&[index]))
-        .send()
+    call(url, Method::POST, &format!("/{index}/_refresh"), None).await;
+}
+
+/// Documents in `index` after a refresh; `None` while the server does not answer (0 before
+/// the first bulk created the index).
+pub async fn try_count(url: &str, index: &str) -> Option<u64> {
+    let c = EsClient::connect(&EsConfig::new(url), "test").await.ok()?;
+    c.json(Method::POST, &format!("/{index}/_refresh"), &[], None)
         .await
-        .unwrap();
+        .ok()?;
+    let (status, v) = c
+        .json(Method::GET, &format!("/{index}/_count"), &[], None)
+        .await
+        .ok()?;
+    match status {
+        404 => Some(0),
+        200 => v["count"].as_u64(),
+        _ => None,
+    }
 }
 
 /// Every document's `v` field in `index`, after a refresh.
 pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
     refresh(url, index).await;
-    let c = client(url);
     let mut out = Vec::new();
     let mut after: Option<Value> = None;
     loop {
@@ -78,15 +116,7 @@ pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
         if let Some(a) = &after {
             body["search_after"] = a.clone();
         }
-        let r: Value = c
-            .search(SearchParts::Index(&[index]))
-            .body(body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r = call(url, Method::POST, &format!("/{index}/_search"), Some(body)).await;
         let hits = r["hits"]["hits"].as_array().cloned().unwrap_or_default();
         if hits.is_empty() {
             return out;

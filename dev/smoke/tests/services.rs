@@ -80,77 +80,85 @@ async fn kafka_transactions_commit_and_abort() {
     assert_eq!(got, vec!["committed-0", "committed-1", "committed-2"]);
 }
 
-#[tokio::test]
-async fn elasticsearch_index_search_and_point_in_time() {
-    use elasticsearch::http::transport::Transport;
-    use elasticsearch::indices::{IndicesCreateParts, IndicesRefreshParts};
-    use elasticsearch::{BulkParts, CountParts, Elasticsearch, OpenPointInTimeParts, SearchParts};
+/// Index, search and a point in time on one search server, over plain HTTP: `pit` is the
+/// path that opens a point in time, and the name of the id in its answer.
+async fn search_server_answers(service: Service, pit: (&str, &str)) {
     use serde_json::{json, Value};
 
-    let Some(url) = require(Service::Elasticsearch) else {
+    let Some(url) = require(service) else {
         return;
     };
-    let client = Elasticsearch::new(Transport::single_node(&url).unwrap());
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: String, body: Option<(&'static str, String)>| {
+        let mut r = http.request(method, format!("{url}{path}"));
+        if let Some((ct, b)) = body {
+            r = r.header("content-type", ct).body(b);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            let status = r.status();
+            let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+            assert!(status.is_success(), "{status}: {v}");
+            v
+        }
+    };
     let index = unique("smoke");
-    let r = client
-        .indices()
-        .create(IndicesCreateParts::Index(&index))
-        .body(json!({"mappings": {"properties": {"name": {"type": "keyword"}, "n": {"type": "long"}}}}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status_code().is_success(), "{}", r.text().await.unwrap());
-    let body: Vec<elasticsearch::BulkOperation<Value>> = vec![
-        elasticsearch::BulkOperation::index(json!({"name": "a", "n": 1}))
-            .id("1")
-            .into(),
-        elasticsearch::BulkOperation::index(json!({"name": "b", "n": 2}))
-            .id("2")
-            .into(),
-    ];
-    let r = client
-        .bulk(BulkParts::Index(&index))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let v: Value = r.json().await.unwrap();
+    let mapping =
+        json!({"mappings": {"properties": {"name": {"type": "keyword"}, "n": {"type": "long"}}}});
+    call(
+        reqwest::Method::PUT,
+        format!("/{index}"),
+        Some(("application/json", mapping.to_string())),
+    )
+    .await;
+    let bulk = format!(
+        "{{\"index\":{{\"_index\":\"{index}\",\"_id\":\"1\"}}}}\n{{\"name\":\"a\",\"n\":1}}\n\
+         {{\"index\":{{\"_index\":\"{index}\",\"_id\":\"2\"}}}}\n{{\"name\":\"b\",\"n\":2}}\n"
+    );
+    let v = call(
+        reqwest::Method::POST,
+        "/_bulk?refresh=true".into(),
+        Some(("application/x-ndjson", bulk)),
+    )
+    .await;
     assert_eq!(v["errors"], json!(false), "{v}");
-    client
-        .indices()
-        .refresh(IndicesRefreshParts::Index(&[&index]))
-        .send()
-        .await
-        .unwrap();
-    let count: Value = client
-        .count(CountParts::Index(&[&index]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let count = call(reqwest::Method::GET, format!("/{index}/_count"), None).await;
     assert_eq!(count["count"], json!(2));
-    let found: Value = client
-        .search(SearchParts::Index(&[&index]))
-        .body(json!({"query": {"term": {"name": "b"}}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let found = call(
+        reqwest::Method::POST,
+        format!("/{index}/_search"),
+        Some((
+            "application/json",
+            json!({"query": {"term": {"name": "b"}}}).to_string(),
+        )),
+    )
+    .await;
     assert_eq!(found["hits"]["hits"][0]["_id"], json!("2"), "{found}");
-    let pit: Value = client
-        .open_point_in_time(OpenPointInTimeParts::Index(&[&index]))
-        .keep_alive("1m")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(pit["id"].as_str().is_some_and(|s| !s.is_empty()), "{pit}");
+    let opened = call(
+        reqwest::Method::POST,
+        format!("/{index}/{}?keep_alive=1m", pit.0),
+        None,
+    )
+    .await;
+    assert!(
+        opened[pit.1].as_str().is_some_and(|s| !s.is_empty()),
+        "{opened}"
+    );
+}
+
+#[tokio::test]
+async fn elasticsearch_index_search_and_point_in_time() {
+    search_server_answers(Service::Elasticsearch, ("_pit", "id")).await;
+}
+
+#[tokio::test]
+async fn opensearch2_index_search_and_point_in_time() {
+    search_server_answers(Service::OpenSearch2, ("_search/point_in_time", "pit_id")).await;
+}
+
+#[tokio::test]
+async fn opensearch3_index_search_and_point_in_time() {
+    search_server_answers(Service::OpenSearch3, ("_search/point_in_time", "pit_id")).await;
 }
 
 #[tokio::test]

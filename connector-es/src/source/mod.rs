@@ -4,13 +4,16 @@
 
 use std::sync::Arc;
 
-use elasticsearch::{OpenPointInTimeParts, SearchParts};
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
 use serde_json::{json, Value};
 
+use crate::client::EsClient;
 use crate::config::EsConfig;
+use cursor::{Cursor, Query};
+
+mod cursor;
 
 type HitDecoder<T> = dyn Fn(&Value) -> Result<T, SchemaError> + Send + Sync;
 
@@ -21,6 +24,8 @@ struct Settings {
     index: String,
     query: Value,
     sort: Vec<Value>,
+    /// `sort` was given (the default sorts on `_id`).
+    sort_given: bool,
     page_size: usize,
     keep_alive: String,
     policy: ErrorPolicy,
@@ -60,6 +65,7 @@ impl EsSourceBuilder {
     /// unique keyword field instead).
     pub fn sort(mut self, sort: Vec<Value>) -> Self {
         self.s.sort = sort;
+        self.s.sort_given = true;
         self
     }
 
@@ -114,7 +120,7 @@ pub struct EsSource<T> {
 
 /// What `open` creates.
 struct Running {
-    client: elasticsearch::Elasticsearch,
+    client: EsClient,
     handler: ErrorHandler,
     /// This subtask's slice of the point in time: (id, max).
     slice: (usize, usize),
@@ -151,6 +157,7 @@ impl EsSource<()> {
                 query: json!({"match_all": {}}),
                 // `unmapped_type`: an index without documents has no mapping to sort on.
                 sort: vec![json!({"_id": {"order": "asc", "unmapped_type": "keyword"}})],
+                sort_given: false,
                 page_size: 1000,
                 keep_alive: "5m".into(),
                 policy: ErrorPolicy::Fail,
@@ -182,61 +189,16 @@ impl<T: Send + 'static> EsSource<T> {
             .ok_or(Error::Closed("elasticsearch source (not open)"))
     }
 
-    async fn open_pit(&self) -> Result<String> {
-        let c = &self.running()?.client;
-        let r = c
-            .open_point_in_time(OpenPointInTimeParts::Index(&[&self.settings.index]))
-            .keep_alive(&self.settings.keep_alive)
-            .send()
-            .await
-            .map_err(|e| es_err("opening a point in time", e))?;
-        let status = r.status_code();
-        if matches!(status.as_u16(), 401 | 403) {
-            return Err(crate::error::status_err(
-                "elasticsearch source: opening a point in time",
-                status.as_u16(),
-                format!("HTTP {status}"),
-            ));
-        }
-        let v: Value = r
-            .json()
-            .await
-            .map_err(|e| es_err("opening a point in time", e))?;
-        v["id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| es_err("opening a point in time", format!("HTTP {status}: {v}")))
-    }
-
-    async fn page(&self, pit: &str, after: Option<&Vec<Value>>) -> Result<Value> {
+    fn query(&self) -> Result<Query<'_>> {
         let s = &self.settings;
-        let mut body = json!({
-            "size": s.page_size,
-            "query": s.query,
-            "sort": s.sort,
-            "pit": {"id": pit, "keep_alive": s.keep_alive},
-            "track_total_hits": false,
-        });
-        let running = self.running()?;
-        if running.slice.1 > 1 {
-            body["slice"] = json!({"id": running.slice.0, "max": running.slice.1});
-        }
-        if let Some(a) = after {
-            body["search_after"] = json!(a);
-        }
-        let r = running
-            .client
-            .search(SearchParts::None)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| es_err("search", e))?;
-        let status = r.status_code();
-        let v: Value = r.json().await.map_err(|e| es_err("search", e))?;
-        if !status.is_success() {
-            return Err(es_err("search", format!("HTTP {status}: {}", v["error"])));
-        }
-        Ok(v)
+        Ok(Query {
+            index: &s.index,
+            query: &s.query,
+            sort: &s.sort,
+            page_size: s.page_size,
+            keep_alive: &s.keep_alive,
+            slice: self.running()?.slice,
+        })
     }
 }
 
@@ -247,8 +209,19 @@ impl<T: Send + 'static> RichFunction for EsSource<T> {
             "source.elasticsearch",
             "the Elasticsearch source (fixed slices)",
         )?;
+        let client = EsClient::connect(&self.settings.config, "source.elasticsearch").await?;
+        if !self.settings.sort_given && !client.cluster().sorts_on_id() {
+            return Err(Error::config(
+                "source.elasticsearch.sort",
+                format!(
+                    "{} does not sort on `_id` (indices.id_field_data.enabled is false): give a \
+                     unique keyword field",
+                    client.cluster()
+                ),
+            ));
+        }
         self.running = Some(Running {
-            client: self.settings.config.client("source.elasticsearch")?,
+            client,
             handler: ErrorHandler::new(self.settings.policy.clone(), ctx.display_name())
                 .connector("elasticsearch"),
             slice: (ctx.subtask_index(), ctx.parallelism()),
@@ -271,20 +244,25 @@ impl<T: Send + 'static> SourceFunction for EsSource<T> {
             return Ok(());
         }
         let handler = self.running()?.handler.clone();
-        let mut pit = match ctx.wait_for(self.open_pit()).await? {
-            Some(p) => p?,
+        let client = self.running()?.client.clone();
+        let q = self.query()?;
+        let start = ctx.state().search_after.clone();
+        let mut cursor = match ctx
+            .wait_for(Cursor::open(&client, &q, start.as_ref()))
+            .await?
+        {
+            Some(c) => c?,
             None => return Ok(()),
         };
         loop {
             let after = ctx.state().search_after.clone();
-            let page = match ctx.wait_for(self.page(&pit, after.as_ref())).await? {
+            let hits = match ctx
+                .wait_for(cursor.next(&client, &q, after.as_ref()))
+                .await?
+            {
                 Some(p) => p?,
                 None => break,
             };
-            if let Some(id) = page["pit_id"].as_str() {
-                pit = id.to_owned();
-            }
-            let hits = page["hits"]["hits"].as_array().cloned().unwrap_or_default();
             if hits.is_empty() {
                 ctx.state_mut().done = true;
                 break;
@@ -307,14 +285,7 @@ impl<T: Send + 'static> SourceFunction for EsSource<T> {
                 break;
             }
         }
-        if let Some(r) = &self.running {
-            let _ = r
-                .client
-                .close_point_in_time()
-                .body(json!({"id": pit}))
-                .send()
-                .await;
-        }
+        cursor.close(&client).await;
         Ok(())
     }
 }
