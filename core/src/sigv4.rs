@@ -96,13 +96,26 @@ pub fn sign(
     req: &Request<'_>,
     amz_date: &str,
 ) -> Vec<(String, String)> {
-    let mut added = vec![
-        ("x-amz-date".to_owned(), amz_date.to_owned()),
-        (
+    sign_parts(creds, region, service, req, amz_date, true)
+}
+
+/// [`sign`], with the `x-amz-content-sha256` header added and signed or not (S3 and
+/// OpenSearch Serverless require it; AWS's generic test suite signs without it).
+fn sign_parts(
+    creds: &Credentials,
+    region: &str,
+    service: &str,
+    req: &Request<'_>,
+    amz_date: &str,
+    content_header: bool,
+) -> Vec<(String, String)> {
+    let mut added = vec![("x-amz-date".to_owned(), amz_date.to_owned())];
+    if content_header {
+        added.push((
             "x-amz-content-sha256".to_owned(),
             req.payload_sha256.to_owned(),
-        ),
-    ];
+        ));
+    }
     if let Some(t) = &creds.session_token {
         added.push(("x-amz-security-token".to_owned(), t.clone()));
     }
@@ -184,6 +197,60 @@ mod tests {
              SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, \
              Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
         );
+    }
+
+    /// AWS's Signature Version 4 test suite (`aws-sig-v4-test-suite`): `get-vanilla`,
+    /// `post-vanilla` and `get-vanilla-query-order-key-case`, with its example credentials.
+    #[test]
+    fn the_generic_test_suite_signs_as_published() {
+        let creds = Credentials {
+            access_key: "AKIDEXAMPLE".into(),
+            secret_key: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into(),
+            session_token: None,
+        };
+        let cases: [(&str, &[(&str, &str)], &str); 3] = [
+            (
+                "GET",
+                &[],
+                "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31",
+            ),
+            (
+                "POST",
+                &[],
+                "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b",
+            ),
+            (
+                "GET",
+                &[("Param2", "value2"), ("Param1", "value1")],
+                "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500",
+            ),
+        ];
+        for (method, query, signature) in cases {
+            let req = Request {
+                method,
+                host: "example.amazonaws.com",
+                path: "/",
+                query,
+                headers: &[],
+                payload_sha256: EMPTY,
+            };
+            let added = sign_parts(
+                &creds,
+                "us-east-1",
+                "service",
+                &req,
+                "20150830T123600Z",
+                false,
+            );
+            assert_eq!(
+                authorization(&added),
+                format!(
+                    "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, \
+                     SignedHeaders=host;x-amz-date, Signature={signature}"
+                ),
+                "{method} {query:?}"
+            );
+        }
     }
 
     #[test]
