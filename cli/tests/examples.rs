@@ -87,11 +87,12 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
-    let (Some(kafka), Some(pg), Some(es)) = (
+async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch_and_opensearch() {
+    let (Some(kafka), Some(pg), Some(es), Some(os)) = (
         require(Service::Kafka),
         require(Service::Postgres),
         require(Service::Elasticsearch),
+        require(Service::OpenSearch3),
     ) else {
         return;
     };
@@ -99,6 +100,7 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
         ("RIVUS_KAFKA_BOOTSTRAP", kafka),
         ("RIVUS_PG_URL", pg.clone()),
         ("RIVUS_ES_URL", es.clone()),
+        ("RIVUS_OPENSEARCH3_URL", os.clone()),
     ];
     let dir = tempfile::tempdir().unwrap();
     let unique = unique_name("orders").replace('-', "_");
@@ -130,8 +132,21 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
         out.contains(&format!("written     {kept} records")),
         "{out}"
     );
+    assert_index_holds(&es, &unique, kept).await;
+
+    // The OpenSearch twin: the same sink, `type = "opensearch"`.
+    let out = run_example(dir.path(), "postgres-to-opensearch", &unique, &env);
+    assert!(
+        out.contains(&format!("written     {kept} records")),
+        "{out}"
+    );
+    assert_index_holds(&os, &unique, kept).await;
+}
+
+/// `index` of the search server at `url` holds `kept` orders, order 7 with its renamed field.
+async fn assert_index_holds(url: &str, index: &str, kept: usize) {
     let client =
-        rivus_connector_es::EsClient::connect(&rivus_connector_es::EsConfig::new(&es), "test")
+        rivus_connector_es::EsClient::connect(&rivus_connector_es::EsConfig::new(url), "test")
             .await
             .unwrap();
     let call = |method: reqwest::Method, path: String| {
@@ -143,11 +158,11 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch() {
                 .unwrap()
         }
     };
-    call(reqwest::Method::POST, format!("/{unique}/_refresh")).await;
-    let count = call(reqwest::Method::GET, format!("/{unique}/_count")).await;
-    assert_eq!(count["count"], kept as u64, "{count}");
-    let doc = call(reqwest::Method::GET, format!("/{unique}/_doc/7")).await;
-    assert_eq!(doc["_source"]["customer"], "user-7", "{doc}");
+    call(reqwest::Method::POST, format!("/{index}/_refresh")).await;
+    let count = call(reqwest::Method::GET, format!("/{index}/_count")).await;
+    assert_eq!(count["count"], kept as u64, "{url}: {count}");
+    let doc = call(reqwest::Method::GET, format!("/{index}/_doc/7")).await;
+    assert_eq!(doc["_source"]["customer"], "user-7", "{url}: {doc}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
