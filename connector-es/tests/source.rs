@@ -8,7 +8,7 @@ use common::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_connector_es::EsSink;
+use rivus_connector_es::{Cluster, EsConfig, EsSink};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
 use rivus_core::schema::SchemaError;
@@ -54,9 +54,45 @@ async fn source_resumes_from_its_checkpoint_exactly_once(service: Service) {
     let Some(url) = require(service) else {
         return;
     };
+    resumes_exactly_once(&url, EsConfig::new(&url)).await;
+}
+
+/// Told the server is a version without a point-in-time API (Elasticsearch 7.9, OpenSearch
+/// 2.3), the source reads by sliced scroll: every document once with 1 and 3 slices, and a
+/// restart skips what its checkpoint covers.
+async fn the_scroll_fallback_reads_every_document_and_resumes(service: Service) {
+    let Some(url) = require(service) else {
+        return;
+    };
+    let mut config = EsConfig::new(&url);
+    config.cluster = Some(match service {
+        Service::Elasticsearch => Cluster::elasticsearch(7, 9),
+        _ => Cluster::opensearch(2, 3),
+    });
+    let index = unique("scroll");
+    load(&url, &index, 2000).await;
+    for parallelism in [1, 3] {
+        let source = rivus_connector_es::EsSource::builder(config.clone())
+            .index(&index)
+            .page_size(300)
+            .build(n_of)
+            .unwrap();
+        let mut got = rivus_testkit::read_all("scroll", source, parallelism).await;
+        got.sort();
+        assert_eq!(
+            got,
+            (0..2000).collect::<Vec<_>>(),
+            "parallelism {parallelism}"
+        );
+    }
+    resumes_exactly_once(&url, config).await;
+}
+
+/// Reads 3000 documents with a failure after 1500 and a restart from the checkpoint.
+async fn resumes_exactly_once(url: &str, config: EsConfig) {
     let index = unique("resume");
-    load(&url, &index, 3000).await;
-    let source = rivus_connector_es::EsSource::builder(&url)
+    load(url, &index, 3000).await;
+    let source = rivus_connector_es::EsSource::builder(config)
         .index(&index)
         .page_size(100)
         .build(n_of)
@@ -194,3 +230,4 @@ fn source_configuration_is_checked() {
 on_every_server!(source_reads_the_whole_index_in_slices_and_with_a_query);
 on_every_server!(source_resumes_from_its_checkpoint_exactly_once);
 on_every_server!(source_passes_the_bounded_source_suite);
+on_every_server!(the_scroll_fallback_reads_every_document_and_resumes);
