@@ -208,7 +208,8 @@ mod tests {
             secret_key: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into(),
             session_token: None,
         };
-        let cases: [(&str, &[(&str, &str)], &str); 3] = [
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: [Case<'_>; 3] = [
             (
                 "GET",
                 &[],
