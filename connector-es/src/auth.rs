@@ -40,50 +40,8 @@ pub enum EsAuth {
     },
 }
 
-/// AWS keys (the secret and the token redacted in `Debug`).
-#[derive(Clone, PartialEq, Eq)]
-pub struct AwsCredentials {
-    /// Access key id.
-    pub access_key: String,
-    /// Secret access key.
-    pub secret_key: String,
-    /// Session token of temporary credentials.
-    pub session_token: Option<String>,
-}
-
-impl AwsCredentials {
-    /// The keys of the standard environment variables `AWS_ACCESS_KEY_ID`,
-    /// `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; `None` when the first two are not set.
-    pub fn from_env() -> Option<AwsCredentials> {
-        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-        Some(AwsCredentials {
-            access_key: var("AWS_ACCESS_KEY_ID")?,
-            secret_key: var("AWS_SECRET_ACCESS_KEY")?,
-            session_token: var("AWS_SESSION_TOKEN"),
-        })
-    }
-
-    fn signer(&self) -> sigv4::Credentials {
-        sigv4::Credentials {
-            access_key: self.access_key.clone(),
-            secret_key: self.secret_key.clone(),
-            session_token: self.session_token.clone(),
-        }
-    }
-}
-
-impl fmt::Debug for AwsCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AwsCredentials")
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"<redacted>")
-            .field(
-                "session_token",
-                &self.session_token.as_ref().map(|_| "<redacted>"),
-            )
-            .finish()
-    }
-}
+/// AWS keys (the secret and the token redacted in `Debug`): core's SigV4 credentials.
+pub use rivus_core::sigv4::Credentials as AwsCredentials;
 
 impl fmt::Debug for EsAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -154,7 +112,7 @@ impl EsAuth {
                     payload_sha256: &payload,
                 };
                 sigv4::sign(
-                    &credentials.signer(),
+                    credentials,
                     region,
                     service,
                     &signed,

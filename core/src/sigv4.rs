@@ -5,7 +5,7 @@
 use ring::{digest, hmac};
 
 /// The keys a request is signed with. The secret and the token never appear in `Debug`.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     /// Access key id.
     pub access_key: String,
@@ -13,6 +13,19 @@ pub struct Credentials {
     pub secret_key: String,
     /// Session token of temporary credentials.
     pub session_token: Option<String>,
+}
+
+impl Credentials {
+    /// The keys of the standard environment variables `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; `None` when the first two are not set.
+    pub fn from_env() -> Option<Credentials> {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        Some(Credentials {
+            access_key: var("AWS_ACCESS_KEY_ID")?,
+            secret_key: var("AWS_SECRET_ACCESS_KEY")?,
+            session_token: var("AWS_SESSION_TOKEN"),
+        })
+    }
 }
 
 impl std::fmt::Debug for Credentials {
