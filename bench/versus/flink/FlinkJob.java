@@ -21,6 +21,7 @@ import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
+import org.apache.kafka.clients.consumer.OffsetResetStrategy;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
@@ -77,7 +78,10 @@ public class FlinkJob {
                 .setBootstrapServers(bootstrap)
                 .setTopics(in)
                 .setGroupId(group)
-                .setStartingOffsets(OffsetsInitializer.earliest())
+                // A bounded run reads the topic whole; an unbounded one resumes from the group's
+                // offsets (committed at completed checkpoints) after a restart, like the others.
+                .setStartingOffsets(bounded ? OffsetsInitializer.earliest()
+                        : OffsetsInitializer.committedOffsets(OffsetResetStrategy.EARLIEST))
                 .setValueOnlyDeserializer(new SimpleStringSchema());
         if (bounded) {
             source.setBounded(OffsetsInitializer.latest());

@@ -1,11 +1,18 @@
-// The side of bench/versus-flink that belongs to neither contestant: creates and deletes
-// topics, fills the input, and watches the output.
+// The side of bench/versus that belongs to no contestant: creates and deletes topics, fills
+// the input, watches the output and counts what arrived.
 //
 //   Watch BOOTSTRAP TOPIC create PARTITIONS      a topic
 //   Watch BOOTSTRAP TOPIC delete                 a topic
 //   Watch BOOTSTRAP TOPIC fill N SIZE RATE       N JSON records of about SIZE bytes, RATE a
 //                                                second (0: as fast as it goes); each holds its
 //                                                send time in "ts" (epoch ms)
+//   Watch BOOTSTRAP TOPIC fill-envelope N SIZE RATE   the same records inside Kafka Connect's
+//                                                JsonConverter envelope (schema + payload)
+//   Watch BOOTSTRAP TOPIC ids N FIELD TIMEOUT_S WAIT   reads the topic (read_committed) to its
+//                                                end offsets — with WAIT 1, until the ids 0..N-1
+//                                                all arrived or the timeout — and prints
+//                                                `TOTAL DISTINCT MISSING` of the ids in FIELD
+//                                                (`-`: the whole value is the id)
 //   Watch BOOTSTRAP TOPIC watch N TIMEOUT_S      end offsets (read_committed) every 20 ms until
 //                                                N records: prints `FIRST_MS LAST_MS`
 //   Watch BOOTSTRAP TOPIC latency N TIMEOUT_S    reads N records (read_committed): prints
@@ -49,7 +56,11 @@ public class Watch {
                     new NewTopic(topic, Integer.parseInt(args[3]), (short) 1))).all().get()); break;
             case "delete": admin(target, a -> a.deleteTopics(List.of(topic)).all().get()); break;
             case "fill": fill(target, topic, Long.parseLong(args[3]), Integer.parseInt(args[4]),
-                    Long.parseLong(args[5])); break;
+                    Long.parseLong(args[5]), false); break;
+            case "fill-envelope": fill(target, topic, Long.parseLong(args[3]),
+                    Integer.parseInt(args[4]), Long.parseLong(args[5]), true); break;
+            case "ids": ids(target, topic, Integer.parseInt(args[3]), args[4], deadline(args[5]),
+                    args[6].equals("1")); break;
             case "watch": watch(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
             case "latency": latency(target, topic, Integer.parseInt(args[3]), deadline(args[4])); break;
             case "rows": rows(target, topic, Long.parseLong(args[3]), deadline(args[4])); break;
@@ -88,7 +99,14 @@ public class Watch {
         return b.append("\"}").toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
 
-    static void fill(String bootstrap, String topic, long n, int size, long rate) throws Exception {
+    static final String ENVELOPE = "{\"schema\":{\"type\":\"struct\",\"optional\":false,"
+            + "\"name\":\"order\",\"fields\":[{\"field\":\"id\",\"type\":\"int64\"},"
+            + "{\"field\":\"account\",\"type\":\"string\"},{\"field\":\"amount\",\"type\":\"double\"},"
+            + "{\"field\":\"status\",\"type\":\"string\"},{\"field\":\"ts\",\"type\":\"int64\"},"
+            + "{\"field\":\"pad\",\"type\":\"string\"}]},\"payload\":";
+
+    static void fill(String bootstrap, String topic, long n, int size, long rate, boolean envelope)
+            throws Exception {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.LINGER_MS_CONFIG, rate > 0 ? "0" : "5");
@@ -101,7 +119,12 @@ public class Watch {
                     long wait = due - System.nanoTime();
                     if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
                 }
-                producer.send(new ProducerRecord<>(topic, record(i, size, System.currentTimeMillis())));
+                byte[] value = record(i, size, System.currentTimeMillis());
+                if (envelope) {
+                    value = (ENVELOPE + new String(value, java.nio.charset.StandardCharsets.UTF_8)
+                            + "}").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                }
+                producer.send(new ProducerRecord<>(topic, value));
             }
             producer.flush();
         }
@@ -189,6 +212,47 @@ public class Watch {
         Arrays.sort(m);
         System.out.println(m[measured / 2] + " " + m[Math.min(measured - 1, (int) (measured * 0.99))]
                 + " " + measured);
+    }
+
+    /** The integer after `"field":` in v (a whole-number value when field is `-`), or -1. */
+    static long id(byte[] v, String field) {
+        String s = new String(v, java.nio.charset.StandardCharsets.UTF_8).trim();
+        int at = 0;
+        if (!field.equals("-")) {
+            at = s.indexOf("\"" + field + "\":");
+            if (at < 0) return -1;
+            at += field.length() + 3;
+        }
+        while (at < s.length() && s.charAt(at) == ' ') at++;
+        int end = at;
+        while (end < s.length() && Character.isDigit(s.charAt(end))) end++;
+        return end > at ? Long.parseLong(s.substring(at, end)) : -1;
+    }
+
+    static void ids(String bootstrap, String topic, int n, String field, long deadline, boolean wait)
+            throws Exception {
+        java.util.BitSet seen = new java.util.BitSet(n);
+        long total = 0;
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            List<TopicPartition> parts = partitions(c, topic);
+            c.assign(parts);
+            c.seekToBeginning(parts);
+            java.util.Map<TopicPartition, Long> end = c.endOffsets(parts);
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    total++;
+                    long id = id(r.value(), field);
+                    if (id >= 0 && id < n) seen.set((int) id);
+                }
+                if (wait) {
+                    if (seen.cardinality() >= n) break;
+                } else if (parts.stream().allMatch(p -> c.position(p) >= end.get(p))) {
+                    break;
+                }
+            }
+        }
+        int distinct = seen.cardinality();
+        System.out.println(total + " " + distinct + " " + (n - distinct));
     }
 
     static void rows(String url, String table, long n, long deadline) throws Exception {

@@ -1,0 +1,267 @@
+"""The contestants of bench/versus: how each is built or resolved, which cases it runs, and the
+command line of one run. Every peer runs at its defaults except what a fair comparison needs
+(the same parallelism, batch sizes where the peer exposes them, a commit/checkpoint every
+second, the same delivery guarantee)."""
+
+import hashlib
+import os
+import signal
+import subprocess
+
+from harness import CASES, INTERVAL_MS, ROOT, CACHE, TARGET, lib, sh
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Flink 1.17 (the Elasticsearch case) on Java 17 needs what Flink's own scripts pass from 1.18.
+OPENS = [f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+    "java.lang", "java.lang.reflect", "java.net", "java.io", "java.nio", "sun.nio.ch", "java.text",
+    "java.time", "java.util", "java.util.concurrent", "java.util.concurrent.atomic",
+    "java.util.concurrent.locks")]
+COLUMNS = ["id", "account", "amount", "status", "ts", "pad"]
+
+
+class Peer:
+    """What the harness asks of a contestant."""
+    name = ""
+    # The line of its log that says the job restarted (None: it does not restart itself).
+    restart_line = None
+
+    def setup(self, env):
+        """Builds or resolves what it runs (cached)."""
+
+    def refuses(self, case):
+        """Why it does not run `case` (None: it does)."""
+        return None
+
+    def input_kind(self, case):
+        """`plain` JSON records, or `envelope` (Kafka Connect's JsonConverter with schemas)."""
+        return "plain"
+
+    def output_name(self, default, inp):
+        return default
+
+    def id_field(self, case):
+        """Where the id is in an output record (`-`: the record is the id)."""
+        return "id"
+
+    def ends_itself(self, case, bounded):
+        """Whether a run ends by itself once the input is read (else it is stopped)."""
+        return False
+
+    def command(self, env, case, run):
+        raise NotImplementedError
+
+
+class Rivus(Peer):
+    name = "rivus"
+    restart_line = "job failed: restarting from the newest completed checkpoint"
+
+    def setup(self, env):
+        print("== building rivus (release)", flush=True)
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "rivus-cli"], cwd=ROOT,
+                       check=True, env={**os.environ, "CARGO_TARGET_DIR": TARGET})
+        self.bin = os.path.join(TARGET, "release", "rivus")
+
+    def ends_itself(self, case, bounded):
+        return bounded
+
+    def command(self, env, case, run):
+        c = CASES[case]
+        text = 'format = "text"\n' if c.fmt == "pass" else ""
+        if c.source == "generator":
+            source = f'[source]\ntype = "generator"\ncount = {run.n}\n'
+        else:
+            source = (f'[source]\ntype = "kafka"\nbootstrap_servers = "{env.kafka}"\n'
+                      f'topics = ["{run.inp}"]\ngroup_id = "{run.group}"\nstart = "earliest"\n'
+                      f'bounded = {"true" if run.bounded else "false"}\n{text}')
+        if c.sink == "kafka":
+            sink = (f'[sink]\ntype = "kafka"\nbootstrap_servers = "{env.kafka}"\n'
+                    f'topic = "{run.out}"\nexactly_once = {"true" if c.exactly else "false"}\n{text}')
+        elif c.sink == "elasticsearch":
+            sink = f'[sink]\ntype = "elasticsearch"\nurl = "{env.es}"\nindex = "{run.out}"\nid_field = "id"\n'
+        else:
+            sink = (f'[sink]\ntype = "jdbc"\nurl = "{env.pg}"\ntable = "{run.out}"\n'
+                    f'exactly_once = {"true" if c.exactly else "false"}\n')
+        f = os.path.join(env.work, f"{run.group}.toml")
+        with open(f, "w") as o:
+            o.write(f'name = "{run.group}"\nparallelism = {env.p}\n'
+                    f'[checkpoint]\ninterval = "{INTERVAL_MS}ms"\ndir = "state-{run.group}"\n'
+                    f'{source}{sink}')
+        return [self.bin, "run", f]
+
+
+class Flink(Peer):
+    """Apache Flink 2.2 (DataStream API, local MiniCluster); Flink 1.17 for Elasticsearch."""
+    name = "flink"
+    restart_line = "switched from state RUNNING to RESTARTING"
+
+    def setup(self, env):
+        d = os.path.join(HERE, "flink")
+        jars = lib(f"resolve_jars flink '{d}/pom.xml'")
+        job = lib(f"compile_class flink-job '{jars}' '{d}/FlinkJob.java'")
+        es_jars = lib(f"resolve_jars flink-es '{d}/pom-es.xml'")
+        es_job = lib(f"compile_class flink-es-job '{es_jars}' '{d}/FlinkEsJob.java'")
+        self.cp = {"flink": f"{job}:{jars}/*", "flink-es": f"{es_job}:{es_jars}/*"}
+
+    def refuses(self, case):
+        if CASES[case].source != "kafka":
+            return "the bench's Flink job reads Kafka only"
+        return None
+
+    def ends_itself(self, case, bounded):
+        return bounded
+
+    def command(self, env, case, run):
+        c = CASES[case]
+        args = [env.kafka, run.inp, run.out, run.group, str(env.p), str(INTERVAL_MS),
+                "exactly" if c.exactly else "atleast", c.fmt,
+                "bounded" if run.bounded else "unbounded"]
+        logging = [f"-Dlog4j2.configurationFile={HERE}/flink/log4j2.properties",
+                   f"-Dversus.log={run.log}"]
+        if c.sink == "elasticsearch":
+            return ["java", *OPENS, *logging, "-cp", self.cp["flink-es"], "FlinkEsJob", *args, env.es]
+        if c.sink == "postgres":
+            args.append(env.jdbc_url())
+        return ["java", *logging, "-cp", self.cp["flink"], "FlinkJob", *args]
+
+
+class Benthos(Peer):
+    """Benthos v4.27.0 (Go), built from its module with `go build` (cached by go.sum)."""
+    name = "benthos"
+
+    def setup(self, env):
+        d = os.path.join(HERE, "benthos")
+        key = hashlib.sha256(open(os.path.join(d, "go.sum"), "rb").read()
+                             + open(os.path.join(d, "main.go"), "rb").read()).hexdigest()[:12]
+        out = os.path.join(CACHE, f"benthos-{key}", "benthos")
+        if not os.path.exists(out):
+            print("== building Benthos v4.27.0 (first run only)", flush=True)
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            go_env = {**os.environ, "GOPATH": os.path.join(CACHE, "go"),
+                      "GOCACHE": os.path.join(CACHE, "go-build"), "GOFLAGS": "-mod=mod"}
+            subprocess.run(["go", "build", "-o", out + ".tmp", "."], cwd=d, check=True, env=go_env)
+            os.rename(out + ".tmp", out)
+        self.bin = out
+
+    def refuses(self, case):
+        if CASES[case].exactly:
+            return "no exactly-once delivery"
+        return None
+
+    def ends_itself(self, case, bounded):
+        # `generate` with a count closes its input, and Benthos then stops.
+        return CASES[case].source == "generator"
+
+    def command(self, env, case, run):
+        c = CASES[case]
+        if c.source == "generator":
+            inp = (f"input:\n  generate:\n    count: {run.n}\n    interval: \"\"\n    mapping: |\n"
+                   f"      let i = count(\"gen\") - 1\n"
+                   f"      root.id = $i\n      root.user = \"user-%d\".format($i % 50)\n"
+                   f"      root.amount = ($i * 7919 % 100000) / 100\n"
+                   f"      root.status = [\"new\", \"paid\", \"shipped\"].index($i % 3)\n"
+                   f"      root.ts = timestamp_unix_milli()\n")
+        else:
+            inp = (f"input:\n  kafka_franz:\n    seed_brokers: [\"{env.kafka}\"]\n"
+                   f"    topics: [\"{run.inp}\"]\n    consumer_group: \"{run.group}\"\n"
+                   f"    start_from_oldest: true\n    commit_period: {INTERVAL_MS}ms\n")
+        processors = "    - mapping: root = this\n" if c.fmt == "json" else ""
+        pipeline = f"pipeline:\n  threads: {env.p}\n" + (f"  processors:\n{processors}" if processors else "")
+        if c.sink == "kafka":
+            out = f"output:\n  kafka_franz:\n    seed_brokers: [\"{env.kafka}\"]\n    topic: \"{run.out}\"\n"
+        elif c.sink == "elasticsearch":
+            # rivus's bulks: 1 000 actions or flushed every second.
+            out = (f"output:\n  elasticsearch:\n    urls: [\"{env.es}\"]\n    index: \"{run.out}\"\n"
+                   f"    id: '${{! json(\"id\") }}'\n    sniff: false\n"
+                   f"    batching:\n      count: 1000\n      period: 1s\n")
+        else:
+            args = ", ".join(f"this.{k}" for k in COLUMNS)
+            # rivus's batches: 1 000 rows or flushed every second.
+            out = (f"output:\n  sql_insert:\n    driver: postgres\n    dsn: \"{env.pg}?sslmode=disable\"\n"
+                   f"    table: \"{run.out}\"\n    columns: [{', '.join(COLUMNS)}]\n"
+                   f"    args_mapping: root = [{args}]\n"
+                   f"    batching:\n      count: 1000\n      period: 1s\n")
+        f = os.path.join(env.work, f"{run.group}.yaml")
+        with open(f, "w") as o:
+            o.write(f"http:\n  enabled: false\nlogger:\n  level: WARN\n{inp}{pipeline}{out}")
+        return [self.bin, "-c", f]
+
+
+class Connect(Peer):
+    """Kafka Connect 4.3.1, a standalone worker: MirrorSourceConnector (Kafka -> Kafka, bytes
+    copied), Debezium's JDBC sink (Kafka -> PostgreSQL, records with schemas), the
+    VerifiableSourceConnector (a generator)."""
+    name = "connect"
+
+    def setup(self, env):
+        self.jars = lib(f"resolve_jars versus-connect '{HERE}/connect/pom.xml'")
+
+    def refuses(self, case):
+        c = CASES[case]
+        if c.exactly:
+            return "exactly-once needs a distributed worker and is not set up here"
+        if c.sink == "elasticsearch":
+            return "no open Elasticsearch sink for Kafka Connect on Maven Central"
+        if c.source == "kafka" and c.sink == "kafka" and c.fmt == "json":
+            return "Connect copies bytes (MirrorSourceConnector); parsing needs a connector of one's own"
+        return None
+
+    def input_kind(self, case):
+        return "envelope" if CASES[case].sink == "postgres" else "plain"
+
+    def output_name(self, default, inp):
+        # MirrorSourceConnector names its output `<source alias>.<topic>`.
+        return f"{default}.{inp}" if inp else default
+
+    def id_field(self, case):
+        return "-" if CASES[case].source == "generator" else "id"
+
+    def command(self, env, case, run):
+        c = CASES[case]
+        worker = {
+            "bootstrap.servers": env.kafka,
+            "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+            "offset.storage.file.filename": os.path.join(env.work, f"offsets-{run.group}"),
+            # The same commit interval as the others' checkpoints (default 60 s).
+            "offset.flush.interval.ms": str(INTERVAL_MS),
+            "listeners": "http://127.0.0.1:0",
+            "plugin.discovery": "only_scan",
+        }
+        conn = {"name": run.group, "tasks.max": str(env.p)}
+        if c.source == "generator":
+            conn.update({"connector.class": "org.apache.kafka.connect.tools.VerifiableSourceConnector",
+                         "tasks.max": "1", "topic": run.out, "throughput": "-1",
+                         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                         "value.converter.schemas.enable": "false"})
+        elif c.sink == "kafka":
+            alias = run.out[: -len(run.inp) - 1]
+            conn.update({"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+                         "source.cluster.alias": alias, "target.cluster.alias": "target",
+                         "source.cluster.bootstrap.servers": env.kafka,
+                         "target.cluster.bootstrap.servers": env.kafka,
+                         "topics": run.inp, "sync.topic.acls.enabled": "false",
+                         "sync.topic.configs.enabled": "false", "emit.offset-syncs.enabled": "false",
+                         "replication.factor": "1", "offset-syncs.topic.replication.factor": "1"})
+        else:
+            conn.update({"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+                         "topics": run.inp, "connection.url": env.jdbc_url(),
+                         "insert.mode": "insert", "primary.key.mode": "none",
+                         "schema.evolution": "none", "table.name.format": run.out,
+                         # rivus's batches: 1 000 rows.
+                         "batch.size": "1000",
+                         "consumer.override.auto.offset.reset": "earliest",
+                         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                         "value.converter.schemas.enable": "true"})
+        files = []
+        for name, props in (("worker", worker), ("connector", conn)):
+            f = os.path.join(env.work, f"{run.group}-{name}.properties")
+            with open(f, "w") as o:
+                o.write("".join(f"{k}={v}\n" for k, v in props.items()))
+            files.append(f)
+        return ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", f"{self.jars}/*",
+                "org.apache.kafka.connect.cli.ConnectStandalone", *files]
+
+
+PEERS = {p.name: p for p in (Rivus(), Benthos(), Connect(), Flink())}
+STOP = signal.SIGINT
