@@ -192,11 +192,14 @@ def measure(env, peer, case, cmd, out, run, timeout):
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
         else:
-            try:
-                w.wait(timeout=timeout)
+            # Runs on until the watcher saw every record; a job that ends first failed.
+            deadline = time.time() + timeout
+            while w.poll() is None and job.poll() is None and time.time() < deadline:
+                time.sleep(0.05)
+            if w.poll() is not None:
                 code = 0 if w.returncode == 0 else -1
-            except subprocess.TimeoutExpired:
-                pass
+            elif job.poll() is not None:
+                code = job.returncode or -1
             stop(job)
     if code != 0:
         w.kill()
@@ -226,7 +229,7 @@ def latency(env, peer, case, stamp, seconds, rate):
     inp = f"versus-live-{case}-{peer.name}-{stamp}"
     env.topic(inp)
     out = Output(env, case, peer.output_name(
-        f"versus_{case}_{peer.name}_live_{stamp}".replace("-", "_"), inp), peer.id_field(case))
+        f"versus_{case}_{peer.name}_live_{stamp}".replace("-", "_"), inp, case), peer.id_field(case))
     group = f"versus-{case}-{peer.name}-live-{stamp}"
     log = open(os.path.join(env.work, f"latency-{out.name}.log"), "w")
     # Ten more seconds of feed cover the job's start-up (records sent then are not counted).
@@ -254,7 +257,7 @@ def fault_round(env, peer, case, stamp, n):
     env.topic(inp)
     env.fill(inp, n, c.size, kind=peer.input_kind(case))
     out = Output(env, case, peer.output_name(
-        f"versus_fault_{peer.name}_{stamp}".replace("-", "_"), inp), peer.id_field(case))
+        f"versus_fault_{peer.name}_{stamp}".replace("-", "_"), inp, case), peer.id_field(case))
     group = f"versus-fault-{peer.name}-{stamp}"
     run = Run(inp, out.name, group, False, n, os.path.join(env.work, f"job-{out.name}.log"))
     cmd = peer.command(env, case, run)

@@ -37,7 +37,7 @@ class Peer:
         """`plain` JSON records, or `envelope` (Kafka Connect's JsonConverter with schemas)."""
         return "plain"
 
-    def output_name(self, default, inp):
+    def output_name(self, default, inp, case):
         return default
 
     def id_field(self, case):
@@ -209,9 +209,10 @@ class Connect(Peer):
     def input_kind(self, case):
         return "envelope" if CASES[case].sink == "postgres" else "plain"
 
-    def output_name(self, default, inp):
+    def output_name(self, default, inp, case):
         # MirrorSourceConnector names its output `<source alias>.<topic>`.
-        return f"{default}.{inp}" if inp else default
+        c = CASES[case]
+        return f"{default}.{inp}" if c.source == "kafka" and c.sink == "kafka" else default
 
     def id_field(self, case):
         return "-" if CASES[case].source == "generator" else "id"
@@ -232,6 +233,8 @@ class Connect(Peer):
         if c.source == "generator":
             conn.update({"connector.class": "org.apache.kafka.connect.tools.VerifiableSourceConnector",
                          "tasks.max": "1", "topic": run.out, "throughput": "-1",
+                         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+                         "key.converter.schemas.enable": "false",
                          "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                          "value.converter.schemas.enable": "false"})
         elif c.sink == "kafka":
@@ -241,7 +244,7 @@ class Connect(Peer):
                          "source.cluster.bootstrap.servers": env.kafka,
                          "target.cluster.bootstrap.servers": env.kafka,
                          "topics": run.inp, "sync.topic.acls.enabled": "false",
-                         "sync.topic.configs.enabled": "false", "emit.offset-syncs.enabled": "false",
+                         "sync.topic.configs.enabled": "false",
                          "replication.factor": "1", "offset-syncs.topic.replication.factor": "1"})
         else:
             conn.update({"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
