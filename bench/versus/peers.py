@@ -7,6 +7,7 @@ import hashlib
 import os
 import signal
 import subprocess
+from urllib.parse import urlparse
 
 from harness import CASES, INTERVAL_MS, ROOT, CACHE, TARGET, lib, sh
 
@@ -247,8 +248,12 @@ class Connect(Peer):
                          "sync.topic.configs.enabled": "false",
                          "replication.factor": "1", "offset-syncs.topic.replication.factor": "1"})
         else:
+            u = urlparse(env.pg)
             conn.update({"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
-                         "topics": run.inp, "connection.url": env.jdbc_url(),
+                         "topics": run.inp,
+                         "connection.url": f"jdbc:postgresql://{u.hostname}:{u.port or 5432}{u.path}",
+                         "connection.username": u.username or "",
+                         "connection.password": u.password or "",
                          "insert.mode": "insert", "primary.key.mode": "none",
                          "schema.evolution": "none", "table.name.format": run.out,
                          # rivus's batches: 1 000 rows.
