@@ -169,7 +169,11 @@ class Benthos(Peer):
         processors = "    - mapping: root = this\n" if c.fmt == "json" else ""
         pipeline = f"pipeline:\n  threads: {env.p}\n" + (f"  processors:\n{processors}" if processors else "")
         if c.sink == "kafka":
-            out = f"output:\n  kafka_franz:\n    seed_brokers: [\"{env.kafka}\"]\n    topic: \"{run.out}\"\n"
+            # Batches as rivus's producer makes them (librdkafka: up to 10 000 records, 5 ms
+            # linger): without a batching policy Benthos awaits each record's acknowledgement,
+            # ten at a time, and stays near 15 k records/s.
+            out = (f"output:\n  kafka_franz:\n    seed_brokers: [\"{env.kafka}\"]\n    topic: \"{run.out}\"\n"
+                   f"    batching:\n      count: 10000\n      period: 5ms\n")
         elif c.sink == "elasticsearch":
             # rivus's bulks: 1 000 actions or flushed every second.
             out = (f"output:\n  elasticsearch:\n    urls: [\"{env.es}\"]\n    index: \"{run.out}\"\n"
