@@ -158,15 +158,20 @@ class RunFailed(Exception):
         self.hung = hung
 
 
-def stop(job, timeout=60):
-    """Asks a job's process group to stop (SIGINT: every contestant stops cleanly on it, and
-    /usr/bin/time ignores it), then kills it if it does not."""
+def stop(job, timeout=30):
+    """Asks a job's process group to stop (SIGINT: every contestant stops on it, and
+    /usr/bin/time ignores it); a job that does not stop within `timeout` has the processes
+    below `job` killed (so /usr/bin/time still reports), then the group."""
     try:
         os.killpg(job.pid, signal.SIGINT)
         return job.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        return job.wait()
+        subprocess.run(["pkill", "-KILL", "-P", str(job.pid)])
+        try:
+            return job.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            return job.wait()
     except ProcessLookupError:
         return job.wait()
 
@@ -209,7 +214,10 @@ def measure(env, peer, case, cmd, out, run, timeout):
     first, last = map(int, w.communicate(timeout=900)[0].split())
     log.close()
     duplicates, missing = out.arrived(n)
-    wall, user, system, rss_kib = open(timing).read().split()[-4:]
+    figures = open(timing).read().split()[-4:]
+    if len(figures) != 4:
+        raise RunFailed(f"/usr/bin/time reported nothing; see {run.log}", hung=False)
+    wall, user, system, rss_kib = figures
     return {
         "restarts": restarts(peer, run.log),
         "duplicates": duplicates,
