@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::auth::{EsAuth, Outgoing};
 use crate::cluster::Cluster;
 use crate::config::EsConfig;
-use crate::error::{es_err, status_err};
+use crate::error::{es_err, short, status_err};
 
 /// A client of one node of a cluster whose engine and version are known.
 #[derive(Clone)]
@@ -210,8 +210,4 @@ impl EsClient {
 pub fn encode_segment(s: &str) -> String {
     // `*` and `,` stay as they are: index patterns and lists are path syntax here.
     uri_encode(s).replace("%2A", "*").replace("%2C", ",")
-}
-
-fn short(v: &Value) -> String {
-    v.to_string().chars().take(500).collect()
 }

@@ -10,6 +10,8 @@ use std::fmt;
 use rivus_core::{Error, Result};
 use serde_json::Value;
 
+use crate::error::short;
+
 /// The engine's family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
@@ -160,10 +162,6 @@ impl Cluster {
     pub fn sorts_on_id(&self) -> bool {
         !(self.flavor == Flavor::Elasticsearch && self.version.0 >= 8)
     }
-}
-
-fn short(v: &Value) -> String {
-    v.to_string().chars().take(200).collect()
 }
 
 #[cfg(test)]

@@ -5,6 +5,11 @@
 use rivus_core::secrets::redact_url;
 use rivus_core::Error;
 
+/// What the cluster answered, cut to 500 characters, for an error message.
+pub(crate) fn short(answer: &serde_json::Value) -> String {
+    answer.to_string().chars().take(500).collect()
+}
+
 /// A failed request (no answer, a broken connection) as a rivus error with `context`.
 pub(crate) fn es_err(context: impl Into<String>, e: impl std::fmt::Display) -> Error {
     Error::connector(context, redact_url(&e.to_string()))

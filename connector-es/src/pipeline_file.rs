@@ -107,14 +107,7 @@ impl EsSinkSection {
                 )
             })?);
         }
-        // The names of the section, not of the Rust API, in errors.
-        es.validate(path).map_err(|e| {
-            if let EsAuth::AwsSigV4 { .. } = es.auth {
-                rename(e, &format!("{path}.auth."), &format!("{path}.aws."))
-            } else {
-                e
-            }
-        })?;
+        es.validate(path)?;
         Ok(es)
     }
 
@@ -278,6 +271,22 @@ fn default_service() -> String {
 
 impl AwsSection {
     fn auth(&self, path: &str) -> Result<EsAuth> {
+        // Checked here, so that errors name the section's fields (`aws.region`).
+        if self.region.trim().is_empty() {
+            return Err(rivus_core::Error::config(
+                format!("{path}.region"),
+                "required",
+            ));
+        }
+        if !matches!(self.service.as_str(), "es" | "aoss") {
+            return Err(rivus_core::Error::config(
+                format!("{path}.service"),
+                format!(
+                    "`{}`: `es` (OpenSearch Service) or `aoss` (Serverless)",
+                    self.service
+                ),
+            ));
+        }
         let credentials = match (&self.access_key, &self.secret_key) {
             (Some(a), Some(s)) => AwsCredentials {
                 access_key: a.clone(),
@@ -339,19 +348,6 @@ fn parse_engine(text: &str) -> Option<Cluster> {
         "opensearch" => Some(Cluster::opensearch(major, minor)),
         "elasticsearch" => Some(Cluster::elasticsearch(major, minor)),
         _ => None,
-    }
-}
-
-/// `e` with its field path's `from` prefix replaced by `to`.
-fn rename(e: rivus_core::Error, from: &str, to: &str) -> rivus_core::Error {
-    match e {
-        rivus_core::Error::Config { path, message } if path.starts_with(from) => {
-            rivus_core::Error::Config {
-                path: format!("{to}{}", &path[from.len()..]),
-                message,
-            }
-        }
-        other => other,
     }
 }
 

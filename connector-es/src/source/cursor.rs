@@ -109,10 +109,7 @@ impl Cursor {
                     return Err(crate::error::status_err(
                         "elasticsearch source: search",
                         status,
-                        format!(
-                            "HTTP {status}: {}",
-                            v.to_string().chars().take(500).collect::<String>()
-                        ),
+                        format!("HTTP {status}: {}", crate::error::short(&v)),
                     ));
                 }
                 if let Some(new) = v["pit_id"].as_str() {
