@@ -8,12 +8,14 @@
 //! Afterwards the topic, compacted by key, the replica (`EXCEPT` both ways) and the index all
 //! equal the table.
 
+#[path = "support/cdc.rs"]
+mod cdc;
 #[path = "support/topics.rs"]
 mod topics;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,16 +24,10 @@ use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message};
 use rivus_testkit::services::{require, unique_name, Service};
+
+use cdc::{count, rivus, stop, wait, Cleanup};
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
-
-/// Rows in `table` (0 before it exists).
-async fn count(db: &mut PgConnection, table: &str) -> i64 {
-    sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
-        .fetch_one(db)
-        .await
-        .unwrap_or(0)
-}
 
 /// Rows of the captured table (`RIVUS_CDC_ROWS`; the issue's full run takes 200 000).
 fn rows() -> i64 {
@@ -57,54 +53,6 @@ async fn table(pg: &str, name: &str, n: i64) {
         format!("CREATE PUBLICATION {name} FOR TABLE {name}"),
     ] {
         sqlx::query(&sql).execute(&mut c).await.unwrap();
-    }
-}
-
-/// Cleans up after a test, passed or failed: the slot (a slot keeps WAL forever), the
-/// publication and the tables.
-struct Cleanup {
-    pg: String,
-    name: String,
-    tables: Vec<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let (pg, name, tables) = (self.pg.clone(), self.name.clone(), self.tables.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let tables: Vec<&str> = tables.iter().map(String::as_str).collect();
-            rt.block_on(clean(&pg, &name, &tables));
-        })
-        .join();
-    }
-}
-
-/// Drops the slot (once released), the publication and the tables.
-async fn clean(pg: &str, name: &str, tables: &[&str]) {
-    let mut c = PgConnection::connect(pg).await.unwrap();
-    for _ in 0..100 {
-        let r = sqlx::query(&format!(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-             WHERE slot_name = '{name}'"
-        ))
-        .execute(&mut c)
-        .await;
-        if r.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let _ = sqlx::query(&format!("DROP PUBLICATION IF EXISTS {name}"))
-        .execute(&mut c)
-        .await;
-    for t in tables {
-        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
-            .execute(&mut c)
-            .await;
     }
 }
 
@@ -161,78 +109,6 @@ fn writer(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
-}
-
-/// A running `rivus`, killed if the test ends without stopping it.
-struct Job(Option<Child>);
-
-impl Job {
-    fn child(&mut self) -> &mut Child {
-        self.0.as_mut().expect("running")
-    }
-
-    /// SIGKILL, and wait for the end.
-    fn kill(&mut self) {
-        let mut c = self.0.take().expect("running");
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// `rivus run file` in `dir`, its output in `dir/<label>.log`.
-fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) -> Job {
-    let log = std::fs::File::create(dir.join(format!("{label}.log"))).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));
-    cmd.args(["run", file.to_str().unwrap()])
-        .current_dir(dir)
-        .stdout(Stdio::from(log.try_clone().unwrap()))
-        .stderr(Stdio::from(log));
-    cmd.env("RUST_LOG", "warn,rivus_connector_cdc=info");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    Job(Some(cmd.spawn().unwrap()))
-}
-
-/// Asks a job to stop (SIGTERM) and waits for its end (a stop within a minute).
-fn stop(mut job: Job, dir: &Path, label: &str) {
-    let mut child = job.0.take().expect("running");
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let log = std::fs::read_to_string(dir.join(format!("{label}.log"))).unwrap_or_default();
-            assert!(status.success(), "{label} ended with {status}: {log}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "{label} did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Waits until `ready()` holds, failing with `what()` after `secs`; the job must stay up.
-async fn wait(job: &mut Job, secs: u64, ready: impl Fn() -> bool, what: impl Fn() -> String) {
-    let child = job.child();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ready() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the job ended ({status}) while waiting: {}", what());
-        }
-        assert!(Instant::now() < deadline, "{}", what());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The committed records of a topic, compacted by key as they arrive: a key's latest value,

@@ -11,8 +11,10 @@ use crate::pgoutput::{Datum, Relation};
 use crate::value;
 
 /// What a TOAST-ed value the change did not touch becomes (it is not in the WAL record):
-/// Debezium's placeholder, so that a sink can keep the old value instead of writing NULL.
-pub const UNCHANGED_TOAST: &str = "__debezium_unavailable_value";
+/// Debezium's placeholder, which every sink that applies changes reads as "leave this column
+/// as it is" ([`rivus_core::change::Change`]). A table with `REPLICA IDENTITY FULL` has its
+/// old row in each update, and the value is taken from there instead.
+pub use rivus_core::change::UNCHANGED as UNCHANGED_TOAST;
 
 /// The shape of emitted records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -34,6 +34,11 @@ async fn cdc_records_map_types_mark_unchanged_toast_and_follow_new_columns() {
          ALTER TABLE {t}_toast ALTER COLUMN big SET STORAGE EXTERNAL;
          GRANT SELECT ON {t}_toast TO rivus_cdc;
          ALTER PUBLICATION {0} ADD TABLE {t}_toast;
+         CREATE TABLE {t}_full (id INT PRIMARY KEY, n INT, big TEXT);
+         ALTER TABLE {t}_full ALTER COLUMN big SET STORAGE EXTERNAL;
+         ALTER TABLE {t}_full REPLICA IDENTITY FULL;
+         GRANT SELECT ON {t}_full TO rivus_cdc;
+         ALTER PUBLICATION {0} ADD TABLE {t}_full;
          INSERT INTO {t} VALUES (1, 12.5, 0.25, true, '2024-01-01', '2024-03-01 12:00:00.5+02',
            '1970-01-01 00:00:01.25', '{{\"a\": [1, 2]}}', '{{x,\"y z\"}}', '{{1,NULL,3}}',
            '\\x00ff', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'happy', NULL)",
@@ -68,13 +73,18 @@ async fn cdc_records_map_types_mark_unchanged_toast_and_follow_new_columns() {
              FROM generate_series(1, 700) i"
         ),
         format!("UPDATE {t}_toast SET n = 2 WHERE id = 1"),
+        format!(
+            "INSERT INTO {t}_full SELECT 1, 1, string_agg(md5(i::text), '') \
+             FROM generate_series(1, 700) i"
+        ),
+        format!("UPDATE {t}_full SET n = 2 WHERE id = 1"),
     ] {
         f.exec(&sql).await;
     }
     wait::until(
         Duration::from_secs(30),
-        || async { store.committed_len() >= 7 },
-        || format!("{} of 7 changes", store.committed_len()),
+        || async { store.committed_len() >= 9 },
+        || format!("{} of 9 changes", store.committed_len()),
     )
     .await;
     handle.stop();
@@ -148,8 +158,25 @@ async fn cdc_records_map_types_mark_unchanged_toast_and_follow_new_columns() {
         "a TOAST-ed value the update did not touch is marked, not nulled (got {:?} characters)",
         len(&toast[1]["after"]["big"])
     );
+    // REPLICA IDENTITY FULL: the update carries the whole old row, and the unchanged value
+    // is taken from it — the record is complete, nothing for a sink to leave alone.
+    let full: Vec<&Value> = got
+        .iter()
+        .filter(|r| r["source"]["table"] == format!("{t}_full"))
+        .collect();
+    assert_eq!(full.len(), 2);
+    assert_eq!(full[1]["after"]["n"], 2);
+    assert_eq!(
+        len(&full[1]["after"]["big"]),
+        Some(22_400),
+        "{:?}",
+        full[1]["after"]["big"]
+            .as_str()
+            .map(|s| &s[..40.min(s.len())])
+    );
+    assert_eq!(full[1]["after"]["big"], full[0]["after"]["big"]);
     f.exec(&format!(
-        "DROP TABLE {t}; DROP TABLE {t}_toast; DROP TYPE {mood}"
+        "DROP TABLE {t}; DROP TABLE {t}_toast; DROP TABLE {t}_full; DROP TYPE {mood}"
     ))
     .await;
     f.clean().await;

@@ -139,9 +139,13 @@ impl EsSinkSection {
             return b.build(move |v: &Value, idx| {
                 let change = rivus_core::change::Change::of(v)
                     .map_err(|e| SchemaError::new("json", "record", e))?;
-                let (delete, row) = match change {
-                    rivus_core::change::Change::Write(row) => (false, Value::Object(row)),
-                    rivus_core::change::Change::Delete(row) => (true, Value::Object(row)),
+                // A change without some columns (unchanged TOASTed values) updates the
+                // document partially: the fields it does not carry keep their values.
+                let (delete, partial, row) = match change {
+                    rivus_core::change::Change::Write { row, unchanged } => {
+                        (false, !unchanged.is_empty(), Value::Object(row))
+                    }
+                    rivus_core::change::Change::Delete(row) => (true, false, Value::Object(row)),
                 };
                 let Some(id) = id_of(&row) else {
                     return Err(SchemaError::new(
@@ -152,6 +156,8 @@ impl EsSinkSection {
                 };
                 if delete {
                     idx.delete(index.clone(), id);
+                } else if partial {
+                    idx.update(index.clone(), id, row);
                 } else {
                     idx.index(index.clone(), Some(id), row);
                 }

@@ -163,6 +163,18 @@ impl RequestIndexer {
         });
     }
 
+    /// Merges the fields of `doc` into document `id` of `index`, leaving its other fields as
+    /// they are; a missing document is indexed as `doc` (`doc_as_upsert`).
+    pub fn update(&mut self, index: impl Into<String>, id: impl Into<String>, doc: Value) {
+        self.add(DocRequest::Update {
+            index: index.into(),
+            id: id.into(),
+            routing: None,
+            doc,
+            upsert: None,
+        });
+    }
+
     /// Deletes document `id` of `index`.
     pub fn delete(&mut self, index: impl Into<String>, id: impl Into<String>) {
         self.add(DocRequest::Delete {

@@ -8,6 +8,9 @@ use crate::value::SqlValue;
 pub(crate) struct Change {
     pub delete: bool,
     pub values: Vec<SqlValue>,
+    /// Positions of the columns this write leaves as they are (ascending; their values are
+    /// NULL placeholders, never bound): a change that did not carry them. Empty for most.
+    pub kept: Vec<usize>,
 }
 
 impl Change {

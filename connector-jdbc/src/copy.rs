@@ -6,15 +6,18 @@ use crate::change::Change;
 use crate::statement::Plan;
 use crate::value::{Class, SqlValue};
 
-/// `INSERT ... SELECT * FROM UNNEST($1::t[], ...)` of `run`.
+/// `INSERT ... SELECT ... FROM UNNEST($1::t[], ...)` of `run`, whose changes all have the
+/// shape (kept columns) of the first.
 pub(crate) async fn unnest(
     pg: &mut PgConnection,
     plan: &Plan,
     run: &[Change],
 ) -> Result<(), sqlx::Error> {
-    let sql = plan.unnest_sql();
+    let kept = run.first().map_or(&[][..], |c| &c.kept[..]);
+    let sql = plan.unnest_sql(kept);
     let mut q = sqlx::query(&sql);
-    for (i, column) in plan.columns.iter().enumerate() {
+    for i in plan.written(kept) {
+        let column = &plan.columns[i];
         let values = run.iter().map(|c| &c.values[i]);
         q = match column.class {
             Class::Int => q.bind(
@@ -49,7 +52,7 @@ pub(crate) async fn unnest(
                     })
                     .collect::<Vec<_>>(),
             ),
-            Class::Text | Class::Any => q.bind(
+            _ => q.bind(
                 values
                     .map(|v| match v {
                         SqlValue::Text(x) => x.as_deref(),
@@ -135,6 +138,7 @@ mod tests {
     #[test]
     fn csv_quotes_text_and_leaves_null_empty() {
         let rows = vec![Change {
+            kept: Vec::new(),
             delete: false,
             values: vec![
                 SqlValue::Int(Some(7)),

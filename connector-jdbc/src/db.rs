@@ -39,7 +39,8 @@ pub(crate) enum Fault {
     Retry,
     /// The data was refused (constraint, type, range): isolate the bad rows.
     Data,
-    /// Anything else (syntax, missing table, permissions): stop.
+    /// Anything else (syntax, a missing table or type, permissions): the database will say
+    /// the same again, so the job ends ([`rivus_core::Fault::Permanent`]).
     Fatal,
 }
 
@@ -304,15 +305,10 @@ pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Fault {
     match dialect {
         Dialect::Postgres => {
             let code = db.code().unwrap_or_default();
-            if code.starts_with("08")
-                || code.starts_with("57P")
-                || code == "40001"
-                || code == "40P01"
-                || code == "53300"
-            {
-                Fault::Retry
-            } else if code.starts_with("22") || code.starts_with("23") {
+            if code.starts_with("22") || code.starts_with("23") {
                 Fault::Data
+            } else if rivus_core::Fault::of_sqlstate(&code) == rivus_core::Fault::Transient {
+                Fault::Retry
             } else {
                 Fault::Fatal
             }
@@ -323,7 +319,20 @@ pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Fault {
                 .map(|e| e.number())
                 .unwrap_or(0);
             match number {
-                1040 | 1053 | 1205 | 1213 | 1927 | 2006 | 2013 => Fault::Retry,
+                // Too many connections, shutdown, network errors, lock wait timeout, deadlock,
+                // interrupted, connection killed, execution time exceeded, gone away, lost,
+                // idle disconnect.
+                1040
+                | 1053
+                | 1158..=1161
+                | 1205
+                | 1213
+                | 1317
+                | 1927
+                | 3024
+                | 2006
+                | 2013
+                | 4031 => Fault::Retry,
                 1048 | 1062 | 1264 | 1265 | 1292 | 1366 | 1406 | 1451 | 1452 | 3140 | 3819
                 | 4025 => Fault::Data,
                 _ => Fault::Fatal,

@@ -1,8 +1,13 @@
 //! How sqlx's errors become rivus errors: with what was being done, the server's detail
-//! (code, column, constraint) and no secret, and refused credentials or permissions marked as
-//! [`Error::Refused`], which no restart can fix.
+//! (code, column, constraint) and no secret, and a [`Fault`]: refused credentials or
+//! permissions ([`Error::Refused`]) and statements the database will refuse again (a missing
+//! table or type, a syntax error: [`Error::Rejected`]) end the job; only lost connections,
+//! timeouts and conflicts restart it.
 
-use rivus_core::Error;
+use rivus_core::{Error, Fault};
+
+use crate::db::classify;
+use crate::dialect::Dialect;
 
 /// True when the server refused the credentials or a permission (PostgreSQL class 28 and
 /// 42501; MySQL/MariaDB 1044, 1045, 1142, 1143, 1227, 1698): a restart cannot fix it.
@@ -17,10 +22,36 @@ pub(crate) fn is_refusal(e: &sqlx::Error) -> bool {
     code.starts_with("28") || code == "42501"
 }
 
-/// `e` as a rivus error with `context` and the server's detail: [`Error::Refused`] when it is
-/// a refusal ([`is_refusal`]), else [`Error::Connector`].
+/// What a restart would make of `e`: refusals ([`is_refusal`]) are refused, what
+/// [`classify`](crate::db::classify) calls retryable is transient, the rest permanent.
+pub(crate) fn fault(e: &sqlx::Error) -> Fault {
+    if is_refusal(e) {
+        return Fault::Refused;
+    }
+    let dialect = match e {
+        sqlx::Error::Database(db)
+            if db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some() =>
+        {
+            Dialect::MySql
+        }
+        sqlx::Error::Database(db)
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() =>
+        {
+            Dialect::Sqlite
+        }
+        _ => Dialect::Postgres,
+    };
+    match classify(dialect, e) {
+        crate::db::Fault::Retry => Fault::Transient,
+        crate::db::Fault::Data | crate::db::Fault::Fatal => Fault::Permanent,
+    }
+}
+
+/// `e` as a rivus error with `context`, the server's detail and its [`fault`].
 pub(crate) fn sql_error(context: impl Into<String>, e: &sqlx::Error) -> Error {
-    Error::client(context, describe(e), is_refusal(e))
+    Error::client(context, describe(e), fault(e))
 }
 
 /// `e` with the server's detail, column and constraint where it gives them.

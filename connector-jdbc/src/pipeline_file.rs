@@ -96,9 +96,10 @@ pub struct JdbcSinkSection {
     #[serde(default)]
     pub apply_changes: bool,
     /// How text becomes the bytes of a binary column: `utf8` (default), `base64` (what the
-    /// schema formats give for bytes fields) or `hex`.
+    /// schema formats give for bytes fields, and the default with `apply_changes`: change
+    /// records carry bytes as base64) or `hex`.
     #[serde(default)]
-    pub bytes_encoding: JdbcBytesEncoding,
+    pub bytes_encoding: Option<JdbcBytesEncoding>,
     /// TLS, as for the source.
     #[serde(default)]
     pub tls: TlsFiles,
@@ -212,9 +213,11 @@ impl JdbcSinkSection {
                 DeliveryGuarantee::AtLeastOnce
             })
             .ignore_unknown_fields(self.ignore_unknown_fields)
-            .bytes_encoding(self.bytes_encoding.into())
             .apply_changes(self.apply_changes)
             .error_policy(policy);
+        if let Some(e) = self.bytes_encoding {
+            b = b.bytes_encoding(e.into());
+        }
         if let Some(k) = &self.key {
             b = b.key(k.clone());
         }
@@ -316,7 +319,7 @@ impl SinkSection for JdbcSinkSection {
             OptionDoc::optional(
                 "bytes_encoding",
                 "\"utf8\" | \"base64\" | \"hex\"",
-                "\"utf8\"",
+                "\"utf8\" (\"base64\" with apply_changes)",
             ),
             OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
         ],

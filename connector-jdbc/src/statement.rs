@@ -1,5 +1,7 @@
 //! Statement text for one table: multi-row INSERT / upsert within the bind-parameter limit,
-//! PostgreSQL's UNNEST and COPY forms, and multi-row DELETE by key.
+//! PostgreSQL's UNNEST and COPY forms, and multi-row DELETE by key. A write that leaves some
+//! columns as they are (a change without its unchanged TOASTed values) gets statements that
+//! name only the other columns: its *shape*, the positions it keeps, is part of the cache key.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::dialect::Dialect;
 use crate::table::TableColumn;
+use crate::value::Class;
 
 /// How rows are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +45,7 @@ pub enum PgMethod {
     Copy,
 }
 
-/// The statements of one sink, built once and cached by row count.
+/// The statements of one sink, built once and cached by row count and shape.
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub dialect: Dialect,
@@ -53,7 +56,10 @@ pub(crate) struct Plan {
     pub mode: WriteMode,
     pub method: PgMethod,
     pub max_rows: usize,
-    cache: Mutex<HashMap<(bool, usize), Arc<str>>>,
+    /// The table's computed columns (`GENERATED ALWAYS AS`): a record's fields of these names
+    /// are left out, never refused.
+    pub computed: Vec<String>,
+    cache: Mutex<HashMap<(bool, usize, Vec<usize>), Arc<str>>>,
 }
 
 impl Plan {
@@ -75,20 +81,31 @@ impl Plan {
             keys,
             mode,
             method,
+            computed: Vec::new(),
             cache: Mutex::new(HashMap::new()),
         }
     }
 
-    fn column_list(&self) -> String {
+    /// The same plan, leaving fields named after `computed` columns out of records.
+    pub fn with_computed(mut self, computed: Vec<String>) -> Self {
+        self.computed = computed;
+        self
+    }
+
+    /// The positions of the columns a write of shape `kept` names.
+    pub fn written<'a>(&'a self, kept: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+        (0..self.columns.len()).filter(move |i| kept.binary_search(i).is_err())
+    }
+
+    fn column_list(&self, kept: &[usize]) -> String {
         let names: Vec<String> = self
-            .columns
-            .iter()
-            .map(|c| self.dialect.quote(&c.name))
+            .written(kept)
+            .map(|i| self.dialect.quote(&self.columns[i].name))
             .collect();
         names.join(", ")
     }
 
-    fn upsert(&self) -> String {
+    fn upsert(&self, kept: &[usize]) -> String {
         if self.mode != WriteMode::Upsert {
             return String::new();
         }
@@ -97,61 +114,85 @@ impl Plan {
             .iter()
             .map(|&k| self.columns[k].name.clone())
             .collect();
-        let updates: Vec<String> = (0..self.columns.len())
+        let updates: Vec<String> = self
+            .written(kept)
             .filter(|i| !self.keys.contains(i))
             .map(|i| self.columns[i].name.clone())
             .collect();
         self.dialect.upsert_clause(&keys, &updates)
     }
 
-    fn cached(&self, delete: bool, rows: usize, build: impl FnOnce() -> String) -> Arc<str> {
+    fn cached(
+        &self,
+        delete: bool,
+        rows: usize,
+        kept: &[usize],
+        build: impl FnOnce() -> String,
+    ) -> Arc<str> {
         let mut cache = self.cache.lock();
         Arc::clone(
             cache
-                .entry((delete, rows))
+                .entry((delete, rows, kept.to_vec()))
                 .or_insert_with(|| Arc::from(build())),
         )
     }
 
-    /// INSERT (or upsert) of `rows` rows with placeholders, row by row.
-    pub fn write_sql(&self, rows: usize) -> Arc<str> {
-        self.cached(false, rows, || {
-            let n = self.columns.len();
+    /// INSERT (or upsert) of `rows` rows of shape `kept` with placeholders, row by row.
+    pub fn write_sql(&self, rows: usize, kept: &[usize]) -> Arc<str> {
+        self.cached(false, rows, kept, || {
+            let written: Vec<usize> = self.written(kept).collect();
+            let n = written.len();
             let mut values = Vec::with_capacity(rows);
             for r in 0..rows {
-                let row: Vec<String> = self
-                    .columns
+                let row: Vec<String> = written
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| self.dialect.placeholder(r * n + i + 1, c.cast.as_deref()))
+                    .map(|(j, &i)| {
+                        self.dialect
+                            .placeholder(r * n + j + 1, self.columns[i].cast.as_deref())
+                    })
                     .collect();
                 values.push(format!("({})", row.join(", ")));
             }
             format!(
                 "INSERT INTO {} ({}) VALUES {}{}",
                 self.table,
-                self.column_list(),
+                self.column_list(kept),
                 values.join(", "),
-                self.upsert()
+                self.upsert(kept)
             )
         })
     }
 
-    /// PostgreSQL: INSERT (or upsert) of any number of rows from one array per column.
-    pub fn unnest_sql(&self) -> Arc<str> {
-        self.cached(false, 0, || {
-            let arrays: Vec<String> = self
-                .columns
+    /// PostgreSQL: INSERT (or upsert) of any number of rows of shape `kept` from one array
+    /// per column. Each array has the type its values are bound as (`int8[]`, `float8[]`,
+    /// `bool[]`, `bytea[]`, `text[]`) and each column is cast to its own type in the select,
+    /// so that any column type works, arrays and domains included (`_text[]` does not exist).
+    pub fn unnest_sql(&self, kept: &[usize]) -> Arc<str> {
+        self.cached(false, 0, kept, || {
+            let written: Vec<usize> = self.written(kept).collect();
+            let arrays: Vec<String> = written
                 .iter()
                 .enumerate()
-                .map(|(i, c)| format!("${}::{}[]", i + 1, c.cast.as_deref().unwrap_or("text")))
+                .map(|(j, &i)| format!("${}::{}[]", j + 1, bound_type(self.columns[i].class)))
                 .collect();
+            let selected: Vec<String> = written
+                .iter()
+                .enumerate()
+                .map(|(j, &i)| match &self.columns[i].cast {
+                    Some(cast) => format!("u.c{j}::{cast}"),
+                    None => format!("u.c{j}"),
+                })
+                .collect();
+            let aliases: Vec<String> = (0..written.len()).map(|j| format!("c{j}")).collect();
             format!(
-                "INSERT INTO {} ({}) SELECT * FROM UNNEST({}){}",
+                "INSERT INTO {} ({}) SELECT {} FROM UNNEST({}) AS u({}){}",
                 self.table,
-                self.column_list(),
+                self.column_list(kept),
+                selected.join(", "),
                 arrays.join(", "),
-                self.upsert()
+                aliases.join(", "),
+                self.upsert(kept)
             )
         })
     }
@@ -161,13 +202,13 @@ impl Plan {
         format!(
             "COPY {} ({}) FROM STDIN (FORMAT csv)",
             self.table,
-            self.column_list()
+            self.column_list(&[])
         )
     }
 
     /// DELETE of `rows` rows by key; the parameters are each row's key values in key order.
     pub fn delete_sql(&self, rows: usize) -> Arc<str> {
-        self.cached(true, rows, || {
+        self.cached(true, rows, &[], || {
             let k = self.keys.len();
             let conditions: Vec<String> = (0..rows)
                 .map(|r| {
@@ -201,10 +242,20 @@ impl Plan {
     }
 }
 
+/// The PostgreSQL type values of `class` are bound as in UNNEST's arrays.
+fn bound_type(class: Class) -> &'static str {
+    match class {
+        Class::Int => "int8",
+        Class::Float => "float8",
+        Class::Bool => "bool",
+        Class::Bytes(_) => "bytea",
+        _ => "text",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Class;
 
     fn col(name: &str, cast: Option<&str>) -> TableColumn {
         TableColumn {
@@ -212,6 +263,7 @@ mod tests {
             class: Class::Int,
             cast: cast.map(str::to_owned),
             generated: false,
+            computed: false,
         }
     }
 
@@ -227,13 +279,14 @@ mod tests {
             1000,
         );
         assert_eq!(
-            &*plan.write_sql(2),
+            &*plan.write_sql(2, &[]),
             "INSERT INTO \"t\" (\"id\", \"v\") VALUES ($1::int8, $2::text), ($3::int8, $4::text) \
              ON CONFLICT (\"id\") DO UPDATE SET \"v\" = excluded.\"v\""
         );
         assert_eq!(
-            &*plan.unnest_sql(),
-            "INSERT INTO \"t\" (\"id\", \"v\") SELECT * FROM UNNEST($1::int8[], $2::text[]) \
+            &*plan.unnest_sql(&[]),
+            "INSERT INTO \"t\" (\"id\", \"v\") SELECT u.c0::int8, u.c1::text \
+             FROM UNNEST($1::int8[], $2::int8[]) AS u(c0, c1) \
              ON CONFLICT (\"id\") DO UPDATE SET \"v\" = excluded.\"v\""
         );
         assert_eq!(
@@ -255,8 +308,46 @@ mod tests {
             10_000,
         );
         assert_eq!(plan.max_rows, 327);
-        let sql = plan.write_sql(2);
+        let sql = plan.write_sql(2, &[]);
         assert!(sql.starts_with("INSERT INTO \"t\" (\"c0\", "), "{sql}");
         assert_eq!(sql.matches('?').count(), 200);
+    }
+
+    #[test]
+    fn a_write_that_keeps_columns_names_only_the_others() {
+        let mut array = col("tags", Some("\"pg_catalog\".\"_text\""));
+        array.class = Class::Array(crate::value::Element::Plain);
+        let plan = Plan::new(
+            Dialect::Postgres,
+            "t",
+            vec![col("id", Some("int8")), col("body", Some("text")), array],
+            vec![0],
+            WriteMode::Upsert,
+            PgMethod::Unnest,
+            1000,
+        );
+        assert_eq!(
+            &*plan.unnest_sql(&[1]),
+            "INSERT INTO \"t\" (\"id\", \"tags\") SELECT u.c0::int8, \
+             u.c1::\"pg_catalog\".\"_text\" FROM UNNEST($1::int8[], $2::text[]) AS u(c0, c1) \
+             ON CONFLICT (\"id\") DO UPDATE SET \"tags\" = excluded.\"tags\""
+        );
+        assert_eq!(
+            &*plan.write_sql(1, &[1]),
+            "INSERT INTO \"t\" (\"id\", \"tags\") VALUES ($1::int8, $2::\"pg_catalog\".\"_text\") \
+             ON CONFLICT (\"id\") DO UPDATE SET \"tags\" = excluded.\"tags\""
+        );
+        let my = Plan::new(
+            Dialect::MySql,
+            "t",
+            vec![col("id", None), col("body", None), col("n", None)],
+            vec![0],
+            WriteMode::Upsert,
+            PgMethod::Values,
+            1000,
+        );
+        let sql = my.write_sql(2, &[1]);
+        assert!(sql.contains("(`id`, `n`) VALUES (?, ?), (?, ?)"), "{sql}");
+        assert!(!sql.contains("body"), "{sql}");
     }
 }

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::db::Conn;
 use crate::dialect::Dialect;
-use crate::value::{BytesText, Class};
+use crate::value::{BytesText, Class, Element};
 
 /// One column of a table.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +18,9 @@ pub struct TableColumn {
     pub cast: Option<String>,
     /// Filled by the database (identity, serial, auto_increment, generated).
     pub generated: bool,
+    /// Computed from other columns (`GENERATED ALWAYS AS (...)`): never written, and a
+    /// record's field of that name is left out (a change source's row carries it).
+    pub computed: bool,
 }
 
 /// A table's columns and primary key.
@@ -38,12 +41,26 @@ impl TableSchema {
     }
 }
 
-fn pg_class(typname: &str, category: &str) -> Class {
+/// The class of a PostgreSQL column of type `typname` (category `category`; `element`: the
+/// item type of an array, the base type of a domain).
+fn pg_class(typname: &str, category: &str, element: &str) -> Class {
     match (typname, category) {
+        (_, "A") => Class::Array(match element {
+            "date" => Element::Date,
+            "time" => Element::Time,
+            "timestamp" | "timestamptz" => Element::Timestamp,
+            "bytea" => Element::Bytes,
+            _ => Element::Plain,
+        }),
         ("int2" | "int4" | "int8" | "oid", _) => Class::Int,
         ("float4" | "float8", _) => Class::Float,
         ("bool", _) => Class::Bool,
         ("bytea", _) => Class::Bytes(BytesText::Utf8),
+        ("date", _) => Class::Date,
+        ("time", _) => Class::Time,
+        ("timestamp" | "timestamptz", _) => Class::Timestamp { utc_text: false },
+        // A domain binds like its base type.
+        (_, _) if !element.is_empty() && category != "A" => pg_class(element, "", ""),
         _ => Class::Text,
     }
 }
@@ -55,6 +72,9 @@ fn mysql_class(data_type: &str) -> Class {
         "binary" | "varbinary" | "tinyblob" | "blob" | "mediumblob" | "longblob" => {
             Class::Bytes(BytesText::Utf8)
         }
+        "date" => Class::Date,
+        "time" => Class::Time,
+        "datetime" | "timestamp" => Class::Timestamp { utc_text: true },
         _ => Class::Text,
     }
 }
@@ -100,10 +120,14 @@ pub(crate) async fn describe(
             let rows = sqlx::query(
                 "SELECT a.attname::text, t.typname::text, n.nspname::text, t.typcategory::text,
                         (a.attidentity <> '' OR a.attgenerated <> ''
-                         OR coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%')
+                         OR coalesce(pg_get_expr(d.adbin, d.adrelid), '') LIKE 'nextval(%'),
+                        coalesce(e.typname::text, ''),
+                        a.attgenerated <> ''
                  FROM pg_attribute a
                  JOIN pg_type t ON t.oid = a.atttypid
                  JOIN pg_namespace n ON n.oid = t.typnamespace
+                 LEFT JOIN pg_type e ON e.oid = CASE WHEN t.typcategory = 'A' THEN t.typelem
+                                                     WHEN t.typtype = 'd' THEN t.typbasetype END
                  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
                  WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
                  ORDER BY a.attnum",
@@ -115,15 +139,17 @@ pub(crate) async fn describe(
                 let typname: String = r.get(1);
                 let schema: String = r.get(2);
                 let category: String = r.get(3);
+                let element: String = r.get(5);
                 columns.push(TableColumn {
                     name: r.get(0),
-                    class: pg_class(&typname, &category),
+                    class: pg_class(&typname, &category, &element),
                     cast: Some(format!(
                         "{}.{}",
                         Dialect::Postgres.quote(&schema),
                         Dialect::Postgres.quote(&typname)
                     )),
                     generated: r.get(4),
+                    computed: r.get(6),
                 });
             }
             primary_key = sqlx::query_scalar(
@@ -160,14 +186,16 @@ pub(crate) async fn describe(
                 if key == "PRI" {
                     primary_key.push(name.clone());
                 }
+                let computed = extra.contains("generated")
+                    || extra.contains("virtual")
+                    || extra.contains("persistent")
+                    || extra.contains("stored");
                 columns.push(TableColumn {
                     name,
                     class: mysql_class(&data_type.to_ascii_lowercase()),
                     cast: None,
-                    generated: extra.contains("auto_increment")
-                        || extra.contains("generated")
-                        || extra.contains("virtual")
-                        || extra.contains("persistent"),
+                    generated: extra.contains("auto_increment") || computed,
+                    computed,
                 });
             }
         }
@@ -189,6 +217,7 @@ pub(crate) async fn describe(
                     class: sqlite_class(&declared),
                     cast: None,
                     generated: false,
+                    computed: false,
                 });
             }
             keyed.sort();
@@ -215,5 +244,18 @@ mod tests {
         assert_eq!(sqlite_class(""), Class::Any);
         assert_eq!(mysql_class("decimal"), Class::Text);
         assert_eq!(mysql_class("bigint"), Class::Int);
+        assert_eq!(mysql_class("datetime"), Class::Timestamp { utc_text: true });
+        use super::pg_class;
+        use crate::value::Element;
+        assert_eq!(pg_class("_text", "A", "text"), Class::Array(Element::Plain));
+        assert_eq!(pg_class("_date", "A", "date"), Class::Array(Element::Date));
+        assert_eq!(pg_class("int4", "N", ""), Class::Int);
+        // A domain over int8 binds as an integer.
+        assert_eq!(pg_class("positive", "N", "int8"), Class::Int);
+        assert_eq!(pg_class("mood", "E", ""), Class::Text);
+        assert_eq!(
+            pg_class("timestamptz", "D", ""),
+            Class::Timestamp { utc_text: false }
+        );
     }
 }

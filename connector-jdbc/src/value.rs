@@ -67,6 +67,12 @@ impl BytesText {
 }
 
 /// How values of a column are bound.
+///
+/// The temporal classes exist for sinks that apply change records
+/// ([`apply_changes`](crate::JdbcSinkBuilder::apply_changes)), which carry Debezium's
+/// encodings: a number in a date column is days since 1970-01-01, in a time column
+/// microseconds since midnight, in a timestamp column microseconds since the epoch. Other
+/// sinks read these columns as [`Class::Text`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     /// Integer types (bound as `i64`).
@@ -81,6 +87,140 @@ pub enum Class {
     Bytes(BytesText),
     /// No declared type (SQLite): bound by the JSON value's own type.
     Any,
+    /// A date: text as it is, a number as days since 1970-01-01.
+    Date,
+    /// A time of day: text as it is, a number as microseconds since midnight.
+    Time,
+    /// A timestamp: a number as microseconds since the epoch (written
+    /// `YYYY-MM-DD HH:MM:SS.ffffff`); text as it is, or with `utc_text` (MySQL/MariaDB,
+    /// which read no offsets) RFC 3339 text rewritten as that form in UTC.
+    Timestamp {
+        /// Rewrite RFC 3339 text as `YYYY-MM-DD HH:MM:SS.ffffff` in UTC.
+        utc_text: bool,
+    },
+    /// A PostgreSQL array: a JSON array becomes an array literal (`{"a","b"}`, nested arrays
+    /// nested), its items converted as `Element` says; text is taken as a literal already.
+    Array(Element),
+}
+
+/// The items of an array column, for [`Class::Array`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Element {
+    /// Written as their text (numbers, booleans, text; objects as JSON text).
+    Plain,
+    /// Dates: numbers as days since 1970-01-01.
+    Date,
+    /// Times: numbers as microseconds since midnight.
+    Time,
+    /// Timestamps: numbers as microseconds since the epoch.
+    Timestamp,
+    /// Binary strings given as base64 text (written as `\x` hex).
+    Bytes,
+}
+
+impl Class {
+    /// The class a sink that does not read change records uses: temporal columns as text,
+    /// array items plain.
+    pub fn without_change_encodings(self) -> Class {
+        match self {
+            Class::Date | Class::Time | Class::Timestamp { .. } => Class::Text,
+            Class::Array(_) => Class::Array(Element::Plain),
+            other => other,
+        }
+    }
+
+    /// True for the classes bound as text.
+    pub fn is_text(self) -> bool {
+        matches!(
+            self,
+            Class::Text
+                | Class::Any
+                | Class::Date
+                | Class::Time
+                | Class::Timestamp { .. }
+                | Class::Array(_)
+        )
+    }
+}
+
+/// A number of `Debezium`'s temporal encodings as SQL text (`None`: out of range).
+fn temporal_text(n: &serde_json::Number, unit: Element) -> Option<String> {
+    let i = n.as_i64()?;
+    Some(match unit {
+        Element::Date => rivus_core::calendar::date(i),
+        Element::Time => rivus_core::calendar::time_of_day(i, 1_000_000, 6),
+        Element::Timestamp => {
+            rivus_core::calendar::instant(i, 1_000_000, 6, false).replacen('T', " ", 1)
+        }
+        Element::Plain | Element::Bytes => n.to_string(),
+    })
+}
+
+/// RFC 3339 text as `YYYY-MM-DD HH:MM:SS.ffffff` in UTC; other text as it is.
+fn utc_sql_text(s: &str) -> String {
+    let looks_rfc3339 = s.len() > 10 && matches!(s.as_bytes()[10], b'T' | b't')
+        || s.ends_with(['Z', 'z'])
+        || s.get(19..).is_some_and(|rest| rest.contains(['+', '-']));
+    match looks_rfc3339
+        .then(|| rivus_core::calendar::parse_instant(s, 1_000_000))
+        .flatten()
+    {
+        Some(us) => rivus_core::calendar::instant(us, 1_000_000, 6, false).replacen('T', " ", 1),
+        None => s.to_owned(),
+    }
+}
+
+/// `v` as a PostgreSQL array literal, its items converted as `element` says.
+fn array_literal(v: &Value, element: Element) -> Result<String, String> {
+    fn item(out: &mut String, v: &Value, element: Element) -> Result<(), String> {
+        let text = match v {
+            Value::Null => {
+                out.push_str("NULL");
+                return Ok(());
+            }
+            Value::Array(items) => {
+                out.push('{');
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item(out, x, element)?;
+                }
+                out.push('}');
+                return Ok(());
+            }
+            Value::Number(n) => match element {
+                Element::Date | Element::Time | Element::Timestamp => temporal_text(n, element)
+                    .ok_or_else(|| format!("expected a {element:?} item, got {n}"))?,
+                _ => n.to_string(),
+            },
+            Value::String(s) if element == Element::Bytes => {
+                let bytes = BytesText::Base64
+                    .decode(s)
+                    .map_err(|what| format!("expected {what} items, got {}", short(v)))?;
+                let mut hex = String::from("\\x");
+                for b in bytes {
+                    hex.push_str(&format!("{b:02x}"));
+                }
+                hex
+            }
+            Value::String(s) => s.clone(),
+            Value::Bool(b) => b.to_string(),
+            Value::Object(_) => v.to_string(),
+        };
+        out.push('"');
+        for c in text.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+        Ok(())
+    }
+    let mut out = String::new();
+    item(&mut out, v, element)?;
+    Ok(out)
 }
 
 /// One bound value; `None` is SQL NULL of the column's type.
@@ -106,7 +246,12 @@ impl SqlValue {
             Class::Float => SqlValue::Float(None),
             Class::Bool => SqlValue::Bool(None),
             Class::Bytes(text) => SqlValue::Bytes(None, text),
-            Class::Text | Class::Any => SqlValue::Text(None),
+            Class::Text
+            | Class::Any
+            | Class::Date
+            | Class::Time
+            | Class::Timestamp { .. }
+            | Class::Array(_) => SqlValue::Text(None),
         }
     }
 
@@ -166,6 +311,37 @@ impl SqlValue {
             },
             (Class::Any, Value::String(s)) => SqlValue::Text(Some(s.clone())),
             (Class::Any, other) => SqlValue::Text(Some(other.to_string())),
+            (Class::Date, Value::Number(n)) => match temporal_text(n, Element::Date) {
+                Some(t) => SqlValue::Text(Some(t)),
+                None => return wrong("a date (text, or days since 1970-01-01)"),
+            },
+            (Class::Time, Value::Number(n)) => match temporal_text(n, Element::Time) {
+                Some(t) => SqlValue::Text(Some(t)),
+                None => return wrong("a time (text, or microseconds since midnight)"),
+            },
+            (Class::Timestamp { .. }, Value::Number(n)) => {
+                match temporal_text(n, Element::Timestamp) {
+                    Some(t) => SqlValue::Text(Some(t)),
+                    None => return wrong("a timestamp (text, or microseconds since the epoch)"),
+                }
+            }
+            (
+                Class::Date | Class::Time | Class::Timestamp { utc_text: false },
+                Value::String(s),
+            ) => SqlValue::Text(Some(s.clone())),
+            (Class::Timestamp { utc_text: true }, Value::String(s)) => {
+                SqlValue::Text(Some(utc_sql_text(s)))
+            }
+            (Class::Date, _) => return wrong("a date (text, or days since 1970-01-01)"),
+            (Class::Time, _) => return wrong("a time (text, or microseconds since midnight)"),
+            (Class::Timestamp { .. }, _) => {
+                return wrong("a timestamp (text, or microseconds since the epoch)")
+            }
+            (Class::Array(_), Value::String(s)) => SqlValue::Text(Some(s.clone())),
+            (Class::Array(element), Value::Array(_)) => {
+                SqlValue::Text(Some(array_literal(v, element)?))
+            }
+            (Class::Array(_), _) => return wrong("an array (or an array literal as text)"),
             (Class::Float, _) => return wrong("a number"),
             (Class::Bool, _) => return wrong("a boolean"),
             (Class::Int, _) => return wrong("an integer"),
@@ -176,7 +352,15 @@ impl SqlValue {
     /// Like [`convert`](SqlValue::convert), taking the value (text is moved, not copied).
     pub fn convert_owned(v: Value, class: Class) -> Result<Self, (String, Value)> {
         match (class, v) {
-            (Class::Text | Class::Any, Value::String(s)) => Ok(SqlValue::Text(Some(s))),
+            (
+                Class::Text
+                | Class::Any
+                | Class::Date
+                | Class::Time
+                | Class::Timestamp { utc_text: false }
+                | Class::Array(_),
+                Value::String(s),
+            ) => Ok(SqlValue::Text(Some(s))),
             (Class::Bytes(BytesText::Utf8), Value::String(s)) => {
                 Ok(SqlValue::Bytes(Some(s.into_bytes()), BytesText::Utf8))
             }
@@ -193,6 +377,11 @@ impl SqlValue {
             (Class::Int, Value::Number(n)) if !n.is_i64() => Self::convert(v, class).map(drop),
             (_, Value::Null)
             | (Class::Text | Class::Any, _)
+            | (
+                Class::Date | Class::Time | Class::Timestamp { utc_text: false },
+                Value::String(_),
+            )
+            | (Class::Array(_), Value::String(_))
             | (Class::Bytes(BytesText::Utf8), Value::String(_))
             | (Class::Int | Class::Float, Value::Number(_))
             | (Class::Bool, Value::Bool(_)) => Ok(()),
@@ -220,6 +409,24 @@ impl SqlValue {
             SqlValue::Text(Some(s)) => Value::from(s.as_str()),
             SqlValue::Bytes(Some(b), text) => text.encode(b),
             _ => Value::Null,
+        }
+    }
+
+    /// Appends an encoding of this value that equals another's exactly when the values are
+    /// equal (for finding a key again within a batch).
+    pub(crate) fn key_bytes(&self, out: &mut Vec<u8>) {
+        let mut put = |tag: u8, bytes: &[u8]| {
+            out.push(tag);
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes);
+        };
+        match self {
+            SqlValue::Int(Some(i)) => put(1, &i.to_le_bytes()),
+            SqlValue::Float(Some(f)) => put(2, &f.to_bits().to_le_bytes()),
+            SqlValue::Bool(Some(b)) => put(3, &[*b as u8]),
+            SqlValue::Text(Some(s)) => put(4, s.as_bytes()),
+            SqlValue::Bytes(Some(b), _) => put(5, b),
+            _ => put(0, &[]),
         }
     }
 
@@ -304,6 +511,13 @@ mod tests {
             Class::Bytes(BytesText::Base64),
             Class::Bytes(BytesText::Hex),
             Class::Any,
+            Class::Date,
+            Class::Time,
+            Class::Timestamp { utc_text: false },
+            Class::Timestamp { utc_text: true },
+            Class::Array(super::Element::Plain),
+            Class::Array(super::Element::Date),
+            Class::Array(super::Element::Bytes),
         ] {
             for v in &values {
                 let converted = SqlValue::convert(v, class);
@@ -317,6 +531,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn change_records_temporal_numbers_and_arrays_become_sql_text() {
+        use super::Element;
+        let text = |v: Value, class: Class| match SqlValue::convert(&v, class) {
+            Ok(SqlValue::Text(Some(t))) => t,
+            other => panic!("{v} as {class:?}: {other:?}"),
+        };
+        use serde_json::Value;
+        assert_eq!(text(json!(19_723), Class::Date), "2024-01-01");
+        assert_eq!(
+            text(json!(3_723_500_000i64), Class::Time),
+            "01:02:03.500000"
+        );
+        let ts = Class::Timestamp { utc_text: false };
+        assert_eq!(text(json!(1_250_000), ts), "1970-01-01 00:00:01.250000");
+        assert_eq!(
+            text(json!("2024-03-01T10:00:00Z"), ts),
+            "2024-03-01T10:00:00Z"
+        );
+        let mysql = Class::Timestamp { utc_text: true };
+        assert_eq!(
+            text(json!("2024-03-01T12:00:00.5+02:00"), mysql),
+            "2024-03-01 10:00:00.500000"
+        );
+        assert_eq!(
+            text(json!("2024-03-01 10:00:00"), mysql),
+            "2024-03-01 10:00:00"
+        );
+        let plain = Class::Array(Element::Plain);
+        assert_eq!(
+            text(json!(["a", "b c", "d\"e\\", null]), plain),
+            r#"{"a","b c","d\"e\\",NULL}"#
+        );
+        assert_eq!(
+            text(json!([[1, 2], [3, 4]]), plain),
+            r#"{{"1","2"},{"3","4"}}"#
+        );
+        assert_eq!(text(json!([]), plain), "{}");
+        assert_eq!(text(json!([{"a": 1}]), plain), r#"{"{\"a\":1}"}"#);
+        assert_eq!(text(json!("{x,y}"), plain), "{x,y}");
+        assert_eq!(
+            text(json!([19_723, null]), Class::Array(Element::Date)),
+            r#"{"2024-01-01",NULL}"#
+        );
+        assert_eq!(
+            text(json!(["AP8="]), Class::Array(Element::Bytes)),
+            r#"{"\\x00ff"}"#
+        );
+        let e = SqlValue::convert(&json!({"a": 1}), plain).unwrap_err();
+        assert!(e.contains("an array"), "{e}");
+        let e = SqlValue::convert(&json!(true), Class::Date).unwrap_err();
+        assert!(e.contains("a date"), "{e}");
     }
 
     #[test]

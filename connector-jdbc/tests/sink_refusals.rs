@@ -109,3 +109,69 @@ async fn tls_refusals_name_the_problem_without_the_password() {
     assert!(err.contains("no encryption"), "{err}");
     assert!(!err.contains(password), "{err}");
 }
+
+/// A statement the database refuses every time (here a trigger raising
+/// `feature_not_supported`, as a read-only replica would) ends the job with that error at the
+/// first attempt, under a restart strategy that would otherwise restart it a thousand times;
+/// a dropped connection still restarts (the database-restart tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_the_database_refuses_every_time_ends_the_job() {
+    let Some(db) = common::postgres() else {
+        return;
+    };
+    let table = rivus_testkit::services::unique_name("refused").replace('-', "_");
+    db.exec(&format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY);
+         CREATE FUNCTION {table}_no() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'this replica takes no writes'
+              USING ERRCODE = 'feature_not_supported'; END $$;
+         CREATE TRIGGER {table}_no BEFORE INSERT ON {table}
+           FOR EACH ROW EXECUTE FUNCTION {table}_no()"
+    ))
+    .await;
+    let records: std::sync::Arc<Vec<Vec<Value>>> =
+        std::sync::Arc::new(vec![(0..10).map(|i| json!({ "id": i })).collect()]);
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (url, t, a) = (
+        db.url.clone(),
+        table.clone(),
+        std::sync::Arc::clone(&attempts),
+    );
+    let supervisor = Supervisor::new(move || {
+        a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (url, t, records) = (url.clone(), t.clone(), std::sync::Arc::clone(&records));
+        async move {
+            let sink = JdbcSink::builder(&url, &t)
+                .mode(WriteMode::Upsert)
+                .build_json()?;
+            Pipeline::new("refused")
+                .restart_strategy(RestartStrategy::FixedDelay {
+                    delay: Duration::from_millis(20),
+                    max_attempts: 1000,
+                })
+                .source("records", 1, move |i| {
+                    rivus_testkit::VecSource::new(std::sync::Arc::clone(&records), i, 1)
+                })
+                .sink("sink", 1, move |_| sink.clone())
+        }
+    })
+    .await
+    .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(30), supervisor.run())
+        .await
+        .expect("the job ends instead of restarting forever");
+    let err = ended.unwrap_err();
+    assert!(!err.is_retryable(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("this replica takes no writes") && text.contains("0A000"),
+        "{text}"
+    );
+    assert_eq!(
+        attempts.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "no restart"
+    );
+    db.exec(&format!("DROP TABLE {table}; DROP FUNCTION {table}_no()"))
+        .await;
+}

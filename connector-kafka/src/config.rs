@@ -206,11 +206,11 @@ impl KafkaConfig {
 
     /// Wraps an rdkafka error from building a client, without echoing secret values.
     pub(crate) fn build_error(&self, what: &str, e: KafkaError) -> Error {
-        let refused = e.rdkafka_error_code().is_some_and(crate::error::is_refusal);
+        let fault = crate::error::fault_of(&e);
         Error::client(
             format!("kafka: creating the {what} for {}", self.endpoint()),
             self.redact(&e.to_string()),
-            refused,
+            fault,
         )
     }
 }

@@ -144,7 +144,11 @@ pub async fn probe(
         Error::client(
             format!("kafka: cannot use {endpoint}"),
             props.redact(&m),
-            refused,
+            if refused {
+                rivus_core::Fault::Refused
+            } else {
+                rivus_core::Fault::Transient
+            },
         )
     })
 }

@@ -1,30 +1,56 @@
-//! How librdkafka's errors become rivus errors: with what was being done, and refused
-//! authentication or authorization (SASL, ACLs, transactional ids) marked as
-//! [`Error::Refused`], which no restart can fix.
+//! How librdkafka's errors become rivus errors: with what was being done and a [`Fault`]:
+//! refused authentication or authorization (SASL, ACLs, transactional ids) and requests the
+//! brokers will refuse again (an invalid topic name or configuration, a version or feature
+//! the brokers lack) end the job; the rest (brokers down, leaders moving, timeouts, a fenced
+//! producer) restarts it.
 
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
-use rivus_core::Error;
+use rivus_core::{Error, Fault};
 
-/// True for the codes of a refused login or permission.
-pub(crate) fn is_refusal(code: RDKafkaErrorCode) -> bool {
+/// What a restart would make of an error with `code`.
+pub(crate) fn fault(code: RDKafkaErrorCode) -> Fault {
     use RDKafkaErrorCode as C;
-    matches!(
-        code,
+    match code {
         C::TopicAuthorizationFailed
-            | C::GroupAuthorizationFailed
-            | C::ClusterAuthorizationFailed
-            | C::TransactionalIdAuthorizationFailed
-            | C::SaslAuthenticationFailed
-            | C::Authentication
-            | C::DelegationTokenAuthorizationFailed
-    )
+        | C::GroupAuthorizationFailed
+        | C::ClusterAuthorizationFailed
+        | C::TransactionalIdAuthorizationFailed
+        | C::SaslAuthenticationFailed
+        | C::Authentication
+        | C::DelegationTokenAuthorizationFailed => Fault::Refused,
+        C::InvalidArgument
+        | C::NotImplemented
+        | C::UnsupportedFeature
+        | C::InvalidTopic
+        | C::InvalidRequiredAcks
+        | C::InvalidGroupId
+        | C::InvalidSessionTimeout
+        | C::UnsupportedSASLMechanism
+        | C::UnsupportedVersion
+        | C::InvalidPartitions
+        | C::InvalidReplicationFactor
+        | C::InvalidReplicaAssignment
+        | C::InvalidConfig
+        | C::InvalidRequest
+        | C::UnsupportedForMessageFormat
+        | C::PolicyViolation
+        | C::InvalidTransactionTimeout
+        | C::UnsupportedCompressionType
+        | C::UnsupportedAssignor => Fault::Permanent,
+        _ => Fault::Transient,
+    }
+}
+
+/// The fault of `e` (transient when it has no broker code).
+pub(crate) fn fault_of(e: &KafkaError) -> Fault {
+    e.rdkafka_error_code().map_or(Fault::Transient, fault)
 }
 
 /// `e` as a rivus error with `context`.
 pub(crate) fn kafka_err(context: impl Into<String>, e: KafkaError) -> Error {
-    let refused = e.rdkafka_error_code().is_some_and(is_refusal);
-    Error::client(context, e, refused)
+    let fault = fault_of(&e);
+    Error::client(context, e, fault)
 }
 
 #[cfg(test)]
@@ -37,5 +63,7 @@ mod tests {
         assert!(matches!(kafka_err("x", denied), Error::Refused { .. }));
         let lost = KafkaError::MetadataFetch(RDKafkaErrorCode::BrokerTransportFailure);
         assert!(matches!(kafka_err("x", lost), Error::Connector { .. }));
+        let bad = KafkaError::MetadataFetch(RDKafkaErrorCode::InvalidTopic);
+        assert!(matches!(kafka_err("x", bad), Error::Rejected { .. }));
     }
 }

@@ -141,7 +141,12 @@ impl KafkaSerializer<Value> for CodecSerializer {
     fn serialize(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
         if self.apply_changes {
             return match rivus_core::change::Change::of(v) {
-                Ok(rivus_core::change::Change::Write(row)) => {
+                // Kafka consumers of change streams expect Debezium's placeholder for a
+                // value the change did not carry: it is written back as it came.
+                Ok(rivus_core::change::Change::Write { mut row, unchanged }) => {
+                    for c in unchanged {
+                        row.insert(c, Value::from(rivus_core::change::UNCHANGED));
+                    }
                     self.record(&Value::Object(row), true)
                 }
                 Ok(rivus_core::change::Change::Delete(row)) => {

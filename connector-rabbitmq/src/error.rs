@@ -1,15 +1,36 @@
-//! How lapin's errors become rivus errors: with what was being done, URIs redacted, and a
-//! refused login (`ACCESS_REFUSED`, 403) or virtual host (`NOT_ALLOWED`, 530) marked as
-//! [`Error::Refused`], which no restart can fix.
+//! How lapin's errors become rivus errors: with what was being done, URIs redacted, and the
+//! AMQP reply's [`Fault`]: a refused login (`ACCESS_REFUSED`, 403) or virtual host
+//! (`NOT_ALLOWED`, 530) is refused; a missing queue or exchange (`NOT_FOUND`, 404), a queue
+//! declared with other arguments (`PRECONDITION_FAILED`, 406) and a command the broker does
+//! not take (`NOT_IMPLEMENTED`, `COMMAND_INVALID`, `SYNTAX_ERROR`) are permanent; the rest (a
+//! closed connection, a broker restarting, a queue held by another connection) is transient.
 
 use rivus_core::secrets::redact_url as redact;
-use rivus_core::Error;
+use rivus_core::{Error, Fault};
+
+/// What a restart would make of an error whose text is `text`.
+pub(crate) fn fault(text: &str) -> Fault {
+    let has = |names: &[&str]| names.iter().any(|n| text.contains(n));
+    if has(&["ACCESS_REFUSED", "NOT_ALLOWED"]) {
+        Fault::Refused
+    } else if has(&[
+        "NOT_FOUND",
+        "PRECONDITION_FAILED",
+        "NOT_IMPLEMENTED",
+        "COMMAND_INVALID",
+        "SYNTAX_ERROR",
+    ]) {
+        Fault::Permanent
+    } else {
+        Fault::Transient
+    }
+}
 
 /// `e` (any lapin error) as a rivus error with `context`.
 pub(crate) fn amqp(context: impl Into<String>, e: impl std::fmt::Display) -> Error {
     let text = redact(&e.to_string());
-    let refused = text.contains("ACCESS_REFUSED") || text.contains("NOT_ALLOWED");
-    Error::client(context, text, refused)
+    let fault = fault(&text);
+    Error::client(context, text, fault)
 }
 
 #[cfg(test)]
@@ -24,5 +45,7 @@ mod tests {
         );
         assert!(matches!(e, rivus_core::Error::Connector { .. }), "{e}");
         assert!(!e.to_string().contains("s3cret"), "{e}");
+        let e = super::amqp("declaring", "NOT_FOUND - no queue 'orders' in vhost '/'");
+        assert!(matches!(e, rivus_core::Error::Rejected { .. }), "{e}");
     }
 }

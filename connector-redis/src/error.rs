@@ -19,12 +19,27 @@ pub(crate) fn transient(e: &redis::RedisError) -> bool {
         )
 }
 
-/// `e` as a rivus error with `context` (URLs redacted): [`rivus_core::Error::Refused`] when
-/// the server refused the credentials or a permission (WRONGPASS, NOAUTH, NOPERM), which a
-/// restart cannot fix; else [`rivus_core::Error::Connector`].
+/// What a restart would make of `e`: refused credentials or a permission (WRONGPASS, NOAUTH,
+/// NOPERM) are refused; what passes with time ([`transient`]) is transient; any other answer
+/// of the server (WRONGTYPE, an unknown command, a syntax error) is permanent: the same
+/// command gets the same answer; client-side failures are transient.
+pub(crate) fn fault(e: &redis::RedisError) -> rivus_core::Fault {
+    use rivus_core::Fault;
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+    {
+        Fault::Refused
+    } else if transient(e) {
+        Fault::Transient
+    } else if e.code().is_some() {
+        Fault::Permanent
+    } else {
+        Fault::Transient
+    }
+}
+
+/// `e` as a rivus error with `context` (URLs redacted) and its [`fault`].
 pub(crate) fn redis_error(context: String, e: &redis::RedisError) -> rivus_core::Error {
     let text = redact(&e.to_string());
-    let refused = e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"));
-    rivus_core::Error::client(context, text, refused)
+    rivus_core::Error::client(context, text, fault(e))
 }

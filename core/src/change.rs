@@ -3,16 +3,54 @@
 //! (`op`, `before`, `after`, `source`) — read once here for every sink that applies changes
 //! (the SQL sink deletes by key, Kafka writes a tombstone, Elasticsearch deletes by id). A
 //! record in neither shape is a write of itself.
+//!
+//! A write may leave columns out: PostgreSQL does not send a value stored out of line (TOAST)
+//! that an UPDATE did not touch, and a change source marks it with Debezium's placeholder
+//! [`UNCHANGED`]. Such columns are taken out of the row and named in
+//! [`Change::Write::unchanged`]: a sink updates the other columns and leaves these as they
+//! are (the SQL sink's upsert names only the columns it has, Elasticsearch updates the
+//! document partially); writing the placeholder would overwrite the real value.
 
 use serde_json::{Map, Value};
+
+/// Debezium's placeholder for a value the change did not carry (an unchanged TOASTed column).
+pub const UNCHANGED: &str = "__debezium_unavailable_value";
 
 /// What a change record does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// The row as it is now (inserted, updated, or read by a snapshot).
-    Write(Map<String, Value>),
+    Write {
+        /// Its columns, without those in `unchanged`.
+        row: Map<String, Value>,
+        /// Columns the change did not carry, which keep their value (in the row's order).
+        unchanged: Vec<String>,
+    },
     /// The row was deleted: its key fields (the whole old row when the source has it).
     Delete(Map<String, Value>),
+}
+
+impl Change {
+    /// A write of every column of `row`.
+    pub fn write(row: Map<String, Value>) -> Change {
+        Change::Write {
+            row,
+            unchanged: Vec::new(),
+        }
+    }
+
+    /// A write of `row`, its [`UNCHANGED`] columns taken out and named.
+    fn write_of(mut row: Map<String, Value>) -> Change {
+        let unchanged: Vec<String> = row
+            .iter()
+            .filter(|(_, v)| v.as_str() == Some(UNCHANGED))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &unchanged {
+            row.remove(k);
+        }
+        Change::Write { row, unchanged }
+    }
 }
 
 impl Change {
@@ -37,7 +75,7 @@ impl Change {
                     )),
                 };
                 return match op.as_str() {
-                    "c" | "u" | "r" => side("after").map(Change::Write),
+                    "c" | "u" | "r" => side("after").map(Change::write_of),
                     "d" => side("before").map(Change::Delete),
                     other => Err(format!("op `{other}` is not a row change (c, u, r, d)")),
                 };
@@ -57,7 +95,7 @@ impl Change {
         Ok(if deleted {
             Change::Delete(row)
         } else {
-            Change::Write(row)
+            Change::write_of(row)
         })
     }
 }
@@ -86,7 +124,7 @@ mod tests {
     fn flat_and_debezium_records_read_alike() {
         assert_eq!(
             Change::of(&json!({"id": 1, "a": "x", "__op": "u", "__deleted": false})),
-            Ok(Change::Write(obj(json!({"id": 1, "a": "x"}))))
+            Ok(Change::write(obj(json!({"id": 1, "a": "x"}))))
         );
         assert_eq!(
             Change::of(&json!({"id": 1, "a": null, "__op": "d", "__deleted": true})),
@@ -95,7 +133,7 @@ mod tests {
         let source = json!({"table": "t"});
         assert_eq!(
             Change::of(&json!({"before": null, "after": {"id": 2}, "op": "c", "source": source})),
-            Ok(Change::Write(obj(json!({"id": 2}))))
+            Ok(Change::write(obj(json!({"id": 2}))))
         );
         assert_eq!(
             Change::of(&json!({"before": {"id": 2}, "after": null, "op": "d", "source": source})),
@@ -105,7 +143,35 @@ mod tests {
         // envelope.
         assert_eq!(
             Change::of(&json!({"id": 3, "op": "d"})),
-            Ok(Change::Write(obj(json!({"id": 3, "op": "d"}))))
+            Ok(Change::write(obj(json!({"id": 3, "op": "d"}))))
+        );
+    }
+
+    #[test]
+    fn unchanged_columns_leave_the_row_and_are_named() {
+        let flat = json!({"id": 1, "body": UNCHANGED, "n": 2, "__op": "u", "__deleted": false});
+        assert_eq!(
+            Change::of(&flat),
+            Ok(Change::Write {
+                row: obj(json!({"id": 1, "n": 2})),
+                unchanged: vec!["body".into()],
+            })
+        );
+        let envelope = json!({
+            "before": null,
+            "after": {"id": 1, "a": UNCHANGED, "b": UNCHANGED},
+            "op": "u",
+            "source": {"table": "t"},
+        });
+        let Ok(Change::Write { row, unchanged }) = Change::of(&envelope) else {
+            panic!("a write");
+        };
+        assert_eq!(row, obj(json!({"id": 1})));
+        assert_eq!(unchanged, vec!["a".to_owned(), "b".to_owned()]);
+        // A delete keeps what it has: its key is what matters.
+        assert_eq!(
+            Change::of(&json!({"id": 1, "body": UNCHANGED, "__deleted": true})),
+            Ok(Change::Delete(obj(json!({"id": 1, "body": UNCHANGED}))))
         );
     }
 

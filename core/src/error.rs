@@ -45,6 +45,17 @@ pub enum Error {
         message: String,
     },
 
+    /// The external system rejected a request it will reject every time (a missing table,
+    /// type or queue, a statement it cannot parse, a request it does not support): a restart
+    /// would meet the same answer, so the job ends with it.
+    #[error("{context}: {message}")]
+    Rejected {
+        /// What was being done, e.g. `jdbc sink: writing to "orders"`.
+        context: String,
+        /// What the system answered (never a secret).
+        message: String,
+    },
+
     /// A checkpoint could not be written, read or restored.
     #[error("checkpoint {checkpoint_id}: {message}")]
     Checkpoint {
@@ -187,16 +198,19 @@ impl Error {
         }
     }
 
-    /// A client library's error, with what was being done: [`Error::Refused`] when `refused`
-    /// (the system refused credentials or a permission — no restart can fix that), else
-    /// [`Error::Connector`]. The one way connectors wrap their client's errors: each decides
-    /// `refused` from its client's codes, in its own `error` module, and passes a `message`
+    /// A client library's error, with what was being done, as its [`Fault`] says:
+    /// [`Error::Connector`] (transient: restarted), [`Error::Refused`] or [`Error::Rejected`]
+    /// (both end the job). The one way connectors wrap their client's errors: each decides the
+    /// fault from its client's codes, in its own `error` module, and passes a `message`
     /// already free of secrets.
-    pub fn client(context: impl Into<String>, message: impl fmt::Display, refused: bool) -> Self {
-        if refused {
-            Error::refused(context, message)
-        } else {
-            Error::connector(context, message.to_string())
+    pub fn client(context: impl Into<String>, message: impl fmt::Display, fault: Fault) -> Self {
+        match fault {
+            Fault::Transient => Error::connector(context, message.to_string()),
+            Fault::Refused => Error::refused(context, message),
+            Fault::Permanent => Error::Rejected {
+                context: context.into(),
+                message: message.to_string(),
+            },
         }
     }
 
@@ -226,7 +240,8 @@ impl Error {
 
     /// True when restarting the job from its last checkpoint may get past this failure (a lost
     /// connection, a server error, a failed checkpoint write). False for what a restart cannot
-    /// fix: bad configuration, refused credentials or permissions, a checkpoint store held by
+    /// fix: bad configuration, refused credentials or permissions, a request the system
+    /// rejects every time ([`Error::Rejected`]), a checkpoint store held by
     /// another owner, a record rejected under the `fail` policy, undecodable state, and
     /// cancellation (not a failure).
     pub fn is_retryable(&self) -> bool {
@@ -238,6 +253,7 @@ impl Error {
             Error::Schema(_)
             | Error::Config { .. }
             | Error::Refused { .. }
+            | Error::Rejected { .. }
             | Error::Owner { .. }
             | Error::State { .. }
             | Error::Cancelled
@@ -267,9 +283,90 @@ impl Error {
     }
 }
 
+/// What a failure of an external system says about trying again. Each connector decides it
+/// from its client's codes; [`Error::client`] turns it into the error the supervisor acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The next attempt may succeed: a lost connection, a server restarting or overloaded, a
+    /// lock or serialization conflict, a timeout. The job restarts from its last checkpoint.
+    Transient,
+    /// The system refused the credentials, certificate or a permission.
+    Refused,
+    /// The system rejected the request itself and will reject it again: an unknown table,
+    /// type or queue, a statement it cannot parse, a feature it lacks.
+    Permanent,
+}
+
+impl Fault {
+    /// The fault of an SQLSTATE code (ISO SQL's five characters, as PostgreSQL reports them).
+    /// Transient: connection exceptions (class 08), serialization failures and deadlocks
+    /// (40001, 40P01, and 40003: completion unknown), insufficient resources (53), operator
+    /// intervention (57: shutdown, cancel, cannot connect now), a lock not available or an
+    /// object in use (55P03, 55006: a replication slot still held by a dying session), system
+    /// and internal errors (58, XX000). Refused: invalid authorization (28) and insufficient
+    /// privilege (42501). Everything else — syntax and undefined objects (42), data
+    /// exceptions (22), integrity violations (23), unsupported features (0A), a missing
+    /// database or schema (3D, 3F) — is permanent: the same statement gets the same answer.
+    pub fn of_sqlstate(code: &str) -> Fault {
+        let class = code.get(..2).unwrap_or(code);
+        match (class, code) {
+            (_, "42501") | ("28", _) => Fault::Refused,
+            ("08" | "53" | "57" | "58", _)
+            | (_, "40001" | "40P01" | "40003" | "55P03" | "55006" | "XX000") => Fault::Transient,
+            _ => Fault::Permanent,
+        }
+    }
+
+    /// The fault of an HTTP error status: 401 and 403 refused; 408 (timeout), 409
+    /// (conflict), 425 and 429 (too early, too many requests) transient; any other 4xx
+    /// permanent (the same request gets the same answer); 5xx transient.
+    pub fn of_http_status(status: u16) -> Fault {
+        match status {
+            401 | 403 => Fault::Refused,
+            408 | 409 | 425 | 429 => Fault::Transient,
+            400..=499 => Fault::Permanent,
+            _ => Fault::Transient,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_errors_follow_their_fault() {
+        let e = Error::client("db", "connection reset", Fault::Transient);
+        assert!(e.is_retryable() && !e.is_setup(), "{e}");
+        let e = Error::client("db", "password authentication failed", Fault::Refused);
+        assert!(!e.is_retryable() && e.is_setup(), "{e}");
+        let e = Error::client("db", "type \"_text[]\" does not exist", Fault::Permanent);
+        assert!(matches!(e, Error::Rejected { .. }), "{e}");
+        assert!(!e.is_retryable(), "{e}");
+        let wrapped = Error::Task {
+            task: "sink".into(),
+            subtask: 0,
+            source: Box::new(e),
+        };
+        assert!(!wrapped.is_retryable());
+    }
+
+    #[test]
+    fn sqlstates_that_a_restart_cannot_fix_are_permanent() {
+        for code in [
+            "42704", "42P01", "42601", "22P02", "23505", "0A000", "3D000", "3F000",
+        ] {
+            assert_eq!(Fault::of_sqlstate(code), Fault::Permanent, "{code}");
+        }
+        for code in [
+            "08006", "08P01", "40001", "40P01", "53300", "57P01", "57014", "55006",
+        ] {
+            assert_eq!(Fault::of_sqlstate(code), Fault::Transient, "{code}");
+        }
+        for code in ["28P01", "28000", "42501"] {
+            assert_eq!(Fault::of_sqlstate(code), Fault::Refused, "{code}");
+        }
+    }
 
     #[test]
     fn rebase_moves_only_paths_below_the_prefix() {

@@ -48,7 +48,7 @@ pub mod tls;
 pub use async_trait::async_trait;
 pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};
 pub use dyn_sink::DynSink;
-pub use error::{Error, Result};
+pub use error::{Error, Fault, Result};
 pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
 };

@@ -1,16 +1,24 @@
 //! The object store's errors as rivus errors: a refused key or permission is
-//! [`Error::Refused`](rivus_core::Error::Refused) (no restart can fix it), the rest a
-//! retryable connector error, each naming the operation and the object.
+//! [`Error::Refused`](rivus_core::Error::Refused), an invalid path or an operation the store
+//! does not support [`Error::Rejected`](rivus_core::Error::Rejected) (no restart can fix
+//! either), the rest a retryable connector error, each naming the operation and the object.
 
-use rivus_core::Error;
+use rivus_core::{Error, Fault};
+
+/// What a restart would make of `err`.
+pub(crate) fn fault(err: &object_store::Error) -> Fault {
+    use object_store::Error as E;
+    match err {
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => Fault::Refused,
+        E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented => Fault::Permanent,
+        _ => Fault::Transient,
+    }
+}
 
 /// `err` from `what` (e.g. `writing s3://bucket/prefix/chk-…`).
 pub(crate) fn s3_error(what: impl std::fmt::Display, err: object_store::Error) -> Error {
-    let refused = matches!(
-        err,
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
-    );
-    Error::client(format!("s3 checkpoint store: {what}"), err, refused)
+    let fault = fault(&err);
+    Error::client(format!("s3 checkpoint store: {what}"), err, fault)
 }
 
 #[cfg(test)]

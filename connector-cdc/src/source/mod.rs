@@ -298,10 +298,12 @@ impl PostgresCdcSource {
     }
 }
 
-/// A wire error as a rivus error: refusals (credentials, rights) are final, the rest retried.
+/// A wire error as a rivus error, with its fault ([`WireError::fault`]): refusals and what the
+/// server will answer again (a missing publication, a syntax error) end the job; lost
+/// connections and a slot still held by a dying session are retried.
 pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
-    let refused = e.is_refusal();
-    Error::client(context, e.to_string(), refused)
+    let fault = e.fault();
+    Error::client(context, e.to_string(), fault)
 }
 
 #[async_trait]

@@ -18,7 +18,7 @@ use super::slot::{self, ident, literal};
 use super::{round, wire_error, CdcState, PostgresCdcSource, SnapshotMode};
 use crate::event::{self, Op, Origin, Relations};
 use crate::lsn::Lsn;
-use crate::pgoutput::{self, Logical, StreamMessage};
+use crate::pgoutput::{self, Datum, Logical, StreamMessage};
 use crate::wire::{Connection, WireError};
 
 /// The transaction being read.
@@ -402,7 +402,10 @@ async fn apply(
             return Ok(());
         }
         Logical::Insert { rel, new } => (rel, Op::Create, None, Some(new)),
-        Logical::Update { rel, old, new } => (rel, Op::Update, old.map(|o| o.1), Some(new)),
+        Logical::Update { rel, old, new } => {
+            let new = with_old_values(new, old.as_ref());
+            (rel, Op::Update, old.map(|o| o.1), Some(new))
+        }
         Logical::Delete { rel, old } => (rel, Op::Delete, Some(old.1), None),
         Logical::Truncate { rels } => {
             let names: Vec<String> = rels
@@ -482,6 +485,19 @@ async fn apply(
         c.increment(1);
     }
     ctx.collect(record).await
+}
+
+/// `new` with each unchanged (TOASTed, untouched) value taken from the old row, when the
+/// update carries the whole old row (`REPLICA IDENTITY FULL`: kind `O`).
+fn with_old_values(mut new: Vec<Datum>, old: Option<&(u8, Vec<Datum>)>) -> Vec<Datum> {
+    if let Some((b'O', old)) = old {
+        for (n, o) in new.iter_mut().zip(old) {
+            if matches!(n, Datum::Unchanged) && !matches!(o, Datum::Unchanged) {
+                *n = o.clone();
+            }
+        }
+    }
+    new
 }
 
 /// An error of the stream: a slot that lost its WAL says so; the rest is retried.

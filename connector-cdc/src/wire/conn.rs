@@ -40,10 +40,14 @@ impl WireError {
         }
     }
 
-    /// The server refused the credentials or a permission (class 28, 42501): no retry fixes it.
-    pub fn is_refusal(&self) -> bool {
-        self.code()
-            .is_some_and(|c| c.starts_with("28") || c == "42501")
+    /// What a restart would make of this error: the server's answers by their SQLSTATE
+    /// ([`rivus_core::Fault::of_sqlstate`]); no answer at all (a lost connection, a timeout)
+    /// is transient.
+    pub fn fault(&self) -> rivus_core::Fault {
+        match self.code() {
+            Some(code) => rivus_core::Fault::of_sqlstate(code),
+            None => rivus_core::Fault::Transient,
+        }
     }
 }
 

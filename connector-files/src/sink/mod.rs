@@ -129,10 +129,9 @@ impl FilesSink {
                 let at = object_store::path::Path::from(prefix.as_str());
                 let first = client.list(Some(&at)).next().await;
                 match first {
-                    Some(Err(e)) => Err(Error::client(
+                    Some(Err(e)) => Err(crate::location::store_error(
                         format!("files: listing {}", self.s.location.url()),
-                        e.to_string(),
-                        false,
+                        e,
                     )),
                     _ => Ok(format!("{} reached", self.s.location.url())),
                 }

@@ -10,6 +10,8 @@ use object_store::ObjectStore;
 
 use rivus_core::{Error, Result};
 
+use crate::location::store_error;
+
 use super::read::ReadFormat;
 
 /// Where the files are.
@@ -28,9 +30,11 @@ impl Files {
         let mut out: Vec<(String, u64)> = match self {
             Files::S3 { client, prefix } => {
                 let at = Path::from(prefix.as_str());
-                let listed: Vec<_> = client.list(Some(&at)).try_collect().await.map_err(|e| {
-                    Error::client(format!("files: listing {prefix}"), e.to_string(), false)
-                })?;
+                let listed: Vec<_> = client
+                    .list(Some(&at))
+                    .try_collect()
+                    .await
+                    .map_err(|e| store_error(format!("files: listing {prefix}"), e))?;
                 let skip = if prefix.is_empty() {
                     0
                 } else {
@@ -80,10 +84,10 @@ impl Files {
                 client
                     .get(&path)
                     .await
-                    .map_err(|e| Error::client(what(), e.to_string(), false))?
+                    .map_err(|e| store_error(what(), e))?
                     .bytes()
                     .await
-                    .map_err(|e| Error::client(what(), e.to_string(), false))
+                    .map_err(|e| store_error(what(), e))
             }
             Files::Local(dir) => {
                 let p = dir.join(key);

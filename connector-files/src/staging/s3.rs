@@ -34,7 +34,7 @@ pub(crate) struct S3Staging {
 }
 
 fn io(what: String, e: object_store::Error) -> Error {
-    Error::client(what, e.to_string(), false)
+    crate::location::store_error(what, e)
 }
 
 impl S3Staging {

@@ -4,7 +4,7 @@
 //! [`rivus_core::sigv4`].
 
 use rivus_core::sigv4::{self, Credentials, Request};
-use rivus_core::{Error, Result};
+use rivus_core::{Error, Fault, Result};
 
 use crate::location::S3Client;
 
@@ -19,7 +19,7 @@ pub(crate) async fn list(
         .credentials()
         .get_credential()
         .await
-        .map_err(|e| Error::client("files: S3 credentials", e.to_string(), false))?;
+        .map_err(|e| Error::client("files: S3 credentials", e.to_string(), Fault::Transient))?;
     let creds = Credentials {
         access_key: cred.key_id.clone(),
         secret_key: cred.secret_key.clone(),
@@ -56,17 +56,17 @@ pub(crate) async fn list(
         let resp = r
             .send()
             .await
-            .map_err(|e| Error::client(what(), e.to_string(), false))?;
+            .map_err(|e| Error::client(what(), e.to_string(), Fault::Transient))?;
         let status = resp.status();
         let body = resp
             .text()
             .await
-            .map_err(|e| Error::client(what(), e.to_string(), false))?;
+            .map_err(|e| Error::client(what(), e.to_string(), Fault::Transient))?;
         if !status.is_success() {
             return Err(Error::client(
                 what(),
                 format!("{status}: {body}"),
-                status.as_u16() == 403,
+                Fault::of_http_status(status.as_u16()),
             ));
         }
         for upload in blocks(&body, "Upload") {

@@ -33,7 +33,8 @@ pub(super) struct Settings {
     pub(super) timeout: Duration,
     pub(super) statement_timeout: Duration,
     pub(super) positions_table: String,
-    pub(super) bytes_text: BytesText,
+    /// Set by [`JdbcSinkBuilder::bytes_encoding`]; else UTF-8, or base64 for change records.
+    pub(super) bytes_text: Option<BytesText>,
     pub(super) apply_changes: bool,
 }
 
@@ -124,19 +125,25 @@ impl JdbcSinkBuilder {
     }
 
     /// How a text field becomes the bytes of a binary column (`BYTEA`, `BLOB`,
-    /// `VARBINARY`; default [`BytesText::Utf8`], the text's own bytes).
+    /// `VARBINARY`; default [`BytesText::Utf8`], the text's own bytes, or
+    /// [`BytesText::Base64`] with [`apply_changes`](Self::apply_changes): change records
+    /// carry bytes as base64, as Debezium does).
     /// [`BytesText::Base64`] keeps the bytes and fixed fields of the `avro`, `protobuf` and
     /// `json-schema` formats, which arrive as base64 text; text that does not decode is a bad
     /// record (the error policy), named by column.
     pub fn bytes_encoding(mut self, text: BytesText) -> Self {
-        self.s.bytes_text = text;
+        self.s.bytes_text = Some(text);
         self
     }
 
     /// Read records as change records ([`rivus_core::change::Change`]: flat with `__deleted`,
     /// or Debezium's envelope), as a change-data-capture source emits them: writes are
-    /// upserted, deletes delete by key. Needs [`WriteMode::Upsert`]; for
-    /// [`build_json`](Self::build_json).
+    /// upserted, deletes delete by key, and a column a change did not carry (PostgreSQL's
+    /// unchanged TOASTed values, marked with Debezium's placeholder) keeps its value — the
+    /// upsert names only the columns the change has. Values are read with Debezium's
+    /// encodings: dates as days since 1970-01-01, times as microseconds since midnight,
+    /// timestamps as microseconds since the epoch, bytes as base64. Needs
+    /// [`WriteMode::Upsert`]; for [`build_json`](Self::build_json).
     pub fn apply_changes(mut self, on: bool) -> Self {
         self.s.apply_changes = on;
         self
@@ -234,7 +241,14 @@ impl JdbcSinkBuilder {
                 ));
             }
             return self.build(|v: &Value| match rivus_core::change::Change::of(v) {
-                Ok(rivus_core::change::Change::Write(row)) => Ok(RowChange::Write(row)),
+                Ok(rivus_core::change::Change::Write { row, unchanged })
+                    if unchanged.is_empty() =>
+                {
+                    Ok(RowChange::Write(row))
+                }
+                Ok(rivus_core::change::Change::Write { row, unchanged }) => {
+                    Ok(RowChange::Update { row, unchanged })
+                }
                 Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
                 Err(e) => Err(SchemaError::new("json", "record", e)),
             });
@@ -295,7 +309,7 @@ impl JdbcSink<()> {
                 timeout: config.timeout,
                 statement_timeout: config.statement_timeout,
                 positions_table: "rivus_source_positions".to_owned(),
-                bytes_text: BytesText::Utf8,
+                bytes_text: None,
                 apply_changes: false,
             },
             tls: config.tls,

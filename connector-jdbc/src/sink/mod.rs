@@ -249,19 +249,28 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             None
         };
         drop(conn);
+        let computed: Vec<String> = table
+            .columns
+            .iter()
+            .filter(|c| c.computed)
+            .map(|c| c.name.clone())
+            .collect();
         let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc");
         let metrics = ctx.metrics().with_label("table", s.table.clone());
         let writer = Arc::new(Writer {
             pool: pool.clone(),
-            plan: Arc::new(Plan::new(
-                dialect,
-                &s.table,
-                columns,
-                keys,
-                s.mode.clone(),
-                s.method,
-                s.bulk.max_actions.max(1),
-            )),
+            plan: Arc::new(
+                Plan::new(
+                    dialect,
+                    &s.table,
+                    columns,
+                    keys,
+                    s.mode.clone(),
+                    s.method,
+                    s.bulk.max_actions.max(1),
+                )
+                .with_computed(computed),
+            ),
             handler: handler.clone(),
             txn: txn.map(|p| (p, tokio::sync::Mutex::new(None))),
             kept: parking_lot::Mutex::new(Vec::new()),

@@ -8,7 +8,7 @@ use rivus_core::{Error, Result};
 use crate::change::Change;
 use crate::statement::{Plan, WriteMode};
 use crate::table::{TableColumn, TableSchema};
-use crate::value::{Class, SqlValue};
+use crate::value::{BytesText, Class, SqlValue};
 
 /// A row to write: column name → value.
 pub type Row = Map<String, Value>;
@@ -20,6 +20,15 @@ pub enum RowChange {
     Write(Row),
     /// Delete the row with the key found in these fields.
     Delete(Row),
+    /// Like `Write` in [`WriteMode::Upsert`], leaving the columns named in `unchanged` as
+    /// they are in an existing row: a change that did not carry them (PostgreSQL's unchanged
+    /// TOASTed values). The upsert names only the other columns.
+    Update {
+        /// The columns the change carries.
+        row: Row,
+        /// Columns to leave as they are (never a key column).
+        unchanged: Vec<String>,
+    },
     /// Like `Write`, with the values in the order of the sink's columns (the configured
     /// [`columns`](crate::JdbcSinkBuilder::columns), else the table's): no field names to look up,
     /// the fastest form.
@@ -35,6 +44,7 @@ pub(super) fn statement_columns(params: &[String]) -> Vec<TableColumn> {
             class: Class::Any,
             cast: None,
             generated: false,
+            computed: false,
         })
         .collect()
 }
@@ -79,6 +89,16 @@ pub(super) fn resolve_columns(
             .cloned()
             .collect(),
     };
+    if let Some((i, c)) = columns.iter().enumerate().find(|(_, c)| c.computed) {
+        return Err(Error::config(
+            format!("sink.jdbc.columns[{i}]"),
+            format!(
+                "column `{}` of `{}` is computed by the database (GENERATED ALWAYS AS) and \
+                 cannot be written",
+                c.name, s.table
+            ),
+        ));
+    }
     // A key the database generates stays out of inserts that do not name it (no upserts or
     // deletes by key then).
     let mut key = key;
@@ -94,9 +114,17 @@ pub(super) fn resolve_columns(
             columns.push(table.column(k).cloned().expect("checked above"));
         }
     }
+    let bytes_text = s.bytes_text.unwrap_or(if s.apply_changes {
+        BytesText::Base64
+    } else {
+        BytesText::Utf8
+    });
     for c in &mut columns {
         if let Class::Bytes(_) = c.class {
-            c.class = Class::Bytes(s.bytes_text);
+            c.class = Class::Bytes(bytes_text);
+        }
+        if !s.apply_changes {
+            c.class = c.class.without_change_encodings();
         }
     }
     let keys: Vec<usize> = key
@@ -127,11 +155,31 @@ pub(super) fn to_change(
     ignore_unknown: bool,
     change: RowChange,
 ) -> std::result::Result<Change, (String, Row)> {
-    let (delete, mut row) = match change {
-        RowChange::Write(r) => (false, r),
-        RowChange::Delete(r) => (true, r),
+    let (delete, mut row, unchanged) = match change {
+        RowChange::Write(r) => (false, r, Vec::new()),
+        RowChange::Delete(r) => (true, r, Vec::new()),
+        RowChange::Update { row, unchanged } => (false, row, unchanged),
         RowChange::WriteValues(values) => return positional(plan, values),
     };
+    // Columns left as they are: their positions, in column order.
+    let mut kept = Vec::new();
+    if !unchanged.is_empty() {
+        if plan.mode != WriteMode::Upsert {
+            return Err((
+                "a change that leaves columns unchanged needs mode = \"upsert\"".into(),
+                row,
+            ));
+        }
+        for (i, c) in plan.columns.iter().enumerate() {
+            if unchanged.contains(&c.name) {
+                if plan.keys.contains(&i) {
+                    let reason = format!("key column `{}` is marked unchanged", c.name);
+                    return Err((reason, row));
+                }
+                kept.push(i);
+            }
+        }
+    }
     if delete && plan.keys.is_empty() {
         return Err((
             "deletes need a key; the table has no primary key".into(),
@@ -147,6 +195,10 @@ pub(super) fn to_change(
         row
     };
     for (i, c) in plan.columns.iter().enumerate() {
+        if kept.binary_search(&i).is_ok() {
+            values.push(SqlValue::null(c.class));
+            continue;
+        }
         let v = match row.remove(&c.name) {
             Some(v) => match SqlValue::convert_owned(v, c.class) {
                 Ok(v) => v,
@@ -166,12 +218,17 @@ pub(super) fn to_change(
         values.push(v);
     }
     if !ignore_unknown {
-        if let Some(f) = row.keys().next() {
+        // Computed columns are the database's to fill: a change source's row carries them.
+        if let Some(f) = row.keys().find(|f| !plan.computed.contains(f)) {
             let reason = format!("field `{f}` names no column of the table");
             return Err((reason, restore(values, row)));
         }
     }
-    Ok(Change { delete, values })
+    Ok(Change {
+        delete,
+        values,
+        kept,
+    })
 }
 
 /// Positional values (`RowChange::WriteValues`) in the plan's column order.
@@ -214,5 +271,6 @@ fn positional(plan: &Plan, values: Vec<Value>) -> std::result::Result<Change, (S
     Ok(Change {
         delete: false,
         values: out,
+        kept: Vec::new(),
     })
 }

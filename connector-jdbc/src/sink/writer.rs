@@ -97,13 +97,22 @@ impl Writer {
         format!("table {}, record {record}", plan.table)
     }
 
+    /// The dead letter's content: the row, a kept column as the placeholder it came with.
     fn payload(&self, change: &Change) -> Vec<u8> {
         let row: serde_json::Map<String, serde_json::Value> = self
             .plan
             .columns
             .iter()
             .zip(&change.values)
-            .map(|(c, v)| (c.name.clone(), v.to_json()))
+            .enumerate()
+            .map(|(i, (c, v))| {
+                let v = if change.kept.binary_search(&i).is_ok() {
+                    serde_json::Value::from(rivus_core::change::UNCHANGED)
+                } else {
+                    v.to_json()
+                };
+                (c.name.clone(), v)
+            })
             .collect();
         serde_json::to_vec(&row).unwrap_or_default()
     }
@@ -112,9 +121,21 @@ impl Writer {
         self.plan.keys.iter().map(move |&k| &change.values[k])
     }
 
-    /// Runs `items` with the fewest statements: consecutive writes together, consecutive
-    /// deletes together.
+    /// Runs `items` with the fewest statements. Upserts: the batch reduced to one change per
+    /// key ([`net_changes`]), then every delete in one go and the writes of each shape
+    /// together (changes of different keys commute). Otherwise consecutive writes together,
+    /// consecutive deletes together.
     async fn write_fast(&self, conn: &mut Conn, items: &[Change]) -> Result<(), sqlx::Error> {
+        if self.plan.mode == WriteMode::Upsert && !self.plan.keys.is_empty() {
+            let (deletes, writes) = net_changes(items, &self.plan.keys);
+            if !deletes.is_empty() {
+                self.delete_rows(conn, &deletes).await?;
+            }
+            for shape in writes {
+                self.write_rows(conn, &shape).await?;
+            }
+            return Ok(());
+        }
         let mut start = 0;
         while start < items.len() {
             let delete = items[start].delete;
@@ -151,12 +172,6 @@ impl Writer {
             return Ok(());
         }
         if plan.dialect == Dialect::Postgres {
-            // One statement may not upsert a key twice on PostgreSQL: the last write wins.
-            let deduped = match plan.mode {
-                WriteMode::Upsert if run.len() > 1 => last_per_key(run, &plan.keys),
-                _ => None,
-            };
-            let run = deduped.as_deref().unwrap_or(run);
             let pg = conn
                 .pg()
                 .expect("a PostgreSQL pool gives PostgreSQL connections");
@@ -174,11 +189,15 @@ impl Writer {
         self.values_rows(conn, run).await
     }
 
+    /// Multi-row VALUES of `run`, whose changes all have the shape of the first.
     async fn values_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
+        let kept = run.first().map_or(&[][..], |c| &c.kept[..]);
         for chunk in run.chunks(self.plan.max_rows) {
-            let sql = self.plan.write_sql(chunk.len());
-            conn.execute(&sql, chunk.iter().flat_map(|c| &c.values))
-                .await?;
+            let sql = self.plan.write_sql(chunk.len(), kept);
+            let values = chunk
+                .iter()
+                .flat_map(|c| self.plan.written(kept).map(move |i| &c.values[i]));
+            conn.execute(&sql, values).await?;
         }
         Ok(())
     }
@@ -464,25 +483,147 @@ impl BulkSender<Change> for Writer {
     }
 }
 
-/// The last change of each key, in the order of those last changes; `None` when no key
-/// repeats.
-fn last_per_key(run: &[Change], keys: &[usize]) -> Option<Vec<Change>> {
-    let key_of = |c: &Change| -> String {
-        let k: Vec<serde_json::Value> = keys.iter().map(|&i| c.values[i].to_json()).collect();
-        serde_json::Value::Array(k).to_string()
+/// What a batch of upserts and deletes does, one change per key: the deletes to run first
+/// (a key deleted, or deleted and written again), then the writes grouped by shape (each key's
+/// writes merged: a later write that keeps a column takes it from the earlier one). Changes
+/// of different keys commute, so this is the batch's effect with the fewest statements — and
+/// PostgreSQL refuses one statement that upserts a key twice.
+fn net_changes(items: &[Change], keys: &[usize]) -> (Vec<Change>, Vec<Vec<Change>>) {
+    /// A key's net change.
+    enum Net {
+        Write(Change),
+        Delete(Change),
+        Replace(Change, Change),
+    }
+    fn merged(earlier: &Change, later: &Change) -> Change {
+        let mut out = later.clone();
+        out.kept.retain(|&i| {
+            let earlier_has = earlier.kept.binary_search(&i).is_err();
+            if earlier_has {
+                out.values[i] = earlier.values[i].clone();
+            }
+            !earlier_has
+        });
+        out
+    }
+    let mut index: std::collections::HashMap<Vec<u8>, usize> =
+        std::collections::HashMap::with_capacity(items.len());
+    let mut nets: Vec<Net> = Vec::with_capacity(items.len());
+    let mut key = Vec::new();
+    for c in items {
+        key.clear();
+        for &k in keys {
+            c.values[k].key_bytes(&mut key);
+        }
+        let Some(&at) = index.get(&key) else {
+            index.insert(key.clone(), nets.len());
+            nets.push(if c.delete {
+                Net::Delete(c.clone())
+            } else {
+                Net::Write(c.clone())
+            });
+            continue;
+        };
+        let net = &mut nets[at];
+        *net = match (std::mem::replace(net, Net::Delete(c.clone())), c.delete) {
+            (_, true) => Net::Delete(c.clone()),
+            (Net::Write(w), false) => Net::Write(merged(&w, c)),
+            (Net::Delete(d), false) => Net::Replace(d, c.clone()),
+            (Net::Replace(d, w), false) => Net::Replace(d, merged(&w, c)),
+        };
+    }
+    let mut deletes = Vec::new();
+    let mut shapes: Vec<Vec<Change>> = Vec::new();
+    let mut shape_of: std::collections::HashMap<Vec<usize>, usize> =
+        std::collections::HashMap::new();
+    let mut add = |w: Change| {
+        let at = *shape_of.entry(w.kept.clone()).or_insert_with(|| {
+            shapes.push(Vec::new());
+            shapes.len() - 1
+        });
+        shapes[at].push(w);
     };
-    let mut last = std::collections::HashMap::with_capacity(run.len());
-    for (i, c) in run.iter().enumerate() {
-        last.insert(key_of(c), i);
+    for net in nets {
+        match net {
+            Net::Write(w) => add(w),
+            Net::Delete(d) => deletes.push(d),
+            Net::Replace(d, w) => {
+                deletes.push(d);
+                add(w);
+            }
+        }
     }
-    if last.len() == run.len() {
-        return None;
+    (deletes, shapes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{net_changes, Change};
+    use crate::value::SqlValue;
+
+    fn write(id: i64, body: Option<&str>, n: i64) -> Change {
+        let kept = if body.is_none() { vec![1] } else { vec![] };
+        Change {
+            delete: false,
+            values: vec![
+                SqlValue::Int(Some(id)),
+                SqlValue::Text(body.map(str::to_owned)),
+                SqlValue::Int(Some(n)),
+            ],
+            kept,
+        }
     }
-    let kept = run
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| last.get(&key_of(c)) == Some(i))
-        .map(|(_, c)| c.clone())
-        .collect();
-    Some(kept)
+
+    fn delete(id: i64) -> Change {
+        Change {
+            delete: true,
+            values: vec![
+                SqlValue::Int(Some(id)),
+                SqlValue::Text(None),
+                SqlValue::Int(None),
+            ],
+            kept: vec![],
+        }
+    }
+
+    fn ids(v: &[Change]) -> Vec<(i64, Vec<usize>, SqlValue, SqlValue)> {
+        v.iter()
+            .map(|c| {
+                let SqlValue::Int(Some(id)) = c.values[0] else {
+                    panic!()
+                };
+                (id, c.kept.clone(), c.values[1].clone(), c.values[2].clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_nets_to_one_change_per_key_and_never_loses_a_kept_column() {
+        let items = vec![
+            write(1, Some("big"), 1),
+            write(1, None, 2), // keeps body: merged with the write before it
+            write(2, None, 1), // keeps body: nothing earlier in the batch, stays partial
+            delete(3),
+            write(3, Some("again"), 1), // deleted then written: both run
+            write(4, Some("x"), 1),
+            delete(4), // written then deleted: a delete
+            write(2, None, 5),
+        ];
+        let (deletes, shapes) = net_changes(&items, &[0]);
+        let deleted: Vec<i64> = ids(&deletes).into_iter().map(|t| t.0).collect();
+        assert_eq!(deleted, vec![3, 4]);
+        assert_eq!(shapes.len(), 2, "full rows and rows that keep `body`");
+        let text = |s: &str| SqlValue::Text(Some(s.into()));
+        assert_eq!(
+            ids(&shapes[0]),
+            vec![
+                (1, vec![], text("big"), SqlValue::Int(Some(2))),
+                (3, vec![], text("again"), SqlValue::Int(Some(1))),
+            ]
+        );
+        assert_eq!(
+            ids(&shapes[1]),
+            vec![(2, vec![1], SqlValue::Text(None), SqlValue::Int(Some(5)))]
+        );
+    }
 }

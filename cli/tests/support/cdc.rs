@@ -1,0 +1,137 @@
+//! Change-data-capture jobs run by the `rivus` command in tests: the job process (killed,
+//! stopped, waited on) and the clean-up of slots, publications and tables.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sqlx::{Connection, PgConnection};
+
+/// Rows in `table` (0 before it exists).
+pub async fn count(db: &mut PgConnection, table: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
+        .fetch_one(db)
+        .await
+        .unwrap_or(0)
+}
+
+/// Cleans up after a test, passed or failed: the slot (a slot keeps WAL forever), the
+/// publication and the tables.
+pub struct Cleanup {
+    pub pg: String,
+    pub name: String,
+    pub tables: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let (pg, name, tables) = (self.pg.clone(), self.name.clone(), self.tables.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let tables: Vec<&str> = tables.iter().map(String::as_str).collect();
+            rt.block_on(clean(&pg, &name, &tables));
+        })
+        .join();
+    }
+}
+
+/// Drops the slot (once released), the publication and the tables.
+pub async fn clean(pg: &str, name: &str, tables: &[&str]) {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    for _ in 0..100 {
+        let r = sqlx::query(&format!(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = '{name}'"
+        ))
+        .execute(&mut c)
+        .await;
+        if r.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = sqlx::query(&format!("DROP PUBLICATION IF EXISTS {name}"))
+        .execute(&mut c)
+        .await;
+    for t in tables {
+        let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
+            .execute(&mut c)
+            .await;
+    }
+}
+
+/// A running `rivus`, killed if the test ends without stopping it.
+pub struct Job(pub Option<Child>);
+
+impl Job {
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+
+    /// SIGKILL, and wait for the end.
+    pub fn kill(&mut self) {
+        let mut c = self.0.take().expect("running");
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `rivus run file` in `dir`, its output in `dir/<label>.log`.
+pub fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) -> Job {
+    let log = std::fs::File::create(dir.join(format!("{label}.log"))).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));
+    cmd.args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log));
+    cmd.env("RUST_LOG", "warn,rivus_connector_cdc=info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Job(Some(cmd.spawn().unwrap()))
+}
+
+/// Asks a job to stop (SIGTERM) and waits for its end (a stop within a minute).
+pub fn stop(mut job: Job, dir: &Path, label: &str) {
+    let mut child = job.0.take().expect("running");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(dir.join(format!("{label}.log"))).unwrap_or_default();
+            assert!(status.success(), "{label} ended with {status}: {log}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{label} did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `ready()` holds, failing with `what()` after `secs`; the job must stay up.
+pub async fn wait(job: &mut Job, secs: u64, ready: impl Fn() -> bool, what: impl Fn() -> String) {
+    let child = job.child();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ready() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the job ended ({status}) while waiting: {}", what());
+        }
+        assert!(Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
