@@ -183,7 +183,8 @@ const TYPED: &[(&str, &str, &str)] = &[
 /// Every column type PostgreSQL sends goes through `postgres-cdc` → `jdbc` into a PostgreSQL
 /// replica (the same types: `EXCEPT` both ways, every column) and a MariaDB replica (its
 /// nearest types: compared as text column by column) — snapshot rows and streamed inserts,
-/// updates (NULLs included) and deletes; the generated column is left to each database.
+/// updates (NULLs included, a key changed) and deletes; the generated column is left to each
+/// database.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_column_type_round_trips_into_postgres_and_mariadb() {
     let (Some(pg), Some(cdc), Some(my)) = (
@@ -369,6 +370,8 @@ async fn every_column_type_round_trips_into_postgres_and_mariadb() {
         format!("UPDATE {name} SET body = NULL, nums = NULL, price = 99999.999 WHERE id = 3"),
         format!("DELETE FROM {name} WHERE id = 2"),
         format!("INSERT INTO {name} (id, body) VALUES (5, repeat('long ', 2000))"),
+        // A new key: the replicas lose the row under the old one.
+        format!("UPDATE {name} SET id = 6, small = 6 WHERE id = 5"),
     ] {
         exec(&pg, &sql).await;
     }
@@ -484,25 +487,23 @@ fn toast_writer(
 }
 
 /// Runs the job in `file` while `writer` changes the table, SIGKILLs it six times (twice while
-/// the snapshot is read, four times while the stream runs, each after the writer moved on),
+/// the snapshot is read — the writer, held by `halt`, starts after the second —, three times
+/// while the stream runs, each after the writer moved on, and once when the writer is done),
 /// and starts it once more; then waits until `equal()` or fails after three minutes, and stops
 /// the job.
-async fn through_six_kills<F, Fut>(
+async fn through_six_kills<Fut>(
     dir: &Path,
     file: &Path,
     progress: impl Fn() -> Fut,
     snapshot: i64,
-    done: &AtomicU64,
-    writer: tokio::task::JoinHandle<()>,
-    halt: &AtomicBool,
-    equal: F,
+    writing: &mut Writing,
+    equal: impl Fn() -> Check,
 ) where
-    F: Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>,
     Fut: std::future::Future<Output = i64>,
 {
+    let (done, halt) = (&*writing.done, &*writing.halt);
     let log =
         |label: &str| std::fs::read_to_string(dir.join(format!("{label}.log"))).unwrap_or_default();
-    let mut writer = Some(writer);
     for kill in 0..6 {
         let label = format!("run{kill}");
         let mut job: Job = rivus(dir, file, &label, &[]);
@@ -532,11 +533,11 @@ async fn through_six_kills<F, Fut>(
             // The writer starts once the snapshot is well under way.
             halt.store(false, Ordering::SeqCst);
         }
-        job.kill();
         if kill == 5 {
-            halt.store(true, Ordering::SeqCst);
-            writer.take().unwrap().await.unwrap();
+            // The last kill comes when the writer is done, while the job still catches up.
+            writing.handle.take().unwrap().await.unwrap();
         }
+        job.kill();
     }
     let mut job = rivus(dir, file, "last", &[]);
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -552,6 +553,40 @@ async fn through_six_kills<F, Fut>(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     stop(job, dir, "last");
+}
+
+/// Whether a replica equals its source: `None`, or what differs.
+type Check = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>;
+
+/// The TOAST table's writer: held until `halt` is cleared, then 1 200 rounds of
+/// [`toast_writer`], `done` counting them.
+struct Writing {
+    done: Arc<AtomicU64>,
+    halt: Arc<AtomicBool>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Writing {
+    const ROUNDS: u64 = 1_200;
+
+    fn start(pg: &str, name: &str, rows: i64) -> Writing {
+        let (done, halt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(true)));
+        let (gate, d) = (Arc::clone(&halt), Arc::clone(&done));
+        let (pg, name) = (pg.to_owned(), name.to_owned());
+        let handle = tokio::spawn(async move {
+            while gate.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            toast_writer(pg, name, rows, Self::ROUNDS, gate, d)
+                .await
+                .unwrap();
+        });
+        Writing {
+            done,
+            halt,
+            handle: Some(handle),
+        }
+    }
 }
 
 const TOAST_COLUMNS: &str = "a, b, big, tags, doc, amount, n";
@@ -595,17 +630,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
              apply_changes = true\nexactly_once = true"
         ),
     );
-    let (done, halt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(true)));
-    // Held until the snapshot is under way, then 1 200 rounds.
-    let gate = Arc::clone(&halt);
-    let (p, n) = (pg.clone(), name.clone());
-    let d = Arc::clone(&done);
-    let writer = tokio::spawn(async move {
-        while gate.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        toast_writer(p, n, rows, 1_200, gate, d).await.unwrap();
-    });
+    let mut writing = Writing::start(&pg, &name, rows);
     let progress = || {
         let (pg, replica) = (pg.clone(), replica.clone());
         async move {
@@ -631,22 +656,12 @@ async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
                 "{missing} rows missing or different, {extra} extra; {placeholders} replica rows \
                  hold the placeholder"
             ))
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>
+        }) as Check
     };
-    through_six_kills(
-        dir.path(),
-        &file,
-        progress,
-        rows,
-        &done,
-        writer,
-        &halt,
-        equal,
-    )
-    .await;
+    through_six_kills(dir.path(), &file, progress, rows, &mut writing, equal).await;
     assert_eq!(
-        done.load(Ordering::SeqCst),
-        1_200,
+        writing.done.load(Ordering::SeqCst),
+        Writing::ROUNDS,
         "the writer ran to its end"
     );
 }
@@ -684,16 +699,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_an_elasticsearch_index() {
         ),
     );
     let index = Index::connect(&es).await;
-    let (done, halt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(true)));
-    let gate = Arc::clone(&halt);
-    let (p, n) = (pg.clone(), name.clone());
-    let d = Arc::clone(&done);
-    let writer = tokio::spawn(async move {
-        while gate.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        toast_writer(p, n, rows, 1_200, gate, d).await.unwrap();
-    });
+    let mut writing = Writing::start(&pg, &name, rows);
     let progress = || {
         let (index, name) = (index.clone(), name.clone());
         async move { index.count(&name).await }
@@ -717,22 +723,12 @@ async fn unchanged_toast_values_survive_kill_nine_in_an_elasticsearch_index() {
                 want.len(),
                 got.len()
             ))
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>
+        }) as Check
     };
-    through_six_kills(
-        dir.path(),
-        &file,
-        progress,
-        rows,
-        &done,
-        writer,
-        &halt,
-        equal,
-    )
-    .await;
+    through_six_kills(dir.path(), &file, progress, rows, &mut writing, equal).await;
     assert_eq!(
-        done.load(Ordering::SeqCst),
-        1_200,
+        writing.done.load(Ordering::SeqCst),
+        Writing::ROUNDS,
         "the writer ran to its end"
     );
     index.drop_index(&name).await;

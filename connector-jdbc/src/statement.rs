@@ -59,8 +59,12 @@ pub(crate) struct Plan {
     /// The table's computed columns (`GENERATED ALWAYS AS`): a record's fields of these names
     /// are left out, never refused.
     pub computed: Vec<String>,
-    cache: Mutex<HashMap<(bool, usize, Vec<usize>), Arc<str>>>,
+    cache: Mutex<HashMap<StatementKey, Arc<str>>>,
 }
+
+/// A cached statement: a delete or a write, its row count (0: UNNEST, any), and the shape of
+/// the write (the positions of the columns it keeps).
+type StatementKey = (bool, usize, Vec<usize>);
 
 impl Plan {
     pub fn new(

@@ -343,8 +343,8 @@ async fn stream(
     }
 }
 
-/// One logical message: emitted when it is a change of a wanted table the checkpoint does not
-/// hold yet.
+/// One logical message: a transaction's bounds, a relation, or row changes (one each, but two
+/// for an update of the key), each emitted by [`emit`].
 #[allow(clippy::too_many_arguments)]
 async fn apply(
     ctx: &mut SourceContext<Value, CdcState>,
@@ -354,9 +354,9 @@ async fn apply(
     tx: &mut Option<Tx>,
     wanted: &HashSet<(&str, &str)>,
     order: &mut KeyOrder,
-    changes: Option<&metrics::Counter>,
+    changes_counter: Option<&metrics::Counter>,
 ) -> Result<()> {
-    let (rel_id, op, before, after) = match msg {
+    let (rel_id, changes) = match msg {
         Logical::Begin {
             final_lsn,
             commit_micros,
@@ -401,12 +401,23 @@ async fn apply(
             relations.insert(r.oid, r);
             return Ok(());
         }
-        Logical::Insert { rel, new } => (rel, Op::Create, None, Some(new)),
+        Logical::Insert { rel, new } => (rel, vec![(Op::Create, None, Some(new))]),
+        // The old key comes alone (`K`) only when the update changed it: the row left its
+        // old key, so the change is a delete of the old key and an insert of the new row
+        // (Debezium does the same); a sink keyed by it would otherwise keep the old row.
+        Logical::Update {
+            rel,
+            old: Some((b'K', old)),
+            new,
+        } => (
+            rel,
+            vec![(Op::Delete, Some(old), None), (Op::Create, None, Some(new))],
+        ),
         Logical::Update { rel, old, new } => {
             let new = with_old_values(new, old.as_ref());
-            (rel, Op::Update, old.map(|o| o.1), Some(new))
+            (rel, vec![(Op::Update, old.map(|o| o.1), Some(new))])
         }
-        Logical::Delete { rel, old } => (rel, Op::Delete, Some(old.1), None),
+        Logical::Delete { rel, old } => (rel, vec![(Op::Delete, Some(old.1), None)]),
         Logical::Truncate { rels } => {
             let names: Vec<String> = rels
                 .iter()
@@ -418,6 +429,42 @@ async fn apply(
         }
         Logical::Other => return Ok(()),
     };
+    for (op, before, after) in changes {
+        emit(
+            ctx,
+            s,
+            rel_id,
+            op,
+            before,
+            after,
+            relations,
+            tx,
+            wanted,
+            order,
+            changes_counter,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// One change of a message: counted in its transaction (the index a restore skips up to, one
+/// per change, so a key update's delete and insert are counted apart), emitted when it is of a
+/// wanted table and the checkpoint does not hold it yet.
+#[allow(clippy::too_many_arguments)]
+async fn emit(
+    ctx: &mut SourceContext<Value, CdcState>,
+    s: &super::Settings,
+    rel_id: u32,
+    op: Op,
+    before: Option<Vec<Datum>>,
+    after: Option<Vec<Datum>>,
+    relations: &Relations,
+    tx: &mut Option<Tx>,
+    wanted: &HashSet<(&str, &str)>,
+    order: &mut KeyOrder,
+    changes: Option<&metrics::Counter>,
+) -> Result<()> {
     let t = tx.as_mut().ok_or_else(|| {
         Error::connector(
             "postgres-cdc",
