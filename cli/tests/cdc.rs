@@ -10,6 +10,8 @@
 
 #[path = "support/cdc.rs"]
 mod cdc;
+#[path = "support/index.rs"]
+mod index;
 #[path = "support/topics.rs"]
 mod topics;
 
@@ -26,6 +28,7 @@ use rdkafka::{ClientConfig, Message};
 use rivus_testkit::services::{require, unique_name, Service};
 
 use cdc::{count, rivus, stop, wait, Cleanup};
+use index::Index;
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
 
@@ -447,10 +450,15 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     .await
     .unwrap();
     let want = table_rows(&pg, &name).await;
-    let http = reqwest_like(&es).await;
+    let index = Index::connect(&es).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let got = http.docs(&name).await;
+        let got: BTreeMap<String, (String, String)> = index
+            .docs(&name, "id", &["body", "amount"])
+            .await
+            .into_iter()
+            .map(|(id, mut f)| (id, (f.remove(0), f.remove(0))))
+            .collect();
         if got == want {
             break;
         }
@@ -464,50 +472,4 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stop(job, dir.path(), "run");
-}
-
-/// Reads an index whole over plain HTTP.
-struct Index(rivus_connector_es::EsClient);
-
-async fn reqwest_like(url: &str) -> Index {
-    let config = rivus_connector_es::EsConfig::new(url);
-    Index(
-        rivus_connector_es::EsClient::connect(&config, "test")
-            .await
-            .unwrap(),
-    )
-}
-
-impl Index {
-    /// Every document of `index` as the table's rows (after a refresh); empty when missing.
-    async fn docs(&self, index: &str) -> BTreeMap<String, (String, String)> {
-        use reqwest::Method;
-        let _ = self
-            .0
-            .json(Method::POST, &format!("/{index}/_refresh"), &[], None)
-            .await;
-        let body = serde_json::json!({"size": 10000, "query": {"match_all": {}}});
-        let Ok((200, v)) = self
-            .0
-            .json(Method::POST, &format!("/{index}/_search"), &[], Some(&body))
-            .await
-        else {
-            return BTreeMap::new();
-        };
-        v["hits"]["hits"]
-            .as_array()
-            .map(|hits| {
-                hits.iter()
-                    .map(|h| {
-                        let s = &h["_source"];
-                        let text = |f: &str| s[f].as_str().unwrap_or_default().to_owned();
-                        (
-                            h["_id"].as_str().unwrap_or_default().to_owned(),
-                            (text("body"), text("amount")),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
 }
