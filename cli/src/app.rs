@@ -6,6 +6,7 @@
 //! rivus validate pipeline.toml   check the file without running it
 //! rivus check pipeline.toml      connect to every endpoint
 //! rivus connectors               what a file can name
+//! rivus schema                   the JSON Schema of pipeline files (for editors)
 //! ```
 
 use std::path::PathBuf;
@@ -44,6 +45,10 @@ enum Command {
     Check { file: PathBuf },
     /// List the connectors and transforms a pipeline file can use.
     Connectors,
+    /// Print the JSON Schema of pipeline files (every section this `rivus` knows), for
+    /// editors: `rivus schema > rivus.schema.json`, then `#:schema ./rivus.schema.json` at the
+    /// top of a pipeline file.
+    Schema,
 }
 
 fn init_logs(format: LogFormat) {
@@ -134,6 +139,14 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             } else {
                 ExitCode::from(1)
             }
+        }
+        Command::Schema => {
+            let schema = registry.schema();
+            out(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            ));
+            ExitCode::SUCCESS
         }
         Command::Connectors => {
             out(&catalog::render(registry));

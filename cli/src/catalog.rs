@@ -7,14 +7,24 @@ use crate::registry::Registry;
 pub fn render(registry: &Registry) -> String {
     let mut out =
         String::from("connectors (type = ... in [source], [sink] or [errors.destination]):\n");
-    for (role, name, e) in registry.catalog() {
-        let role = role.name();
+    for l in registry.catalog() {
+        let role = l.role.name();
         out.push_str(&format!(
-            "\n  {role:6} {name:14} {}\n         {}\n",
-            e.guarantee, e.summary
+            "\n  {role:6} {:14} {}\n         {}\n",
+            l.kind, l.entry.guarantee, l.entry.summary
         ));
-        for o in e.options {
-            out.push_str(&format!("         - {}\n", o.render()));
+        for o in &l.options {
+            // The description on one line, cut to about a line of text.
+            let doc = o.doc.split_whitespace().collect::<Vec<_>>().join(" ");
+            let doc = match doc.char_indices().nth(110) {
+                Some((i, _)) => format!("{}…", &doc[..i]),
+                None => doc.trim_end_matches('.').to_owned(),
+            };
+            if doc.is_empty() {
+                out.push_str(&format!("         - {}\n", o.render()));
+            } else {
+                out.push_str(&format!("         - {}: {doc}\n", o.render()));
+            }
         }
     }
     out.push_str(

@@ -569,3 +569,81 @@ fn connectors_lists_every_connector_with_its_guarantee() {
     }
     assert!(stdout.contains("parse-json (field)"), "{stdout}");
 }
+
+/// `rivus schema` describes what the command accepts: every example file is valid against it,
+/// and files the command refuses (a misspelt key, a wrong type, an unknown connector or
+/// choice, a bad duration, a format table without its registry) are invalid against it too.
+#[test]
+fn the_schema_accepts_every_example_and_refuses_what_the_command_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rivus(dir.path(), &["schema"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let as_json = |toml_text: &str| -> serde_json::Value {
+        let v: toml::Value = toml::from_str(toml_text).unwrap();
+        serde_json::to_value(v).unwrap()
+    };
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let file = as_json(&std::fs::read_to_string(&path).unwrap());
+        let errors: Vec<String> = validator
+            .iter_errors(&file)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 10, "{seen} examples");
+    let base = "name = \"t\"\n[source]\ntype = \"generator\"\n";
+    for (bad, why) in [
+        (
+            format!("{base}coutn = 3\n[sink]\ntype = \"stdout\"\n"),
+            "a misspelt key",
+        ),
+        (
+            "name = \"t\"\nparallelism = \"two\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n".to_owned(),
+            "a wrong type",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"mongo\"\n[sink]\ntype = \"stdout\"\n".to_owned(),
+            "an unknown connector",
+        ),
+        (
+            format!("{base}[sink]\ntype = \"jdbc\"\nurl = \"sqlite:x\"\ntable = \"t\"\nmode = \"merge\"\n"),
+            "an unknown choice",
+        ),
+        (
+            format!("[checkpoint]\ninterval = \"soon\"\ndir = \"s\"\n{base}[sink]\ntype = \"stdout\"\n"),
+            "a bad duration",
+        ),
+        (
+            "name = \"t\"\n[source]\ntype = \"kafka\"\nbootstrap_servers = \"h:1\"\ntopics = [\"a\"]\nformat = { type = \"avro\" }\n[sink]\ntype = \"stdout\"\n".to_owned(),
+            "a format table without its registry",
+        ),
+        (
+            format!("{base}[sink]\ntype = \"stdout\"\n[restart]\nstrategy = \"fixed-delay\"\n"),
+            "a restart strategy without its required setting",
+        ),
+    ] {
+        // The TOML above puts `[checkpoint]` before `name`: keep `name` at the top level.
+        let bad = if bad.starts_with('[') {
+            format!("name = \"t\"\n{}", bad.replacen("name = \"t\"\n", "", 1))
+        } else {
+            bad
+        };
+        assert!(
+            !validator.is_valid(&as_json(&bad)),
+            "the schema accepts {why}:\n{bad}"
+        );
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, &bad).unwrap();
+        let out = rivus(dir.path(), &["validate", file.to_str().unwrap()]);
+        assert!(!out.status.success(), "the command accepts {why}:\n{bad}");
+    }
+}

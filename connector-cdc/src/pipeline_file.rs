@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SectionMetrics,
-    SourcePlan, SourceSection,
+    opt_duration, CatalogEntry, Health, Rebased, SectionContext, SectionMetrics, SourcePlan,
+    SourceSection,
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -18,7 +18,7 @@ use rivus_core::Result;
 use crate::{Envelope, PostgresCdcSource, SnapshotMode};
 
 /// `[source] type = "postgres-cdc"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresCdcSection {
     /// `postgres://user:password@host:port/db` of a user with REPLICATION.
@@ -42,6 +42,7 @@ pub struct PostgresCdcSection {
     pub envelope: EnvelopeOption,
     /// How often the position is reported to the server when idle (10 s).
     #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub status_interval: Option<Duration>,
     /// SQL run at every status interval (e.g. `UPDATE rivus_heartbeat SET ts = now()`).
     pub heartbeat_query: Option<String>,
@@ -52,7 +53,9 @@ pub struct PostgresCdcSection {
 }
 
 /// `snapshot = ...`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SnapshotOption {
     /// Read the tables when the slot is created.
@@ -65,7 +68,9 @@ pub enum SnapshotOption {
 }
 
 /// `envelope = ...`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum EnvelopeOption {
     /// Debezium's envelope.
@@ -151,23 +156,6 @@ impl SourceSection for PostgresCdcSection {
                   pgoutput), after a consistent snapshot",
         guarantee: "exactly-once (commit LSN and index in checkpoints; the slot confirmed on \
                     completed checkpoints)",
-        options: &[
-            OptionDoc::required("url", "postgres://user:password@host:port/db (REPLICATION)"),
-            OptionDoc::required("publication", "string"),
-            OptionDoc::optional("slot", "string", "rivus_<job>"),
-            OptionDoc::optional("tables", "[\"schema.table\"]", "the publication's"),
-            OptionDoc::optional(
-                "key_columns",
-                "{ \"schema.table\" = [columns] }",
-                "primary keys",
-            ),
-            OptionDoc::optional("snapshot", "initial|never|when-needed", "initial"),
-            OptionDoc::optional("chunk_rows", "integer", "10000"),
-            OptionDoc::optional("envelope", "debezium|flat", "debezium"),
-            OptionDoc::optional("status_interval", "duration", "10s"),
-            OptionDoc::optional("heartbeat_query", "SQL", "none"),
-            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {

@@ -9,9 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{
-    CatalogEntry, Health, OptionDoc, SectionContext, SinkPlan, SinkSection,
-};
+use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
 use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -20,7 +18,7 @@ use rivus_core::Result;
 use crate::{AwsCredentials, Cluster, EsAuth, EsClient, EsConfig, EsSink};
 
 /// `[sink] type = "elasticsearch"`: one index, each record a document.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EsSinkSection {
     /// `http://` or `https://` URL of a node.
@@ -192,32 +190,6 @@ impl SinkSection for EsSinkSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "one Elasticsearch index, each record a document (bulk requests)",
         guarantee: "at-least-once (id_field makes replays overwrite)",
-        options: &[
-            OptionDoc::required("url", "http(s)://host:port"),
-            OptionDoc::required("index", "string"),
-            OptionDoc::optional("id_field", "string", "ids chosen by the cluster"),
-            OptionDoc::optional("apply_changes", "bool", "false"),
-            OptionDoc::optional("max_actions", "integer", "1000"),
-            OptionDoc::optional("username", "string", "no authentication"),
-            OptionDoc::optional("password", "string (${VAR})", "none"),
-            OptionDoc::optional("api_key", "id:key or encoded (${VAR})", "none"),
-            OptionDoc::optional("bearer_token", "string (${VAR})", "none"),
-            OptionDoc::optional(
-                "aws",
-                "{ region, service = \"es\" | \"aoss\", access_key, secret_key, session_token }",
-                "no signing (keys default to AWS_* variables)",
-            ),
-            OptionDoc::optional(
-                "engine",
-                "opensearch-M.m | elasticsearch-M.m",
-                "asked with GET /",
-            ),
-            OptionDoc::optional(
-                "tls",
-                "{ ca_file, client_cert, client_key }",
-                "system roots",
-            ),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
@@ -231,7 +203,7 @@ impl SinkSection for EsSinkSection {
 
 /// `[sink] type = "opensearch"`: the same sink and options as `elasticsearch`, named for the
 /// engine it writes to.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(transparent)]
 pub struct OpenSearchSinkSection(pub EsSinkSection);
 
@@ -255,7 +227,7 @@ impl SinkSection for OpenSearchSinkSection {
 }
 
 /// `aws = { ... }`: SigV4 signing.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AwsSection {
     /// The region, e.g. `eu-west-1`.

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SinkPlan, SinkSection,
-    SourcePlan, SourceSection,
+    opt_duration, CatalogEntry, Health, Rebased, SectionContext, SinkPlan, SinkSection, SourcePlan,
+    SourceSection,
 };
 use rivus_core::{Error, Result};
 
@@ -18,7 +18,7 @@ use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 
 /// `[sink] type = "files"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesSection {
     /// `s3://bucket/prefix` or `file:///dir`.
@@ -42,6 +42,7 @@ pub struct FilesSection {
     pub target_file_size: Option<u64>,
     /// Age at which a file is closed (15m).
     #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub rollover: Option<Duration>,
     /// Bytes per S3 part (8388608, at least 5 MiB).
     pub part_size: Option<usize>,
@@ -55,7 +56,7 @@ pub struct FilesSection {
 }
 
 /// `s3 = { ... }`: the store, what is not given taken from `AWS_*` variables.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct S3Section {
     /// The endpoint of a self-hosted store (`http://127.0.0.1:8333`); else `AWS_ENDPOINT_URL`,
@@ -86,7 +87,9 @@ impl S3Section {
 }
 
 /// `format = ...`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum FormatOption {
     /// Apache Parquet.
@@ -101,7 +104,7 @@ pub enum FormatOption {
 }
 
 /// One `schema` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnOption {
     /// The record's field.
@@ -234,29 +237,6 @@ impl SinkSection for FilesSection {
         summary: "Parquet, Avro, JSON lines or CSV files on S3-compatible stores or local \
                   disks, partitioned by a path template",
         guarantee: "exactly-once (multipart uploads completed when a checkpoint completes)",
-        options: &[
-            OptionDoc::required("url", "s3://bucket/prefix | file:///dir"),
-            OptionDoc::optional("format", "parquet|jsonl|csv", "parquet"),
-            OptionDoc::optional(
-                "compression",
-                "zstd|snappy|gzip|none",
-                "zstd (parquet), none",
-            ),
-            OptionDoc::optional("schema", "[{ name, type, nullable }]", "inferred"),
-            OptionDoc::optional("schema_subject", "string", "none"),
-            OptionDoc::optional(
-                "registry",
-                "{ url, username, password, token, ca_file }",
-                "none",
-            ),
-            OptionDoc::optional("path", "template", "none"),
-            OptionDoc::optional("target_file_size", "bytes", "134217728"),
-            OptionDoc::optional("rollover", "duration", "15m"),
-            OptionDoc::optional("part_size", "bytes", "8388608"),
-            OptionDoc::optional("row_group_bytes", "bytes", "16777216"),
-            OptionDoc::optional("max_open_files", "integer", "16"),
-            S3_OPTION,
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
@@ -280,14 +260,8 @@ impl SinkSection for FilesSection {
     }
 }
 
-const S3_OPTION: OptionDoc = OptionDoc::optional(
-    "s3",
-    "{ endpoint, region, access_key, secret_key, virtual_hosted }",
-    "AWS_* variables, us-east-1, path style",
-);
-
 /// `[source] type = "files"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesSourceSection {
     /// `s3://bucket/prefix` or `file:///dir`.
@@ -298,6 +272,7 @@ pub struct FilesSourceSection {
     pub format: FormatOption,
     /// List again at this interval for new files (default: list once, then end).
     #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub discover: Option<Duration>,
     /// A larger file is refused (268435456).
     pub max_file_bytes: Option<u64>,
@@ -335,13 +310,6 @@ impl SourceSection for FilesSourceSection {
         summary: "the records of Parquet, Avro, JSON lines or CSV files on S3-compatible \
                   stores or local disks, listed once or continuously",
         guarantee: "exactly-once (files done and records of the file being read in checkpoints)",
-        options: &[
-            OptionDoc::required("url", "s3://bucket/prefix | file:///dir"),
-            OptionDoc::optional("format", "parquet|jsonl|csv|avro", "parquet"),
-            OptionDoc::optional("discover", "duration", "list once"),
-            OptionDoc::optional("max_file_bytes", "bytes", "268435456"),
-            S3_OPTION,
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {

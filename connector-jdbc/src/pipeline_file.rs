@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, OptionDoc, Rebased, SectionContext, SinkPlan, SinkSection,
-    SourcePlan, SourceSection,
+    opt_duration, CatalogEntry, Health, Rebased, SectionContext, SinkPlan, SinkSection, SourcePlan,
+    SourceSection,
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -21,7 +21,7 @@ use crate::config::url_with_tls;
 use crate::{run_script, table_report, JdbcConfig, JdbcSink, JdbcSource, WriteMode};
 
 /// `[source] type = "jdbc"`: a table or a query, read by keyset pages on `track_by`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JdbcSourceSection {
     /// `postgres://`, `mysql://` or `sqlite:` URL.
@@ -37,6 +37,7 @@ pub struct JdbcSourceSection {
     pub mode: JdbcSourceMode,
     /// How often a continuous source polls for new rows (1 s).
     #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub poll_interval: Option<Duration>,
     /// Ranges a bounded read is split into (default: the parallelism).
     pub splits: Option<usize>,
@@ -50,7 +51,9 @@ pub struct JdbcSourceSection {
 }
 
 /// Continuous polling or bounded ranges.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum JdbcSourceMode {
     /// Poll for new rows, never end.
@@ -61,7 +64,7 @@ pub enum JdbcSourceMode {
 }
 
 /// `[sink] type = "jdbc"`: a table, inserted into or upserted.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JdbcSinkSection {
     /// `postgres://`, `mysql://` or `sqlite:` URL.
@@ -82,6 +85,7 @@ pub struct JdbcSinkSection {
     pub batch_size: Option<usize>,
     /// Longest wait for one write, prepare or commit (60 s); then retried on a new connection.
     #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub statement_timeout: Option<Duration>,
     /// Exactly-once behind a Kafka source in group mode (workers): the table that keeps the
     /// source's positions (`rivus_source_positions`).
@@ -106,7 +110,9 @@ pub struct JdbcSinkSection {
 }
 
 /// How text becomes the bytes of a binary column.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum JdbcBytesEncoding {
     /// The text's UTF-8 bytes.
@@ -129,7 +135,9 @@ impl From<JdbcBytesEncoding> for crate::BytesText {
 }
 
 /// Insert or upsert.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum JdbcWriteMode {
     /// `INSERT` (a duplicate key is a refused row).
@@ -264,17 +272,6 @@ impl SourceSection for JdbcSourceSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "a SQL table or query, read in keyset pages (PostgreSQL, MySQL/MariaDB, SQLite)",
         guarantee: "exactly-once (keyset position per split checkpointed)",
-        options: &[
-            OptionDoc::required("url", "postgres://… | mysql://… | sqlite:…"),
-            OptionDoc::optional("table", "string", "one of table and query"),
-            OptionDoc::optional("query", "SQL", "one of table and query"),
-            OptionDoc::required("track_by", "[column]"),
-            OptionDoc::optional("mode", "continuous|bounded", "continuous"),
-            OptionDoc::optional("poll_interval", "duration", "1s"),
-            OptionDoc::optional("splits", "integer", "the parallelism"),
-            OptionDoc::optional("fetch_size", "integer", "1000"),
-            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
-        ],
     };
 
     /// A bounded read is split into as many ranges as the stage has subtasks unless `splits`
@@ -303,26 +300,6 @@ impl SinkSection for JdbcSinkSection {
             "a SQL table: batched INSERT, upsert or DELETE (PostgreSQL, MySQL/MariaDB, SQLite)",
         guarantee:
             "at-least-once; exactly-once on PostgreSQL and MySQL/MariaDB (exactly_once = true)",
-        options: &[
-            OptionDoc::required("url", "postgres://… | mysql://… | sqlite:…"),
-            OptionDoc::required("table", "string"),
-            OptionDoc::optional("mode", "insert|upsert", "insert"),
-            OptionDoc::optional("key", "[column]", "none (needed by upsert)"),
-            OptionDoc::optional("columns", "[column]", "the record's fields"),
-            OptionDoc::optional("exactly_once", "bool", "false"),
-            OptionDoc::optional("batch_size", "integer", "1000"),
-            OptionDoc::optional("statement_timeout", "duration", "60s"),
-            OptionDoc::optional("positions_table", "table", "rivus_source_positions"),
-            OptionDoc::optional("setup", "SQL", "none (run once before the job)"),
-            OptionDoc::optional("ignore_unknown_fields", "bool", "false"),
-            OptionDoc::optional("apply_changes", "bool", "false"),
-            OptionDoc::optional(
-                "bytes_encoding",
-                "\"utf8\" | \"base64\" | \"hex\"",
-                "\"utf8\" (\"base64\" with apply_changes)",
-            ),
-            OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {

@@ -13,8 +13,8 @@ use serde_json::Value;
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    text_of, CatalogEntry, DestinationSection, Health, OptionDoc, SectionContext, SectionMetrics,
-    SinkPlan, SinkSection, SourcePlan, SourceSection,
+    text_of, CatalogEntry, DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan,
+    SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::tls::TlsFiles;
 use rivus_core::{DeliveryGuarantee, Result};
@@ -27,7 +27,7 @@ use crate::{
 use rivus_core::schema::SchemaError;
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSourceSection {
     /// `host:port[,host:port...]`.
@@ -63,7 +63,9 @@ pub struct KafkaSourceSection {
 }
 
 /// Where a Kafka source starts without a checkpoint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum KafkaStart {
     /// The group's committed offsets, else the earliest.
@@ -76,7 +78,7 @@ pub enum KafkaStart {
 }
 
 /// `[sink] type = "kafka"`: one topic, records written in `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkSection {
     /// `host:port[,host:port...]`.
@@ -110,7 +112,7 @@ pub struct KafkaSinkSection {
 }
 
 /// `[errors.destination] type = "kafka"`: dead letters to a topic (acks=all, idempotent).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaDestinationSection {
     /// `host:port[,host:port...]`.
@@ -350,34 +352,12 @@ impl KafkaDestinationSection {
     }
 }
 
-const CLIENT_OPTIONS: [OptionDoc; 3] = [
-    OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none"),
-    OptionDoc::optional("sasl", "{ mechanism, username, password }", "none"),
-    OptionDoc::optional("properties", "{ librdkafka key = value }", "{}"),
-];
-
 #[async_trait::async_trait]
 impl SourceSection for KafkaSourceSection {
     const TYPE: &'static str = "kafka";
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "Kafka topics, values decoded by format",
         guarantee: "exactly-once (offsets in checkpoints, committed to the group on completion)",
-        options: &[
-            OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
-            OptionDoc::required("topics", "[string]"),
-            OptionDoc::optional("group_id", "string", "the job's name"),
-            OptionDoc::optional("start", "committed|earliest|latest", "committed"),
-            OptionDoc::optional("bounded", "bool", "false"),
-            OptionDoc::optional("group_mode", "bool", "false (on for --worker)"),
-            OptionDoc::optional(
-                "format",
-                "json|text|bytes|{ type = \"avro\", registry, ... }",
-                "json",
-            ),
-            CLIENT_OPTIONS[0],
-            CLIENT_OPTIONS[1],
-            CLIENT_OPTIONS[2],
-        ],
     };
 
     /// The group is the job's name unless the file names one; workers share the partitions
@@ -406,26 +386,6 @@ impl SinkSection for KafkaSinkSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "one Kafka topic, records encoded by format",
         guarantee: "at-least-once; exactly-once with transactions (exactly_once = true)",
-        options: &[
-            OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
-            OptionDoc::required("topic", "string"),
-            OptionDoc::optional("key_field", "string", "no key"),
-            OptionDoc::optional("apply_changes", "bool", "false"),
-            OptionDoc::optional(
-                "key_format",
-                "{ type = \"avro\", registry, ... }",
-                "the key as text",
-            ),
-            OptionDoc::optional("exactly_once", "bool", "false"),
-            OptionDoc::optional(
-                "format",
-                "json|text|bytes|{ type = \"avro\", registry, ... }",
-                "json",
-            ),
-            CLIENT_OPTIONS[0],
-            CLIENT_OPTIONS[1],
-            CLIENT_OPTIONS[2],
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
@@ -443,13 +403,6 @@ impl DestinationSection for KafkaDestinationSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "dead letters to a Kafka topic (acks=all, idempotent producer)",
         guarantee: "each letter acknowledged before its record counts as done",
-        options: &[
-            OptionDoc::required("bootstrap_servers", "host:port[,host:port...]"),
-            OptionDoc::required("topic", "string"),
-            CLIENT_OPTIONS[0],
-            CLIENT_OPTIONS[1],
-            CLIENT_OPTIONS[2],
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {

@@ -23,6 +23,7 @@ pub const SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512
 /// `SCRAM-SHA-512`). The password never shows in `Debug` output or errors. OAUTHBEARER takes
 /// its own librdkafka properties (`sasl.oauthbearer.*`) through `property`.
 #[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "pipeline-file", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SaslAuth {
     /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512` (any case).

@@ -12,8 +12,8 @@ use serde_json::Value;
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    field_text, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased, SectionContext,
-    SinkPlan, SinkSection, SourcePlan, SourceSection,
+    field_text, CatalogEntry, DestinationSection, Health, Rebased, SectionContext, SinkPlan,
+    SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -25,7 +25,7 @@ use crate::{
 };
 
 /// `[source] type = "rabbitmq"`: queues, bodies decoded by `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitSourceSection {
     /// `amqp://` or `amqps://` URI.
@@ -49,7 +49,7 @@ pub struct RabbitSourceSection {
 }
 
 /// `[sink] type = "rabbitmq"`: bodies are the records in `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitSinkSection {
     /// `amqp://` or `amqps://` URI.
@@ -76,7 +76,7 @@ pub struct RabbitSinkSection {
 
 /// `[errors.destination] type = "rabbitmq"`: dead letters to a queue (persistent, confirmed);
 /// the queue must exist.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitDestinationSection {
     /// `amqp://` or `amqps://` URI.
@@ -189,27 +189,12 @@ impl RabbitDestinationSection {
     }
 }
 
-const TLS: OptionDoc = OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none");
-
 #[async_trait::async_trait]
 impl SourceSection for RabbitSourceSection {
     const TYPE: &'static str = "rabbitmq";
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "RabbitMQ queues, bodies decoded by format",
         guarantee: "at-least-once; exactly-once with correlation_ids = true",
-        options: &[
-            OptionDoc::required("uri", "amqp(s)://user:password@host:port/vhost"),
-            OptionDoc::required("queues", "[string]"),
-            OptionDoc::optional("prefetch", "integer", "500"),
-            OptionDoc::optional("declare", "bool", "false"),
-            OptionDoc::optional("correlation_ids", "bool", "false"),
-            OptionDoc::optional(
-                "format",
-                "json|text|bytes|{ type = \"avro\", registry, ... }",
-                "json",
-            ),
-            TLS,
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
@@ -234,19 +219,6 @@ impl SinkSection for RabbitSinkSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "a RabbitMQ exchange, bodies encoded by format",
         guarantee: "at-least-once (publisher confirms)",
-        options: &[
-            OptionDoc::required("uri", "amqp(s)://user:password@host:port/vhost"),
-            OptionDoc::optional("exchange", "string", "\"\" (the default exchange)"),
-            OptionDoc::optional("routing_key", "string", "\"\""),
-            OptionDoc::optional("routing_key_field", "string", "the fixed routing_key"),
-            OptionDoc::optional("correlation_id_field", "string", "none"),
-            OptionDoc::optional(
-                "format",
-                "json|text|bytes|{ type = \"avro\", registry, ... }",
-                "json",
-            ),
-            TLS,
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
@@ -271,11 +243,6 @@ impl DestinationSection for RabbitDestinationSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "dead letters to a RabbitMQ queue that exists (persistent, confirmed)",
         guarantee: "each letter confirmed before its record counts as done",
-        options: &[
-            OptionDoc::required("uri", "amqp(s)://user:password@host:port/vhost"),
-            OptionDoc::required("queue", "string"),
-            TLS,
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {

@@ -12,8 +12,8 @@ use serde_json::Value;
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    template, text_of, CatalogEntry, DestinationSection, Health, OptionDoc, Rebased,
-    SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
+    template, text_of, CatalogEntry, DestinationSection, Health, Rebased, SectionContext, SinkPlan,
+    SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
@@ -24,7 +24,7 @@ use rivus_formats::{Codec, Format, Role};
 use crate::{RedisCommand, RedisConfig, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
 
 /// `[source] type = "redis-streams"`: streams through a consumer group.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisStreamsSection {
     /// `redis://` or `rediss://` URL (with `cluster`: seed nodes, separated by commas).
@@ -49,11 +49,12 @@ pub struct RedisStreamsSection {
     /// Worker mode: entries pending longer than this are claimed from the consumer holding
     /// them (a worker that died) and processed (default `60s`).
     #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub claim_idle: Option<std::time::Duration>,
 }
 
 /// `[sink] type = "redis"`: one command per record.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSinkSection {
     /// `redis://` or `rediss://` URL (with `cluster`: seed nodes, separated by commas).
@@ -81,7 +82,7 @@ pub struct RedisSinkSection {
 }
 
 /// The commands a `redis` sink sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RedisCommandName {
     /// `SET key <record as JSON>` (with `ttl_secs`).
@@ -101,7 +102,7 @@ pub enum RedisCommandName {
 }
 
 /// `[errors.destination] type = "redis"`: dead letters to a stream (`XADD`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisDestinationSection {
     /// `redis://` or `rediss://` URL.
@@ -284,30 +285,12 @@ impl RedisDestinationSection {
     }
 }
 
-const URL: OptionDoc = OptionDoc::required("url", "redis(s)://[user:password@]host:port/[db]");
-const CLUSTER: OptionDoc = OptionDoc::optional("cluster", "bool", "false");
-const TLS: OptionDoc = OptionDoc::optional("tls", "{ ca_file, client_cert, client_key }", "none");
-
 #[async_trait::async_trait]
 impl SourceSection for RedisStreamsSection {
     const TYPE: &'static str = "redis-streams";
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "Redis Streams through a consumer group",
         guarantee: "exactly-once (entries acknowledged on completed checkpoints)",
-        options: &[
-            URL,
-            CLUSTER,
-            TLS,
-            OptionDoc::required("streams", "[string]"),
-            OptionDoc::required("group", "string"),
-            OptionDoc::optional("json_field", "string", "the entry's fields as text"),
-            OptionDoc::optional(
-                "format",
-                "json|text|bytes|{ type = \"avro\", registry, ... }",
-                "json",
-            ),
-            OptionDoc::optional("claim_idle", "duration", "60s"),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
@@ -332,21 +315,6 @@ impl SinkSection for RedisSinkSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "one Redis command per record (pipelined)",
         guarantee: "at-least-once (set/hset/sadd rewrite the same value on replay)",
-        options: &[
-            URL,
-            CLUSTER,
-            TLS,
-            OptionDoc::required("command", "set|hset|xadd|lpush|rpush|sadd|publish"),
-            OptionDoc::required("key", "template (`order:{id}`)"),
-            OptionDoc::optional("field", "template", "none (required by hset)"),
-            OptionDoc::optional("ttl_secs", "integer", "no expiry"),
-            OptionDoc::optional("maxlen", "integer", "unbounded (xadd)"),
-            OptionDoc::optional(
-                "format",
-                "json|text|bytes|{ type = \"avro\", registry, ... }",
-                "json",
-            ),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
@@ -371,7 +339,6 @@ impl DestinationSection for RedisDestinationSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "dead letters to a Redis stream (XADD)",
         guarantee: "each letter stored before its record counts as done",
-        options: &[URL, TLS, OptionDoc::required("stream", "string")],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {

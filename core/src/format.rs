@@ -23,7 +23,7 @@ use crate::schema::{DeserializationSchema, SchemaError, SerializationSchema};
 pub const BASE64_KEY: &str = "$base64";
 
 /// How payloads are read and written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Parsed as JSON, written as JSON.

@@ -9,7 +9,7 @@ use crate::{Error, Result};
 /// Paths of PEM files for a TLS connection. Empty means the client's defaults (the system's
 /// roots, no client certificate). Paths are not secret and show in `Debug`; the files'
 /// contents never do.
-#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsFiles {
     /// A CA certificate (PEM) to trust.

@@ -54,7 +54,7 @@ impl fmt::Display for Format {
 }
 
 /// Which subject a schema is registered under.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SubjectStrategy {
     /// `{topic}-value` / `{topic}-key` (Confluent's default).
@@ -67,7 +67,7 @@ pub enum SubjectStrategy {
 }
 
 /// The settings of a format with a schema (`type = "avro"`, `"protobuf"` or `"json-schema"`).
-#[derive(Clone, Default, PartialEq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SchemaFormat {
     /// The registry.
@@ -162,6 +162,35 @@ impl PartialEq for RegistryConfig {
             &other.token,
             &other.ca_file,
         )
+    }
+}
+
+/// What the file may write: `"json"`, `"text"`, `"bytes"`, or a table with `type` (`"avro"`,
+/// `"protobuf"`, `"json-schema"`) and the [`SchemaFormat`] settings.
+impl schemars::JsonSchema for Format {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Format".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let plain = g.subschema_for::<rivus_core::format::Format>();
+        // The settings' own schema, with the `type` key that picks the format.
+        let mut table = <SchemaFormat as schemars::JsonSchema>::json_schema(g).to_value();
+        if let Some(o) = table.as_object_mut() {
+            if let Some(p) = o.get_mut("properties").and_then(|p| p.as_object_mut()) {
+                p.insert(
+                    "type".into(),
+                    serde_json::json!({ "enum": ["avro", "protobuf", "json-schema"] }),
+                );
+            }
+            if let Some(r) = o.get_mut("required").and_then(|r| r.as_array_mut()) {
+                r.insert(0, "type".into());
+            }
+        }
+        schemars::json_schema!({
+            "description": "how payloads are written: \"json\", \"text\", \"bytes\", or a table with `type` (\"avro\", \"protobuf\", \"json-schema\") and the registry's settings",
+            "oneOf": [plain, table]
+        })
     }
 }
 

@@ -25,7 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
 /// `registry = { url, username, password, token, ca_file }` of a format.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryConfig {
     /// The API's base URL (`http://host:8081`, `http://host:8080/apis/ccompat/v7`).

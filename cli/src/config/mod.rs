@@ -66,8 +66,15 @@ impl PipelineConfig {
     }
 }
 
+/// The JSON Schema of the file around its connector sections (each section any table here:
+/// [`Registry::schema`](crate::registry::Registry::schema) fills them in), its shared types
+/// added to `g`.
+pub(crate) fn file_schema(g: &mut schemars::SchemaGenerator) -> Value {
+    <RawPipeline as schemars::JsonSchema>::json_schema(g).to_value()
+}
+
 /// The file as serde reads it: the connector sections still tables.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawPipeline {
     /// The job's name (keys its checkpoints).
@@ -82,16 +89,19 @@ struct RawPipeline {
     pub restart: Option<RestartConfig>,
     /// No progress for this long: reported stalled.
     #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub stall_threshold: Option<Duration>,
     /// What to do with records that cannot be read or written.
     #[serde(default)]
     pub errors: RawErrors,
     /// Where records come from.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub source: toml::Table,
     /// Built-in transforms, in order.
     #[serde(default, rename = "transform")]
     pub transforms: Vec<TransformConfig>,
     /// Where records go.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub sink: toml::Table,
 }
 
@@ -100,11 +110,12 @@ fn one() -> usize {
 }
 
 /// `[checkpoint]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointSection {
     /// How often (`500ms`, `2s`, `1m`).
     #[serde(deserialize_with = "duration")]
+    #[schemars(with = "rivus_core::pipeline_file::DurationText")]
     pub interval: Duration,
     /// Directory of the checkpoint files; a restart resumes from the newest. One of `dir`
     /// and `store`.
@@ -118,6 +129,7 @@ pub struct CheckpointSection {
     /// With `store`: how long the owner's lease lasts unrenewed (default `30s`), the time
     /// before another process may take over from one that died.
     #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
+    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
     pub lease: Option<Duration>,
 }
 
@@ -135,17 +147,21 @@ pub struct ErrorsSection {
 }
 
 /// `[errors]` as serde reads it.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawErrors {
+    /// `fail` (default), `skip` or `dead-letter`.
     #[serde(default)]
     policy: PolicyName,
+    /// The dead-letter file (JSON lines), for `dead-letter`.
     dead_letter: Option<String>,
+    /// Or a dead-letter destination (`[errors.destination] type = ...`), for `dead-letter`.
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     destination: Option<toml::Table>,
 }
 
 /// The error policies by name.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PolicyName {
     /// Stop at the first bad record.
@@ -158,7 +174,7 @@ pub enum PolicyName {
 }
 
 /// `[[transform]]`, by `type`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum TransformConfig {
     /// Keep records whose field compares true.
@@ -166,6 +182,7 @@ pub enum TransformConfig {
         field: String,
         op: CompareOp,
         /// The value compared with (not needed for `exists` / `missing`).
+        #[schemars(with = "Option<Value>")]
         value: Option<toml::Value>,
     },
     /// Rename fields: `{ old = "new" }`.
@@ -174,6 +191,7 @@ pub enum TransformConfig {
     Drop { fields: Vec<String> },
     /// Set fields to constant values.
     Add {
+        #[schemars(with = "BTreeMap<String, Value>")]
         fields: BTreeMap<String, toml::Value>,
     },
     /// Parse a text field holding JSON; an object parsed from field `"."` becomes the record.
@@ -197,7 +215,7 @@ impl TransformConfig {
 }
 
 /// Comparisons of a filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub enum CompareOp {
     #[serde(rename = "==")]
     Eq,

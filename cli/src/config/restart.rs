@@ -10,21 +10,24 @@ use super::duration;
 
 /// `[restart]`, by `strategy`: how the job restarts from its newest checkpoint after a failure
 /// that a restart may fix.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "strategy", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum RestartSection {
     /// Waits growing from `initial_delay` by `multiplier` up to `max_delay`, ± `jitter`; a run
     /// that lasted `reset_after` starts again at `initial_delay`.
     ExponentialDelay {
         #[serde(default = "one_second", deserialize_with = "duration")]
+        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
         initial_delay: Duration,
         #[serde(default = "one_minute", deserialize_with = "duration")]
+        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
         max_delay: Duration,
         #[serde(default = "one_and_a_half")]
         multiplier: f64,
         #[serde(default = "a_tenth")]
         jitter: f64,
         #[serde(default = "one_hour", deserialize_with = "duration")]
+        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
         reset_after: Duration,
         /// Restarts in a row before giving up (unlimited when absent).
         max_attempts: Option<u32>,
@@ -32,6 +35,7 @@ pub enum RestartSection {
     /// `delay` before each restart, at most `max_attempts` restarts.
     FixedDelay {
         #[serde(default = "one_second", deserialize_with = "duration")]
+        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
         delay: Duration,
         max_attempts: u32,
     },
@@ -39,8 +43,10 @@ pub enum RestartSection {
     FailureRate {
         max_failures: u32,
         #[serde(deserialize_with = "duration")]
+        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
         interval: Duration,
         #[serde(default = "one_second", deserialize_with = "duration")]
+        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
         delay: Duration,
     },
     /// Never restart.
@@ -54,6 +60,43 @@ pub struct RestartConfig {
     pub strategy: Option<RestartSection>,
     /// A job that made no progress for this long is restarted (see `stall_threshold`).
     pub stall_timeout: Option<Duration>,
+}
+
+/// `[restart]`: one of the strategies (by `strategy`) or none, each with `stall_timeout`.
+impl schemars::JsonSchema for RestartConfig {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RestartConfig".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let stall = g.subschema_for::<Option<rivus_core::pipeline_file::DurationText>>();
+        let stall = serde_json::json!({
+            "description": "a job that made no progress for this long is restarted",
+            "allOf": [stall]
+        });
+        let mut choices: Vec<serde_json::Value> =
+            match <RestartSection as schemars::JsonSchema>::json_schema(g).to_value() {
+                serde_json::Value::Object(mut o) => match o.remove("oneOf") {
+                    Some(serde_json::Value::Array(v)) => v,
+                    _ => vec![serde_json::Value::Object(o)],
+                },
+                other => vec![other],
+            };
+        for c in &mut choices {
+            if let Some(p) = c.get_mut("properties").and_then(|p| p.as_object_mut()) {
+                p.insert("stall_timeout".into(), stall.clone());
+            }
+        }
+        choices.push(serde_json::json!({
+            "type": "object",
+            "properties": { "stall_timeout": stall },
+            "additionalProperties": false
+        }));
+        schemars::json_schema!({
+            "description": "how the job restarts after a failure a restart may fix (default with checkpoints: exponential-delay)",
+            "oneOf": choices
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for RestartConfig {

@@ -8,8 +8,12 @@ mod erased;
 
 use std::sync::Arc;
 
-use rivus_core::pipeline_file::{CatalogEntry, DestinationSection, SinkSection, SourceSection};
+use rivus_core::pipeline_file::{
+    CatalogEntry, DestinationSection, JsonSchema, OptionDoc, SinkSection, SourceSection,
+};
+use schemars::{Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 pub use erased::{AnyDestination, AnySink, AnySource, Section};
 
@@ -19,11 +23,50 @@ type Refusal = (String, String);
 /// Parses a section's options (its table without `type`) into the erased section.
 type Parse<T> = fn(toml::Value) -> Result<Arc<T>, Refusal>;
 
+/// The JSON Schema of a section's options, its shared types added to the generator.
+type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
+
 /// What can fill one role (`[source]`, `[sink]`, `[errors.destination]`).
 struct Entry<T: ?Sized> {
     kind: &'static str,
     catalog: CatalogEntry,
     parse: Parse<T>,
+    schema: SchemaOf,
+}
+
+impl<T: ?Sized> Entry<T> {
+    /// The schema of the section's options on its own (its shared types under `$defs`).
+    fn own_schema(&self) -> Value {
+        let mut g = SchemaGenerator::default();
+        let mut v = (self.schema)(&mut g).to_value();
+        let defs: serde_json::Map<String, Value> = g
+            .definitions()
+            .iter()
+            .map(|(k, d)| (k.clone(), d.clone()))
+            .collect();
+        if let (Some(o), false) = (v.as_object_mut(), defs.is_empty()) {
+            o.insert("$defs".into(), Value::Object(defs));
+        }
+        v
+    }
+}
+
+/// `S`'s schema, inline (not a reference), for [`Entry::schema`].
+fn schema_of<S: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    S::json_schema(g)
+}
+
+/// One registered section type, as `rivus connectors` lists it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// `[source]`, `[sink]` or `[errors.destination]`.
+    pub role: Role,
+    /// Its `type`.
+    pub kind: &'static str,
+    /// Summary and guarantee.
+    pub entry: CatalogEntry,
+    /// Its options, read from its schema.
+    pub options: Vec<OptionDoc>,
 }
 
 /// The section types a pipeline file can name.
@@ -72,6 +115,21 @@ fn parse_destination<D: DestinationSection>(
     v: toml::Value,
 ) -> Result<Arc<dyn AnyDestination>, Refusal> {
     Ok(Arc::new(parse::<D>(v)?))
+}
+
+/// The schema of property `name` of `file` itself (not a `$ref` to it: the `errors` table is
+/// inlined so that its destination can be filled in).
+fn file_ref_target<'a>(file: &'a mut Value, name: &str) -> Option<&'a mut Value> {
+    let reference = file["properties"][name]
+        .get("$ref")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(r) = reference {
+        let def = r.strip_prefix("#/$defs/")?.to_owned();
+        let inlined = file.get("$defs")?.get(&def)?.clone();
+        file["properties"][name] = inlined;
+    }
+    file.get_mut("properties")?.get_mut(name)
 }
 
 /// Adds `entry`, replacing one of the same type.
@@ -145,6 +203,7 @@ impl Registry {
                 kind: S::TYPE,
                 catalog: S::CATALOG,
                 parse: parse_source::<S>,
+                schema: schema_of::<S>,
             },
         );
         self
@@ -158,6 +217,7 @@ impl Registry {
                 kind: S::TYPE,
                 catalog: S::CATALOG,
                 parse: parse_sink::<S>,
+                schema: schema_of::<S>,
             },
         );
         self
@@ -172,17 +232,26 @@ impl Registry {
                 kind: D::TYPE,
                 catalog: D::CATALOG,
                 parse: parse_destination::<D>,
+                schema: schema_of::<D>,
             },
         );
         self
     }
 
-    /// Every registered type with its catalog entry: sources, sinks, then destinations, each
-    /// sorted by type.
-    pub fn catalog(&self) -> Vec<(Role, &'static str, CatalogEntry)> {
-        fn of<T: ?Sized>(role: Role, l: &[Entry<T>]) -> Vec<(Role, &'static str, CatalogEntry)> {
-            let mut v: Vec<_> = l.iter().map(|e| (role, e.kind, e.catalog)).collect();
-            v.sort_by_key(|e| e.1);
+    /// Every registered type with its catalog entry and options: sources, sinks, then
+    /// destinations, each sorted by type.
+    pub fn catalog(&self) -> Vec<Listed> {
+        fn of<T: ?Sized>(role: Role, l: &[Entry<T>]) -> Vec<Listed> {
+            let mut v: Vec<Listed> = l
+                .iter()
+                .map(|e| Listed {
+                    role,
+                    kind: e.kind,
+                    entry: e.catalog,
+                    options: rivus_core::pipeline_file::options(&e.own_schema()),
+                })
+                .collect();
+            v.sort_by_key(|e| e.kind);
             v
         }
         [
@@ -191,6 +260,56 @@ impl Registry {
             of(Role::Destination, &self.destinations),
         ]
         .concat()
+    }
+
+    /// The JSON Schema of a whole pipeline file with this registry's sections: `[source]`,
+    /// `[sink]` and `[errors.destination]` one of the registered types each (by `type`),
+    /// every option described by its doc comment — for editors (`#:schema` in the file) and
+    /// `rivus schema`.
+    pub fn schema(&self) -> Value {
+        let mut g = SchemaGenerator::default();
+        let mut file = crate::config::file_schema(&mut g);
+        fn one_of<T: ?Sized>(g: &mut SchemaGenerator, l: &[Entry<T>]) -> Value {
+            let mut sorted: Vec<&Entry<T>> = l.iter().collect();
+            sorted.sort_by_key(|e| e.kind);
+            let choices: Vec<Value> = sorted
+                .into_iter()
+                .map(|e| {
+                    let mut own = (e.schema)(g).to_value();
+                    // A transparent wrapper refers to the section it wraps: inline it, so
+                    // that the `type` key can join its options.
+                    let target = own.get("$ref").and_then(Value::as_str).and_then(|r| {
+                        let name = r.strip_prefix("#/$defs/")?;
+                        g.definitions().get(name).cloned()
+                    });
+                    if let Some(t) = target {
+                        own = t;
+                    }
+                    rivus_core::pipeline_file::section_schema(e.kind, own)
+                })
+                .collect();
+            serde_json::json!({ "oneOf": choices })
+        }
+        let (sources, sinks, destinations) = (
+            one_of(&mut g, &self.sources),
+            one_of(&mut g, &self.sinks),
+            one_of(&mut g, &self.destinations),
+        );
+        let props = &mut file["properties"];
+        props["source"] = sources;
+        props["sink"] = sinks;
+        if let Some(errors) = file_ref_target(&mut file, "errors") {
+            errors["properties"]["destination"] = destinations;
+        }
+        let defs: serde_json::Map<String, Value> = g
+            .definitions()
+            .iter()
+            .map(|(k, d)| (k.clone(), d.clone()))
+            .collect();
+        file["$defs"] = Value::Object(defs);
+        file["$schema"] = Value::from("https://json-schema.org/draft/2020-12/schema");
+        file["title"] = Value::from("rivus pipeline file");
+        file
     }
 
     /// The `[source]` table at `path`, parsed by its type.
@@ -321,8 +440,14 @@ mod tests {
     #[test]
     fn every_catalog_lists_exactly_the_options_its_section_accepts() {
         let r = Registry::builtin();
-        for (role, kind, entry) in r.catalog() {
-            let mut listed: Vec<String> = entry.options.iter().map(|o| o.name.to_owned()).collect();
+        for Listed {
+            role,
+            kind,
+            options,
+            ..
+        } in r.catalog()
+        {
+            let mut listed: Vec<String> = options.iter().map(|o| o.name.clone()).collect();
             let mut accepted = accepted_fields(&r, role, kind);
             listed.sort();
             accepted.sort();
@@ -336,7 +461,7 @@ mod tests {
         let sinks: Vec<_> = r
             .catalog()
             .into_iter()
-            .filter(|(role, _, _)| *role == Role::Sink)
+            .filter(|l| l.role == Role::Sink)
             .collect();
         assert_eq!(sinks.len(), 1);
     }

@@ -6,13 +6,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use rivus_core::pipeline_file::{
-    CatalogEntry, Health, OptionDoc, SectionContext, SourcePlan, SourceSection,
-};
+use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
 use rivus_core::prelude::*;
 
 /// `[source] type = "generator"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GeneratorSection {
     /// Records to emit; unbounded when absent.
@@ -34,11 +32,6 @@ impl SourceSection for GeneratorSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "numbered order-like records (id, user, amount, status, ts)",
         guarantee: "exactly-once (its position is checkpointed)",
-        options: &[
-            OptionDoc::optional("count", "integer", "unbounded"),
-            OptionDoc::optional("rate", "records/s per subtask", "unlimited"),
-            OptionDoc::optional("users", "integer", "50"),
-        ],
     };
 
     fn build(&self, _ctx: &SectionContext) -> Result<SourcePlan> {

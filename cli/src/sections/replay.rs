@@ -8,13 +8,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
-use rivus_core::pipeline_file::{
-    CatalogEntry, Health, OptionDoc, SectionContext, SourcePlan, SourceSection,
-};
+use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
 use rivus_core::prelude::*;
 
 /// `[source] type = "dead-letters"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeadLettersSection {
     /// The dead-letter file (JSON lines).
@@ -29,10 +27,6 @@ impl SourceSection for DeadLettersSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "the records of a dead-letter file, payloads parsed as JSON (a replay)",
         guarantee: "exactly-once (the next line is checkpointed)",
-        options: &[
-            OptionDoc::required("path", "a dead-letter file"),
-            OptionDoc::optional("connector", "string", "every connector's letters"),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {

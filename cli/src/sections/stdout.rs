@@ -7,7 +7,7 @@ use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, 
 use rivus_core::prelude::*;
 
 /// `[sink] type = "stdout"`: no settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StdoutSection {}
 
@@ -17,7 +17,6 @@ impl SinkSection for StdoutSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "each record printed as a JSON line",
         guarantee: "at-least-once",
-        options: &[],
     };
 
     fn build(&self, _ctx: &SectionContext) -> Result<SinkPlan> {

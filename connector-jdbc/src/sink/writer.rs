@@ -127,6 +127,12 @@ impl Writer {
     /// consecutive deletes together.
     async fn write_fast(&self, conn: &mut Conn, items: &[Change]) -> Result<(), sqlx::Error> {
         if self.plan.mode == WriteMode::Upsert && !self.plan.keys.is_empty() {
+            // The common batch: full writes of distinct keys, as they are.
+            if items.iter().all(|c| !c.delete && c.kept.is_empty())
+                && distinct_keys(items, &self.plan.keys)
+            {
+                return self.write_rows(conn, items).await;
+            }
             let (deletes, writes) = net_changes(items, &self.plan.keys);
             if !deletes.is_empty() {
                 self.delete_rows(conn, &deletes).await?;
@@ -481,6 +487,18 @@ impl BulkSender<Change> for Writer {
             }
         }
     }
+}
+
+/// Whether no two changes of `items` have the same key.
+fn distinct_keys(items: &[Change], keys: &[usize]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    items.iter().all(|c| {
+        let mut key = Vec::with_capacity(16 * keys.len());
+        for &k in keys {
+            c.values[k].key_bytes(&mut key);
+        }
+        seen.insert(key)
+    })
 }
 
 /// What a batch of upserts and deletes does, one change per key: the deletes to run first

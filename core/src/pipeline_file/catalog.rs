@@ -1,54 +1,40 @@
 //! What `rivus connectors` lists for a section, and what `rivus check` reports for it.
 
-/// One option of a section, as `rivus connectors` lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One option of a section, as `rivus connectors` lists it — read from the section type's
+/// JSON Schema ([`options`](super::options)), never written by hand.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionDoc {
     /// The key in the file.
-    pub name: &'static str,
-    /// Its type as the file writes it (`string`, `[string]`, `duration`, `json|text|bytes`).
-    pub ty: &'static str,
-    /// The default, or `None` when the option is required. Optional options without a
-    /// default say what their absence means (`"none"`, `"the job's name"`).
-    pub default: Option<&'static str>,
+    pub name: String,
+    /// Its type as the file writes it (`string`, `[string]`, `duration`, `"json" | "text"`).
+    pub ty: String,
+    /// Whether the file must give it.
+    pub required: bool,
+    /// Its default value as the file would write it, when the schema states one (otherwise
+    /// the description says what its absence means).
+    pub default: Option<String>,
+    /// Its description (the field's doc comment).
+    pub doc: String,
 }
 
 impl OptionDoc {
-    /// A required option.
-    pub const fn required(name: &'static str, ty: &'static str) -> Self {
-        OptionDoc {
-            name,
-            ty,
-            default: None,
-        }
-    }
-
-    /// An optional one, with what applies when it is absent.
-    pub const fn optional(name: &'static str, ty: &'static str, default: &'static str) -> Self {
-        OptionDoc {
-            name,
-            ty,
-            default: Some(default),
-        }
-    }
-
-    /// `name: type` for a required option, `name: type = default` otherwise.
+    /// `name: type (required)`, `name: type = default`, or `name: type (optional)`.
     pub fn render(&self) -> String {
-        match self.default {
-            None => format!("{}: {} (required)", self.name, self.ty),
-            Some(d) => format!("{}: {} = {d}", self.name, self.ty),
+        match (&self.default, self.required) {
+            (_, true) => format!("{}: {} (required)", self.name, self.ty),
+            (Some(d), false) => format!("{}: {} = {d}", self.name, self.ty),
+            (None, false) => format!("{}: {} (optional)", self.name, self.ty),
         }
     }
 }
 
-/// A section's entry in `rivus connectors`.
+/// A section's entry in `rivus connectors` (its options come from its type's schema).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CatalogEntry {
     /// One line: what it reads or writes.
     pub summary: &'static str,
     /// The delivery guarantee, and what changes it.
     pub guarantee: &'static str,
-    /// Its options.
-    pub options: &'static [OptionDoc],
 }
 
 /// What a connector's healthcheck found: what it reached and what the system said (or why it
@@ -75,22 +61,5 @@ impl Health {
             address: address.into(),
             outcome,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn options_render_with_their_type_and_default() {
-        assert_eq!(
-            OptionDoc::required("topic", "string").render(),
-            "topic: string (required)"
-        );
-        assert_eq!(
-            OptionDoc::optional("bounded", "bool", "false").render(),
-            "bounded: bool = false"
-        );
     }
 }

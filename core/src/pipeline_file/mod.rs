@@ -3,9 +3,11 @@
 //! A pipeline file has three kinds of connector section — `[source]`, `[sink]` and
 //! `[errors.destination]` — each chosen by its `type`. A connector offers one by implementing
 //! [`SourceSection`], [`SinkSection`] or [`DestinationSection`] on a serde type of its
-//! options (unknown fields refused): how to build the connector from them, how to reach its
-//! endpoint (`rivus check`), its entry in `rivus connectors`, and optional hooks run before
-//! and after the job. The `rivus` command is a registry of such sections; a connector written
+//! options (unknown fields refused) that also derives [`JsonSchema`]: its options, their types
+//! and their descriptions (doc comments) are said there once, and `rivus connectors`, `rivus
+//! schema` and editors read them from it. The section says how to build the connector, how to
+//! reach its endpoint (`rivus check`), a summary and guarantee for `rivus connectors`, and
+//! optional hooks run before and after the job. The `rivus` command is a registry of such sections; a connector written
 //! outside this repository registers its own the same way.
 //!
 //! Everything a section needs from the file around it (the field path for errors, the job's
@@ -16,6 +18,7 @@ mod catalog;
 mod context;
 mod plan;
 mod rebased;
+mod schema;
 mod section;
 mod values;
 
@@ -23,5 +26,6 @@ pub use catalog::{CatalogEntry, Health, OptionDoc};
 pub use context::SectionContext;
 pub use plan::{SinkPlan, SourcePlan};
 pub use rebased::Rebased;
+pub use schema::{options, schema_of, section_schema, DurationText, JsonSchema};
 pub use section::{DestinationSection, SectionMetrics, SinkSection, SourceSection};
 pub use values::{duration, field_text, opt_duration, parse_duration, template, text_of};

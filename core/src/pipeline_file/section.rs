@@ -1,7 +1,8 @@
 //! The three section traits: [`SourceSection`], [`SinkSection`], [`DestinationSection`].
 //!
 //! Each is implemented on the serde type of a section's options (`#[serde(deny_unknown_fields)]`
-//! so that a misspelt key is refused at start). The `rivus` command deserializes the section
+//! so that a misspelt key is refused at start), deriving [`JsonSchema`] so that its options
+//! are described once. The `rivus` command deserializes the section
 //! chosen by `type = TYPE`, then calls [`build`](SourceSection::build) to make the job,
 //! [`check`](SourceSection::check) for `rivus check`, and the hooks around a run.
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
-use super::{CatalogEntry, Health, SectionContext, SinkPlan, SourcePlan};
+use super::{CatalogEntry, Health, JsonSchema, SectionContext, SinkPlan, SourcePlan};
 use crate::error::Result;
 use crate::error_policy::DeadLetterQueue;
 
@@ -24,7 +25,7 @@ pub struct SectionMetrics {
 
 /// `[source] type = TYPE`.
 #[async_trait]
-pub trait SourceSection: DeserializeOwned + Send + Sync + 'static {
+pub trait SourceSection: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// The `type` that names this section in the file (`kafka`, `redis-streams`).
     const TYPE: &'static str;
     /// Its entry in `rivus connectors`.
@@ -55,7 +56,7 @@ pub trait SourceSection: DeserializeOwned + Send + Sync + 'static {
 
 /// `[sink] type = TYPE`.
 #[async_trait]
-pub trait SinkSection: DeserializeOwned + Send + Sync + 'static {
+pub trait SinkSection: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// The `type` that names this section in the file (`jdbc`, `elasticsearch`).
     const TYPE: &'static str;
     /// Its entry in `rivus connectors`.
@@ -87,7 +88,7 @@ pub trait SinkSection: DeserializeOwned + Send + Sync + 'static {
 
 /// `[errors.destination] type = TYPE`: where dead letters go instead of a file.
 #[async_trait]
-pub trait DestinationSection: DeserializeOwned + Send + Sync + 'static {
+pub trait DestinationSection: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// The `type` that names this section in the file.
     const TYPE: &'static str;
     /// Its entry in `rivus connectors`.

@@ -53,7 +53,10 @@ fn connectors_lists_the_file_connector_beside_the_built_in_ones() {
             "{role} {name} listed: {stdout}"
         );
     }
-    assert!(stdout.contains("- dir: path (required)"), "{stdout}");
+    assert!(
+        stdout.contains("- dir: string (required): The directory"),
+        "{stdout}"
+    );
 }
 
 #[test]

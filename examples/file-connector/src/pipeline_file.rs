@@ -10,15 +10,14 @@ use serde_json::Value;
 
 use rivus_core::format::Format;
 use rivus_core::pipeline_file::{
-    CatalogEntry, Health, OptionDoc, SectionContext, SinkPlan, SinkSection, SourcePlan,
-    SourceSection,
+    CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::{Error, Result};
 
 use crate::{FileSink, FileSource};
 
 /// `[source] type = "file"`: the lines of the files in `dir`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSourceSection {
     /// The directory whose files are read (each file a split).
@@ -32,7 +31,7 @@ pub struct FileSourceSection {
 }
 
 /// `[sink] type = "file"`: lines appended to `dir/part-<subtask>`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSinkSection {
     /// The directory of the part files (created before the job when missing).
@@ -56,11 +55,6 @@ impl SourceSection for FileSourceSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "the lines of the files in a directory (each file a split)",
         guarantee: "exactly-once (byte offsets in checkpoints)",
-        options: &[
-            OptionDoc::required("dir", "path"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
-            OptionDoc::optional("bounded", "bool", "false"),
-        ],
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
@@ -84,10 +78,6 @@ impl SinkSection for FileSinkSection {
     const CATALOG: CatalogEntry = CatalogEntry {
         summary: "lines appended to part files in a directory, one per subtask",
         guarantee: "exactly-once (part files cut back to their checkpointed length on restore)",
-        options: &[
-            OptionDoc::required("dir", "path"),
-            OptionDoc::optional("format", "json|text|bytes", "json"),
-        ],
     };
 
     fn build(&self, _ctx: &SectionContext) -> Result<SinkPlan> {
