@@ -4,6 +4,9 @@
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+/// How many times the cluster retries a partial update whose document changed meanwhile.
+const RETRY_ON_CONFLICT: u32 = 5;
+
 /// One document operation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DocRequest {
@@ -109,12 +112,13 @@ impl BulkItem {
                     Some(u) => json!({ "doc": doc, "upsert": u }),
                     None => json!({ "doc": doc, "doc_as_upsert": true }),
                 };
-                (
-                    json!({ "update": meta(index, Some(id), routing.as_deref()) }),
-                    Some(body),
-                    index,
-                    Some(id.clone()),
-                )
+                // A partial update reads the document, merges and writes it: a write of the
+                // same document meanwhile (a bulk of a run that was killed, still being
+                // applied) is a version conflict, retried by the cluster on the newer
+                // document rather than refused.
+                let mut m = meta(index, Some(id), routing.as_deref());
+                m["retry_on_conflict"] = json!(RETRY_ON_CONFLICT);
+                (json!({ "update": m }), Some(body), index, Some(id.clone()))
             }
             DocRequest::Delete { index, id, routing } => (
                 json!({ "delete": meta(index, Some(id), routing.as_deref()) }),
@@ -204,7 +208,7 @@ mod tests {
         let action: Value = serde_json::from_str(lines[0]).unwrap();
         assert_eq!(
             action,
-            json!({"update": {"_index": "orders", "_id": "7", "routing": "eu"}})
+            json!({"update": {"_index": "orders", "_id": "7", "routing": "eu", "retry_on_conflict": 5}})
         );
         assert_eq!(
             serde_json::from_str::<Value>(lines[1]).unwrap(),
