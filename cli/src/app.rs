@@ -141,7 +141,7 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         }
         Command::Schema => {
-            let schema = registry.schema();
+            let schema = crate::config::schema(registry);
             out(&format!(
                 "{}\n",
                 serde_json::to_string_pretty(&schema).unwrap_or_default()

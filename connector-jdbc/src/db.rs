@@ -14,7 +14,7 @@ use sqlx::{Executor, MySql, Postgres, Sqlite};
 use rivus_core::{Error, Result};
 
 use crate::dialect::Dialect;
-use crate::error::sql_error;
+use crate::error::{classify, sql_error, Statement};
 use crate::value::SqlValue;
 
 /// A pool of connections to one database.
@@ -30,18 +30,6 @@ pub(crate) enum Conn {
     Pg(PoolConnection<Postgres>),
     My(PoolConnection<MySql>),
     Lite(PoolConnection<Sqlite>),
-}
-
-/// What to do about a failed statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// The connection or the server is (maybe briefly) unavailable: retry with backoff.
-    Retry,
-    /// The data was refused (constraint, type, range): isolate the bad rows.
-    Data,
-    /// Anything else (syntax, a missing table or type, permissions): the database will say
-    /// the same again, so the job ends ([`rivus_core::Fault::Permanent`]).
-    Fatal,
 }
 
 macro_rules! bind_values {
@@ -116,7 +104,7 @@ impl Pool {
                         .await;
                     match r {
                         Err(e)
-                            if classify(Dialect::Sqlite, &e) == Fault::Retry
+                            if classify(Dialect::Sqlite, &e) == Statement::Retry
                                 && started.elapsed() < timeout =>
                         {
                             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -285,66 +273,6 @@ impl Conn {
             Conn::Pg(c) => drop(c.detach()),
             Conn::My(c) => drop(c.detach()),
             Conn::Lite(c) => drop(c.detach()),
-        }
-    }
-}
-
-/// Classifies `e` from a statement run against `dialect`.
-pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Fault {
-    let db = match e {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => return Fault::Retry,
-        sqlx::Error::Encode(_) => return Fault::Data,
-        sqlx::Error::Database(db) => db,
-        _ => return Fault::Fatal,
-    };
-    match dialect {
-        Dialect::Postgres => {
-            let code = db.code().unwrap_or_default();
-            if code.starts_with("22") || code.starts_with("23") {
-                Fault::Data
-            } else if rivus_core::Fault::of_sqlstate(&code) == rivus_core::Fault::Transient {
-                Fault::Retry
-            } else {
-                Fault::Fatal
-            }
-        }
-        Dialect::MySql => {
-            let number = db
-                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .map(|e| e.number())
-                .unwrap_or(0);
-            match number {
-                // Too many connections, shutdown, network errors, lock wait timeout, deadlock,
-                // interrupted, connection killed, execution time exceeded, gone away, lost,
-                // idle disconnect.
-                1040
-                | 1053
-                | 1158..=1161
-                | 1205
-                | 1213
-                | 1317
-                | 1927
-                | 3024
-                | 2006
-                | 2013
-                | 4031 => Fault::Retry,
-                1048 | 1062 | 1264 | 1265 | 1292 | 1366 | 1406 | 1451 | 1452 | 3140 | 3819
-                | 4025 => Fault::Data,
-                _ => Fault::Fatal,
-            }
-        }
-        Dialect::Sqlite => {
-            let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or(0);
-            match code & 0xff {
-                5 | 6 => Fault::Retry,
-                19 | 20 | 25 => Fault::Data,
-                _ => Fault::Fatal,
-            }
         }
     }
 }

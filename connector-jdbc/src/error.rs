@@ -6,7 +6,6 @@
 
 use rivus_core::{Error, Fault};
 
-use crate::db::classify;
 use crate::dialect::Dialect;
 
 /// True when the server refused the credentials or a permission (PostgreSQL class 28 and
@@ -23,8 +22,8 @@ pub(crate) fn is_refusal(e: &sqlx::Error) -> bool {
 }
 
 /// What a restart would make of `e`: refusals ([`is_refusal`]) are refused, what
-/// [`classify`](crate::db::classify) calls retryable is transient, the rest permanent.
-pub(crate) fn fault(e: &sqlx::Error) -> Fault {
+/// [`classify`] calls retryable is transient, the rest permanent.
+pub(crate) fn fault(e: &sqlx::Error) -> rivus_core::Fault {
     if is_refusal(e) {
         return Fault::Refused;
     }
@@ -44,8 +43,8 @@ pub(crate) fn fault(e: &sqlx::Error) -> Fault {
         _ => Dialect::Postgres,
     };
     match classify(dialect, e) {
-        crate::db::Fault::Retry => Fault::Transient,
-        crate::db::Fault::Data | crate::db::Fault::Fatal => Fault::Permanent,
+        Statement::Retry => Fault::Transient,
+        Statement::Data | Statement::Fatal => Fault::Permanent,
     }
 }
 
@@ -84,4 +83,76 @@ pub(crate) fn timed_out(limit: std::time::Duration) -> sqlx::Error {
         std::io::ErrorKind::TimedOut,
         format!("no answer from the database within {limit:?}"),
     ))
+}
+
+/// What to do about a failed statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Statement {
+    /// The connection or the server is (maybe briefly) unavailable: retry with backoff.
+    Retry,
+    /// The data was refused (constraint, type, range): isolate the bad rows.
+    Data,
+    /// Anything else (syntax, a missing table or type, permissions): the database will say
+    /// the same again, so the job ends (`rivus_core::Fault::Permanent`).
+    Fatal,
+}
+
+/// Classifies `e` from a statement run against `dialect`.
+pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Statement {
+    let db = match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => return Statement::Retry,
+        sqlx::Error::Encode(_) => return Statement::Data,
+        sqlx::Error::Database(db) => db,
+        _ => return Statement::Fatal,
+    };
+    match dialect {
+        Dialect::Postgres => {
+            let code = db.code().unwrap_or_default();
+            if code.starts_with("22") || code.starts_with("23") {
+                Statement::Data
+            } else if rivus_core::Fault::of_sqlstate(&code) == rivus_core::Fault::Transient {
+                Statement::Retry
+            } else {
+                Statement::Fatal
+            }
+        }
+        Dialect::MySql => {
+            let number = db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .map(|e| e.number())
+                .unwrap_or(0);
+            match number {
+                // Too many connections, shutdown, network errors, lock wait timeout, deadlock,
+                // interrupted, connection killed, execution time exceeded, gone away, lost,
+                // idle disconnect.
+                1040
+                | 1053
+                | 1158..=1161
+                | 1205
+                | 1213
+                | 1317
+                | 1927
+                | 3024
+                | 2006
+                | 2013
+                | 4031 => Statement::Retry,
+                1048 | 1062 | 1264 | 1265 | 1292 | 1366 | 1406 | 1451 | 1452 | 3140 | 3819
+                | 4025 => Statement::Data,
+                _ => Statement::Fatal,
+            }
+        }
+        Dialect::Sqlite => {
+            let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or(0);
+            match code & 0xff {
+                5 | 6 => Statement::Retry,
+                19 | 20 | 25 => Statement::Data,
+                _ => Statement::Fatal,
+            }
+        }
+    }
 }

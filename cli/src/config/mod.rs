@@ -66,11 +66,42 @@ impl PipelineConfig {
     }
 }
 
-/// The JSON Schema of the file around its connector sections (each section any table here:
-/// [`Registry::schema`](crate::registry::Registry::schema) fills them in), its shared types
-/// added to `g`.
-pub(crate) fn file_schema(g: &mut schemars::SchemaGenerator) -> Value {
-    <RawPipeline as schemars::JsonSchema>::json_schema(g).to_value()
+/// The JSON Schema of a whole pipeline file with `registry`'s sections: `[source]`, `[sink]`
+/// and `[errors.destination]` one of the registered types each (by `type`), every option
+/// described by its doc comment — for editors (`#:schema` in the file) and `rivus schema`.
+pub fn schema(registry: &Registry) -> Value {
+    let mut g = schemars::SchemaGenerator::default();
+    let mut file = <RawPipeline as schemars::JsonSchema>::json_schema(&mut g).to_value();
+    let [sources, sinks, destinations] = registry.section_schemas(&mut g);
+    file["properties"]["source"] = sources;
+    file["properties"]["sink"] = sinks;
+    if let Some(errors) = file_ref_target(&mut file, "errors") {
+        errors["properties"]["destination"] = destinations;
+    }
+    let defs: serde_json::Map<String, Value> = g
+        .definitions()
+        .iter()
+        .map(|(k, d)| (k.clone(), d.clone()))
+        .collect();
+    file["$defs"] = Value::Object(defs);
+    file["$schema"] = Value::from("https://json-schema.org/draft/2020-12/schema");
+    file["title"] = Value::from("rivus pipeline file");
+    file
+}
+
+/// The schema of property `name` of `file` itself (not a `$ref` to it: the `errors` table is
+/// inlined so that its destination can be filled in).
+fn file_ref_target<'a>(file: &'a mut Value, name: &str) -> Option<&'a mut Value> {
+    let reference = file["properties"][name]
+        .get("$ref")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(r) = reference {
+        let def = r.strip_prefix("#/$defs/")?.to_owned();
+        let inlined = file.get("$defs")?.get(&def)?.clone();
+        file["properties"][name] = inlined;
+    }
+    file.get_mut("properties")?.get_mut(name)
 }
 
 /// The file as serde reads it: the connector sections still tables.

@@ -117,21 +117,6 @@ fn parse_destination<D: DestinationSection>(
     Ok(Arc::new(parse::<D>(v)?))
 }
 
-/// The schema of property `name` of `file` itself (not a `$ref` to it: the `errors` table is
-/// inlined so that its destination can be filled in).
-fn file_ref_target<'a>(file: &'a mut Value, name: &str) -> Option<&'a mut Value> {
-    let reference = file["properties"][name]
-        .get("$ref")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    if let Some(r) = reference {
-        let def = r.strip_prefix("#/$defs/")?.to_owned();
-        let inlined = file.get("$defs")?.get(&def)?.clone();
-        file["properties"][name] = inlined;
-    }
-    file.get_mut("properties")?.get_mut(name)
-}
-
 /// Adds `entry`, replacing one of the same type.
 fn put<T: ?Sized>(list: &mut Vec<Entry<T>>, entry: Entry<T>) {
     list.retain(|e| e.kind != entry.kind);
@@ -262,13 +247,9 @@ impl Registry {
         .concat()
     }
 
-    /// The JSON Schema of a whole pipeline file with this registry's sections: `[source]`,
-    /// `[sink]` and `[errors.destination]` one of the registered types each (by `type`),
-    /// every option described by its doc comment — for editors (`#:schema` in the file) and
-    /// `rivus schema`.
-    pub fn schema(&self) -> Value {
-        let mut g = SchemaGenerator::default();
-        let mut file = crate::config::file_schema(&mut g);
+    /// The schemas of the registered `[source]`, `[sink]` and `[errors.destination]`
+    /// sections, each role a `oneOf` by `type`, their shared types added to `g`.
+    pub(crate) fn section_schemas(&self, g: &mut SchemaGenerator) -> [Value; 3] {
         fn one_of<T: ?Sized>(g: &mut SchemaGenerator, l: &[Entry<T>]) -> Value {
             let mut sorted: Vec<&Entry<T>> = l.iter().collect();
             sorted.sort_by_key(|e| e.kind);
@@ -290,26 +271,11 @@ impl Registry {
                 .collect();
             serde_json::json!({ "oneOf": choices })
         }
-        let (sources, sinks, destinations) = (
-            one_of(&mut g, &self.sources),
-            one_of(&mut g, &self.sinks),
-            one_of(&mut g, &self.destinations),
-        );
-        let props = &mut file["properties"];
-        props["source"] = sources;
-        props["sink"] = sinks;
-        if let Some(errors) = file_ref_target(&mut file, "errors") {
-            errors["properties"]["destination"] = destinations;
-        }
-        let defs: serde_json::Map<String, Value> = g
-            .definitions()
-            .iter()
-            .map(|(k, d)| (k.clone(), d.clone()))
-            .collect();
-        file["$defs"] = Value::Object(defs);
-        file["$schema"] = Value::from("https://json-schema.org/draft/2020-12/schema");
-        file["title"] = Value::from("rivus pipeline file");
-        file
+        [
+            one_of(g, &self.sources),
+            one_of(g, &self.sinks),
+            one_of(g, &self.destinations),
+        ]
     }
 
     /// The `[source]` table at `path`, parsed by its type.

@@ -14,8 +14,9 @@ use rivus_core::prelude::*;
 
 use super::prepared::Prepared;
 use crate::change::Change;
-use crate::db::{classify, Conn, Fault, Pool};
+use crate::db::{Conn, Pool};
 use crate::dialect::Dialect;
+use crate::error::{classify, Statement};
 use crate::error::{describe, timed_out};
 use crate::statement::{PgMethod, Plan, WriteMode};
 use crate::value::SqlValue;
@@ -231,7 +232,7 @@ impl Writer {
                         conn.raw("RELEASE SAVEPOINT rivus_row").await?;
                     }
                 }
-                Err(e) if classify(self.plan.dialect, &e) == Fault::Data => {
+                Err(e) if classify(self.plan.dialect, &e) == Statement::Data => {
                     if in_txn {
                         conn.raw("ROLLBACK TO SAVEPOINT rivus_row").await?;
                     }
@@ -267,7 +268,7 @@ impl Writer {
                 }
                 Ok(())
             }
-            Err(e) if classify(self.plan.dialect, &e) == Fault::Data => {
+            Err(e) if classify(self.plan.dialect, &e) == Statement::Data => {
                 if !single {
                     conn.raw("ROLLBACK").await?;
                 }
@@ -282,7 +283,7 @@ impl Writer {
         conn.raw("SAVEPOINT rivus_batch").await?;
         match self.write_fast(conn, items).await {
             Ok(()) => Ok(conn.raw("RELEASE SAVEPOINT rivus_batch").await?),
-            Err(e) if classify(self.plan.dialect, &e) == Fault::Data => {
+            Err(e) if classify(self.plan.dialect, &e) == Statement::Data => {
                 conn.raw("ROLLBACK TO SAVEPOINT rivus_batch").await?;
                 self.write_one_by_one(conn, items, true).await
             }
@@ -433,7 +434,7 @@ impl BulkSender<Change> for Writer {
                     self.kept.lock().push(conn);
                     SendOutcome::Done
                 }
-                Err(WriteError::Sql(e)) if classify(dialect, &e) == Fault::Retry => {
+                Err(WriteError::Sql(e)) if classify(dialect, &e) == Statement::Retry => {
                     conn.discard();
                     SendOutcome::Retry {
                         items,
