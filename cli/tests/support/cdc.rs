@@ -2,7 +2,7 @@
 //! stopped, waited on) and the clean-up of slots, publications and tables.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -134,4 +134,53 @@ pub async fn wait(job: &mut Job, secs: u64, ready: impl Fn() -> bool, what: impl
         assert!(Instant::now() < deadline, "{}", what());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A job file: `postgres-cdc` over publication `publication` through slot `slot` (flat rows),
+/// then `transforms` and `sink` (TOML lines), a checkpoint every 300 ms.
+pub fn job_file(
+    dir: &Path,
+    cdc: &str,
+    (publication, slot): (&str, &str),
+    parallelism: usize,
+    transforms: &str,
+    sink: &str,
+) -> PathBuf {
+    let file = dir.join(format!("{slot}.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{slot}\"\nparallelism = {parallelism}\n\
+             [checkpoint]\ninterval = \"300ms\"\ndir = \"state-{slot}\"\n\
+             [source]\ntype = \"postgres-cdc\"\nurl = \"{cdc}\"\npublication = \"{publication}\"\n\
+             slot = \"{slot}\"\nenvelope = \"flat\"\n{transforms}\n[sink]\n{sink}\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// Runs `sql` (statements separated by `;`) on PostgreSQL at `url`.
+pub async fn exec(url: &str, sql: &str) {
+    use sqlx::Executor;
+    let mut c = PgConnection::connect(url).await.unwrap();
+    c.execute(sqlx::raw_sql(sql)).await.unwrap();
+}
+
+/// Rows of `a` not in `b` and of `b` not in `a`, every column compared (`EXCEPT` both ways).
+pub async fn differences(db: &mut PgConnection, a: &str, b: &str, columns: &str) -> (i64, i64) {
+    let differ = |x: &str, y: &str| {
+        format!(
+            "SELECT count(*) FROM (SELECT {columns} FROM {x} EXCEPT SELECT {columns} FROM {y}) d"
+        )
+    };
+    let missing: i64 = sqlx::query_scalar(&differ(a, b))
+        .fetch_one(&mut *db)
+        .await
+        .unwrap_or(-1);
+    let extra: i64 = sqlx::query_scalar(&differ(b, a))
+        .fetch_one(&mut *db)
+        .await
+        .unwrap_or(-1);
+    (missing, extra)
 }
