@@ -316,7 +316,7 @@ async fn sql_ids(url: &str, table: &str) -> BTreeMap<u64, u32> {
 async fn es_ids(index: &str) -> BTreeMap<u64, u32> {
     use reqwest::Method;
     let config = rivus_connector_es::EsConfig::new(Service::Elasticsearch.url());
-    let es = rivus_connector_es::EsClient::connect(&config, "soak")
+    let es = rivus_connector_es::EsClient::connect(&config)
         .await
         .unwrap();
     es.json_ok(

@@ -57,10 +57,7 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
         PolicyName::Skip => None,
         PolicyName::DeadLetter if dry => None,
         PolicyName::DeadLetter => match &config.errors.destination {
-            Some(d) => {
-                let ctx = config.context(&d.path, ErrorPolicy::Fail, dry);
-                Some(d.options.build(&ctx)?)
-            }
+            Some(d) => Some(d.build(&config.context(ErrorPolicy::Fail, dry))?),
             None => {
                 let path = config.errors.dead_letter.as_deref().unwrap_or_default();
                 Some(Arc::new(FileDeadLetterQueue::open(path).await?))
@@ -118,15 +115,11 @@ fn checkpoint_backend(
         (Some(dir), None) if !dry => Arc::new(FsStateBackend::new(dir, retain)?),
         (Some(_), None) => Arc::new(MemoryStateBackend::new()),
         (None, Some(url)) => {
-            let mut c = rivus_state_s3::S3Config::from_env(url)?.retain(retain);
-            if let Some(l) = cp.lease {
-                c = c.lease(l);
-            }
-            let s3 = rivus_state_s3::S3StateBackend::new(c)?;
+            let s3 = crate::store::s3(url, retain, cp.lease)?;
             if dry {
                 Arc::new(MemoryStateBackend::new())
             } else {
-                Arc::new(s3)
+                s3
             }
         }
     };

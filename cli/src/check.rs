@@ -40,8 +40,7 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
     };
     Some(match (&cp.store, &cp.dir) {
         (Some(url), _) => {
-            let backend = rivus_state_s3::S3Config::from_env(url)
-                .and_then(rivus_state_s3::S3StateBackend::new);
+            let backend = crate::store::s3(url, 3, None);
             let outcome = match backend {
                 Ok(b) => newest(b.latest(&config.name).await),
                 Err(e) => Err(e.to_string()),
@@ -66,17 +65,14 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
 /// Checks the source, the sink, the dead-letter destination and the checkpoint store of
 /// `config`.
 pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
-    let ctx = |path: &str| config.context(path, ErrorPolicy::Fail, true);
+    let ctx = config.context(ErrorPolicy::Fail, true);
     let (source, sink) = (&config.source, &config.sink);
     let mut out = vec![
-        Reach::of("source", source.options.check(&ctx(&source.path)).await),
-        Reach::of("sink", sink.options.check(&ctx(&sink.path)).await),
+        Reach::of("source", source.options.check(&ctx).await),
+        Reach::of("sink", sink.options.check(&ctx).await),
     ];
     if let Some(d) = &config.errors.destination {
-        out.push(Reach::of(
-            "dead letters",
-            d.options.check(&ctx(&d.path)).await,
-        ));
+        out.push(Reach::of("dead letters", d.options.check(&ctx).await));
     }
     if let Some(h) = checkpoint_store(config).await {
         out.push(Reach::of("checkpoints", h));

@@ -32,6 +32,7 @@ mod sections;
 mod sinks;
 mod sources;
 mod status;
+mod store;
 mod transform;
 
 pub use app::main_with;

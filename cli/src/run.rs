@@ -166,13 +166,13 @@ fn guarantee_name(job: &rivus_core::Job) -> &'static str {
 
 /// The sections' reports after a successful run (the SQL sink's table).
 async fn reports(config: &PipelineConfig) -> String {
-    let ctx = |path: &str| config.context(path, ErrorPolicy::Fail, false);
+    let ctx = config.context(ErrorPolicy::Fail, false);
     let (source, sink) = (&config.source, &config.sink);
     let mut text = String::new();
-    if let Some(r) = source.options.report(&ctx(&source.path)).await {
+    if let Some(r) = source.options.report(&ctx).await {
         text.push_str(&r);
     }
-    if let Some(r) = sink.options.report(&ctx(&sink.path)).await {
+    if let Some(r) = sink.options.report(&ctx).await {
         text.push_str(&r);
     }
     text

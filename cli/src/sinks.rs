@@ -23,10 +23,10 @@ pub async fn attach(
     dry: bool,
 ) -> Result<Job> {
     let sink = &config.sink;
-    let ctx = config.context(&sink.path, policy.clone(), dry);
-    let plan = sink.options.build(&ctx)?;
+    let ctx = config.context(policy.clone(), dry);
+    let plan = sink.build(&ctx)?;
     if !dry {
-        sink.options.prepare(&ctx).await?;
+        sink.prepare(&ctx).await?;
     }
     let counts = Arc::clone(counts);
     let policy = policy.clone();

@@ -18,10 +18,10 @@ pub async fn attach(
     dry: bool,
 ) -> Result<(Stream<Value>, Option<u64>)> {
     let source = &config.source;
-    let ctx = config.context(&source.path, policy.clone(), dry);
-    let plan = source.options.build(&ctx)?;
+    let ctx = config.context(policy.clone(), dry);
+    let plan = source.build(&ctx)?;
     if !dry {
-        source.options.prepare(&ctx).await?;
+        source.prepare(&ctx).await?;
     }
     let total = plan.total();
     Ok((plan.attach(pipeline, "source", config.parallelism), total))

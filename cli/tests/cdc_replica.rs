@@ -1,7 +1,8 @@
 //! Replicas fed by change data capture through the `rivus` command, against the real
 //! PostgreSQL and MariaDB: every column type PostgreSQL sends is written to a PostgreSQL and a
 //! MariaDB replica equal to the source; a statement the replica refuses every time ends the job
-//! instead of restarting it forever. (Unchanged TOASTed values under SIGKILLs: `cdc_toast.rs`.)
+//! instead of restarting it forever; the source's refusals name the setting as the file has it.
+//! (Unchanged TOASTed values under SIGKILLs: `cdc_toast.rs`.)
 
 #[path = "support/cdc.rs"]
 mod cdc;
@@ -410,4 +411,70 @@ async fn a_replica_that_refuses_every_statement_ends_the_job() {
         !log.contains("restarting from"),
         "no restart for a statement that fails every time: {log}"
     );
+}
+
+/// What the server refuses about a setting names the setting as the file has it: a publication
+/// that does not exist (`source.publication`), a table outside the publication
+/// (`source.tables[0]`) — raised by the source while it starts, placed under the section once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_name_the_setting_in_the_file() {
+    let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
+        return;
+    };
+    let name = unique_name("cdc_named").replace('-', "_");
+    let _cleanup = Cleanup {
+        pg: pg.clone(),
+        name: name.clone(),
+        tables: vec![name.clone()],
+    };
+    exec(
+        &pg,
+        &format!(
+            "CREATE TABLE {name} (id INT PRIMARY KEY);
+             GRANT SELECT ON {name} TO rivus_cdc;
+             CREATE PUBLICATION {name} FOR TABLE {name}"
+        ),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!("{name}_missing");
+    let cases = [
+        (
+            (missing.as_str(), name.as_str()),
+            String::new(),
+            format!("(at `source.publication`): publication `{missing}` does not exist"),
+        ),
+        (
+            (name.as_str(), name.as_str()),
+            format!("tables = [\"public.{name}_other\"]"),
+            "(at `source.tables[0]`): table `public.".to_owned(),
+        ),
+    ];
+    for (i, ((publication, slot), source, expected)) in cases.iter().enumerate() {
+        let file = job_file(
+            dir.path(),
+            &cdc,
+            (publication, slot),
+            1,
+            source,
+            "type = \"stdout\"",
+        );
+        let label = format!("case{i}");
+        let mut job = rivus(dir.path(), &file, &label, &[]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = job.child().try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "case {i}: the job did not end");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        job.0 = None;
+        let log = std::fs::read_to_string(dir.path().join(format!("{label}.log"))).unwrap();
+        assert_eq!(status.code(), Some(2), "case {i}: {log}");
+        assert!(
+            log.contains(expected.as_str()),
+            "case {i}: `{expected}` in: {log}"
+        );
+    }
 }

@@ -409,7 +409,7 @@ fn a_source_without_a_group_protocol_refuses_worker_mode() {
     );
     let err = text(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("`source.generator`"), "{err}");
+    assert!(err.contains("invalid configuration at `source`:"), "{err}");
     assert!(
         err.contains("worker `w1`: the generator has no group protocol"),
         "{err}"
@@ -418,6 +418,47 @@ fn a_source_without_a_group_protocol_refuses_worker_mode() {
         text(&out.stdout).lines().all(|l| !l.starts_with('{')),
         "nothing written"
     );
+}
+
+/// Errors a connector raises while the job runs — not when the file is read — name the field
+/// in the file too: the section's path is added once, where the section is placed.
+#[test]
+fn errors_raised_while_running_name_the_field_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // The files source refuses a file over `max_file_bytes` when it meets it.
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("a.jsonl"), "{\"n\": 1}\n{\"n\": 2}\n").unwrap();
+    let files = format!(
+        "name = \"f\"\n[source]\ntype = \"files\"\nurl = \"file://{}\"\nformat = \"jsonl\"\n\
+         max_file_bytes = 4\n[sink]\ntype = \"stdout\"\n",
+        data.display()
+    );
+    // The search sink reads its client certificate when it opens: not a PEM file.
+    let search = "name = \"s\"\n[source]\ntype = \"generator\"\ncount = 1\n[sink]\n\
+         type = \"elasticsearch\"\nurl = \"https://127.0.0.1:1\"\nindex = \"i\"\n\
+         tls = { client_cert = \"/etc/hostname\", client_key = \"/etc/hostname\" }\n"
+        .to_owned();
+    for (i, (config, expected)) in [
+        (files, "(at `source.max_file_bytes`): a.jsonl has 18 bytes"),
+        (search, "invalid configuration at `sink.tls.client_cert`"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let file = dir.path().join(format!("run{i}.toml"));
+        std::fs::write(&file, config).unwrap();
+        let validated = rivus(dir.path(), &["validate", file.to_str().unwrap()]);
+        assert!(
+            validated.status.success(),
+            "case {i}: the file itself is valid: {}",
+            text(&validated.stderr)
+        );
+        let out = rivus(dir.path(), &["run", file.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "case {i}: {err}");
+        assert!(err.contains(expected), "case {i}: `{expected}` in: {err}");
+    }
 }
 
 #[test]

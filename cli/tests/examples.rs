@@ -145,10 +145,9 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch_and_ope
 
 /// `index` of the search server at `url` holds `kept` orders, order 7 with its renamed field.
 async fn assert_index_holds(url: &str, index: &str, kept: usize) {
-    let client =
-        rivus_connector_es::EsClient::connect(&rivus_connector_es::EsConfig::new(url), "test")
-            .await
-            .unwrap();
+    let client = rivus_connector_es::EsClient::connect(&rivus_connector_es::EsConfig::new(url))
+        .await
+        .unwrap();
     let call = |method: reqwest::Method, path: String| {
         let client = client.clone();
         async move {

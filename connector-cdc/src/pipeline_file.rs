@@ -8,8 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, Rebased, SectionContext, SectionMetrics, SourcePlan,
-    SourceSection,
+    opt_duration, CatalogEntry, Health, SectionContext, SectionMetrics, SourcePlan, SourceSection,
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -82,11 +81,11 @@ pub enum EnvelopeOption {
 
 impl PostgresCdcSection {
     /// The URL with the `tls` files as parameters.
-    fn url(&self, path: &str) -> Result<String> {
+    fn url(&self) -> Result<String> {
         if self.tls.is_empty() {
             return Ok(self.url.clone());
         }
-        self.tls.validate_files(&format!("{path}.tls"))?;
+        self.tls.validate_files()?;
         let mut url = self.url.clone();
         let mut add = |k: &str, v: &std::path::Path| {
             url.push(if url.contains('?') { '&' } else { '?' });
@@ -117,9 +116,9 @@ impl PostgresCdcSection {
         })
     }
 
-    /// The source; errors name `path`'s fields.
-    pub fn source(&self, job: &str, path: &str) -> Result<PostgresCdcSource> {
-        let mut b = PostgresCdcSource::builder(self.url(path)?, self.slot(job), &self.publication)
+    /// The source of job `job` (the slot's default name).
+    pub fn source(&self, job: &str) -> Result<PostgresCdcSource> {
+        let mut b = PostgresCdcSource::builder(self.url()?, self.slot(job), &self.publication)
             .snapshot(match self.snapshot {
                 SnapshotOption::Initial => SnapshotMode::Initial,
                 SnapshotOption::Never => SnapshotMode::Never,
@@ -144,7 +143,7 @@ impl PostgresCdcSection {
         if let Some(q) = &self.heartbeat_query {
             b = b.heartbeat_query(q.clone());
         }
-        b.build().map_err(|e| e.rebase("source.postgres-cdc", path))
+        b.build()
     }
 }
 
@@ -159,16 +158,11 @@ impl SourceSection for PostgresCdcSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        let source = self.source(&ctx.job, &ctx.path)?;
-        Ok(SourcePlan::cloned(Rebased::new(
-            source,
-            "source.postgres-cdc",
-            &ctx.path,
-        )))
+        Ok(SourcePlan::cloned(self.source(&ctx.job)?))
     }
 
     async fn check(&self, ctx: &SectionContext) -> Health {
-        let outcome = match self.source(&ctx.job, &ctx.path) {
+        let outcome = match self.source(&ctx.job) {
             Ok(s) => s.report().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };

@@ -39,7 +39,9 @@ async fn cdc_missing_publication_and_table_are_refused_naming_them() {
     )
     .await;
     assert!(
-        e.contains("publication `no_such_pub` does not exist") && e.contains("CREATE PUBLICATION"),
+        e.contains("(at `publication`)")
+            && e.contains("publication `no_such_pub` does not exist")
+            && e.contains("CREATE PUBLICATION"),
         "{e}"
     );
 
@@ -50,7 +52,7 @@ async fn cdc_missing_publication_and_table_are_refused_naming_them() {
     )
     .await;
     assert!(
-        e.contains("tables[0]")
+        e.contains("(at `tables[0]`)")
             && e.contains("not in publication")
             && e.contains("ALTER PUBLICATION"),
         "{e}"
@@ -177,7 +179,7 @@ async fn cdc_heartbeats_move_an_idle_slot_and_a_forbidden_one_is_refused() {
     let src = source(&f, |b| b.heartbeat_query(beat.clone()));
     let e = start_error(&format!("{}-hb", f.name), src, &MemoryStateBackend::new()).await;
     assert!(
-        e.contains("heartbeat_query") && e.contains("permission denied"),
+        e.contains("(at `heartbeat_query`)") && e.contains("permission denied"),
         "{e}"
     );
     f.exec(&format!("DROP TABLE {hb}")).await;

@@ -52,24 +52,24 @@ pub(crate) enum Body {
 impl EsClient {
     /// Connects with `config`: builds the HTTP client and learns the cluster (from
     /// `config.cluster`, or by asking `GET /`). `path` prefixes field names in errors.
-    pub async fn connect(config: &EsConfig, path: &str) -> Result<EsClient> {
-        let url = config.validate(path)?;
+    pub async fn connect(config: &EsConfig) -> Result<EsClient> {
+        let url = config.validate()?;
         let mut b = reqwest::Client::builder()
             .timeout(config.timeout)
             .no_proxy()
             .use_rustls_tls();
-        if let Some((mut cert, key)) = config.tls.read_client(path)? {
+        if let Some((mut cert, key)) = config.tls.read_client()? {
             cert.push(b'\n');
             cert.extend_from_slice(&key);
             let id = reqwest::Identity::from_pem(&cert)
-                .map_err(|e| Error::config(format!("{path}.tls.client_cert"), e))?;
+                .map_err(|e| Error::config("tls.client_cert", e))?;
             b = b.identity(id);
         }
         if config.insecure {
             b = b.danger_accept_invalid_certs(true);
-        } else if let Some(pem) = config.tls.read_ca(path)? {
+        } else if let Some(pem) = config.tls.read_ca()? {
             let cert = reqwest::Certificate::from_pem(&pem)
-                .map_err(|e| Error::config(format!("{path}.tls.ca_file"), e))?;
+                .map_err(|e| Error::config("tls.ca_file", e))?;
             b = b.tls_built_in_root_certs(false).add_root_certificate(cert);
         }
         let http = b

@@ -65,43 +65,40 @@ impl EsConfig {
         }
     }
 
-    /// Checks the settings; `path` prefixes field names (e.g. `sink.elasticsearch`).
-    pub fn validate(&self, path: &str) -> Result<Url> {
+    /// Checks the settings; errors name the field (`url`, `tls.ca_file`).
+    pub fn validate(&self) -> Result<Url> {
         let url = Url::parse(&self.url)
-            .map_err(|e| Error::config(format!("{path}.url"), format!("`{}`: {e}", self.url)))?;
+            .map_err(|e| Error::config("url", format!("`{}`: {e}", self.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(Error::config(
-                format!("{path}.url"),
-                "scheme must be http or https",
-            ));
+            return Err(Error::config("url", "scheme must be http or https"));
         }
         if !url.username().is_empty() || url.password().is_some() {
             return Err(Error::config(
-                format!("{path}.url"),
+                "url",
                 "put credentials in `auth`, not in the URL",
             ));
         }
         if self.timeout.is_zero() {
-            return Err(Error::config(format!("{path}.timeout"), "must be positive"));
+            return Err(Error::config("timeout", "must be positive"));
         }
-        self.tls.validate(path, &self.url, "https://")?;
+        self.tls.validate(&self.url, "https://")?;
         if let EsAuth::AwsSigV4 {
             region, service, ..
         } = &self.auth
         {
             if region.trim().is_empty() {
-                return Err(Error::config(format!("{path}.auth.region"), "required"));
+                return Err(Error::config("auth.region", "required"));
             }
             if !matches!(service.as_str(), "es" | "aoss") {
                 return Err(Error::config(
-                    format!("{path}.auth.service"),
+                    "auth.service",
                     format!("`{service}`: `es` (OpenSearch Service) or `aoss` (Serverless)"),
                 ));
             }
         }
         if self.tls.client_cert.is_some() && self.auth != EsAuth::None {
             return Err(Error::config(
-                format!("{path}.auth"),
+                "auth",
                 "a client certificate is the credential: leave auth empty or drop the certificate",
             ));
         }
@@ -116,14 +113,10 @@ mod tests {
     #[test]
     fn validation_names_fields_and_hides_secrets() {
         let mut c = EsConfig::new("ftp://x");
-        assert!(c
-            .validate("sink.es")
-            .unwrap_err()
-            .to_string()
-            .contains("sink.es.url"));
+        assert!(c.validate().unwrap_err().to_string().contains("`url`"));
         c.url = "http://u:p@127.0.0.1:9200".into();
         assert!(c
-            .validate("sink.es")
+            .validate()
             .unwrap_err()
             .to_string()
             .contains("credentials"));
@@ -132,7 +125,7 @@ mod tests {
             user: "elastic".into(),
             password: "hunter2".into(),
         };
-        assert!(c.validate("sink.es").is_ok());
+        assert!(c.validate().is_ok());
         let shown = format!("{c:?}");
         assert!(
             !shown.contains("hunter2") && shown.contains("elastic"),

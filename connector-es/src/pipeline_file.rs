@@ -54,8 +54,8 @@ pub struct EsSinkSection {
 }
 
 impl EsSinkSection {
-    /// The client settings this section gives; errors name fields below `path`.
-    pub fn config(&self, path: &str) -> Result<EsConfig> {
+    /// The client settings this section gives.
+    pub fn config(&self) -> Result<EsConfig> {
         let mut es = EsConfig::new(&self.url);
         es.tls = self.tls.clone();
         let mut given = Vec::new();
@@ -67,7 +67,7 @@ impl EsSinkSection {
             };
         } else if self.password.is_some() {
             return Err(rivus_core::Error::config(
-                format!("{path}.password"),
+                "password",
                 "a password needs `username`",
             ));
         }
@@ -75,7 +75,7 @@ impl EsSinkSection {
             given.push("api_key");
             es.auth = api_key(key).ok_or_else(|| {
                 rivus_core::Error::config(
-                    format!("{path}.api_key"),
+                    "api_key",
                     "neither `id:key` nor the base64 encoding of one",
                 )
             })?;
@@ -86,35 +86,32 @@ impl EsSinkSection {
         }
         if let Some(aws) = &self.aws {
             given.push("aws");
-            es.auth = aws.auth(&format!("{path}.aws"))?;
+            es.auth = aws.auth().map_err(|e| e.under("aws"))?;
             if aws.service == "aoss" && self.engine.is_none() {
                 es.cluster = Some(Cluster::opensearch(2, 19));
             }
         }
         if given.len() > 1 {
             return Err(rivus_core::Error::config(
-                format!("{path}.{}", given[1]),
+                given[1],
                 format!("one way to authenticate: `{}` is set too", given[0]),
             ));
         }
         if let Some(engine) = &self.engine {
             es.cluster = Some(parse_engine(engine).ok_or_else(|| {
                 rivus_core::Error::config(
-                    format!("{path}.engine"),
+                    "engine",
                     format!("`{engine}`: `opensearch-MAJOR.MINOR` or `elasticsearch-MAJOR.MINOR`"),
                 )
             })?);
         }
-        es.validate(path)?;
+        es.validate()?;
         Ok(es)
     }
 
-    /// The sink: each record indexed as it is, with its id from `id_field` when set; errors
-    /// name fields below `path`.
-    pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<EsSink<Value>> {
-        let mut b = EsSink::builder(self.config(path)?)
-            .path(path)
-            .error_policy(policy);
+    /// The sink: each record indexed as it is, with its id from `id_field` when set.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<EsSink<Value>> {
+        let mut b = EsSink::builder(self.config()?).error_policy(policy);
         if let Some(n) = self.max_actions {
             b = b.batch_size(n);
         }
@@ -129,7 +126,7 @@ impl EsSinkSection {
         if self.apply_changes {
             if self.id_field.is_none() {
                 return Err(rivus_core::Error::config(
-                    format!("{path}.apply_changes"),
+                    "apply_changes",
                     "a delete removes the document of its id: set `id_field`",
                 ));
             }
@@ -168,13 +165,12 @@ impl EsSinkSection {
         })
     }
 
-    /// Asks the cluster for its version (authentication included), writing nothing; errors
-    /// name fields below `path`.
-    pub async fn healthcheck(&self, path: &str) -> Health {
+    /// Asks the cluster for its version (authentication included), writing nothing.
+    pub async fn healthcheck(&self) -> Health {
         let outcome = async {
-            let mut config = self.config(path).map_err(|e| e.to_string())?;
+            let mut config = self.config().map_err(|e| e.to_string())?;
             config.timeout = Duration::from_secs(5);
-            let client = EsClient::connect(&config, path)
+            let client = EsClient::connect(&config)
                 .await
                 .map_err(|e| redact_url(&e.to_string()))?;
             Ok(client.cluster().to_string())
@@ -193,11 +189,11 @@ impl SinkSection for EsSinkSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone(), &ctx.path)?))
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone())?))
     }
 
-    async fn check(&self, ctx: &SectionContext) -> Health {
-        self.healthcheck(&ctx.path).await
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
     }
 }
 
@@ -248,17 +244,16 @@ fn default_service() -> String {
 }
 
 impl AwsSection {
-    fn auth(&self, path: &str) -> Result<EsAuth> {
-        // Checked here, so that errors name the section's fields (`aws.region`).
+    /// The credentials; errors name fields relative to the `aws` table (`region`).
+    fn auth(&self) -> Result<EsAuth> {
+        // Checked here, so that errors name the section's fields (`aws.region`), not the
+        // client's.
         if self.region.trim().is_empty() {
-            return Err(rivus_core::Error::config(
-                format!("{path}.region"),
-                "required",
-            ));
+            return Err(rivus_core::Error::config("region", "required"));
         }
         if !matches!(self.service.as_str(), "es" | "aoss") {
             return Err(rivus_core::Error::config(
-                format!("{path}.service"),
+                "service",
                 format!(
                     "`{}`: `es` (OpenSearch Service) or `aoss` (Serverless)",
                     self.service
@@ -273,19 +268,19 @@ impl AwsSection {
             },
             (None, None) => AwsCredentials::from_env().ok_or_else(|| {
                 rivus_core::Error::config(
-                    format!("{path}.access_key"),
+                    "access_key",
                     "not set, and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
                 )
             })?,
             (Some(_), None) => {
                 return Err(rivus_core::Error::config(
-                    format!("{path}.secret_key"),
+                    "secret_key",
                     "required with access_key",
                 ))
             }
             (None, Some(_)) => {
                 return Err(rivus_core::Error::config(
-                    format!("{path}.access_key"),
+                    "access_key",
                     "required with secret_key",
                 ))
             }
@@ -346,37 +341,33 @@ mod tests {
             section("api_key = \"VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw==\"")
                 .unwrap();
         assert_eq!(
-            s.config("sink").unwrap().auth,
+            s.config().unwrap().auth,
             EsAuth::ApiKey {
                 id: "VuaCfGcBCdbkQm-e5aOx".into(),
                 key: "ui2lp2axTNmsyakw9tvNnw".into()
             }
         );
         let s = section("api_key = \"!!\"").unwrap();
-        let e = s.config("sink").unwrap_err().to_string();
-        assert!(e.contains("sink.api_key") && !e.contains("!!"), "{e}");
+        let e = s.config().unwrap_err().to_string();
+        assert!(e.contains("`api_key`") && !e.contains("!!"), "{e}");
         let s = section("username = \"u\"\npassword = \"p\"\nbearer_token = \"t\"").unwrap();
-        let e = s.config("sink").unwrap_err().to_string();
-        assert!(e.contains("sink.bearer_token"), "{e}");
+        let e = s.config().unwrap_err().to_string();
+        assert!(e.contains("`bearer_token`"), "{e}");
         let s = section(
             "aws = { region = \"eu-west-1\", service = \"aoss\", access_key = \"AK\", secret_key = \"sk-secret\" }",
         )
         .unwrap();
-        let c = s.config("sink").unwrap();
+        let c = s.config().unwrap();
         assert_eq!(c.cluster, Some(Cluster::opensearch(2, 19)));
         assert!(!format!("{c:?}").contains("sk-secret"));
         let s = section("aws = { region = \"eu-west-1\", service = \"s3\", access_key = \"AK\", secret_key = \"x\" }").unwrap();
-        let e = s.config("sink").unwrap_err().to_string();
-        assert!(e.contains("sink.aws.service"), "{e}");
+        let e = s.config().unwrap_err().to_string();
+        assert!(e.contains("`aws.service`"), "{e}");
         let s = section("engine = \"opensearch-2\"").unwrap();
-        assert!(s
-            .config("sink")
-            .unwrap_err()
-            .to_string()
-            .contains("sink.engine"));
+        assert!(s.config().unwrap_err().to_string().contains("`engine`"));
         let s = section("engine = \"elasticsearch-8.15\"").unwrap();
         assert_eq!(
-            s.config("sink").unwrap().cluster,
+            s.config().unwrap().cluster,
             Some(Cluster::elasticsearch(8, 15))
         );
         assert!(section("aws = { region = \"x\", secret = \"y\" }")

@@ -25,8 +25,6 @@ struct Settings {
     /// What `guarantee` asked for.
     guarantee: DeliveryGuarantee,
     failure_handler: Option<Arc<dyn FailureHandler>>,
-    /// Where the settings stand in the caller's configuration, for errors.
-    path: String,
 }
 
 impl std::fmt::Debug for Settings {
@@ -90,13 +88,6 @@ impl EsSinkBuilder {
         self
     }
 
-    /// Names the settings in errors as fields below `path` (default `sink.elasticsearch`): a
-    /// pipeline file's `sink` makes a bad CA file `sink.tls.ca_file`.
-    pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.s.path = path.into();
-        self
-    }
-
     /// Checks the settings; the sink calls `emitter` for each record (clone the sink into each
     /// subtask).
     pub fn build<T: Send + 'static>(
@@ -104,15 +95,15 @@ impl EsSinkBuilder {
         emitter: impl Fn(&T, &mut RequestIndexer) -> Result<(), SchemaError> + Send + Sync + 'static,
     ) -> Result<EsSink<T>> {
         let s = self.s;
-        s.config.validate(&s.path)?;
+        s.config.validate()?;
         if s.guarantee == DeliveryGuarantee::ExactlyOnce {
             return Err(Error::config(
-                format!("{}.guarantee", s.path),
+                "guarantee",
                 "exactly-once is not offered (a bulk request is no transaction): use \
                  at-least-once with deterministic document ids, so that replays overwrite",
             ));
         }
-        s.bulk.validate(&format!("{}.bulk", s.path))?;
+        s.bulk.validate()?;
         Ok(EsSink {
             settings: Arc::new(s),
             emitter: Arc::new(emitter),
@@ -178,7 +169,6 @@ impl EsSink<()> {
                 policy: ErrorPolicy::Fail,
                 flush_on_checkpoint: true,
                 guarantee: DeliveryGuarantee::AtLeastOnce,
-                path: "sink.elasticsearch".to_owned(),
                 failure_handler: None,
             },
         }
@@ -197,7 +187,7 @@ impl<T: Send + 'static> EsSink<T> {
 impl<T: Send + 'static> RichFunction for EsSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
-        let client = EsClient::connect(&s.config, &s.path).await?;
+        let client = EsClient::connect(&s.config).await?;
         let handler =
             ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("elasticsearch");
         let m = ctx.metrics();
@@ -294,11 +284,10 @@ mod tests {
         let sink = EsSink::builder(url).build(emit).unwrap();
         assert_eq!(sink.delivery_guarantee(), DeliveryGuarantee::AtLeastOnce);
         let e = EsSink::builder(url)
-            .path("sink")
             .guarantee(DeliveryGuarantee::ExactlyOnce)
             .build(emit)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("`sink.guarantee`"), "{e}");
+        assert!(e.contains("at `guarantee`"), "{e}");
     }
 }

@@ -128,12 +128,10 @@ pub(crate) fn s3_client(bucket: &str, o: &S3Options) -> Result<S3Client> {
         b = b.with_secret_access_key(k);
     }
     let endpoint = b.get_config_value(&AmazonS3ConfigKey::Endpoint);
-    let store = b.build().map(Arc::new).map_err(|e| {
-        Error::config(
-            "sink.files.s3",
-            format!("the S3 client for bucket `{bucket}`: {e}"),
-        )
-    })?;
+    let store = b
+        .build()
+        .map(Arc::new)
+        .map_err(|e| Error::config("s3", format!("the S3 client for bucket `{bucket}`: {e}")))?;
     let (origin, bucket_path) = match (&endpoint, o.virtual_hosted) {
         (Some(e), false) => (e.trim_end_matches('/').to_owned(), format!("/{bucket}")),
         (Some(e), true) => {
@@ -198,8 +196,8 @@ mod tests {
             Location::parse("file:///tmp/out", "x").unwrap(),
             Location::Local("/tmp/out".into())
         );
-        let e = Location::parse("s3:///x", "sink.files.url").unwrap_err();
-        assert!(e.to_string().contains("sink.files.url"), "{e}");
+        let e = Location::parse("s3:///x", "url").unwrap_err();
+        assert!(e.to_string().contains("`url`"), "{e}");
         assert!(Location::parse("gs://b", "x").is_err());
         let shown = format!(
             "{:?}",

@@ -207,8 +207,8 @@ mod tests {
             by_field.render(&json!({"at": ms}), None).unwrap(),
             "d=20240301/"
         );
-        let e = PathTemplate::parse("d={at:%q}", "sink.files.path").unwrap_err();
-        assert!(e.to_string().contains("sink.files.path"), "{e}");
+        let e = PathTemplate::parse("d={at:%q}", "path").unwrap_err();
+        assert!(e.to_string().contains("`path`"), "{e}");
         assert!(PathTemplate::parse("d={event_time}", "x").is_err());
         assert_eq!(
             PathTemplate::parse("", "x")

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, Rebased, SectionContext, SinkPlan, SinkSection, SourcePlan,
+    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
 use rivus_core::{Error, Result};
@@ -117,13 +117,13 @@ pub struct ColumnOption {
 }
 
 impl FilesSection {
-    fn builder(&self, path: &str, policy: ErrorPolicy) -> Result<FilesSinkBuilder> {
+    fn builder(&self, policy: ErrorPolicy) -> Result<FilesSinkBuilder> {
         let format = match (self.format, self.compression.as_deref()) {
             (FormatOption::Parquet, c) => FileFormat::Parquet(match c {
                 None => ParquetCompression::Zstd,
                 Some(c) => ParquetCompression::parse(c).ok_or_else(|| {
                     Error::config(
-                        format!("{path}.compression"),
+                        "compression",
                         format!("`{c}`: none, snappy, gzip or zstd for Parquet"),
                     )
                 })?,
@@ -132,7 +132,7 @@ impl FilesSection {
                 None => AvroCodec::Zstandard,
                 Some(c) => AvroCodec::parse(c).ok_or_else(|| {
                     Error::config(
-                        format!("{path}.compression"),
+                        "compression",
                         format!("`{c}`: none, deflate or zstd for Avro"),
                     )
                 })?,
@@ -141,10 +141,7 @@ impl FilesSection {
                 let c = match c {
                     None => Compression::None,
                     Some(c) => Compression::parse(c).ok_or_else(|| {
-                        Error::config(
-                            format!("{path}.compression"),
-                            format!("`{c}`: none, gzip or zstd"),
-                        )
+                        Error::config("compression", format!("`{c}`: none, gzip or zstd"))
                     })?,
                 };
                 if f == FormatOption::Csv {
@@ -164,7 +161,7 @@ impl FilesSection {
             for (i, c) in cols.iter().enumerate() {
                 let ty = ColumnType::parse(&c.ty).ok_or_else(|| {
                     Error::config(
-                        format!("{path}.schema[{i}].type"),
+                        format!("schema[{i}].type"),
                         format!(
                             "`{}`: boolean, int32, int64, float32, float64, string, date, \
                              timestamp or json",
@@ -183,7 +180,7 @@ impl FilesSection {
         match (&self.schema_subject, &self.registry, &self.schema) {
             (Some(_), _, Some(_)) => {
                 return Err(Error::config(
-                    format!("{path}.schema_subject"),
+                    "schema_subject",
                     "either `schema` or `schema_subject`, not both",
                 ))
             }
@@ -192,13 +189,13 @@ impl FilesSection {
             }
             (Some(_), None, None) => {
                 return Err(Error::config(
-                    format!("{path}.registry"),
+                    "registry",
                     "`schema_subject` needs `registry = { url = \"...\" }`",
                 ))
             }
             (None, Some(_), _) => {
                 return Err(Error::config(
-                    format!("{path}.schema_subject"),
+                    "schema_subject",
                     "`registry` is for `schema_subject`: name the subject",
                 ))
             }
@@ -222,11 +219,9 @@ impl FilesSection {
         Ok(b)
     }
 
-    /// The sink; errors name `path`'s fields.
-    pub fn sink(&self, path: &str, policy: ErrorPolicy) -> Result<FilesSink> {
-        self.builder(path, policy)?
-            .build()
-            .map_err(|e| e.rebase("sink.files", path))
+    /// The sink.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<FilesSink> {
+        self.builder(policy)?.build()
     }
 }
 
@@ -241,18 +236,17 @@ impl SinkSection for FilesSection {
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
         // Checked once here; each subtask builds its own.
-        self.sink(&ctx.path, ctx.policy.clone())?;
-        let (section, path, policy) = (self.clone(), ctx.path.clone(), ctx.policy.clone());
+        self.sink(ctx.policy.clone())?;
+        let (section, policy) = (self.clone(), ctx.policy.clone());
         Ok(SinkPlan::per_subtask(move |_| {
-            let sink = section
-                .sink(&path, policy.clone())
-                .expect("checked when the plan was built");
-            Rebased::new(sink, "sink.files", &path)
+            section
+                .sink(policy.clone())
+                .expect("checked when the plan was built")
         }))
     }
 
-    async fn check(&self, ctx: &SectionContext) -> Health {
-        let outcome = match self.sink(&ctx.path, ErrorPolicy::Fail) {
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        let outcome = match self.sink(ErrorPolicy::Fail) {
             Ok(s) => s.report().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
@@ -282,8 +276,8 @@ pub struct FilesSourceSection {
 }
 
 impl FilesSourceSection {
-    /// The source; errors name `path`'s fields.
-    pub fn source(&self, path: &str, policy: ErrorPolicy) -> Result<FilesSource> {
+    /// The source.
+    pub fn source(&self, policy: ErrorPolicy) -> Result<FilesSource> {
         let format = match self.format {
             FormatOption::Parquet => ReadFormat::Parquet,
             FormatOption::Jsonl => ReadFormat::JsonLines,
@@ -299,7 +293,7 @@ impl FilesSourceSection {
         if let Some(n) = self.max_file_bytes {
             b = b.max_file_bytes(n);
         }
-        b.build().map_err(|e| e.rebase("source.files", path))
+        b.build()
     }
 }
 
@@ -313,16 +307,11 @@ impl SourceSection for FilesSourceSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        let source = self.source(&ctx.path, ctx.policy.clone())?;
-        Ok(SourcePlan::cloned(Rebased::new(
-            source,
-            "source.files",
-            &ctx.path,
-        )))
+        Ok(SourcePlan::cloned(self.source(ctx.policy.clone())?))
     }
 
-    async fn check(&self, ctx: &SectionContext) -> Health {
-        let outcome = match self.source(&ctx.path, ErrorPolicy::Fail) {
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        let outcome = match self.source(ErrorPolicy::Fail) {
             Ok(s) => s.report().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };

@@ -111,7 +111,7 @@ async fn parquet_columns_come_from_the_registry_avro_schema() {
         .unwrap_err();
     let text = e.to_string();
     assert!(
-        text.contains("sink.files.schema_subject") && text.contains("Json"),
+        text.contains("(at `schema_subject`)") && text.contains("Json"),
         "{text}"
     );
 }

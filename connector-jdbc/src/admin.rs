@@ -14,7 +14,7 @@ use crate::source::query::{PageQuery, QueryColumn};
 /// Runs `sql` (one or more statements) against `url` — e.g. `CREATE TABLE IF NOT EXISTS` —
 /// one process at a time (see `Conn::raw_exclusive`).
 pub async fn run_script(url: &str, sql: &str) -> Result<()> {
-    let pool = Pool::connect(url, 1, Duration::from_secs(10), "jdbc").await?;
+    let pool = Pool::connect(url, 1, Duration::from_secs(10)).await?;
     let mut conn = pool
         .acquire()
         .await
@@ -31,7 +31,7 @@ pub async fn run_script(url: &str, sql: &str) -> Result<()> {
 
 /// How many rows `table` holds and its first `limit` rows (by its first column) as JSON.
 pub async fn table_report(url: &str, table: &str, limit: usize) -> Result<(u64, Vec<Value>)> {
-    let pool = Pool::connect(url, 1, Duration::from_secs(10), "jdbc").await?;
+    let pool = Pool::connect(url, 1, Duration::from_secs(10)).await?;
     let dialect = pool.dialect();
     let mut conn = pool
         .acquire()

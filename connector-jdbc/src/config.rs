@@ -93,17 +93,17 @@ impl From<String> for JdbcConfig {
     }
 }
 
-/// `url` with the files of `tls` as query parameters; `path` is the settings path
-/// (`sink.jdbc`) for errors. An empty `tls` returns `url` unchanged. A secret parameter the
+/// `url` with the files of `tls` as query parameters (errors name `url` and `tls.…`, relative
+/// to the section). An empty `tls` returns `url` unchanged. A secret parameter the
 /// driver does not read (`sslpassword`: encrypted client keys) is refused: the driver would
 /// log it, value and all, as unrecognised.
-pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
-    refuse_unread_secrets(url, path)?;
+pub fn url_with_tls(url: &str, tls: &TlsFiles) -> Result<String> {
+    refuse_unread_secrets(url)?;
     if tls.is_empty() {
         return Ok(url.to_owned());
     }
-    tls.validate_files(path)?;
-    let (mode, ca, cert, key) = match Dialect::of_url(url, &format!("{path}.url"))? {
+    tls.validate_files()?;
+    let (mode, ca, cert, key) = match Dialect::of_url(url)? {
         Dialect::Postgres => (
             ("sslmode", "verify-full"),
             "sslrootcert",
@@ -118,7 +118,7 @@ pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
         ),
         Dialect::Sqlite => {
             return Err(Error::config(
-                format!("{path}.tls"),
+                "tls",
                 "SQLite is a local file: it has no TLS",
             ))
         }
@@ -148,15 +148,15 @@ pub fn url_with_tls(url: &str, tls: &TlsFiles, path: &str) -> Result<String> {
 }
 
 /// Secret query parameters other than the password, which only PostgreSQL's driver reads.
-fn refuse_unread_secrets(url: &str, path: &str) -> Result<()> {
+fn refuse_unread_secrets(url: &str) -> Result<()> {
     let Some((_, query)) = url.split_once('?') else {
         return Ok(());
     };
-    let postgres = matches!(Dialect::of_url(url, path), Ok(Dialect::Postgres));
+    let postgres = matches!(Dialect::of_url(url), Ok(Dialect::Postgres));
     for name in query.split('&').filter_map(|kv| kv.split('=').next()) {
         if rivus_core::secrets::is_secret_name(name) && !(postgres && name == "password") {
             return Err(Error::config(
-                format!("{path}.url"),
+                "url",
                 format!(
                     "the parameter `{name}` is not supported here (client keys must be \
                      unencrypted PKCS#8; a password goes in the URL's user part)"
@@ -200,42 +200,38 @@ mod tests {
 
     #[test]
     fn files_become_the_drivers_parameters() {
-        let pg = url_with_tls("postgres://u@h/db", &files(), "sink.jdbc").unwrap();
+        let pg = url_with_tls("postgres://u@h/db", &files()).unwrap();
         assert_eq!(
             pg,
             "postgres://u@h/db?sslmode=verify-full&sslrootcert=/etc/hostname\
              &sslcert=/etc/hostname&sslkey=/etc/hostname"
         );
-        let my = url_with_tls("mysql://u@h/db?ssl-mode=REQUIRED", &files(), "s").unwrap();
+        let my = url_with_tls("mysql://u@h/db?ssl-mode=REQUIRED", &files()).unwrap();
         assert!(
             my.starts_with("mysql://u@h/db?ssl-mode=REQUIRED&ssl-ca=/etc/hostname"),
             "{my}"
         );
         assert!(!my.contains("VERIFY_IDENTITY"), "{my}");
         assert_eq!(
-            url_with_tls("postgres://h/db", &TlsFiles::default(), "s").unwrap(),
+            url_with_tls("postgres://h/db", &TlsFiles::default()).unwrap(),
             "postgres://h/db"
         );
-        let e = url_with_tls("sqlite:x.db", &files(), "sink.jdbc").unwrap_err();
-        assert!(e.to_string().contains("sink.jdbc.tls"), "{e}");
+        let e = url_with_tls("sqlite:x.db", &files()).unwrap_err();
+        assert!(e.to_string().contains("`tls`"), "{e}");
         let missing = TlsFiles {
             ca_file: Some("/no/such/ca.pem".into()),
             ..TlsFiles::default()
         };
-        let e = url_with_tls("postgres://h/db", &missing, "source.jdbc").unwrap_err();
-        assert!(e.to_string().contains("source.jdbc.tls.ca_file"), "{e}");
+        let e = url_with_tls("postgres://h/db", &missing).unwrap_err();
+        assert!(e.to_string().contains("`tls.ca_file`"), "{e}");
         assert_eq!(encode("/a b/c&d"), "/a%20b/c%26d");
-        let e = url_with_tls(
-            "postgres://h/db?sslpassword=pw9",
-            &TlsFiles::default(),
-            "sink.jdbc",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = url_with_tls("postgres://h/db?sslpassword=pw9", &TlsFiles::default())
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("sink.jdbc.url") && e.contains("sslpassword") && !e.contains("pw9"),
+            e.contains("`url`") && e.contains("sslpassword") && !e.contains("pw9"),
             "{e}"
         );
-        assert!(url_with_tls("postgres://h/db?password=x", &TlsFiles::default(), "s").is_ok());
+        assert!(url_with_tls("postgres://h/db?password=x", &TlsFiles::default()).is_ok());
     }
 }

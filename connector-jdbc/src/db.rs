@@ -49,16 +49,11 @@ macro_rules! bind_values {
 }
 
 impl Pool {
-    /// Connects to `url` (verifying it now); `path` names the setting in errors.
-    pub async fn connect(
-        url: &str,
-        max_connections: u32,
-        timeout: Duration,
-        path: &str,
-    ) -> Result<Pool> {
+    /// Connects to `url` (verifying it now); errors name the `url` setting.
+    pub async fn connect(url: &str, max_connections: u32, timeout: Duration) -> Result<Pool> {
         let failed =
-            |e: sqlx::Error| sql_error(format!("{path}: connecting to {}", crate::redact(url)), &e);
-        Ok(match Dialect::of_url(url, path)? {
+            |e: sqlx::Error| sql_error(format!("jdbc: connecting to {}", crate::redact(url)), &e);
+        Ok(match Dialect::of_url(url)? {
             Dialect::Postgres => Pool::Pg(
                 PgPoolOptions::new()
                     .max_connections(max_connections)
@@ -86,7 +81,7 @@ impl Pool {
             }
             Dialect::Sqlite => {
                 let options = SqliteConnectOptions::from_str(url)
-                    .map_err(|e| Error::config(path, crate::redact(&e.to_string())))?
+                    .map_err(|e| Error::config("url", crate::redact(&e.to_string())))?
                     .create_if_missing(true)
                     .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
                     .busy_timeout(timeout);

@@ -15,15 +15,15 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// The dialect of `url`; `path` names the setting in the error.
-    pub fn of_url(url: &str, path: &str) -> Result<Self> {
+    /// The dialect of `url`; the error names the `url` setting.
+    pub fn of_url(url: &str) -> Result<Self> {
         let scheme = url.split(':').next().unwrap_or_default();
         match scheme {
             "postgres" | "postgresql" => Ok(Dialect::Postgres),
             "mysql" | "mariadb" => Ok(Dialect::MySql),
             "sqlite" => Ok(Dialect::Sqlite),
             _ => Err(Error::config(
-                path,
+                "url",
                 format!(
                     "`{}` must start with postgres://, mysql://, mariadb:// or sqlite:",
                     crate::redact(url)
@@ -100,20 +100,14 @@ mod tests {
     #[test]
     fn urls_pick_the_dialect() {
         assert_eq!(
-            Dialect::of_url("postgres://u:p@h/db", "x").unwrap(),
+            Dialect::of_url("postgres://u:p@h/db").unwrap(),
             Dialect::Postgres
         );
-        assert_eq!(
-            Dialect::of_url("mariadb://h/db", "x").unwrap(),
-            Dialect::MySql
-        );
-        assert_eq!(
-            Dialect::of_url("sqlite:data.db", "x").unwrap(),
-            Dialect::Sqlite
-        );
-        let e = Dialect::of_url("oracle://u:secret@h", "sink.jdbc.url").unwrap_err();
+        assert_eq!(Dialect::of_url("mariadb://h/db").unwrap(), Dialect::MySql);
+        assert_eq!(Dialect::of_url("sqlite:data.db").unwrap(), Dialect::Sqlite);
+        let e = Dialect::of_url("oracle://u:secret@h").unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("sink.jdbc.url"), "{text}");
+        assert!(text.contains("`url`"), "{text}");
         assert!(!text.contains("secret"), "{text}");
     }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, Rebased, SectionContext, SinkPlan, SinkSection, SourcePlan,
+    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
 use rivus_core::secrets::redact_url;
@@ -148,9 +148,9 @@ pub enum JdbcWriteMode {
 }
 
 /// Connects; counts `table`'s rows when given.
-async fn healthcheck(url: &str, tls: &TlsFiles, path: &str, table: Option<&str>) -> Health {
+async fn healthcheck(url: &str, tls: &TlsFiles, table: Option<&str>) -> Health {
     let outcome = async {
-        let url = url_with_tls(url, tls, path).map_err(|e| e.to_string())?;
+        let url = url_with_tls(url, tls).map_err(|e| e.to_string())?;
         match table {
             Some(t) => table_report(&url, t, 1)
                 .await
@@ -167,22 +167,17 @@ async fn healthcheck(url: &str, tls: &TlsFiles, path: &str, table: Option<&str>)
 
 impl JdbcSourceSection {
     /// The source, JSON records, bad rows to `policy`; a bounded read is split into
-    /// `splits` (default `parallelism`) ranges. Errors name fields below `source.jdbc`.
+    /// `splits` (default `parallelism`) ranges.
     pub fn source(&self, policy: ErrorPolicy, parallelism: usize) -> Result<JdbcSource<Value>> {
         let mut b = JdbcSource::builder(JdbcConfig::new(&self.url).tls(self.tls.clone()))
             .track_by(self.track_by.clone());
         b = match (&self.table, &self.query) {
             (Some(_), Some(_)) => {
-                return Err(Error::config(
-                    "source.jdbc.query",
-                    "set a table or a query, not both",
-                ))
+                return Err(Error::config("query", "set a table or a query, not both"))
             }
             (Some(t), None) => b.table(t),
             (None, Some(q)) => b.query(q),
-            (None, None) => {
-                return Err(Error::config("source.jdbc.table", "set a table or a query"))
-            }
+            (None, None) => return Err(Error::config("table", "set a table or a query")),
         };
         b = match self.mode {
             JdbcSourceMode::Bounded => b.bounded(None, None, self.splits.unwrap_or(parallelism)),
@@ -197,14 +192,13 @@ impl JdbcSourceSection {
     }
 
     /// Connects; counts the table's rows when the source reads a table.
-    pub async fn healthcheck(&self, path: &str) -> Health {
-        healthcheck(&self.url, &self.tls, path, self.table.as_deref()).await
+    pub async fn healthcheck(&self) -> Health {
+        healthcheck(&self.url, &self.tls, self.table.as_deref()).await
     }
 }
 
 impl JdbcSinkSection {
-    /// The sink, JSON records, refused rows to `policy`. Errors name fields below
-    /// `sink.jdbc`.
+    /// The sink, JSON records, refused rows to `policy`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<JdbcSink<Value>> {
         let mut config = JdbcConfig::new(&self.url).tls(self.tls.clone());
         if let Some(t) = self.statement_timeout {
@@ -241,28 +235,23 @@ impl JdbcSinkSection {
         b.build_json()
     }
 
-    /// Runs the `setup` script, if any (before the job starts); errors name `path`.
-    pub async fn setup(&self, path: &str) -> Result<()> {
+    /// Runs the `setup` script, if any (before the job starts).
+    pub async fn setup(&self) -> Result<()> {
         match &self.setup {
-            Some(sql) => run_script(&url_with_tls(&self.url, &self.tls, path)?, sql).await,
+            Some(sql) => run_script(&url_with_tls(&self.url, &self.tls)?, sql).await,
             None => Ok(()),
         }
     }
 
     /// The table's row count and its first `limit` rows (for the report after a run).
-    pub async fn table_report(&self, limit: usize, path: &str) -> Result<(u64, Vec<Value>)> {
-        table_report(
-            &url_with_tls(&self.url, &self.tls, path)?,
-            &self.table,
-            limit,
-        )
-        .await
+    pub async fn table_report(&self, limit: usize) -> Result<(u64, Vec<Value>)> {
+        table_report(&url_with_tls(&self.url, &self.tls)?, &self.table, limit).await
     }
 
     /// Connects; counts the table's rows unless the setup script may still create it.
-    pub async fn healthcheck(&self, path: &str) -> Health {
+    pub async fn healthcheck(&self) -> Health {
         let table = self.setup.is_none().then_some(self.table.as_str());
-        healthcheck(&self.url, &self.tls, path, table).await
+        healthcheck(&self.url, &self.tls, table).await
     }
 }
 
@@ -277,18 +266,12 @@ impl SourceSection for JdbcSourceSection {
     /// A bounded read is split into as many ranges as the stage has subtasks unless `splits`
     /// says otherwise.
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        let source = self
-            .source(ctx.policy.clone(), ctx.parallelism)
-            .map_err(|e| e.rebase("source.jdbc", &ctx.path))?;
-        Ok(SourcePlan::cloned(Rebased::new(
-            source,
-            "source.jdbc",
-            &ctx.path,
-        )))
+        let source = self.source(ctx.policy.clone(), ctx.parallelism)?;
+        Ok(SourcePlan::cloned(source))
     }
 
-    async fn check(&self, ctx: &SectionContext) -> Health {
-        self.healthcheck(&ctx.path).await
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
     }
 }
 
@@ -303,25 +286,22 @@ impl SinkSection for JdbcSinkSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        let sink = self
-            .sink(ctx.policy.clone())
-            .map_err(|e| e.rebase("sink.jdbc", &ctx.path))?;
-        Ok(SinkPlan::cloned(Rebased::new(sink, "sink.jdbc", &ctx.path)))
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone())?))
     }
 
-    async fn check(&self, ctx: &SectionContext) -> Health {
-        self.healthcheck(&ctx.path).await
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        self.healthcheck().await
     }
 
     /// The `setup` statement, once before the job.
-    async fn prepare(&self, ctx: &SectionContext) -> Result<()> {
-        self.setup(&ctx.path).await
+    async fn prepare(&self, _ctx: &SectionContext) -> Result<()> {
+        self.setup().await
     }
 
     /// How many rows the table holds now, and the first three.
-    async fn report(&self, ctx: &SectionContext) -> Option<String> {
+    async fn report(&self, _ctx: &SectionContext) -> Option<String> {
         let table = &self.table;
-        Some(match self.table_report(3, &ctx.path).await {
+        Some(match self.table_report(3).await {
             Ok((n, rows)) => {
                 let mut text = format!("  table `{table}` now holds {n} rows; the first:\n");
                 for r in rows {

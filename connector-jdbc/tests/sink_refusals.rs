@@ -28,37 +28,31 @@ async fn bad_configuration_is_refused_with_the_field_path() {
             .unwrap(),
     )
     .await;
-    assert!(
-        e.contains("sink.jdbc.table") && e.contains("does not exist"),
-        "{e}"
-    );
+    assert!(e.contains("`table`") && e.contains("does not exist"), "{e}");
     let sink = JdbcSink::builder(&lite.url, "t")
         .columns(["id", "nope"])
         .build_json()
         .unwrap();
     let e = open_err(sink).await;
-    assert!(
-        e.contains("sink.jdbc.columns[1]") && e.contains("nope"),
-        "{e}"
-    );
+    assert!(e.contains("`columns[1]`") && e.contains("nope"), "{e}");
     let e = JdbcSink::builder(&lite.url, "t")
         .guarantee(DeliveryGuarantee::ExactlyOnce)
         .build_json()
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sink.jdbc.exactly_once"), "{e}");
+    assert!(e.contains("`exactly_once`"), "{e}");
     let e = JdbcSink::builder(&lite.url, "t")
         .postgres_method(PgMethod::Copy)
         .mode(WriteMode::Upsert)
         .build_json()
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sink.jdbc.postgres_method"), "{e}");
+    assert!(e.contains("`postgres_method`"), "{e}");
     let e = JdbcSink::builder("jdbc:oracle:thin:@h", "t")
         .build_json()
         .unwrap_err()
         .to_string();
-    assert!(e.contains("sink.jdbc.url"), "{e}");
+    assert!(e.contains("`url`"), "{e}");
     // A password never shows, in errors or Debug output.
     let secret = "postgres://rivus:supersecret@127.0.0.1:1/rivus";
     let sink = JdbcSink::builder(

@@ -266,25 +266,25 @@ fn source_configuration_is_checked() {
         .track_by(["id"])
         .build_json()
         .unwrap_err();
-    assert!(e.to_string().contains("source.jdbc.query"), "{e}");
+    assert!(e.to_string().contains("`query`"), "{e}");
     let e = JdbcSource::builder("sqlite:x.db")
         .table("t")
         .build_json()
         .unwrap_err();
-    assert!(e.to_string().contains("source.jdbc.track_by"), "{e}");
+    assert!(e.to_string().contains("`track_by`"), "{e}");
     let e = JdbcSource::builder("sqlite:x.db")
         .table("t")
         .track_by(["id"])
         .bounded(Some(10), Some(1), 2)
         .build_json()
         .unwrap_err();
-    assert!(e.to_string().contains("source.jdbc.lower"), "{e}");
+    assert!(e.to_string().contains("`lower`"), "{e}");
     let e = JdbcSource::builder("redis://x")
         .table("t")
         .track_by(["id"])
         .build_json()
         .unwrap_err();
-    assert!(e.to_string().contains("source.jdbc.url"), "{e}");
+    assert!(e.to_string().contains("`url`"), "{e}");
 }
 
 /// A timestamp column split into ranges of Unix seconds across 2 subtasks, with the id as

@@ -135,13 +135,14 @@ impl KafkaConfig {
         )
     }
 
-    /// Checks what rivus relies on; `path` prefixes field names (e.g. `source.kafka`).
-    pub fn validate(&self, path: &str) -> Result<()> {
+    /// Checks what rivus relies on; errors name the property or option (`bootstrap.servers`,
+    /// `properties.linger.ms`, `sasl.username`).
+    pub fn validate(&self) -> Result<()> {
         match self.get("bootstrap.servers") {
             Some(s) if !s.trim().is_empty() => {}
             _ => {
                 return Err(Error::config(
-                    format!("{path}.bootstrap.servers"),
+                    "bootstrap.servers",
                     "required: a comma-separated list of host:port",
                 ))
             }
@@ -149,26 +150,22 @@ impl KafkaConfig {
         for key in ["enable.auto.commit", "enable.auto.offset.store"] {
             if self.get(key) == Some("true") {
                 return Err(Error::config(
-                    format!("{path}.{key}"),
+                    key.to_string(),
                     "must not be true: offsets are checkpointed and committed by rivus",
                 ));
             }
         }
-        self.security
-            .validate(path, self.get("security.protocol"))?;
+        self.security.validate(self.get("security.protocol"))?;
         // librdkafka checks each property as it is set; a configuration built offline
         // refuses what a client would (unknown names, bad values, features not built in).
         self.client_config(&[])
             .create_native_config()
             .map_err(|e| match e {
                 KafkaError::ClientConfig(_, desc, key, _) => Error::config(
-                    format!("{path}.properties.{key}"),
+                    format!("properties.{key}"),
                     self.redact(&format!("refused by librdkafka: {desc}")),
                 ),
-                other => Error::config(
-                    format!("{path}.properties"),
-                    self.redact(&other.to_string()),
-                ),
+                other => Error::config("properties", self.redact(&other.to_string())),
             })?;
         Ok(())
     }
@@ -227,17 +224,14 @@ mod tests {
         let shown = format!("{p:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("alice"));
-        let err = KafkaConfig::default().validate("source.kafka").unwrap_err();
-        assert!(
-            err.to_string().contains("source.kafka.bootstrap.servers"),
-            "{err}"
-        );
+        let err = KafkaConfig::default().validate().unwrap_err();
+        assert!(err.to_string().contains("`bootstrap.servers`"), "{err}");
         p.set("enable.auto.commit", "true");
         assert!(p
-            .validate("x")
+            .validate()
             .unwrap_err()
             .to_string()
-            .contains("x.enable.auto.commit"));
+            .contains("at `enable.auto.commit`"));
     }
 
     #[test]
@@ -246,20 +240,16 @@ mod tests {
         p.set("security.protocol", "SASL_SSL")
             .set("sasl.mechanism", "SCRAM-SHA-512")
             .set("sasl.password", "hunter2");
-        p.validate("source.kafka")
-            .expect("SSL and SASL are built in");
+        p.validate().expect("SSL and SASL are built in");
         p.set("fetch.wait.max.ms", "soon");
-        let e = p.validate("source.kafka").unwrap_err().to_string();
-        assert!(
-            e.contains("source.kafka.properties.fetch.wait.max.ms"),
-            "{e}"
-        );
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("`properties.fetch.wait.max.ms`"), "{e}");
         p.set("fetch.wait.max.ms", "100")
             .set("no.such.property", "1");
-        let e = p.validate("sink.kafka").unwrap_err().to_string();
-        assert!(e.contains("sink.kafka.properties.no.such.property"), "{e}");
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("`properties.no.such.property`"), "{e}");
         p.set("no.such.property", "hunter2");
-        let e = p.validate("sink.kafka").unwrap_err().to_string();
+        let e = p.validate().unwrap_err().to_string();
         assert!(!e.contains("hunter2"), "{e}");
         let mut p = KafkaConfig::new("h:9095");
         p.set_sasl(SaslAuth::new("PLAIN", "alice", "s3cr3t-pw"));

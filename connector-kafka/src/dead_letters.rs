@@ -31,14 +31,13 @@ impl std::fmt::Debug for KafkaDeadLetterQueue {
 
 impl KafkaDeadLetterQueue {
     /// A producer for `topic` on the cluster of `props` (security included); it connects
-    /// lazily, so a wrong address shows at the first letter. `path` names the settings in
-    /// errors.
-    pub fn new(props: KafkaConfig, topic: impl Into<String>, path: &str) -> Result<Self> {
+    /// lazily, so a wrong address shows at the first letter.
+    pub fn new(props: KafkaConfig, topic: impl Into<String>) -> Result<Self> {
         let topic = topic.into();
         if topic.is_empty() {
-            return Err(Error::config(format!("{path}.topic"), "must not be empty"));
+            return Err(Error::config("topic", "must not be empty"));
         }
-        props.validate(path)?;
+        props.validate()?;
         let producer: FutureProducer = props
             .client_config(&[("acks", "all"), ("enable.idempotence", "true")])
             .create()

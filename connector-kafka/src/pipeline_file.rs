@@ -220,7 +220,7 @@ fn client(
 /// One metadata round trip through the connector's probe.
 async fn healthcheck(props: KafkaConfig) -> Health {
     let address = props.endpoint();
-    let outcome = match props.validate("kafka") {
+    let outcome = match props.validate() {
         Err(e) => Err(e.to_string()),
         Ok(()) => crate::connect::probe(&props, &[], Duration::from_secs(10))
             .await
@@ -241,11 +241,9 @@ impl KafkaSourceSection {
         )
     }
 
-    /// The source, values read in the section's format, bad records to `policy`; errors
-    /// name fields below `path`.
-    pub fn source(&self, policy: ErrorPolicy, path: &str) -> Result<KafkaSource<Value>> {
+    /// The source, values read in the section's format, bad records to `policy`.
+    pub fn source(&self, policy: ErrorPolicy) -> Result<KafkaSource<Value>> {
         let mut b = KafkaSource::builder(self.properties())
-            .path(path)
             .topics(self.topics.clone())
             .start(match self.start {
                 KafkaStart::Committed => StartOffsets::Committed {
@@ -261,7 +259,7 @@ impl KafkaSourceSection {
         if self.bounded {
             b = b.stop(StopOffsets::LatestAtStart);
         }
-        let codec = Codec::new(&self.format, &format!("{path}.format"))?;
+        let codec = Codec::new(&self.format, "format")?;
         b.group_mode(self.group_mode)
             .build(ValueDeserializer(codec))
     }
@@ -284,10 +282,9 @@ impl KafkaSinkSection {
     }
 
     /// The sink, records in the section's format, the key from `key_field`, bad records to
-    /// `policy`; errors name fields below `path`.
-    pub fn sink(&self, policy: ErrorPolicy, path: &str) -> Result<KafkaSink<Value>> {
+    /// `policy`.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<KafkaSink<Value>> {
         let b = KafkaSink::builder(self.properties())
-            .path(path)
             .topic(&self.topic)
             .guarantee(if self.exactly_once {
                 DeliveryGuarantee::ExactlyOnce
@@ -295,17 +292,17 @@ impl KafkaSinkSection {
                 DeliveryGuarantee::AtLeastOnce
             })
             .error_policy(policy);
-        let value = Codec::new(&self.format, &format!("{path}.format"))?;
+        let value = Codec::new(&self.format, "format")?;
         let key = match (&self.key_field, &self.key_format) {
             (Some(f), k) => Some((
                 f.clone(),
                 k.as_ref()
-                    .map(|k| Codec::new(k, &format!("{path}.key_format")))
+                    .map(|k| Codec::new(k, "key_format"))
                     .transpose()?,
             )),
             (None, Some(_)) => {
                 return Err(rivus_core::Error::config(
-                    format!("{path}.key_format"),
+                    "key_format",
                     "a key format without `key_field`: which field is the key?",
                 ))
             }
@@ -313,7 +310,7 @@ impl KafkaSinkSection {
         };
         if self.apply_changes && key.is_none() {
             return Err(rivus_core::Error::config(
-                format!("{path}.apply_changes"),
+                "apply_changes",
                 "a delete becomes a tombstone of its key: set `key_field`",
             ));
         }
@@ -341,9 +338,9 @@ impl KafkaDestinationSection {
         )
     }
 
-    /// The dead-letter queue (connecting at the first letter); errors name `path`.
-    pub fn queue(&self, path: &str) -> Result<KafkaDeadLetterQueue> {
-        KafkaDeadLetterQueue::new(self.properties(), &self.topic, path)
+    /// The dead-letter queue (connecting at the first letter).
+    pub fn queue(&self) -> Result<KafkaDeadLetterQueue> {
+        KafkaDeadLetterQueue::new(self.properties(), &self.topic)
     }
 
     /// Reaches the brokers (a metadata request), writing nothing.
@@ -366,7 +363,7 @@ impl SourceSection for KafkaSourceSection {
         let mut s = self.clone();
         s.group_id.get_or_insert_with(|| ctx.job.clone());
         s.group_mode |= ctx.worker.is_some();
-        Ok(SourcePlan::cloned(s.source(ctx.policy.clone(), &ctx.path)?))
+        Ok(SourcePlan::cloned(s.source(ctx.policy.clone())?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -389,7 +386,7 @@ impl SinkSection for KafkaSinkSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone(), &ctx.path)?))
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone())?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -405,8 +402,8 @@ impl DestinationSection for KafkaDestinationSection {
         guarantee: "each letter acknowledged before its record counts as done",
     };
 
-    fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
-        Ok(Arc::new(self.queue(&ctx.path)?))
+    fn build(&self, _ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
+        Ok(Arc::new(self.queue()?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

@@ -84,15 +84,15 @@ impl Security {
     }
 
     /// Checks the options against each other and against the raw `security.protocol`
-    /// property (`explicit`); `path` is the settings path (`source.kafka`).
-    pub fn validate(&self, path: &str, explicit: Option<&str>) -> Result<()> {
+    /// property (`explicit`).
+    pub fn validate(&self, explicit: Option<&str>) -> Result<()> {
         if let Some(tls) = &self.tls {
-            tls.validate_files(path)?;
+            tls.validate_files()?;
         }
         if let Some(sasl) = &self.sasl {
             if sasl.mechanism_name().is_none() {
                 return Err(Error::config(
-                    format!("{path}.sasl.mechanism"),
+                    "sasl.mechanism",
                     format!(
                         "`{}` is not one of {} (OAUTHBEARER: set its properties instead)",
                         sasl.mechanism,
@@ -101,10 +101,7 @@ impl Security {
                 ));
             }
             if sasl.username.is_empty() {
-                return Err(Error::config(
-                    format!("{path}.sasl.username"),
-                    "must not be empty",
-                ));
+                return Err(Error::config("sasl.username", "must not be empty"));
             }
         }
         let (Some(derived), Some(explicit)) = (self.protocol(), explicit) else {
@@ -115,7 +112,7 @@ impl Security {
             self.tls.is_none() && self.sasl.is_some() && explicit == "SASL_PLAINTEXT";
         if explicit != derived && !plaintext_sasl {
             return Err(Error::config(
-                format!("{path}.properties.security.protocol"),
+                "properties.security.protocol",
                 format!("`{explicit}` contradicts the tls/sasl options, which mean `{derived}`"),
             ));
         }
@@ -217,15 +214,15 @@ mod tests {
             tls: None,
             sasl: Some(SaslAuth::new("GSSAPI", "alice", "hunter2")),
         };
-        let e = s.validate("source.kafka", None).unwrap_err().to_string();
-        assert!(e.contains("source.kafka.sasl.mechanism"), "{e}");
+        let e = s.validate(None).unwrap_err().to_string();
+        assert!(e.contains("`sasl.mechanism`"), "{e}");
         let s = Security {
             tls: None,
             sasl: Some(sasl()),
         };
-        assert!(s.validate("k", Some("sasl_plaintext")).is_ok());
-        let e = s.validate("k", Some("PLAINTEXT")).unwrap_err().to_string();
-        assert!(e.contains("k.properties.security.protocol"), "{e}");
+        assert!(s.validate(Some("sasl_plaintext")).is_ok());
+        let e = s.validate(Some("PLAINTEXT")).unwrap_err().to_string();
+        assert!(e.contains("at `properties.security.protocol`"), "{e}");
         let shown = format!("{s:?}");
         assert!(
             !shown.contains("hunter2") && shown.contains("alice"),

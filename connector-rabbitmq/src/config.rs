@@ -82,16 +82,17 @@ impl AmqpConfig {
         self
     }
 
-    fn tls(&self, path: &str) -> Result<OwnedTLSConfig> {
-        let cert_chain = match self.tls.read_ca(path)? {
-            Some(pem) => Some(String::from_utf8(pem).map_err(|_| {
-                Error::config(format!("{path}.tls.ca_file"), "not a PEM text file")
-            })?),
+    fn tls(&self) -> Result<OwnedTLSConfig> {
+        let cert_chain = match self.tls.read_ca()? {
+            Some(pem) => Some(
+                String::from_utf8(pem)
+                    .map_err(|_| Error::config("tls.ca_file", "not a PEM text file"))?,
+            ),
             None => None,
         };
         let identity = self
             .tls
-            .read_client(path)?
+            .read_client()?
             .map(|(pem, key)| OwnedIdentity::PKCS8 { pem, key });
         Ok(OwnedTLSConfig {
             identity,
@@ -99,24 +100,24 @@ impl AmqpConfig {
         })
     }
 
-    /// Checks the URI; `path` prefixes field names.
-    pub fn validate(&self, path: &str) -> Result<()> {
+    /// Checks the URI and the TLS files; errors name the field (`uri`, `tls.ca_file`).
+    pub fn validate(&self) -> Result<()> {
         if !(self.uri.starts_with("amqp://") || self.uri.starts_with("amqps://")) {
             return Err(Error::config(
-                format!("{path}.uri"),
+                "uri",
                 format!(
                     "`{}` must start with amqp:// or amqps://",
                     redact(&self.uri)
                 ),
             ));
         }
-        self.tls.validate(path, &self.uri, "amqps://")
+        self.tls.validate(&self.uri, "amqps://")
     }
 
     /// Connects (errors never show the password).
     pub async fn connect(&self) -> Result<Connection> {
         let what = || format!("rabbitmq: connecting to {}", redact(&self.uri));
-        let tls = self.tls("rabbitmq")?;
+        let tls = self.tls()?;
         let runtime = lapin::runtime::default_runtime()
             .map_err(|e| Error::connector(what(), e.to_string()))?;
         let connecting = Connection::connect_with_config(
@@ -163,9 +164,7 @@ mod tests {
             !shown.contains("s3cret") && shown.contains("guest:<redacted>@127.0.0.1"),
             "{shown}"
         );
-        let err = AmqpConfig::new("http://x")
-            .validate("source.rabbitmq")
-            .unwrap_err();
-        assert!(err.to_string().contains("source.rabbitmq.uri"), "{err}");
+        let err = AmqpConfig::new("http://x").validate().unwrap_err();
+        assert!(err.to_string().contains("`uri`"), "{err}");
     }
 }

@@ -31,18 +31,13 @@ impl std::fmt::Debug for RabbitDeadLetterQueue {
 }
 
 impl RabbitDeadLetterQueue {
-    /// Letters to `queue` on the broker of `config`; it connects at the first letter. `path`
-    /// names the settings in errors.
-    pub fn new(
-        config: impl Into<AmqpConfig>,
-        queue: impl Into<String>,
-        path: &str,
-    ) -> Result<Self> {
+    /// Letters to `queue` on the broker of `config`; it connects at the first letter.
+    pub fn new(config: impl Into<AmqpConfig>, queue: impl Into<String>) -> Result<Self> {
         let (config, queue) = (config.into(), queue.into());
         if queue.is_empty() {
-            return Err(Error::config(format!("{path}.queue"), "must not be empty"));
+            return Err(Error::config("queue", "must not be empty"));
         }
-        config.validate(path)?;
+        config.validate()?;
         Ok(RabbitDeadLetterQueue {
             config,
             queue,

@@ -12,8 +12,8 @@ use serde_json::Value;
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    field_text, CatalogEntry, DestinationSection, Health, Rebased, SectionContext, SinkPlan,
-    SinkSection, SourcePlan, SourceSection,
+    field_text, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
+    SourcePlan, SourceSection,
 };
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
@@ -102,7 +102,7 @@ async fn healthcheck(uri: &str, tls: &TlsFiles) -> Health {
             connect_timeout: Duration::from_secs(5),
             ..config(uri, tls)
         };
-        config.validate("rabbitmq").map_err(|e| e.to_string())?;
+        config.validate().map_err(|e| e.to_string())?;
         let conn = config.connect().await.map_err(|e| e.to_string())?;
         crate::config::close_quietly(&conn, "rivus check").await;
         Ok("connected".to_owned())
@@ -112,8 +112,7 @@ async fn healthcheck(uri: &str, tls: &TlsFiles) -> Health {
 }
 
 impl RabbitSourceSection {
-    /// The source, bodies read in the section's format, bad records to `policy`; errors name
-    /// fields below `source.rabbitmq`.
+    /// The source, bodies read in the section's format, bad records to `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RabbitSource<Value>> {
         let mut b = RabbitSource::builder(config(&self.uri, &self.tls))
             .queues(self.queues.clone())
@@ -125,7 +124,7 @@ impl RabbitSourceSection {
         if self.declare {
             b = b.declare(QueueDeclare::durable());
         }
-        let codec = Codec::new(&self.format, "source.rabbitmq.format")?;
+        let codec = Codec::new(&self.format, "format")?;
         b.build(move |m| {
             let position = format!("queue {} delivery {}", m.queue, m.delivery_tag);
             codec.decode_blocking(m.body, &position)
@@ -140,9 +139,9 @@ impl RabbitSourceSection {
 
 impl RabbitSinkSection {
     /// The sink, bodies in the section's format, routing key and correlation id from fields
-    /// when set; errors name fields below `sink.rabbitmq`.
+    /// when set.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<RabbitSink<Value>> {
-        let codec = Codec::new(&self.format, "sink.rabbitmq.format")?;
+        let codec = Codec::new(&self.format, "format")?;
         // The subject of a format with a schema: `{routing key}-value` (or the exchange's).
         let target = if self.routing_key.is_empty() {
             self.exchange.clone()
@@ -178,9 +177,9 @@ impl RabbitSinkSection {
 }
 
 impl RabbitDestinationSection {
-    /// The dead-letter queue (connecting at the first letter); errors name `path`.
-    pub fn queue(&self, path: &str) -> Result<RabbitDeadLetterQueue> {
-        RabbitDeadLetterQueue::new(config(&self.uri, &self.tls), &self.queue, path)
+    /// The dead-letter queue (connecting at the first letter).
+    pub fn queue(&self) -> Result<RabbitDeadLetterQueue> {
+        RabbitDeadLetterQueue::new(config(&self.uri, &self.tls), &self.queue)
     }
 
     /// Connects to the broker, then closes.
@@ -198,14 +197,7 @@ impl SourceSection for RabbitSourceSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        let source = self
-            .source(ctx.policy.clone())
-            .map_err(|e| e.rebase("source.rabbitmq", &ctx.path))?;
-        Ok(SourcePlan::cloned(Rebased::new(
-            source,
-            "source.rabbitmq",
-            &ctx.path,
-        )))
+        Ok(SourcePlan::cloned(self.source(ctx.policy.clone())?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -222,14 +214,7 @@ impl SinkSection for RabbitSinkSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        let sink = self
-            .sink(ctx.policy.clone())
-            .map_err(|e| e.rebase("sink.rabbitmq", &ctx.path))?;
-        Ok(SinkPlan::cloned(Rebased::new(
-            sink,
-            "sink.rabbitmq",
-            &ctx.path,
-        )))
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone())?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -245,8 +230,8 @@ impl DestinationSection for RabbitDestinationSection {
         guarantee: "each letter confirmed before its record counts as done",
     };
 
-    fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
-        Ok(Arc::new(self.queue(&ctx.path)?))
+    fn build(&self, _ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
+        Ok(Arc::new(self.queue()?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

@@ -124,19 +124,16 @@ impl RabbitSinkBuilder {
         encode: impl Fn(&T) -> Result<OutMessage, SchemaError> + Send + Sync + 'static,
     ) -> Result<RabbitSink<T>> {
         let s = self.s;
-        s.config.validate("sink.rabbitmq")?;
+        s.config.validate()?;
         if s.guarantee == DeliveryGuarantee::ExactlyOnce {
             return Err(Error::config(
-                "sink.rabbitmq.guarantee",
+                "guarantee",
                 "exactly-once is not offered (a publish cannot be taken back): use \
                  at-least-once, and correlation ids for a reader that drops repeats",
             ));
         }
         if s.window == 0 {
-            return Err(Error::config(
-                "sink.rabbitmq.confirm_window",
-                "must be at least 1",
-            ));
+            return Err(Error::config("confirm_window", "must be at least 1"));
         }
         Ok(RabbitSink {
             settings: Arc::new(s),
@@ -505,6 +502,6 @@ mod tests {
             .build(encode)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("sink.rabbitmq.guarantee"), "{e}");
+        assert!(e.contains("`guarantee`"), "{e}");
     }
 }

@@ -143,22 +143,19 @@ impl RabbitSourceBuilder {
         decode: impl Fn(&RabbitMessage<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<RabbitSource<T>> {
         let s = self.s;
-        s.config.validate("source.rabbitmq")?;
+        s.config.validate()?;
         if s.queues.is_empty() || s.queues.iter().any(|q| q.trim().is_empty()) {
-            return Err(Error::config(
-                "source.rabbitmq.queues",
-                "at least one non-empty queue name",
-            ));
+            return Err(Error::config("queues", "at least one non-empty queue name"));
         }
         if s.prefetch == 0 {
             return Err(Error::config(
-                "source.rabbitmq.prefetch",
+                "prefetch",
                 "must be at least 1 (0 means unbounded)",
             ));
         }
         if s.auto_ack && s.correlation_ids {
             return Err(Error::config(
-                "source.rabbitmq.auto_ack",
+                "auto_ack",
                 "auto-ack cannot be combined with correlation ids",
             ));
         }

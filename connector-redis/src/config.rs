@@ -125,26 +125,23 @@ impl RedisConfig {
         self.response_timeout
     }
 
-    /// Checks the URLs and the TLS files; `field` is the settings path (`sink.redis`).
-    pub(crate) fn validate(&self, field: &str) -> Result<()> {
+    /// Checks the URLs and the TLS files; errors name the field (`url`, `tls.ca_file`).
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.urls.is_empty() || self.urls.iter().any(|u| u.is_empty()) {
-            return Err(Error::config(format!("{field}.url"), "no Redis URL given"));
+            return Err(Error::config("url", "no Redis URL given"));
         }
         for url in &self.urls {
-            crate::open_client(url, field)?;
+            crate::open_client(url)?;
             if self.cluster && url.starts_with("unix://") {
                 return Err(Error::config(
-                    format!("{field}.url"),
+                    "url",
                     format!("`{}`: cluster nodes are reached over TCP", redact(url)),
                 ));
             }
-            self.tls.validate(field, url, "rediss://")?;
+            self.tls.validate(url, "rediss://")?;
         }
         if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err(Error::config(
-                format!("{field}.timeout"),
-                "timeouts must be above zero",
-            ));
+            return Err(Error::config("timeout", "timeouts must be above zero"));
         }
         Ok(())
     }
@@ -157,16 +154,16 @@ mod tests {
     #[test]
     fn tls_files_need_rediss_and_exist() {
         let e = RedisConfig::new("redis://127.0.0.1/").ca_file("/etc/hostname");
-        let err = e.validate("sink.redis").unwrap_err().to_string();
-        assert!(err.contains("sink.redis.tls"), "{err}");
+        let err = e.validate().unwrap_err().to_string();
+        assert!(err.contains("`tls`"), "{err}");
         let e = RedisConfig::new("rediss://127.0.0.1/").ca_file("/no/such/ca.pem");
-        let err = e.validate("sink.redis").unwrap_err().to_string();
-        assert!(err.contains("sink.redis.tls.ca_file"), "{err}");
+        let err = e.validate().unwrap_err().to_string();
+        assert!(err.contains("`tls.ca_file`"), "{err}");
         assert!(err.contains("/no/such/ca.pem"), "{err}");
         let e = RedisConfig::cluster(["unix:///tmp/r.sock"]);
-        assert!(e.validate("sink.redis").is_err());
+        assert!(e.validate().is_err());
         let e = RedisConfig::cluster(Vec::<String>::new());
-        assert!(e.validate("sink.redis").is_err());
+        assert!(e.validate().is_err());
     }
 
     #[test]

@@ -10,14 +10,14 @@ use rivus_core::{Error, Result};
 use crate::config::RedisConfig;
 
 impl RedisConfig {
-    fn certificates(&self, field: &str) -> Result<Option<TlsCertificates>> {
+    fn certificates(&self) -> Result<Option<TlsCertificates>> {
         if self.tls.is_empty() {
             return Ok(None);
         }
-        let root_cert = self.tls.read_ca(field)?;
+        let root_cert = self.tls.read_ca()?;
         let client_tls = self
             .tls
-            .read_client(field)?
+            .read_client()?
             .map(|(client_cert, client_key)| ClientTlsConfig {
                 client_cert,
                 client_key,
@@ -29,13 +29,13 @@ impl RedisConfig {
     }
 
     /// Checks the settings and reads the TLS files, once per connection.
-    fn prepare(&self, field: &str) -> Result<Option<TlsCertificates>> {
-        self.validate(field)?;
+    fn prepare(&self) -> Result<Option<TlsCertificates>> {
+        self.validate()?;
         if self.urls.iter().any(|u| u.starts_with("rediss://")) {
             // rustls needs a process-wide crypto provider; ring unless the program chose one.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        self.certificates(field)
+        self.certificates()
     }
 
     fn failed(&self, e: redis::RedisError) -> Error {
@@ -54,13 +54,10 @@ impl RedisConfig {
 
     /// The client of a one-server endpoint, with its TLS files (pub/sub needs it: a cluster
     /// connection does not subscribe).
-    pub(crate) fn single_client(&self, field: &str) -> Result<redis::Client> {
-        let certs = self.prepare(field)?;
+    pub(crate) fn single_client(&self) -> Result<redis::Client> {
+        let certs = self.prepare()?;
         if self.cluster {
-            return Err(Error::config(
-                format!("{field}.url"),
-                "needs one server, not a cluster",
-            ));
+            return Err(Error::config("url", "needs one server, not a cluster"));
         }
         self.client(certs)
     }
@@ -68,14 +65,14 @@ impl RedisConfig {
     /// Opens a connection with these settings for your own commands (checks, setup, reading
     /// back what a job wrote).
     pub async fn open(&self) -> Result<RedisConnection> {
-        self.connect("redis", false).await
+        self.connect(false).await
     }
 
     /// Opens a connection. `managed`: a standalone connection that reconnects by itself (the
     /// sink); otherwise a plain multiplexed one (the Streams source reconnects on its own
     /// terms). Cluster connections always reconnect to nodes by themselves.
-    pub(crate) async fn connect(&self, field: &str, managed: bool) -> Result<RedisConnection> {
-        let certs = self.prepare(field)?;
+    pub(crate) async fn connect(&self, managed: bool) -> Result<RedisConnection> {
+        let certs = self.prepare()?;
         let failed = |e| self.failed(e);
         if self.cluster {
             let mut b = ClusterClientBuilder::new(self.urls.clone())

@@ -30,11 +30,11 @@ impl std::fmt::Debug for RedisDeadLetterQueue {
 
 impl RedisDeadLetterQueue {
     /// Letters to `stream` on `endpoint`; it connects at the first letter (and reconnects by
-    /// itself after). `path` names the settings in errors.
-    pub fn new(endpoint: RedisConfig, stream: impl Into<String>, path: &str) -> Result<Self> {
+    /// itself after).
+    pub fn new(endpoint: RedisConfig, stream: impl Into<String>) -> Result<Self> {
         let stream = stream.into();
         if stream.is_empty() {
-            return Err(Error::config(format!("{path}.stream"), "must not be empty"));
+            return Err(Error::config("stream", "must not be empty"));
         }
         Ok(RedisDeadLetterQueue {
             endpoint,
@@ -49,7 +49,7 @@ impl DeadLetterQueue for RedisDeadLetterQueue {
     async fn send(&self, letter: DeadLetter) -> Result<()> {
         let conn = self
             .conn
-            .get_or_try_init(|| self.endpoint.connect("dead_letter", true))
+            .get_or_try_init(|| self.endpoint.connect(true))
             .await?;
         let mut conn = conn.clone();
         let json = letter.to_json();

@@ -36,19 +36,18 @@ pub use streams::{RedisStreamsSource, RedisStreamsSourceBuilder, RedisStreamsSta
 pub(crate) use error::{redis_error, transient};
 pub use rivus_core::secrets::redact_url as redact;
 
-pub(crate) fn open_client(url: &str, path: &str) -> rivus_core::Result<redis::Client> {
+pub(crate) fn open_client(url: &str) -> rivus_core::Result<redis::Client> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
     {
         return Err(rivus_core::Error::config(
-            format!("{path}.url"),
+            "url",
             format!(
                 "`{}` must start with redis://, rediss:// or unix://",
                 redact(url)
             ),
         ));
     }
-    redis::Client::open(url)
-        .map_err(|e| rivus_core::Error::config(format!("{path}.url"), redact(&e.to_string())))
+    redis::Client::open(url).map_err(|e| rivus_core::Error::config("url", redact(&e.to_string())))
 }
 
 #[cfg(test)]
@@ -60,7 +59,7 @@ mod tests {
             "redis://alice:<redacted>@h:6379/0"
         );
         assert_eq!(super::redact("redis://:pw@h"), "redis://:<redacted>@h");
-        let err = super::open_client("http://x", "sink.redis").unwrap_err();
-        assert!(err.to_string().contains("sink.redis.url"));
+        let err = super::open_client("http://x").unwrap_err();
+        assert!(err.to_string().contains("`url`"));
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::pipeline_file::{
-    template, text_of, CatalogEntry, DestinationSection, Health, Rebased, SectionContext, SinkPlan,
+    template, text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan,
     SinkSection, SourcePlan, SourceSection,
 };
 use rivus_core::schema::SchemaError;
@@ -147,16 +147,16 @@ impl RedisStreamsSection {
     }
 
     /// The source, records from `json_field` (or the entry's fields as text), bad records to
-    /// `policy`; errors name fields below `source.redis`.
+    /// `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RedisStreamsSource<Value>> {
         let json_field = self.json_field.clone();
         if json_field.is_none() && self.format != Format::default() {
             return Err(Error::config(
-                "source.redis-streams.format",
+                "format",
                 "a format reads the field named by `json_field`; none is set",
             ));
         }
-        let codec = Codec::new(&self.format, "source.redis-streams.format")?;
+        let codec = Codec::new(&self.format, "format")?;
         let mut builder = RedisStreamsSource::builder(self.endpoint());
         if let Some(d) = self.claim_idle {
             builder = builder.claim_idle(d);
@@ -194,13 +194,12 @@ impl RedisStreamsSection {
 }
 
 impl RedisSinkSection {
-    /// The sink: one `command` per record, key (and hash field) templated from the record;
-    /// errors name fields below `sink.redis`.
+    /// The sink: one `command` per record, key (and hash field) templated from the record.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<RedisSink<Value>> {
         if self.command == RedisCommandName::Hset && self.field.is_none() {
-            return Err(Error::config("sink.redis.field", "hset needs a hash field"));
+            return Err(Error::config("field", "hset needs a hash field"));
         }
-        let codec = Codec::new(&self.format, "sink.redis.format")?;
+        let codec = Codec::new(&self.format, "format")?;
         let (command, key, field, ttl, maxlen) = (
             self.command,
             self.key.clone(),
@@ -274,9 +273,9 @@ impl RedisSinkSection {
 }
 
 impl RedisDestinationSection {
-    /// The dead-letter queue (connecting at the first letter); errors name `path`.
-    pub fn queue(&self, path: &str) -> Result<RedisDeadLetterQueue> {
-        RedisDeadLetterQueue::new(endpoint(&self.url, false, &self.tls), &self.stream, path)
+    /// The dead-letter queue (connecting at the first letter).
+    pub fn queue(&self) -> Result<RedisDeadLetterQueue> {
+        RedisDeadLetterQueue::new(endpoint(&self.url, false, &self.tls), &self.stream)
     }
 
     /// Connects and sends a PING.
@@ -294,14 +293,7 @@ impl SourceSection for RedisStreamsSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        let source = self
-            .source(ctx.policy.clone())
-            .map_err(|e| e.rebase("source.redis", &ctx.path))?;
-        Ok(SourcePlan::cloned(Rebased::new(
-            source,
-            "source.redis",
-            &ctx.path,
-        )))
+        Ok(SourcePlan::cloned(self.source(ctx.policy.clone())?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -318,14 +310,7 @@ impl SinkSection for RedisSinkSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        let sink = self
-            .sink(ctx.policy.clone())
-            .map_err(|e| e.rebase("sink.redis", &ctx.path))?;
-        Ok(SinkPlan::cloned(Rebased::new(
-            sink,
-            "sink.redis",
-            &ctx.path,
-        )))
+        Ok(SinkPlan::cloned(self.sink(ctx.policy.clone())?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
@@ -341,8 +326,8 @@ impl DestinationSection for RedisDestinationSection {
         guarantee: "each letter stored before its record counts as done",
     };
 
-    fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
-        Ok(Arc::new(self.queue(&ctx.path)?))
+    fn build(&self, _ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
+        Ok(Arc::new(self.queue()?))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

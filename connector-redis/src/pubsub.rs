@@ -53,18 +53,15 @@ impl RedisPubSubSourceBuilder {
         decode: impl Fn(&str, &[u8]) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<RedisPubSubSource<T>> {
         let s = self.s;
-        s.endpoint.validate("source.redis_pubsub")?;
+        s.endpoint.validate()?;
         if s.endpoint.is_cluster() {
             return Err(Error::config(
-                "source.redis_pubsub.url",
+                "url",
                 "pub/sub needs one server, not a cluster",
             ));
         }
         if s.channels.is_empty() && s.patterns.is_empty() {
-            return Err(Error::config(
-                "source.redis_pubsub.channels",
-                "at least one channel or pattern",
-            ));
+            return Err(Error::config("channels", "at least one channel or pattern"));
         }
         Ok(RedisPubSubSource {
             settings: Arc::new(s),
@@ -137,7 +134,7 @@ impl<T: Send + 'static> SourceFunction for RedisPubSubSource<T> {
                 crate::redact(&e.to_string()),
             )
         };
-        let client = s.endpoint.single_client("source.redis_pubsub")?;
+        let client = s.endpoint.single_client()?;
         let mut pubsub = client.get_async_pubsub().await.map_err(what)?;
         for c in &s.channels {
             pubsub.subscribe(c).await.map_err(what)?;

@@ -154,11 +154,11 @@ impl RedisSinkBuilder {
         mapper: impl Fn(&T) -> Result<Vec<RedisCommand>, SchemaError> + Send + Sync + 'static,
     ) -> Result<RedisSink<T>> {
         let s = self.s;
-        s.endpoint.validate("sink.redis")?;
-        s.bulk.validate("sink.redis.bulk")?;
+        s.endpoint.validate()?;
+        s.bulk.validate()?;
         if s.guarantee == DeliveryGuarantee::ExactlyOnce {
             return Err(Error::config(
-                "sink.redis.guarantee",
+                "guarantee",
                 "exactly-once is not offered (a pipeline is no transaction): use at-least-once \
                  with commands that rewrite the same value on replay (set, hset, sadd)",
             ));
@@ -243,7 +243,7 @@ impl<T: Send + 'static> RedisSink<T> {
 impl<T: Send + 'static> RichFunction for RedisSink<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let s = &self.settings;
-        let con = s.endpoint.connect("sink.redis", true).await?;
+        let con = s.endpoint.connect(true).await?;
         let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("redis");
         let sender = PipelineSender {
             con,
@@ -333,6 +333,6 @@ mod tests {
             .build(none)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("sink.redis.guarantee"), "{e}");
+        assert!(e.contains("`guarantee`"), "{e}");
     }
 }

@@ -208,10 +208,7 @@ mod tests {
     #[test]
     fn attempts_stop_at_an_error_no_retry_can_fix() {
         let mut attempts = Attempts::new("test", &BackoffPolicy::reconnect());
-        let refused = Error::Refused {
-            context: "x".into(),
-            message: "wrong password".into(),
-        };
+        let refused = Error::refused("x", "wrong password");
         assert!(matches!(
             attempts.after(refused),
             Err(Error::Refused { .. })

@@ -143,13 +143,14 @@ impl RuntimeContext {
         self.worker.as_deref()
     }
 
-    /// `Err` naming `path` in worker mode: for a source whose splits no broker hands out, so
-    /// that two workers would read the same records. `what` names the source.
-    pub fn refuse_worker_mode(&self, path: &str, what: &str) -> crate::Result<()> {
+    /// `Err` in worker mode, a configuration error of the source as a whole (its section's
+    /// path once placed): for a source whose splits no broker hands out, so that two workers
+    /// would read the same records. `what` names the source.
+    pub fn refuse_worker_mode(&self, what: &str) -> crate::Result<()> {
         match self.worker() {
             None => Ok(()),
             Some(w) => Err(crate::Error::config(
-                path,
+                "",
                 format!(
                     "worker `{w}`: {what} has no group protocol to share its work with other \
                      workers; run it as one process (without a worker id)"

@@ -17,9 +17,11 @@ pub enum Error {
     Schema(#[from] crate::schema::SchemaError),
 
     /// Configuration was refused before the job started; `path` names the bad field.
-    #[error("invalid configuration at `{path}`: {message}")]
+    #[error("invalid configuration{}: {message}", at(path))]
     Config {
-        /// Dotted path of the offending field, e.g. `sink.bulk.max_actions`.
+        /// Dotted path of the offending field, e.g. `bulk.max_actions`: relative to the
+        /// builder or section that raised it, prefixed once by whoever placed that section
+        /// ([`Error::under`]) — `sink.bulk.max_actions` in a pipeline file.
         path: String,
         /// What was wrong and what was expected.
         message: String,
@@ -37,10 +39,13 @@ pub enum Error {
 
     /// The external system refused the job's credentials, certificate or permissions
     /// (authentication failed, authorization denied): a restart cannot fix it.
-    #[error("{context}: {message}")]
+    #[error("{}: {message}", place(context, path))]
     Refused {
         /// What was being done, e.g. `kafka: cannot use 127.0.0.1:9093`.
         context: String,
+        /// The setting the refusal is about, when one is (`publication`), relative like
+        /// [`Error::Config`]'s path.
+        path: Option<String>,
         /// What the system refused (never a secret).
         message: String,
     },
@@ -48,10 +53,13 @@ pub enum Error {
     /// The external system rejected a request it will reject every time (a missing table,
     /// type or queue, a statement it cannot parse, a request it does not support): a restart
     /// would meet the same answer, so the job ends with it.
-    #[error("{context}: {message}")]
+    #[error("{}: {message}", place(context, path))]
     Rejected {
         /// What was being done, e.g. `jdbc sink: writing to "orders"`.
         context: String,
+        /// The setting the rejection is about, when one is (`tables[0]`), relative like
+        /// [`Error::Config`]'s path.
+        path: Option<String>,
         /// What the system answered (never a secret).
         message: String,
     },
@@ -148,6 +156,23 @@ pub enum Error {
     },
 }
 
+/// ` at `path`` for a path, nothing for the empty one (a builder's settings as a whole).
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at `{path}`")
+    }
+}
+
+/// `context`, and the path of the setting concerned when there is one.
+fn place(context: &str, path: &Option<String>) -> String {
+    match path {
+        Some(p) => format!("{context} (at `{p}`)"),
+        None => context.to_owned(),
+    }
+}
+
 impl Error {
     /// Builds a [`Error::Config`] error.
     pub fn config(path: impl Into<String>, message: impl fmt::Display) -> Self {
@@ -157,18 +182,47 @@ impl Error {
         }
     }
 
-    /// The same error with a configuration path below `from` moved below `to`
-    /// (`sink.kafka.topic` with `sink.kafka` → `sink` becomes `sink.topic`): a builder's
-    /// errors named where its caller's settings stand. Other errors are unchanged.
-    pub fn rebase(self, from: &str, to: &str) -> Self {
-        match self {
-            Error::Config { path, message } if from != to => {
-                let path = match path.strip_prefix(from) {
-                    Some(rest) if rest.is_empty() || rest.starts_with('.') => format!("{to}{rest}"),
-                    _ => path,
-                };
-                Error::Config { path, message }
+    /// The same error placed under `prefix`: a path it names (of [`Error::Config`],
+    /// [`Error::Refused`], [`Error::Rejected`], also inside [`Error::Task`]) becomes
+    /// `prefix.path` (`tls.ca_file` under `sink` is `sink.tls.ca_file`; an index such as
+    /// `[0].topic` joins without the dot). Builders and sections raise paths relative to
+    /// themselves; whoever places them calls this once. Other errors are unchanged.
+    pub fn under(self, prefix: &str) -> Self {
+        if prefix.is_empty() {
+            return self;
+        }
+        let join = |path: String| {
+            if path.is_empty() {
+                prefix.to_owned()
+            } else if path.starts_with('[') {
+                format!("{prefix}{path}")
+            } else {
+                format!("{prefix}.{path}")
             }
+        };
+        match self {
+            Error::Config { path, message } => Error::Config {
+                path: join(path),
+                message,
+            },
+            Error::Refused {
+                context,
+                path: Some(path),
+                message,
+            } => Error::Refused {
+                context,
+                path: Some(join(path)),
+                message,
+            },
+            Error::Rejected {
+                context,
+                path: Some(path),
+                message,
+            } => Error::Rejected {
+                context,
+                path: Some(join(path)),
+                message,
+            },
             Error::Task {
                 task,
                 subtask,
@@ -176,7 +230,7 @@ impl Error {
             } => Error::Task {
                 task,
                 subtask,
-                source: Box::new(source.rebase(from, to)),
+                source: Box::new(source.under(prefix)),
             },
             other => other,
         }
@@ -194,6 +248,21 @@ impl Error {
     pub fn refused(context: impl Into<String>, message: impl fmt::Display) -> Self {
         Error::Refused {
             context: context.into(),
+            path: None,
+            message: message.to_string(),
+        }
+    }
+
+    /// An [`Error::Refused`] about the setting at `path` (relative, see [`Error::under`]): the
+    /// system will not do what that setting asks (a publication missing, a slot in use).
+    pub fn refused_at(
+        context: impl Into<String>,
+        path: impl Into<String>,
+        message: impl fmt::Display,
+    ) -> Self {
+        Error::Refused {
+            context: context.into(),
+            path: Some(path.into()),
             message: message.to_string(),
         }
     }
@@ -209,6 +278,7 @@ impl Error {
             Fault::Refused => Error::refused(context, message),
             Fault::Permanent => Error::Rejected {
                 context: context.into(),
+                path: None,
                 message: message.to_string(),
             },
         }
@@ -369,16 +439,29 @@ mod tests {
     }
 
     #[test]
-    fn rebase_moves_only_paths_below_the_prefix() {
-        let moved =
-            Error::config("sink.kafka.tls.ca_file", "cannot read").rebase("sink.kafka", "sink");
+    fn under_prefixes_the_paths_errors_name() {
+        let e = Error::config("tls.ca_file", "cannot read").under("sink");
         assert!(
-            matches!(&moved, Error::Config { path, .. } if path == "sink.tls.ca_file"),
-            "{moved}"
+            matches!(&e, Error::Config { path, .. } if path == "sink.tls.ca_file"),
+            "{e}"
         );
-        let whole = Error::config("sink.kafka", "bad").rebase("sink.kafka", "errors.destination");
+        let whole = Error::config("", "bad").under("errors.destination");
         assert!(matches!(&whole, Error::Config { path, .. } if path == "errors.destination"));
-        let other = Error::config("sink.kafkax", "bad").rebase("sink.kafka", "sink");
-        assert!(matches!(&other, Error::Config { path, .. } if path == "sink.kafkax"));
+        let item = Error::config("[2]", "bad").under("source.tables");
+        assert!(matches!(&item, Error::Config { path, .. } if path == "source.tables[2]"));
+        let refused = Error::refused_at("postgres-cdc", "publication", "missing").under("source");
+        assert_eq!(
+            refused.to_string(),
+            "postgres-cdc (at `source.publication`): missing"
+        );
+        let task = Error::Task {
+            task: "sink".into(),
+            subtask: 0,
+            source: Box::new(Error::config("topic", "empty")),
+        }
+        .under("sink");
+        assert!(task.to_string().contains("`sink.topic`"), "{task}");
+        let other = Error::refused("kafka", "denied").under("sink");
+        assert_eq!(other.to_string(), "kafka: denied");
     }
 }

@@ -40,38 +40,38 @@ impl TlsFiles {
     }
 
     /// Checks that a certificate comes with its key, that every file is readable, and — when
-    /// any file is set — that `url` uses `tls_scheme` (`rediss://`, `amqps://`). `path` is
-    /// the settings path (`sink.redis`): errors name `sink.redis.tls.ca_file` and so on.
-    pub fn validate(&self, path: &str, url: &str, tls_scheme: &str) -> Result<()> {
+    /// any file is set — that `url` uses `tls_scheme` (`rediss://`, `amqps://`). The files
+    /// sit at a section's `tls` field: errors name `tls.ca_file` and so on, relative to the
+    /// section.
+    pub fn validate(&self, url: &str, tls_scheme: &str) -> Result<()> {
         if self.is_empty() {
             return Ok(());
         }
         if !url.starts_with(tls_scheme) {
             return Err(Error::config(
-                format!("{path}.tls"),
+                "tls",
                 format!(
                     "certificate files are set but `{}` is not a {tls_scheme} URL",
                     crate::secrets::redact_url(url)
                 ),
             ));
         }
-        self.validate_files(path)
+        self.validate_files()
     }
 
     /// Checks that a certificate comes with its key and that every file is readable, for
-    /// clients without a TLS URL scheme (Kafka, SQL). Errors name `{path}.tls.client_key` and
-    /// so on.
-    pub fn validate_files(&self, path: &str) -> Result<()> {
+    /// clients without a TLS URL scheme (Kafka, SQL). Errors name `tls.client_key` and so on.
+    pub fn validate_files(&self) -> Result<()> {
         match (&self.client_cert, &self.client_key) {
             (Some(_), None) => {
                 return Err(Error::config(
-                    format!("{path}.tls.client_key"),
+                    "tls.client_key",
                     "a client certificate needs its key",
                 ))
             }
             (None, Some(_)) => {
                 return Err(Error::config(
-                    format!("{path}.tls.client_cert"),
+                    "tls.client_cert",
                     "a client key needs its certificate",
                 ))
             }
@@ -79,27 +79,24 @@ impl TlsFiles {
         }
         for (name, file) in self.named() {
             if let Some(p) = file {
-                std::fs::metadata(p).map_err(|e| unreadable(path, name, p, e))?;
+                std::fs::metadata(p).map_err(|e| unreadable(name, p, e))?;
             }
         }
         Ok(())
     }
 
     /// The CA file's contents, if set.
-    pub fn read_ca(&self, path: &str) -> Result<Option<Vec<u8>>> {
+    pub fn read_ca(&self) -> Result<Option<Vec<u8>>> {
         self.ca_file
             .as_deref()
-            .map(|p| read(path, "ca_file", p))
+            .map(|p| read("ca_file", p))
             .transpose()
     }
 
     /// The client certificate's and key's contents, if set.
-    pub fn read_client(&self, path: &str) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn read_client(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         match (&self.client_cert, &self.client_key) {
-            (Some(c), Some(k)) => Ok(Some((
-                read(path, "client_cert", c)?,
-                read(path, "client_key", k)?,
-            ))),
+            (Some(c), Some(k)) => Ok(Some((read("client_cert", c)?, read("client_key", k)?))),
             _ => Ok(None),
         }
     }
@@ -113,15 +110,15 @@ impl TlsFiles {
     }
 }
 
-fn unreadable(path: &str, name: &str, p: &Path, e: std::io::Error) -> Error {
+fn unreadable(name: &str, p: &Path, e: std::io::Error) -> Error {
     Error::config(
-        format!("{path}.tls.{name}"),
+        format!("tls.{name}"),
         format!("cannot read {}: {e}", p.display()),
     )
 }
 
-fn read(path: &str, name: &str, p: &Path) -> Result<Vec<u8>> {
-    std::fs::read(p).map_err(|e| unreadable(path, name, p, e))
+fn read(name: &str, p: &Path) -> Result<Vec<u8>> {
+    std::fs::read(p).map_err(|e| unreadable(name, p, e))
 }
 
 #[cfg(test)]
@@ -134,23 +131,17 @@ mod tests {
             ca_file: Some("/no/such/ca.pem".into()),
             ..TlsFiles::default()
         };
-        let e = t
-            .validate("sink.redis", "redis://h/", "rediss://")
-            .unwrap_err();
-        assert!(e.to_string().contains("sink.redis.tls"), "{e}");
-        let e = t
-            .validate("sink.redis", "rediss://h/", "rediss://")
-            .unwrap_err();
-        assert!(e.to_string().contains("sink.redis.tls.ca_file"), "{e}");
+        let e = t.validate("redis://h/", "rediss://").unwrap_err();
+        assert!(e.to_string().contains("at `tls`"), "{e}");
+        let e = t.validate("rediss://h/", "rediss://").unwrap_err();
+        assert!(e.to_string().contains("at `tls.ca_file`"), "{e}");
         assert!(e.to_string().contains("/no/such/ca.pem"), "{e}");
         let t = TlsFiles {
             client_cert: Some("/etc/hostname".into()),
             ..TlsFiles::default()
         };
-        let e = t.validate("s", "amqps://h", "amqps://").unwrap_err();
-        assert!(e.to_string().contains("s.tls.client_key"), "{e}");
-        assert!(TlsFiles::default()
-            .validate("s", "amqp://h", "amqps://")
-            .is_ok());
+        let e = t.validate("amqps://h", "amqps://").unwrap_err();
+        assert!(e.to_string().contains("at `tls.client_key`"), "{e}");
+        assert!(TlsFiles::default().validate("amqp://h", "amqps://").is_ok());
     }
 }

@@ -273,6 +273,6 @@ async fn a_finished_sender_takes_the_next_full_bulk() {
 
 #[test]
 fn unbounded_config_is_refused() {
-    let err = config(0, 0, None).validate("sink.bulk").unwrap_err();
-    assert!(err.to_string().contains("sink.bulk.max_actions"), "{err}");
+    let err = config(0, 0, None).validate().unwrap_err();
+    assert!(err.to_string().contains("`bulk.max_actions`"), "{err}");
 }

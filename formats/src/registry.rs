@@ -518,7 +518,7 @@ mod tests {
         };
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
-        let r = Registry::new(&c, "sink.format.registry").unwrap();
+        let r = Registry::new(&c, "format.registry").unwrap();
         assert!(!format!("{r:?}").contains("hunter2"));
     }
 
@@ -529,10 +529,10 @@ mod tests {
                 url: "registry:8081".into(),
                 ..Default::default()
             },
-            "source.format.registry",
+            "format.registry",
         )
         .unwrap_err();
-        assert!(e.to_string().contains("source.format.registry.url"), "{e}");
+        assert!(e.to_string().contains("`format.registry.url`"), "{e}");
         let e = Registry::new(
             &RegistryConfig {
                 url: "http://r".into(),

@@ -48,15 +48,14 @@ pub struct PipelineConfig {
 }
 
 impl PipelineConfig {
-    /// What the section at `path` is told: the job's name, parallelism, worker, checkpoint
-    /// interval, and `policy` for its bad records.
+    /// What a section is told: the job's name, parallelism, worker, checkpoint interval, and
+    /// `policy` for its bad records.
     pub fn context(
         &self,
-        path: &str,
         policy: rivus_core::error_policy::ErrorPolicy,
         dry: bool,
     ) -> rivus_core::pipeline_file::SectionContext {
-        let mut ctx = rivus_core::pipeline_file::SectionContext::new(path, &self.name);
+        let mut ctx = rivus_core::pipeline_file::SectionContext::new(&self.name);
         ctx.parallelism = self.parallelism;
         ctx.worker = self.worker.clone();
         ctx.policy = policy;
@@ -323,10 +322,12 @@ pub fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, String> {
         return Err("parallelism: must be at least 1".into());
     }
     if let Some(r) = &config.restart {
-        r.strategy().validate("restart").map_err(|e| match e {
-            rivus_core::Error::Config { path, message } => format!("{path}: {message}"),
-            e => e.to_string(),
-        })?;
+        r.strategy()
+            .validate()
+            .map_err(|e| match e.under("restart") {
+                rivus_core::Error::Config { path, message } => format!("{path}: {message}"),
+                e => e.to_string(),
+            })?;
     }
     let stall = rivus_core::StallSettings {
         threshold: config.stall_threshold.unwrap_or(

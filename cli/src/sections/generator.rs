@@ -91,7 +91,7 @@ impl GeneratorTask {
 #[async_trait]
 impl RichFunction for GeneratorTask {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode("source.generator", "the generator")?;
+        ctx.refuse_worker_mode("the generator")?;
         self.share = ctx.share();
         Ok(())
     }

@@ -71,7 +71,7 @@ impl DeadLetterReplay {
 #[async_trait]
 impl RichFunction for DeadLetterReplay {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode("source.dead-letters", "the dead-letter replay (one file)")?;
+        ctx.refuse_worker_mode("the dead-letter replay (one file)")?;
         self.share = ctx.share();
         Ok(())
     }

@@ -13,7 +13,7 @@ impl Index {
     pub async fn connect(url: &str) -> Index {
         let config = rivus_connector_es::EsConfig::new(url);
         Index(Arc::new(
-            rivus_connector_es::EsClient::connect(&config, "test")
+            rivus_connector_es::EsClient::connect(&config)
                 .await
                 .unwrap(),
         ))

@@ -215,10 +215,9 @@ impl PostgresCdcSourceBuilder {
         self
     }
 
-    /// Checks the settings; errors name `source.postgres-cdc.<field>`.
+    /// Checks the settings; errors name the field (`slot`, `tables[0]`).
     pub fn build(mut self) -> Result<PostgresCdcSource> {
-        let path = "source.postgres-cdc";
-        self.s.params = ConnParams::parse(&self.url, &format!("{path}.url"))?;
+        self.s.params = ConnParams::parse(&self.url, "url")?;
         let ident = |v: &str, field: &str| -> Result<()> {
             let ok = !v.is_empty()
                 && v.len() <= 63
@@ -228,7 +227,7 @@ impl PostgresCdcSourceBuilder {
                 Ok(())
             } else {
                 Err(Error::config(
-                    format!("{path}.{field}"),
+                    field.to_string(),
                     format!("`{v}`: lower-case letters, digits and `_`, at most 63"),
                 ))
             }
@@ -236,7 +235,7 @@ impl PostgresCdcSourceBuilder {
         ident(&self.s.slot, "slot")?;
         if self.s.publication.is_empty() || self.s.publication.contains('"') {
             return Err(Error::config(
-                format!("{path}.publication"),
+                "publication",
                 "a publication name (without `\"`)",
             ));
         }
@@ -244,17 +243,14 @@ impl PostgresCdcSourceBuilder {
             for (i, t) in tables.iter().enumerate() {
                 if t.split('.').count() != 2 {
                     return Err(Error::config(
-                        format!("{path}.tables[{i}]"),
+                        format!("tables[{i}]"),
                         format!("`{t}`: name tables as schema.table"),
                     ));
                 }
             }
         }
         if self.s.chunk_rows == 0 {
-            return Err(Error::config(
-                format!("{path}.chunk_rows"),
-                "must be above 0",
-            ));
+            return Err(Error::config("chunk_rows", "must be above 0"));
         }
         if self
             .s
@@ -262,16 +258,10 @@ impl PostgresCdcSourceBuilder {
             .as_deref()
             .is_some_and(|q| q.trim().is_empty())
         {
-            return Err(Error::config(
-                format!("{path}.heartbeat_query"),
-                "an empty query",
-            ));
+            return Err(Error::config("heartbeat_query", "an empty query"));
         }
         if self.s.status_interval.is_zero() {
-            return Err(Error::config(
-                format!("{path}.status_interval"),
-                "must be above 0",
-            ));
+            return Err(Error::config("status_interval", "must be above 0"));
         }
         Ok(PostgresCdcSource {
             s: self.s,
@@ -309,10 +299,7 @@ pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
 #[async_trait]
 impl RichFunction for PostgresCdcSource {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode(
-            "source.postgres-cdc",
-            "the PostgreSQL CDC source (one slot)",
-        )?;
+        ctx.refuse_worker_mode("the PostgreSQL CDC source (one slot)")?;
         self.subtask = ctx.subtask_index();
         self.readers = if ctx.is_checkpointing_enabled() {
             ctx.parallelism()

@@ -98,8 +98,9 @@ async fn key_columns(
         .await
         .map_err(|e| wire_error(format!("postgres-cdc: checking rights on {name}"), e))?;
     if allowed.text(0, "allowed").as_deref() != Some("true") {
-        return Err(Error::refused(
-            "source.postgres-cdc.tables",
+        return Err(Error::refused_at(
+            "postgres-cdc",
+            "tables",
             format!(
                 "user `{}` may not read `{name}`: GRANT SELECT ON {}.{} TO {}",
                 source.s.params.user,
@@ -126,7 +127,7 @@ async fn key_columns(
         .collect();
     if key.is_empty() {
         return Err(Error::config(
-            "source.postgres-cdc.key_columns",
+            "key_columns",
             format!(
                 "table `{name}` has no primary key: name the columns that order its snapshot \
                  (key_columns = {{ \"{name}\" = [\"...\"] }})"

@@ -46,8 +46,9 @@ pub(crate) async fn publication_tables(
         .await
         .map_err(|e| wire_error("postgres-cdc: reading publications", e))?;
     if exists.rows.is_empty() {
-        return Err(Error::refused(
-            "source.postgres-cdc.publication",
+        return Err(Error::refused_at(
+            "postgres-cdc",
+            "publication",
             format!(
                 "publication `{publication}` does not exist in database `{db}`: create it \
                  (as the tables' owner) with CREATE PUBLICATION {} FOR TABLE ...",
@@ -96,9 +97,10 @@ pub(crate) async fn find(c: &mut Connection, slot: &str) -> Result<Option<Slot>>
 
 /// Refuses a slot the source cannot read: another plugin or database, or WAL lost.
 pub(crate) fn check(slot: &Slot, name: &str, db: &str) -> Result<()> {
-    let path = "source.postgres-cdc.slot";
+    let path = "slot";
     if slot.plugin != "pgoutput" {
-        return Err(Error::refused(
+        return Err(Error::refused_at(
+            "postgres-cdc",
             path,
             format!(
                 "slot `{name}` uses the `{}` plugin; this source reads `pgoutput`",
@@ -107,7 +109,8 @@ pub(crate) fn check(slot: &Slot, name: &str, db: &str) -> Result<()> {
         ));
     }
     if slot.database != db {
-        return Err(Error::refused(
+        return Err(Error::refused_at(
+            "postgres-cdc",
             path,
             format!(
                 "slot `{name}` belongs to database `{}`, not `{db}`",
@@ -124,8 +127,9 @@ pub(crate) fn check(slot: &Slot, name: &str, db: &str) -> Result<()> {
 /// The error of a slot that is gone or lost its WAL: the changes since its position cannot be
 /// read any more.
 pub(crate) fn lost(name: &str) -> Error {
-    Error::refused(
-        "source.postgres-cdc.slot",
+    Error::refused_at(
+        "postgres-cdc",
+        "slot",
         format!(
             "replication slot `{name}` was dropped or invalidated (its WAL was removed, see \
              max_slot_wal_keep_size): changes since the checkpoint are lost to it; a new \

@@ -193,7 +193,7 @@ pub(crate) fn key_of(rows: &Rows, r: usize, key: &[String]) -> Result<Vec<String
         .map(|k| {
             rows.text(r, k).ok_or_else(|| {
                 Error::config(
-                    "source.postgres-cdc.key_columns",
+                    "key_columns",
                     format!("key column `{k}` is missing or NULL"),
                 )
             })

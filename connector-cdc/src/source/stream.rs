@@ -57,8 +57,9 @@ pub(crate) async fn run(
     };
     for (i, t) in tables.iter().enumerate() {
         if !published.contains(t) {
-            return Err(Error::refused(
-                format!("source.postgres-cdc.tables[{i}]"),
+            return Err(Error::refused_at(
+                "postgres-cdc",
+                format!("tables[{i}]"),
                 format!(
                     "table `{}.{}` is not in publication `{}`: ALTER PUBLICATION {} ADD TABLE {}.{}",
                     t.0,
@@ -135,8 +136,9 @@ pub(crate) async fn run(
         };
         if let Some(confirmed) = found.confirmed {
             if confirmed > state.confirmable() {
-                return Err(Error::refused(
-                    "source.postgres-cdc.slot",
+                return Err(Error::refused_at(
+                    "postgres-cdc",
+                    "slot",
                     format!(
                         "slot `{}` confirmed {confirmed}, past this checkpoint's position {}: \
                          the changes between are gone from the slot (was the job restored from \
@@ -170,8 +172,9 @@ impl Heartbeat {
             .await
             .map_err(|e| wire_error("postgres-cdc: connecting for the heartbeat", e))?;
         conn.query(sql).await.map_err(|e| {
-            Error::refused(
-                "source.postgres-cdc.heartbeat_query",
+            Error::refused_at(
+                "postgres-cdc",
+                "heartbeat_query",
                 format!("the heartbeat query failed: {e}"),
             )
         })?;

@@ -158,11 +158,8 @@ mod tests {
 
     #[test]
     fn urls_are_read_and_passwords_stay_hidden() {
-        let p = ConnParams::parse(
-            "postgres://rivus_cdc:p%40ss@127.0.0.1:5433/shop",
-            "source.url",
-        )
-        .unwrap();
+        let p =
+            ConnParams::parse("postgres://rivus_cdc:p%40ss@127.0.0.1:5433/shop", "url").unwrap();
         assert_eq!(
             (p.host.as_str(), p.port, p.user.as_str()),
             ("127.0.0.1", 5433, "rivus_cdc")
@@ -182,12 +179,12 @@ mod tests {
             (SslMode::Verify, Some("/ca.crt"))
         );
 
-        let e = ConnParams::parse("postgres://u:secret@h/d?sslmode=require", "source.url")
+        let e = ConnParams::parse("postgres://u:secret@h/d?sslmode=require", "url")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("source.url") && e.contains("sslrootcert"), "{e}");
+        assert!(e.contains("`url`") && e.contains("sslrootcert"), "{e}");
         assert!(!e.contains("secret"), "{e}");
-        let e = ConnParams::parse("mysql://u@h/d", "source.url")
+        let e = ConnParams::parse("mysql://u@h/d", "url")
             .unwrap_err()
             .to_string();
         assert!(e.contains("postgres://"), "{e}");

@@ -87,21 +87,15 @@ impl EsSourceBuilder {
         decode: impl Fn(&Value) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<EsSource<T>> {
         let s = self.s;
-        s.config.validate("source.elasticsearch")?;
+        s.config.validate()?;
         if s.index.trim().is_empty() {
-            return Err(Error::config("source.elasticsearch.index", "required"));
+            return Err(Error::config("index", "required"));
         }
         if s.page_size == 0 || s.page_size > 10_000 {
-            return Err(Error::config(
-                "source.elasticsearch.page_size",
-                "between 1 and 10000",
-            ));
+            return Err(Error::config("page_size", "between 1 and 10000"));
         }
         if s.sort.is_empty() {
-            return Err(Error::config(
-                "source.elasticsearch.sort",
-                "at least one sort field",
-            ));
+            return Err(Error::config("sort", "at least one sort field"));
         }
         Ok(EsSource {
             settings: Arc::new(s),
@@ -205,14 +199,11 @@ impl<T: Send + 'static> EsSource<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for EsSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode(
-            "source.elasticsearch",
-            "the Elasticsearch source (fixed slices)",
-        )?;
-        let client = EsClient::connect(&self.settings.config, "source.elasticsearch").await?;
+        ctx.refuse_worker_mode("the Elasticsearch source (fixed slices)")?;
+        let client = EsClient::connect(&self.settings.config).await?;
         if !self.settings.sort_given && !client.cluster().sorts_on_id() {
             return Err(Error::config(
-                "source.elasticsearch.sort",
+                "sort",
                 format!(
                     "{} does not sort on `_id` (indices.id_field_data.enabled is false): give a \
                      unique keyword field",

@@ -38,9 +38,7 @@ macro_rules! on_every_server {
 
 /// A client of the server at `url` (which it asks what it is).
 pub async fn client(url: &str) -> EsClient {
-    EsClient::connect(&EsConfig::new(url), "test")
-        .await
-        .unwrap()
+    EsClient::connect(&EsConfig::new(url)).await.unwrap()
 }
 
 /// `method path` with `body` on the server at `url`; the answer, which must be a success.
@@ -91,7 +89,7 @@ pub async fn refresh(url: &str, index: &str) {
 /// Documents in `index` after a refresh; `None` while the server does not answer (0 before
 /// the first bulk created the index).
 pub async fn try_count(url: &str, index: &str) -> Option<u64> {
-    let c = EsClient::connect(&EsConfig::new(url), "test").await.ok()?;
+    let c = EsClient::connect(&EsConfig::new(url)).await.ok()?;
     c.json(Method::POST, &format!("/{index}/_refresh"), &[], None)
         .await
         .ok()?;

@@ -148,7 +148,7 @@ impl Schema {
         }
         if seen.is_empty() {
             return Err(Error::config(
-                "sink.files.schema",
+                "schema",
                 "no field in the first records to infer columns from: declare the schema",
             ));
         }

@@ -120,23 +120,19 @@ impl FilesSinkBuilder {
         self
     }
 
-    /// Checks the options; errors name `sink.files.<option>`.
+    /// Checks the options; errors name the option (`part_size`, `schema[0].name`).
     pub fn build(self) -> Result<FilesSink> {
-        let p = "sink.files";
-        let location = Location::parse(&self.url, &format!("{p}.url"))?;
-        let path = PathTemplate::parse(&self.path, &format!("{p}.path"))?;
+        let location = Location::parse(&self.url, "url")?;
+        let path = PathTemplate::parse(&self.path, "path")?;
         if self.target_file_size == 0 {
-            return Err(Error::config(
-                format!("{p}.target_file_size"),
-                "must be above 0",
-            ));
+            return Err(Error::config("target_file_size", "must be above 0"));
         }
         if self.rollover.is_zero() {
-            return Err(Error::config(format!("{p}.rollover"), "must be above 0"));
+            return Err(Error::config("rollover", "must be above 0"));
         }
         if matches!(location, Location::S3 { .. }) && (self.part_size as u64) < 5 * MIB {
             return Err(Error::config(
-                format!("{p}.part_size"),
+                "part_size",
                 format!("{} bytes: S3 parts are at least 5 MiB", self.part_size),
             ));
         }
@@ -148,25 +144,22 @@ impl FilesSinkBuilder {
             } else {
                 "max_open_files"
             };
-            return Err(Error::config(format!("{p}.{field}"), "must be above 0"));
+            return Err(Error::config(field, "must be above 0"));
         }
         if let SchemaSource::Registry { config, subject } = &self.schema {
             if subject.is_empty() {
-                return Err(Error::config(
-                    format!("{p}.schema_subject"),
-                    "an empty subject",
-                ));
+                return Err(Error::config("schema_subject", "an empty subject"));
             }
-            rivus_formats::Registry::new(config, &format!("{p}.registry"))?;
+            rivus_formats::Registry::new(config, "registry")?;
         }
         if let SchemaSource::Declared(cols) = &self.schema {
             if cols.is_empty() {
-                return Err(Error::config(format!("{p}.schema"), "no column declared"));
+                return Err(Error::config("schema", "no column declared"));
             }
             for (i, c) in cols.iter().enumerate() {
                 if cols[..i].iter().any(|o| o.name == c.name) {
                     return Err(Error::config(
-                        format!("{p}.schema[{i}].name"),
+                        format!("schema[{i}].name"),
                         format!("column `{}` declared twice", c.name),
                     ));
                 }

@@ -292,11 +292,12 @@ async fn registry_columns(
     config: &rivus_formats::RegistryConfig,
     subject: &str,
 ) -> Result<Vec<crate::encode::Column>> {
-    let field = "sink.files.schema_subject";
-    let registry = rivus_formats::Registry::new(config, "sink.files.registry")?;
+    let field = "schema_subject";
+    let registry = rivus_formats::Registry::new(config, "registry")?;
     let got = registry.latest(subject).await.map_err(|e| e.into_error())?;
     if got.schema_type != rivus_formats::registry::SchemaType::Avro {
-        return Err(Error::refused(
+        return Err(Error::refused_at(
+            "files sink",
             field,
             format!(
                 "subject `{subject}` holds a {:?} schema; the columns come from an Avro record",
@@ -305,15 +306,16 @@ async fn registry_columns(
         ));
     }
     if !got.references.is_empty() {
-        return Err(Error::refused(
+        return Err(Error::refused_at(
+            "files sink",
             field,
             format!("subject `{subject}`'s schema references others; declare the columns instead"),
         ));
     }
     let avro = apache_avro::Schema::parse_str(&got.text)
-        .map_err(|e| Error::refused(field, format!("subject `{subject}`: {e}")))?;
+        .map_err(|e| Error::refused_at("files sink", field, format!("subject `{subject}`: {e}")))?;
     crate::encode::avro_columns(&avro)
-        .map_err(|e| Error::refused(field, format!("subject `{subject}`: {e}")))
+        .map_err(|e| Error::refused_at("files sink", field, format!("subject `{subject}`: {e}")))
 }
 
 #[async_trait]

@@ -105,15 +105,12 @@ impl FilesSourceBuilder {
 
     /// Checks the options; errors name `source.files.<option>`.
     pub fn build(mut self) -> Result<FilesSource> {
-        self.s.location = Location::parse(&self.url, "source.files.url")?;
+        self.s.location = Location::parse(&self.url, "url")?;
         if self.s.discover.is_some_and(|d| d.is_zero()) {
-            return Err(Error::config("source.files.discover", "must be above 0"));
+            return Err(Error::config("discover", "must be above 0"));
         }
         if self.s.max_file_bytes == 0 {
-            return Err(Error::config(
-                "source.files.max_file_bytes",
-                "must be above 0",
-            ));
+            return Err(Error::config("max_file_bytes", "must be above 0"));
         }
         Ok(FilesSource {
             s: Arc::new(self.s),
@@ -196,7 +193,7 @@ impl FilesSource {
 #[async_trait]
 impl RichFunction for FilesSource {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode("source.files", "the file source (files split by key)")?;
+        ctx.refuse_worker_mode("the file source (files split by key)")?;
         self.share = ctx.share();
         self.errors = Some(
             ErrorHandler::new(self.s.policy.clone(), self.s.location.url()).connector("files"),
@@ -246,8 +243,9 @@ impl SourceFunction for FilesSource {
                     continue;
                 }
                 if size > self.s.max_file_bytes {
-                    return Err(Error::refused(
-                        "source.files.max_file_bytes",
+                    return Err(Error::refused_at(
+                        "files source",
+                        "max_file_bytes",
                         format!(
                             "{key} has {size} bytes, more than max_file_bytes ({}): raise it",
                             self.s.max_file_bytes

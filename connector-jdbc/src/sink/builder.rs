@@ -157,32 +157,29 @@ impl JdbcSinkBuilder {
 
     fn validate(&self) -> Result<Dialect> {
         let s = &self.s;
-        let dialect = Dialect::of_url(&s.url, "sink.jdbc.url")?;
+        let dialect = Dialect::of_url(&s.url)?;
         if s.table.trim().is_empty() {
-            return Err(Error::config("sink.jdbc.table", "must not be empty"));
+            return Err(Error::config("table", "must not be empty"));
         }
-        s.bulk.validate("sink.jdbc.bulk")?;
+        s.bulk.validate()?;
         if s.exactly_once && dialect == Dialect::Sqlite {
             return Err(Error::config(
-                "sink.jdbc.exactly_once",
+                "exactly_once",
                 "exactly-once needs prepared transactions (PostgreSQL, or XA on MySQL/MariaDB); \
                  SQLite sinks are at-least-once (use upsert mode to make rewrites harmless)",
             ));
         }
         if let WriteMode::Statement { sql, params } = &s.mode {
             if sql.trim().is_empty() {
-                return Err(Error::config("sink.jdbc.statement", "must not be empty"));
+                return Err(Error::config("statement", "must not be empty"));
             }
             if params.iter().any(|p| p.trim().is_empty()) {
-                return Err(Error::config(
-                    "sink.jdbc.params",
-                    "field names must not be empty",
-                ));
+                return Err(Error::config("params", "field names must not be empty"));
             }
         }
         if s.method == PgMethod::Copy && s.mode != WriteMode::Insert {
             return Err(Error::config(
-                "sink.jdbc.postgres_method",
+                "postgres_method",
                 "COPY only appends: use it with insert mode",
             ));
         }
@@ -193,19 +190,16 @@ impl JdbcSinkBuilder {
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
             {
                 return Err(Error::config(
-                    "sink.jdbc.transaction_prefix",
+                    "transaction_prefix",
                     "use letters, digits, `-`, `_` and `.` only",
                 ));
             }
         }
         if s.timeout.is_zero() {
-            return Err(Error::config("sink.jdbc.timeout", "must be positive"));
+            return Err(Error::config("timeout", "must be positive"));
         }
         if s.statement_timeout.is_zero() {
-            return Err(Error::config(
-                "sink.jdbc.statement_timeout",
-                "must be positive",
-            ));
+            return Err(Error::config("statement_timeout", "must be positive"));
         }
         Ok(dialect)
     }
@@ -216,7 +210,7 @@ impl JdbcSinkBuilder {
         mut self,
         mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSink<T>> {
-        self.s.url = crate::config::url_with_tls(&self.s.url, &self.tls, "sink.jdbc")?;
+        self.s.url = crate::config::url_with_tls(&self.s.url, &self.tls)?;
         let dialect = self.validate()?;
         // SQLite has one writer; a transaction spans a checkpoint; upserts must land in order
         // (two batches in flight may commit in either order, and an older value would win).
@@ -236,7 +230,7 @@ impl JdbcSinkBuilder {
         if self.s.apply_changes {
             if self.s.mode != WriteMode::Upsert {
                 return Err(Error::config(
-                    "sink.jdbc.apply_changes",
+                    "apply_changes",
                     "applying changes needs mode = \"upsert\" (a change rewrites its row)",
                 ));
             }

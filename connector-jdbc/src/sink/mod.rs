@@ -167,7 +167,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 // that never came back would leave the rows of its completed checkpoints
                 // prepared but uncommitted, while its source's offsets already moved on.
                 return Err(Error::config(
-                    "sink.jdbc.exactly_once",
+                    "exactly_once",
                     format!(
                         "worker `{w}`: exactly-once across workers needs a Kafka source in \
                          group mode chained into this sink (same parallelism, no key_by or \
@@ -181,7 +181,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         // Exactly-once on MySQL/MariaDB parks a session per prepared, uncommitted checkpoint.
         let parked = if s.exactly_once { 2 } else { 0 };
         let connections = s.bulk.concurrent_requests as u32 + 2 + parked;
-        let pool = Pool::connect(&s.url, connections, s.timeout, "sink.jdbc").await?;
+        let pool = Pool::connect(&s.url, connections, s.timeout).await?;
         let dialect = pool.dialect();
         let mut conn = pool
             .acquire()
@@ -216,7 +216,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         let positions = if keep_positions {
             if dialect == crate::dialect::Dialect::Sqlite {
                 return Err(Error::config(
-                    "sink.jdbc.exactly_once",
+                    "exactly_once",
                     "SQLite cannot keep a source's positions for several workers; use \
                      PostgreSQL or MySQL/MariaDB",
                 ));

@@ -111,7 +111,7 @@ impl Prepared {
             Dialect::MySql => check_mysql(conn).await?,
             Dialect::Sqlite => {
                 return Err(Error::config(
-                    "sink.jdbc.exactly_once",
+                    "exactly_once",
                     "SQLite has no prepared transactions",
                 ))
             }
@@ -133,7 +133,7 @@ impl Prepared {
             let longest = prefix.len() + 1 + ctx.parallelism().to_string().len() + 1 + 20;
             if longest > XA_ID_MAX {
                 return Err(Error::config(
-                    "sink.jdbc.transaction_prefix",
+                    "transaction_prefix",
                     format!(
                         "`{prefix}` is too long for MySQL/MariaDB XA ids ({XA_ID_MAX} bytes \
                          with `:<subtask>:<number>`): set a prefix of at most {} characters",
@@ -378,7 +378,7 @@ async fn check_postgres(conn: &mut Conn) -> Result<()> {
         .map_err(|e| crate::error::sql_error("jdbc sink", &e))?;
     if max.first().map(String::as_str) == Some("0") {
         return Err(Error::config(
-            "sink.jdbc.exactly_once",
+            "exactly_once",
             "the server has max_prepared_transactions = 0; raise it (postgresql.conf) \
              or use at-least-once with upserts",
         ));
@@ -395,7 +395,7 @@ async fn check_mysql(conn: &mut Conn) -> Result<()> {
     let version = version.into_iter().next().unwrap_or_default();
     if !xa_survives_disconnect(&version) {
         return Err(Error::config(
-            "sink.jdbc.exactly_once",
+            "exactly_once",
             format!(
                 "server {version} rolls prepared XA transactions back when the session ends; \
                  exactly-once needs MariaDB 10.5 or later (or MySQL 5.7.7 or later)"

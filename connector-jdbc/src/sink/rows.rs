@@ -56,7 +56,7 @@ pub(super) fn resolve_columns(
 ) -> Result<(Vec<TableColumn>, Vec<usize>)> {
     if table.columns.is_empty() {
         return Err(Error::config(
-            "sink.jdbc.table",
+            "table",
             format!("table `{}` does not exist", s.table),
         ));
     }
@@ -64,7 +64,7 @@ pub(super) fn resolve_columns(
     for k in &key {
         if table.column(k).is_none() {
             return Err(Error::config(
-                "sink.jdbc.key",
+                "key",
                 format!("table `{}` has no column `{k}`", s.table),
             ));
         }
@@ -76,7 +76,7 @@ pub(super) fn resolve_columns(
             .map(|(i, n)| {
                 table.column(n).cloned().ok_or_else(|| {
                     Error::config(
-                        format!("sink.jdbc.columns[{i}]"),
+                        format!("columns[{i}]"),
                         format!("table `{}` has no column `{n}`", s.table),
                     )
                 })
@@ -91,7 +91,7 @@ pub(super) fn resolve_columns(
     };
     if let Some((i, c)) = columns.iter().enumerate().find(|(_, c)| c.computed) {
         return Err(Error::config(
-            format!("sink.jdbc.columns[{i}]"),
+            format!("columns[{i}]"),
             format!(
                 "column `{}` of `{}` is computed by the database (GENERATED ALWAYS AS) and \
                  cannot be written",
@@ -138,7 +138,7 @@ pub(super) fn resolve_columns(
         .collect();
     if s.mode == WriteMode::Upsert && keys.is_empty() {
         return Err(Error::config(
-            "sink.jdbc.key",
+            "key",
             format!(
                 "upsert needs a key and table `{}` has no primary key: set one",
                 s.table

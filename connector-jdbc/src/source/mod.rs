@@ -87,7 +87,7 @@ impl JdbcSourceBuilder {
 
     /// Reads a whole table (`SELECT * FROM table`).
     pub fn table(self, table: &str) -> Self {
-        let dialect = Dialect::of_url(&self.s.url, "source.jdbc.url").unwrap_or(Dialect::Postgres);
+        let dialect = Dialect::of_url(&self.s.url).unwrap_or(Dialect::Postgres);
         let q = format!("SELECT * FROM {}", dialect.quote(table));
         self.query(q)
     }
@@ -136,23 +136,20 @@ impl JdbcSourceBuilder {
         mut self,
         decode: impl Fn(Row) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSource<T>> {
-        self.s.url = crate::config::url_with_tls(&self.s.url, &self.tls, "source.jdbc")?;
+        self.s.url = crate::config::url_with_tls(&self.s.url, &self.tls)?;
         let s = &self.s;
-        Dialect::of_url(&s.url, "source.jdbc.url")?;
+        Dialect::of_url(&s.url)?;
         if s.queries.is_empty() {
-            return Err(Error::config("source.jdbc.query", "set a query or a table"));
+            return Err(Error::config("query", "set a query or a table"));
         }
         if s.track.is_empty() || s.track.len() > 2 {
             return Err(Error::config(
-                "source.jdbc.track_by",
+                "track_by",
                 "name one increasing unique column, or an increasing column and a unique tie-breaker",
             ));
         }
         if s.fetch == 0 {
-            return Err(Error::config(
-                "source.jdbc.fetch_size",
-                "must be at least 1",
-            ));
+            return Err(Error::config("fetch_size", "must be at least 1"));
         }
         if let Mode::Bounded {
             lower,
@@ -162,17 +159,17 @@ impl JdbcSourceBuilder {
         {
             if s.queries.len() != 1 {
                 return Err(Error::config(
-                    "source.jdbc.query",
+                    "query",
                     "bounded mode reads one query (split by ranges)",
                 ));
             }
             if splits == 0 {
-                return Err(Error::config("source.jdbc.splits", "must be at least 1"));
+                return Err(Error::config("splits", "must be at least 1"));
             }
             if let (Some(l), Some(u)) = (lower, upper) {
                 if l > u {
                     return Err(Error::config(
-                        "source.jdbc.lower",
+                        "lower",
                         format!("lower bound {l} is above upper bound {u}"),
                     ));
                 }
@@ -180,10 +177,7 @@ impl JdbcSourceBuilder {
         }
         if let Mode::Continuous { poll } = s.mode {
             if poll.is_zero() {
-                return Err(Error::config(
-                    "source.jdbc.poll_interval",
-                    "must be positive",
-                ));
+                return Err(Error::config("poll_interval", "must be positive"));
             }
         }
         Ok(JdbcSource {
@@ -285,14 +279,14 @@ impl<T: Send + 'static> JdbcSource<T> {
         let columns: Vec<QueryColumn> = conn
             .describe_columns(&probe)
             .await
-            .map_err(|e| Error::config("source.jdbc.query", describe(&e)))?
+            .map_err(|e| Error::config("query", describe(&e)))?
             .into_iter()
             .map(|(name, type_name)| QueryColumn { name, type_name })
             .collect();
         for t in &self.settings.track {
             if !columns.iter().any(|c| &c.name == t) {
                 return Err(Error::config(
-                    "source.jdbc.track_by",
+                    "track_by",
                     format!("the query returns no column `{t}`"),
                 ));
             }
@@ -352,7 +346,7 @@ impl<T: Send + 'static> JdbcSource<T> {
                             None if text.is_empty() || text[0].is_empty() => return Ok(Vec::new()),
                             None => {
                                 return Err(Error::config(
-                                    "source.jdbc.track_by",
+                                    "track_by",
                                     format!(
                                     "bounded mode splits an integer, date or time column; got bounds {text:?}"
                                 ),
@@ -396,11 +390,11 @@ impl<T: Send + 'static> JdbcSource<T> {
 #[async_trait]
 impl<T: Send + 'static> RichFunction for JdbcSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        ctx.refuse_worker_mode("source.jdbc", "the SQL source (fixed key ranges)")?;
+        ctx.refuse_worker_mode("the SQL source (fixed key ranges)")?;
         self.share = ctx.share();
         let s = &self.settings;
         self.running = Some(Running {
-            pool: Pool::connect(&s.url, 2, s.timeout, "source.jdbc").await?,
+            pool: Pool::connect(&s.url, 2, s.timeout).await?,
             handler: ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc"),
             rows: ctx.metrics().counter("rivus_jdbc_source_rows_total"),
         });

@@ -101,7 +101,7 @@ impl Db {
 
     /// The URL with the TLS files as the driver's parameters, for the test's own connections.
     pub fn conn_url(&self) -> String {
-        rivus_connector_jdbc::config::url_with_tls(&self.url, &self.tls, "test").unwrap()
+        rivus_connector_jdbc::config::url_with_tls(&self.url, &self.tls).unwrap()
     }
 
     /// Runs statements (separated by `;`).

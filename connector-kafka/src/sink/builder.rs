@@ -22,12 +22,7 @@ pub(super) struct Settings {
     pub(super) policy: ErrorPolicy,
     pub(super) flush_timeout: Duration,
     pub(super) txn: TxnSettings,
-    /// Where the settings stand in the caller's configuration, for errors.
-    pub(super) path: String,
 }
-
-/// The path a sink's settings are named by in errors unless the builder is told another.
-pub(super) const DEFAULT_PATH: &str = "sink.kafka";
 
 /// Builds a [`KafkaSink`].
 pub struct KafkaSinkBuilder {
@@ -150,44 +145,28 @@ impl KafkaSinkBuilder {
         self
     }
 
-    /// Names the settings in errors as fields below `path` (default `sink.kafka`): a
-    /// pipeline file's `sink` makes an empty topic `sink.topic`.
-    pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.s.path = path.into();
-        self
-    }
-
     /// Checks the settings and returns the sink (clone it into each subtask).
     pub fn build<T: Send + 'static>(
         self,
         serializer: impl KafkaSerializer<T>,
     ) -> Result<KafkaSink<T>> {
-        let path = self.s.path.clone();
-        self.checked(serializer)
-            .map_err(|e| e.rebase(DEFAULT_PATH, &path))
-    }
-
-    fn checked<T: Send + 'static>(
-        self,
-        serializer: impl KafkaSerializer<T>,
-    ) -> Result<KafkaSink<T>> {
         let mut s = self.s;
-        s.props.validate("sink.kafka")?;
+        s.props.validate()?;
         if let Some(v) = s.props.get("transaction.timeout.ms") {
             let ms: u64 = v.parse().map_err(|_| {
                 Error::config(
-                    "sink.kafka.properties.transaction.timeout.ms",
+                    "properties.transaction.timeout.ms",
                     format!("`{v}`: a number of milliseconds"),
                 )
             })?;
             s.txn.timeout.get_or_insert(Duration::from_millis(ms));
         }
         if s.topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(Error::config("sink.kafka.topic", "must not be empty"));
+            return Err(Error::config("topic", "must not be empty"));
         }
         if s.props.get("transactional.id").is_some() {
             return Err(Error::config(
-                "sink.kafka.transactional.id",
+                "transactional.id",
                 "transactions are managed by the sink (delivery = exactly-once), not set by hand",
             ));
         }
@@ -195,14 +174,14 @@ impl KafkaSinkBuilder {
             && s.props.get("acks").is_some_and(|a| a != "all" && a != "-1")
         {
             return Err(Error::config(
-                "sink.kafka.acks",
+                "acks",
                 "must be `all` for at-least-once or exactly-once",
             ));
         }
         if s.delivery == DeliveryGuarantee::ExactlyOnce {
             if s.txn.pool < 2 {
                 return Err(Error::config(
-                    "sink.kafka.transaction_pool",
+                    "transaction_pool",
                     "at least 2 (one commits while the next fills)",
                 ));
             }
@@ -211,10 +190,7 @@ impl KafkaSinkBuilder {
                 .as_deref()
                 .is_some_and(|t| t.trim().is_empty())
             {
-                return Err(Error::config(
-                    "sink.kafka.marker_topic",
-                    "must not be empty",
-                ));
+                return Err(Error::config("marker_topic", "must not be empty"));
             }
         }
         Ok(KafkaSink {
@@ -246,7 +222,6 @@ impl KafkaSink<()> {
                     log_dir: None,
                     hook: None,
                 },
-                path: DEFAULT_PATH.to_owned(),
             },
         }
     }

@@ -175,7 +175,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
             }
             DeliveryGuarantee::ExactlyOnce if ctx.worker().is_some() => {
                 return Err(Error::config(
-                    format!("{}.delivery", s.path),
+                    "delivery",
                     format!(
                         "worker `{}`: exactly-once across workers needs a Kafka source in group \
                          mode chained into this sink (same parallelism, no key_by or rebalance \

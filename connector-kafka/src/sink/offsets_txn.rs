@@ -107,7 +107,7 @@ impl OffsetsTxn {
         if !self.linked {
             if !self.link.has_source() {
                 return Err(Error::config(
-                    "sink.kafka.delivery",
+                    "delivery",
                     "exactly-once with the group's offsets needs the Kafka source (group mode) \
                      in this sink's task; none opened",
                 ));

@@ -24,8 +24,6 @@ pub(super) struct Settings {
     pub(super) policy: ErrorPolicy,
     pub(super) max_batch: usize,
     pub(super) group_mode: bool,
-    /// Where the settings stand in the caller's configuration, for errors.
-    pub(super) path: String,
 }
 
 /// Builds a [`KafkaSource`]; validated by [`build`](KafkaSourceBuilder::build).
@@ -137,44 +135,28 @@ impl KafkaSourceBuilder {
         self
     }
 
-    /// Names the settings in errors as fields below `path` (default `source.kafka`): a
-    /// pipeline file's `source` makes a bad topic list `source.topics`.
-    pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.s.path = path.into();
-        self
-    }
-
     /// Checks the settings and returns a factory of subtask instances.
     pub fn build<T: Send + 'static>(
         self,
         deserializer: impl KafkaDeserializer<T>,
     ) -> Result<KafkaSource<T>> {
-        let path = self.s.path.clone();
-        self.checked(deserializer)
-            .map_err(|e| e.rebase(super::DEFAULT_PATH, &path))
-    }
-
-    fn checked<T: Send + 'static>(
-        self,
-        deserializer: impl KafkaDeserializer<T>,
-    ) -> Result<KafkaSource<T>> {
         let s = self.s;
-        s.props.validate("source.kafka")?;
+        s.props.validate()?;
         match &s.subscription {
             Subscription::Topics(t) if t.is_empty() => {
                 return Err(Error::config(
-                    "source.kafka.topics",
+                    "topics",
                     "set topics, a topic pattern or partitions",
                 ));
             }
             Subscription::Pattern(p) => {
-                regex::Regex::new(p).map_err(|e| Error::config("source.kafka.topic_pattern", e))?;
+                regex::Regex::new(p).map_err(|e| Error::config("topic_pattern", e))?;
             }
             _ => {}
         }
         if matches!(s.start, StartOffsets::Committed { .. }) && s.props.get("group.id").is_none() {
             return Err(Error::config(
-                "source.kafka.group_id",
+                "group_id",
                 "committed start offsets need a group id",
             ));
         }
@@ -183,7 +165,7 @@ impl KafkaSourceBuilder {
         }
         if s.discovery == Some(Duration::ZERO) {
             return Err(Error::config(
-                "source.kafka.partition_discovery",
+                "partition_discovery",
                 "must be positive (or off)",
             ));
         }

@@ -34,13 +34,13 @@ pub(crate) fn validate(
 ) -> Result<()> {
     if matches!(subscription, Subscription::Partitions(_)) {
         return Err(Error::config(
-            "source.kafka.partitions",
+            "partitions",
             "group mode reads topics or a pattern; the group assigns the partitions",
         ));
     }
     if !matches!(stop, StopOffsets::Never) {
         return Err(Error::config(
-            "source.kafka.stop",
+            "stop",
             "a bounded source cannot run in group mode (its partitions may move)",
         ));
     }
@@ -49,7 +49,7 @@ pub(crate) fn validate(
         StartOffsets::Timestamp(_) | StartOffsets::Specific(_)
     ) {
         return Err(Error::config(
-            "source.kafka.start",
+            "start",
             "group mode starts from the group's committed offsets (then earliest or latest)",
         ));
     }
@@ -60,7 +60,7 @@ pub(crate) fn validate(
 pub(crate) fn check_worker_mode(ctx: &RuntimeContext, group_mode: bool) -> Result<()> {
     match (ctx.worker(), group_mode) {
         (Some(w), false) => Err(Error::config(
-            "source.kafka.group_mode",
+            "group_mode",
             format!(
                 "worker `{w}`: a source that assigns its partitions by hand cannot share them \
                  with other workers; turn group mode on"
@@ -289,11 +289,11 @@ mod tests {
             &StopOffsets::Never,
         )
         .unwrap_err();
-        assert!(e.to_string().contains("source.kafka.partitions"), "{e}");
+        assert!(e.to_string().contains("`partitions`"), "{e}");
         let e = validate(&topics, &committed, &StopOffsets::LatestAtStart).unwrap_err();
-        assert!(e.to_string().contains("source.kafka.stop"), "{e}");
+        assert!(e.to_string().contains("`stop`"), "{e}");
         let e = validate(&topics, &StartOffsets::Timestamp(1), &StopOffsets::Never).unwrap_err();
-        assert!(e.to_string().contains("source.kafka.start"), "{e}");
+        assert!(e.to_string().contains("`start`"), "{e}");
         assert_eq!(offset_reset(&committed), "earliest");
         assert_eq!(offset_reset(&StartOffsets::Latest), "latest");
         assert_eq!(

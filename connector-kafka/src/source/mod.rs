@@ -104,9 +104,6 @@ impl<T> Clone for KafkaSource<T> {
     }
 }
 
-/// The path a source's settings are named by in errors unless the builder is told another.
-pub(crate) const DEFAULT_PATH: &str = "source.kafka";
-
 impl KafkaSource<()> {
     /// Starts a builder for a source reading from the brokers of `config`: bootstrap servers
     /// (`"host:9092"`) or a whole [`KafkaConfig`] (TLS, SASL, librdkafka properties).
@@ -124,7 +121,6 @@ impl KafkaSource<()> {
                 policy: ErrorPolicy::Fail,
                 max_batch: 5000,
                 group_mode: false,
-                path: DEFAULT_PATH.to_owned(),
             },
         }
     }
@@ -191,7 +187,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         self.subtask = ctx.subtask_index();
         self.parallelism = ctx.parallelism();
         let s = &self.settings;
-        group::check_worker_mode(ctx, s.group_mode).map_err(|e| e.rebase(DEFAULT_PATH, &s.path))?;
+        group::check_worker_mode(ctx, s.group_mode)?;
         // A refused password, certificate or topic fails here, not as a silent retry loop.
         crate::connect::probe(
             &s.props,

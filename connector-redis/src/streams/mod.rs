@@ -154,10 +154,10 @@ impl RedisStreamsSourceBuilder {
         decode: impl Fn(&StreamEntry<'_>) -> Result<T, SchemaError> + Send + Sync + 'static,
     ) -> Result<RedisStreamsSource<T>> {
         let s = self.s;
-        s.endpoint.validate("source.redis")?;
+        s.endpoint.validate()?;
         if s.endpoint.response_timeout_value().as_millis() <= s.block_ms as u128 {
             return Err(Error::config(
-                "source.redis.timeout",
+                "timeout",
                 format!(
                     "the response timeout must exceed the read block of {} ms",
                     s.block_ms
@@ -165,17 +165,17 @@ impl RedisStreamsSourceBuilder {
             ));
         }
         if s.streams.is_empty() {
-            return Err(Error::config("source.redis.streams", "at least one stream"));
+            return Err(Error::config("streams", "at least one stream"));
         }
         if s.group.is_empty() {
-            return Err(Error::config("source.redis.group", "required"));
+            return Err(Error::config("group", "required"));
         }
         if s.count == 0 {
-            return Err(Error::config("source.redis.count", "must be at least 1"));
+            return Err(Error::config("count", "must be at least 1"));
         }
         if s.claim_idle < std::time::Duration::from_millis(100) {
             return Err(Error::config(
-                "source.redis.claim_idle",
+                "claim_idle",
                 "at least 100ms (entries younger than that are still being processed)",
             ));
         }
@@ -314,7 +314,7 @@ impl<T: Send + 'static> RedisStreamsSource<T> {
     }
 
     async fn connect(&self) -> Result<RedisConnection> {
-        self.settings.endpoint.connect("source.redis", false).await
+        self.settings.endpoint.connect(false).await
     }
 
     /// A new connection after a lost one, with backoff; checkpoints are served meanwhile.

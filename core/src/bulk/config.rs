@@ -37,23 +37,24 @@ impl Default for BulkConfig {
 }
 
 impl BulkConfig {
-    /// Checks the settings; `path` prefixes field names in the error (e.g. `sink.bulk`).
-    pub fn validate(&self, path: &str) -> Result<()> {
+    /// Checks the settings. They sit at a sink's `bulk` field: errors name `bulk.max_actions`
+    /// and so on, relative to the sink.
+    pub fn validate(&self) -> Result<()> {
         if self.max_actions == 0 && self.max_bytes == 0 {
             return Err(Error::config(
-                format!("{path}.max_actions"),
+                "bulk.max_actions",
                 "max_actions and max_bytes are both 0: the buffer would grow without bound; set at least one",
             ));
         }
         if self.concurrent_requests == 0 {
             return Err(Error::config(
-                format!("{path}.concurrent_requests"),
+                "bulk.concurrent_requests",
                 "must be at least 1",
             ));
         }
         if self.flush_interval == Some(Duration::ZERO) {
             return Err(Error::config(
-                format!("{path}.flush_interval"),
+                "bulk.flush_interval",
                 "must be positive (leave it unset to disable the timer)",
             ));
         }

@@ -93,7 +93,7 @@ impl<R: Send + 'static> BulkProcessor<R> {
         size_of: Arc<SizeFn<R>>,
     ) -> Result<Self> {
         let name = name.into();
-        config.validate(&format!("{name}.bulk"))?;
+        config.validate()?;
         let shared = Arc::new(Shared {
             permits: Arc::new(Semaphore::new(config.concurrent_requests)),
             name,

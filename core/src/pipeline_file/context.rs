@@ -2,16 +2,14 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
 use crate::error_policy::ErrorPolicy;
 
-/// What every section gets when it is built, checked or run: where it stands in the file and
-/// the job settings a connector may need.
+/// What every section gets when it is built, checked or run: the job settings a connector may
+/// need. Not where the section stands: a section names its fields relative to itself
+/// (`tls.ca_file`), and the caller that placed it prefixes its path once
+/// ([`Error::under`](crate::Error::under), [`SourcePlan::under`](super::SourcePlan::under)).
 #[derive(Debug, Clone)]
 pub struct SectionContext {
-    /// The section's field path in the file (`source`, `sink`, `errors.destination`): every
-    /// configuration error names a field below it (`sink.tls.ca_file`).
-    pub path: String,
     /// The job's name (keys its checkpoints; the Kafka source's default group).
     pub job: String,
     /// Subtasks of the section's stage.
@@ -27,11 +25,10 @@ pub struct SectionContext {
 }
 
 impl SectionContext {
-    /// A context for the section at `path` of job `job`: parallelism 1, no worker, the
-    /// `fail` policy, no checkpoints.
-    pub fn new(path: impl Into<String>, job: impl Into<String>) -> Self {
+    /// A context for a section of job `job`: parallelism 1, no worker, the `fail` policy, no
+    /// checkpoints.
+    pub fn new(job: impl Into<String>) -> Self {
         SectionContext {
-            path: path.into(),
             job: job.into(),
             parallelism: 1,
             worker: None,
@@ -39,28 +36,5 @@ impl SectionContext {
             checkpoint_interval: None,
             dry: false,
         }
-    }
-
-    /// The path of `field` of this section (`sink` + `tls.ca_file` → `sink.tls.ca_file`).
-    pub fn field(&self, field: &str) -> String {
-        format!("{}.{field}", self.path)
-    }
-
-    /// A configuration error at `field` of this section.
-    pub fn error(&self, field: &str, message: impl std::fmt::Display) -> Error {
-        Error::config(self.field(field), message)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_name_the_field_below_the_section() {
-        let ctx = SectionContext::new("errors.destination", "j");
-        assert_eq!(ctx.field("topic"), "errors.destination.topic");
-        let e = ctx.error("topic", "must not be empty").to_string();
-        assert!(e.contains("errors.destination.topic"), "{e}");
     }
 }

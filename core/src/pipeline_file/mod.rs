@@ -17,15 +17,14 @@
 mod catalog;
 mod context;
 mod plan;
-mod rebased;
 mod schema;
 mod section;
+mod under;
 mod values;
 
 pub use catalog::{CatalogEntry, Health, OptionDoc};
 pub use context::SectionContext;
 pub use plan::{SinkPlan, SourcePlan};
-pub use rebased::Rebased;
 pub use schema::{options, schema_of, section_schema, DurationText, JsonSchema};
 pub use section::{DestinationSection, SectionMetrics, SinkSection, SourceSection};
 pub use values::{duration, field_text, opt_duration, parse_duration, template, text_of};

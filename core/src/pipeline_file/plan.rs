@@ -1,6 +1,8 @@
 //! What building a section gives: a [`SourcePlan`] that starts a pipeline, a [`SinkPlan`]
 //! that makes one sink per subtask. Both hide the connector's concrete type, so that a
-//! registry of sections can hold any connector.
+//! registry of sections can hold any connector. A plan placed at a section's path
+//! ([`SourcePlan::under`], [`SinkPlan::under`]) names that path in every error its functions
+//! raise.
 
 use serde_json::Value;
 
@@ -8,12 +10,17 @@ use crate::dyn_sink::DynSink;
 use crate::function::{SinkFunction, SourceFunction};
 use crate::runtime::{Pipeline, Stream};
 
-type Attach = Box<dyn FnOnce(Pipeline, &str, usize) -> Stream<Value> + Send>;
+use super::under::Under;
+
+type Attach = Box<dyn FnOnce(Pipeline, &str, usize, String) -> Stream<Value> + Send>;
+/// Makes subtask `i`'s sink, its errors placed under the path given.
+type Make = Box<dyn Fn(usize, &str) -> DynSink + Send>;
 
 /// A built source section: attaches the source to a pipeline, one instance per subtask.
 pub struct SourcePlan {
     attach: Attach,
     total: Option<u64>,
+    path: String,
 }
 
 impl SourcePlan {
@@ -33,11 +40,23 @@ impl SourcePlan {
         F: Fn(usize) -> S + Send + 'static,
     {
         SourcePlan {
-            attach: Box::new(move |pipeline: Pipeline, name: &str, parallelism| {
-                pipeline.source(name, parallelism, make)
-            }),
+            attach: Box::new(
+                move |pipeline: Pipeline, name: &str, parallelism, path: String| {
+                    pipeline.source(name, parallelism, move |i| {
+                        Under::new(make(i), path.clone())
+                    })
+                },
+            ),
             total: None,
+            path: String::new(),
         }
+    }
+
+    /// The plan of a section at `path` in the file: the errors its sources raise name fields
+    /// below it.
+    pub fn under(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
     }
 
     /// The source emits `total` records in all (the status line shows progress and an ETA).
@@ -53,7 +72,7 @@ impl SourcePlan {
 
     /// Starts `pipeline` at this source, named `name`, with `parallelism` subtasks.
     pub fn attach(self, pipeline: Pipeline, name: &str, parallelism: usize) -> Stream<Value> {
-        (self.attach)(pipeline, name, parallelism)
+        (self.attach)(pipeline, name, parallelism, self.path)
     }
 }
 
@@ -61,13 +80,15 @@ impl std::fmt::Debug for SourcePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SourcePlan")
             .field("total", &self.total)
+            .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
 
 /// A built sink section: makes subtask `i`'s sink.
 pub struct SinkPlan {
-    make: Box<dyn Fn(usize) -> DynSink + Send>,
+    make: Make,
+    path: String,
 }
 
 impl SinkPlan {
@@ -86,18 +107,28 @@ impl SinkPlan {
         F: Fn(usize) -> S + Send + 'static,
     {
         SinkPlan {
-            make: Box::new(move |i| DynSink::new(make(i))),
+            make: Box::new(move |i, path| DynSink::new(Under::new(make(i), path))),
+            path: String::new(),
         }
+    }
+
+    /// The plan of a section at `path` in the file: the errors its sinks raise name fields
+    /// below it.
+    pub fn under(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
     }
 
     /// Subtask `i`'s sink.
     pub fn make(&self, subtask: usize) -> DynSink {
-        (self.make)(subtask)
+        (self.make)(subtask, &self.path)
     }
 }
 
 impl std::fmt::Debug for SinkPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SinkPlan").finish_non_exhaustive()
+        f.debug_struct("SinkPlan")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }

@@ -31,8 +31,10 @@ pub trait SourceSection: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// Its entry in `rivus connectors`.
     const CATALOG: CatalogEntry;
 
-    /// The source, bad records to `ctx.policy`. Bad settings are refused here with the path
-    /// of the field (`ctx.field("topics")`). With `ctx.dry`, nothing is contacted.
+    /// The source, bad records to `ctx.policy`. Bad settings are refused here, each error
+    /// naming its field relative to the section (`topics`, `tls.ca_file`): the caller adds
+    /// the section's own path once, to these errors and to those the source raises when it
+    /// runs. With `ctx.dry`, nothing is contacted.
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan>;
 
     /// Reaches the endpoint (authentication included), reading nothing: `rivus check`.
@@ -62,8 +64,9 @@ pub trait SinkSection: DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// Its entry in `rivus connectors`.
     const CATALOG: CatalogEntry;
 
-    /// The sink, bad records to `ctx.policy`. Bad settings are refused here with the path of
-    /// the field. With `ctx.dry`, nothing is contacted.
+    /// The sink, bad records to `ctx.policy`. Bad settings are refused here, each error naming
+    /// its field relative to the section (as for [`SourceSection::build`]). With `ctx.dry`,
+    /// nothing is contacted.
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan>;
 
     /// Reaches the endpoint (authentication included), writing nothing: `rivus check`.
@@ -95,7 +98,7 @@ pub trait DestinationSection: DeserializeOwned + JsonSchema + Send + Sync + 'sta
     const CATALOG: CatalogEntry;
 
     /// The queue (connecting at the first letter, so that building contacts nothing); errors
-    /// name `ctx.path`.
+    /// name fields relative to the section.
     fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>>;
 
     /// Reaches the endpoint, writing nothing: `rivus check`.

@@ -133,7 +133,7 @@ impl Pipeline {
     /// How a [`Supervisor`](super::Supervisor) restarts the job after a failure (default:
     /// [`RestartStrategy::exponential_delay`] with checkpoints, none without).
     pub fn restart_strategy(mut self, strategy: RestartStrategy) -> Self {
-        if let Err(e) = strategy.validate("pipeline.restart") {
+        if let Err(e) = strategy.validate().map_err(|e| e.under("pipeline.restart")) {
             self.errors.push(e);
         }
         self.restart = Some(strategy);
@@ -507,7 +507,7 @@ impl<T: Send + 'static> Stream<T> {
             stall.threshold = t;
         }
         stall.timeout = pipeline.stall_timeout;
-        super::stall::validate(&stall, "pipeline")?;
+        super::stall::validate(&stall).map_err(|e| e.under("pipeline"))?;
         let plan = Plan {
             stall,
             activities: Arc::default(),

@@ -75,8 +75,9 @@ impl RestartStrategy {
         }
     }
 
-    /// Refuses impossible settings, naming the field under `path` (e.g. `restart`).
-    pub fn validate(&self, path: &str) -> Result<()> {
+    /// Refuses impossible settings, naming the field relative to the strategy
+    /// (`max_delay`; the caller places it, [`Error::under`](crate::Error::under)).
+    pub fn validate(&self) -> Result<()> {
         match self {
             RestartStrategy::None => Ok(()),
             RestartStrategy::FixedDelay { .. } => Ok(()),
@@ -88,26 +89,23 @@ impl RestartStrategy {
                 ..
             } => {
                 if initial.is_zero() {
-                    return Err(Error::config(
-                        format!("{path}.initial_delay"),
-                        "must be positive",
-                    ));
+                    return Err(Error::config("initial_delay", "must be positive"));
                 }
                 if max < initial {
                     return Err(Error::config(
-                        format!("{path}.max_delay"),
+                        "max_delay",
                         format!("{max:?} is shorter than initial_delay {initial:?}"),
                     ));
                 }
                 if !(multiplier.is_finite() && *multiplier >= 1.0) {
                     return Err(Error::config(
-                        format!("{path}.multiplier"),
+                        "multiplier",
                         format!("{multiplier} must be a number of at least 1"),
                     ));
                 }
                 if !(0.0..=1.0).contains(jitter) {
                     return Err(Error::config(
-                        format!("{path}.jitter"),
+                        "jitter",
                         format!("{jitter} must be between 0 and 1"),
                     ));
                 }
@@ -120,15 +118,12 @@ impl RestartStrategy {
             } => {
                 if *max_failures == 0 {
                     return Err(Error::config(
-                        format!("{path}.max_failures"),
+                        "max_failures",
                         "must be at least 1 (use strategy \"none\" to never restart)",
                     ));
                 }
                 if interval.is_zero() {
-                    return Err(Error::config(
-                        format!("{path}.interval"),
-                        "must be positive",
-                    ));
+                    return Err(Error::config("interval", "must be positive"));
                 }
                 Ok(())
             }
@@ -310,16 +305,16 @@ mod tests {
             reset_after: S,
             max_attempts: None,
         }
-        .validate("restart")
+        .validate()
         .unwrap_err();
-        assert!(e.to_string().contains("restart.max_delay"), "{e}");
+        assert!(e.to_string().contains("`max_delay`"), "{e}");
         let e = RestartStrategy::FailureRate {
             max_failures: 0,
             interval: S,
             delay: S,
         }
-        .validate("restart")
+        .validate()
         .unwrap_err();
-        assert!(e.to_string().contains("restart.max_failures"), "{e}");
+        assert!(e.to_string().contains("`max_failures`"), "{e}");
     }
 }

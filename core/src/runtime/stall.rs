@@ -137,18 +137,16 @@ pub(crate) async fn watch(
     }
 }
 
-/// Checks a threshold and timeout given by a user (`path` names them).
-pub(crate) fn validate(settings: &StallSettings, path: &str) -> Result<()> {
+/// Checks a threshold and timeout given by a user (errors name `stall_threshold` and
+/// `stall_timeout`, relative to where they are set).
+pub(crate) fn validate(settings: &StallSettings) -> Result<()> {
     if settings.threshold.is_zero() {
-        return Err(Error::config(
-            format!("{path}.stall_threshold"),
-            "must be longer than 0",
-        ));
+        return Err(Error::config("stall_threshold", "must be longer than 0"));
     }
     if let Some(t) = settings.timeout {
         if t < settings.threshold {
             return Err(Error::config(
-                format!("{path}.stall_timeout"),
+                "stall_timeout",
                 format!(
                     "{t:?} is shorter than the stall threshold ({:?}): a job would restart \
                      before it is reported stalled",

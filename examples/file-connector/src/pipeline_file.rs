@@ -62,8 +62,7 @@ impl SourceSection for FileSourceSection {
         let decode =
             Arc::new(move |line: &[u8]| format.decode(line, &"line").map_err(|e| e.to_string()));
         let source = FileSource::<Value>::with_decoder(&self.dir, ctx.policy.clone(), decode)
-            .bounded(self.bounded)
-            .path(&ctx.path);
+            .bounded(self.bounded);
         Ok(SourcePlan::cloned(source))
     }
 
@@ -91,8 +90,8 @@ impl SinkSection for FileSinkSection {
         reach(&self.dir)
     }
 
-    async fn prepare(&self, ctx: &SectionContext) -> Result<()> {
+    async fn prepare(&self, _ctx: &SectionContext) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
-            .map_err(|e| Error::config(ctx.field("dir"), format!("cannot create: {e}")))
+            .map_err(|e| Error::config("dir", format!("cannot create: {e}")))
     }
 }

@@ -20,7 +20,6 @@ pub struct FileSource<T = String> {
     policy: ErrorPolicy,
     decode: Decode<T>,
     bounded: bool,
-    path: String,
     handler: Option<ErrorHandler>,
     share: Share,
 }
@@ -56,7 +55,6 @@ impl<T> FileSource<T> {
             policy,
             decode,
             bounded: false,
-            path: "source.file".to_owned(),
             handler: None,
             share: Share::whole(),
         }
@@ -65,12 +63,6 @@ impl<T> FileSource<T> {
     /// Ends once every line of every file is read (default: keeps watching for new lines).
     pub fn bounded(mut self, bounded: bool) -> Self {
         self.bounded = bounded;
-        self
-    }
-
-    /// Names the source in configuration errors (default `source.file`).
-    pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
         self
     }
 
@@ -110,7 +102,7 @@ impl<T: Send + 'static> RichFunction for FileSource<T> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         // The files are split among this process's subtasks only: another worker would read
         // them again.
-        ctx.refuse_worker_mode(&self.path, "the file source")?;
+        ctx.refuse_worker_mode("the file source")?;
         self.share = ctx.share();
         self.handler = Some(ErrorHandler::new(self.policy.clone(), ctx.display_name()));
         Ok(())

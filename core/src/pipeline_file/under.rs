@@ -1,6 +1,8 @@
-//! [`Rebased`]: a connector whose configuration errors name fields below its own default
-//! path (`sink.jdbc.exactly_once`), made to name them below the section's path in the file
-//! (`sink.exactly_once`) — also for the errors it raises when it opens or runs.
+//! [`Under`]: a function placed at a section of a pipeline file, its errors named there — a
+//! connector raises paths relative to itself (`exactly_once`), and the errors it raises when
+//! it opens, runs or checkpoints name the field in the user's file (`sink.exactly_once`).
+//! The plans apply it ([`SourcePlan::attach`](super::SourcePlan::attach),
+//! [`SinkPlan::make`](super::SinkPlan::make)); connectors never do.
 
 use async_trait::async_trait;
 
@@ -13,32 +15,30 @@ use crate::guarantee::DeliveryGuarantee;
 use crate::runtime::{CheckpointEvent, SourceContext};
 use crate::state::Restored;
 
-/// `inner` with every configuration error's path moved from below `from` to below `to`
-/// ([`Error::rebase`](crate::Error::rebase)). Everything else passes through unchanged.
+/// `inner` with every error placed under `path` ([`Error::under`](crate::Error::under)).
+/// Everything else passes through unchanged.
 #[derive(Debug, Clone)]
-pub struct Rebased<F> {
+pub(crate) struct Under<F> {
     inner: F,
-    from: String,
-    to: String,
+    path: String,
 }
 
-impl<F> Rebased<F> {
-    /// `inner`, its errors below `from` named below `to`.
-    pub fn new(inner: F, from: impl Into<String>, to: impl Into<String>) -> Self {
-        Rebased {
+impl<F> Under<F> {
+    /// `inner`, its errors placed under `path`.
+    pub(crate) fn new(inner: F, path: impl Into<String>) -> Self {
+        Under {
             inner,
-            from: from.into(),
-            to: to.into(),
+            path: path.into(),
         }
     }
 
     fn fix<T>(&self, r: Result<T>) -> Result<T> {
-        r.map_err(|e| e.rebase(&self.from, &self.to))
+        r.map_err(|e| e.under(&self.path))
     }
 }
 
 #[async_trait]
-impl<F: RichFunction> RichFunction for Rebased<F> {
+impl<F: RichFunction> RichFunction for Under<F> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
         let r = self.inner.open(ctx).await;
         self.fix(r)
@@ -51,7 +51,7 @@ impl<F: RichFunction> RichFunction for Rebased<F> {
 }
 
 #[async_trait]
-impl<F: SourceFunction> SourceFunction for Rebased<F> {
+impl<F: SourceFunction> SourceFunction for Under<F> {
     type Out = F::Out;
     type State = F::State;
 
@@ -80,7 +80,7 @@ impl<F: SourceFunction> SourceFunction for Rebased<F> {
 }
 
 #[async_trait]
-impl<F: CheckpointedFunction> CheckpointedFunction for Rebased<F> {
+impl<F: CheckpointedFunction> CheckpointedFunction for Under<F> {
     type State = F::State;
 
     async fn initialize_state(&mut self, restored: Restored<F::State>) -> Result<()> {
@@ -95,7 +95,7 @@ impl<F: CheckpointedFunction> CheckpointedFunction for Rebased<F> {
 }
 
 #[async_trait]
-impl<F: CheckpointListener> CheckpointListener for Rebased<F> {
+impl<F: CheckpointListener> CheckpointListener for Under<F> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
         let r = self.inner.notify_checkpoint_complete(checkpoint_id).await;
         self.fix(r)
@@ -108,7 +108,7 @@ impl<F: CheckpointListener> CheckpointListener for Rebased<F> {
 }
 
 #[async_trait]
-impl<In: Send + 'static, F: SinkFunction<In>> SinkFunction<In> for Rebased<F> {
+impl<In: Send + 'static, F: SinkFunction<In>> SinkFunction<In> for Under<F> {
     fn delivery_guarantee(&self) -> DeliveryGuarantee {
         self.inner.delivery_guarantee()
     }

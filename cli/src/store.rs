@@ -1,0 +1,37 @@
+//! The S3 checkpoint store (`[checkpoint] store = "s3://…"`), built with the `s3-state`
+//! feature; without it such a file is refused at start, naming the field.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivus_core::checkpoint::StateBackend;
+use rivus_core::Result;
+
+/// The store at `url` (credentials from the environment), keeping `retain` checkpoints, held
+/// under a `lease` when given.
+#[cfg(feature = "s3-state")]
+pub(crate) fn s3(
+    url: &str,
+    retain: usize,
+    lease: Option<Duration>,
+) -> Result<Arc<dyn StateBackend>> {
+    let mut c = rivus_state_s3::S3Config::from_env(url)?.retain(retain);
+    if let Some(l) = lease {
+        c = c.lease(l);
+    }
+    Ok(Arc::new(rivus_state_s3::S3StateBackend::new(c)?))
+}
+
+/// Refused: this `rivus` was built without S3 checkpoint stores.
+#[cfg(not(feature = "s3-state"))]
+pub(crate) fn s3(
+    _url: &str,
+    _retain: usize,
+    _lease: Option<Duration>,
+) -> Result<Arc<dyn StateBackend>> {
+    Err(rivus_core::Error::config(
+        "checkpoint.store",
+        "this rivus was built without S3 checkpoint stores (the `s3-state` feature); \
+         use `dir`, or build rivus with its default features",
+    ))
+}
