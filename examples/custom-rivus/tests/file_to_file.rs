@@ -42,7 +42,7 @@ fn connectors_lists_the_file_connector_beside_the_built_in_ones() {
     for (role, name) in [
         ("source", "file"),
         ("sink", "file"),
-        ("source", "kafka"),
+        ("source", "generator"),
         ("sink", "jdbc"),
     ] {
         assert!(
