@@ -15,6 +15,7 @@
 //! - `source/`: the source (checks and slot, snapshot, stream);
 //! - `lsn.rs`: WAL positions.
 
+mod error;
 mod event;
 mod lsn;
 mod pgoutput;

@@ -34,20 +34,14 @@ pub struct EsSinkSection {
     pub apply_changes: bool,
     /// Actions per bulk request.
     pub max_actions: Option<usize>,
-    /// Basic authentication: the user.
-    pub username: Option<String>,
-    /// Basic authentication: the password (from `${VAR}`).
-    pub password: Option<String>,
-    /// An Elasticsearch API key: `id:key`, or the base64 `encoded` form Elasticsearch returns
-    /// (from `${VAR}`).
-    pub api_key: Option<String>,
-    /// A bearer token (from `${VAR}`).
-    pub bearer_token: Option<String>,
-    /// AWS SigV4 signing (Amazon OpenSearch Service and Serverless).
-    pub aws: Option<AwsSection>,
+    /// How to authenticate, one way: `{ basic = { username, password } }`, `{ api_key = … }`,
+    /// `{ bearer_token = … }` or `{ aws = { region, service, … } }` (default: none).
+    pub auth: Option<AuthSection>,
     /// The engine, for endpoints that do not answer `GET /`: `opensearch-2.19`,
     /// `elasticsearch-8.15`... (default: asked at open; OpenSearch Serverless: `opensearch-2.19`).
-    pub engine: Option<String>,
+    #[serde(default, deserialize_with = "engine")]
+    #[schemars(with = "Option<EngineText>")]
+    pub engine: Option<Cluster>,
     /// For `https://`: `{ ca_file, client_cert, client_key }` (PEM files).
     #[serde(default)]
     pub tls: TlsFiles,
@@ -58,52 +52,30 @@ impl EsSinkSection {
     pub fn config(&self) -> Result<EsConfig> {
         let mut es = EsConfig::new(&self.url);
         es.tls = self.tls.clone();
-        let mut given = Vec::new();
-        if let Some(user) = &self.username {
-            given.push("username");
-            es.auth = EsAuth::Basic {
-                user: user.clone(),
-                password: self.password.clone().unwrap_or_default(),
-            };
-        } else if self.password.is_some() {
-            return Err(rivus_core::Error::config(
-                "password",
-                "a password needs `username`",
-            ));
-        }
-        if let Some(key) = &self.api_key {
-            given.push("api_key");
-            es.auth = api_key(key).ok_or_else(|| {
-                rivus_core::Error::config(
-                    "api_key",
-                    "neither `id:key` nor the base64 encoding of one",
-                )
-            })?;
-        }
-        if let Some(token) = &self.bearer_token {
-            given.push("bearer_token");
-            es.auth = EsAuth::Bearer(token.clone());
-        }
-        if let Some(aws) = &self.aws {
-            given.push("aws");
-            es.auth = aws.auth().map_err(|e| e.under("aws"))?;
-            if aws.service == "aoss" && self.engine.is_none() {
-                es.cluster = Some(Cluster::opensearch(2, 19));
+        es.cluster = self.engine;
+        match &self.auth {
+            None => {}
+            Some(AuthSection::Basic { username, password }) => {
+                es.auth = EsAuth::Basic {
+                    user: username.clone(),
+                    password: password.clone(),
+                };
             }
-        }
-        if given.len() > 1 {
-            return Err(rivus_core::Error::config(
-                given[1],
-                format!("one way to authenticate: `{}` is set too", given[0]),
-            ));
-        }
-        if let Some(engine) = &self.engine {
-            es.cluster = Some(parse_engine(engine).ok_or_else(|| {
-                rivus_core::Error::config(
-                    "engine",
-                    format!("`{engine}`: `opensearch-MAJOR.MINOR` or `elasticsearch-MAJOR.MINOR`"),
-                )
-            })?);
+            Some(AuthSection::ApiKey(key)) => {
+                es.auth = api_key(key).ok_or_else(|| {
+                    rivus_core::Error::config(
+                        "auth.api_key",
+                        "neither `id:key` nor the base64 encoding of one",
+                    )
+                })?;
+            }
+            Some(AuthSection::BearerToken(token)) => es.auth = EsAuth::Bearer(token.clone()),
+            Some(AuthSection::Aws(aws)) => {
+                es.auth = aws.auth().map_err(|e| e.under("auth.aws"))?;
+                if aws.service == AwsService::Aoss && self.engine.is_none() {
+                    es.cluster = Some(Cluster::opensearch(2, 19));
+                }
+            }
         }
         es.validate()?;
         Ok(es)
@@ -222,15 +194,51 @@ impl SinkSection for OpenSearchSinkSection {
     }
 }
 
-/// `aws = { ... }`: SigV4 signing.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+/// `auth = { … }`: one way to authenticate.
+#[derive(Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum AuthSection {
+    /// Basic authentication: `{ basic = { username = "elastic", password = "${ES_PASSWORD}" } }`.
+    Basic {
+        /// The user.
+        username: String,
+        /// The password (from `${VAR}`).
+        #[serde(default)]
+        password: String,
+    },
+    /// An Elasticsearch API key: `id:key`, or the base64 `encoded` form Elasticsearch returns
+    /// (from `${VAR}`).
+    ApiKey(String),
+    /// A bearer token (from `${VAR}`).
+    BearerToken(String),
+    /// AWS SigV4 signing (Amazon OpenSearch Service and Serverless).
+    Aws(AwsSection),
+}
+
+/// The way, never the secret.
+impl std::fmt::Debug for AuthSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthSection::Basic { username, .. } => f
+                .debug_struct("Basic")
+                .field("username", username)
+                .finish_non_exhaustive(),
+            AuthSection::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
+            AuthSection::BearerToken(_) => f.write_str("BearerToken(<redacted>)"),
+            AuthSection::Aws(aws) => f.debug_tuple("Aws").field(aws).finish(),
+        }
+    }
+}
+
+/// `auth = { aws = { ... } }`: SigV4 signing.
+#[derive(Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AwsSection {
     /// The region, e.g. `eu-west-1`.
     pub region: String,
     /// `es` (OpenSearch Service, the default) or `aoss` (Serverless).
-    #[serde(default = "default_service")]
-    pub service: String,
+    #[serde(default)]
+    pub service: AwsService,
     /// Access key id (default `AWS_ACCESS_KEY_ID`).
     pub access_key: Option<String>,
     /// Secret access key (default `AWS_SECRET_ACCESS_KEY`; from `${VAR}`).
@@ -239,8 +247,67 @@ pub struct AwsSection {
     pub session_token: Option<String>,
 }
 
-fn default_service() -> String {
-    "es".to_owned()
+/// The region and service, never the keys.
+impl std::fmt::Debug for AwsSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsSection")
+            .field("region", &self.region)
+            .field("service", &self.service)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The AWS service that signs: `es` (OpenSearch Service) or `aoss` (Serverless).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AwsService {
+    /// Amazon OpenSearch Service.
+    #[default]
+    Es,
+    /// Amazon OpenSearch Serverless.
+    Aoss,
+}
+
+impl AwsService {
+    /// The name SigV4 signs with.
+    pub fn name(self) -> &'static str {
+        match self {
+            AwsService::Es => "es",
+            AwsService::Aoss => "aoss",
+        }
+    }
+}
+
+/// `engine` as a file writes it: `opensearch-2.19`, `elasticsearch-8.15`.
+pub struct EngineText;
+
+impl rivus_core::pipeline_file::JsonSchema for EngineText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Engine".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^(opensearch|elasticsearch)-[0-9]+\\.[0-9]+$",
+            "description": "the engine and its version: `opensearch-MAJOR.MINOR` or `elasticsearch-MAJOR.MINOR`"
+        })
+    }
+}
+
+/// Reads `engine`, refusing anything but `opensearch-MAJOR.MINOR` or
+/// `elasticsearch-MAJOR.MINOR`.
+fn engine<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Cluster>, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_engine(&text).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "`{text}`: `opensearch-MAJOR.MINOR` or `elasticsearch-MAJOR.MINOR`"
+        ))
+    })
 }
 
 impl AwsSection {
@@ -250,15 +317,6 @@ impl AwsSection {
         // client's.
         if self.region.trim().is_empty() {
             return Err(rivus_core::Error::config("region", "required"));
-        }
-        if !matches!(self.service.as_str(), "es" | "aoss") {
-            return Err(rivus_core::Error::config(
-                "service",
-                format!(
-                    "`{}`: `es` (OpenSearch Service) or `aoss` (Serverless)",
-                    self.service
-                ),
-            ));
         }
         let credentials = match (&self.access_key, &self.secret_key) {
             (Some(a), Some(s)) => AwsCredentials {
@@ -287,7 +345,7 @@ impl AwsSection {
         };
         Ok(EsAuth::AwsSigV4 {
             region: self.region.clone(),
-            service: self.service.clone(),
+            service: self.service.name().to_owned(),
             credentials,
         })
     }
@@ -337,9 +395,10 @@ mod tests {
 
     #[test]
     fn authentication_options_become_credentials_and_bad_ones_are_named() {
-        let s =
-            section("api_key = \"VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw==\"")
-                .unwrap();
+        let s = section(
+            "auth = { api_key = \"VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw==\" }",
+        )
+        .unwrap();
         assert_eq!(
             s.config().unwrap().auth,
             EsAuth::ApiKey {
@@ -347,31 +406,49 @@ mod tests {
                 key: "ui2lp2axTNmsyakw9tvNnw".into()
             }
         );
-        let s = section("api_key = \"!!\"").unwrap();
+        assert!(!format!("{s:?}").contains("VnVhQ2"), "{s:?}");
+        let s = section("auth = { api_key = \"!!\" }").unwrap();
         let e = s.config().unwrap_err().to_string();
-        assert!(e.contains("`api_key`") && !e.contains("!!"), "{e}");
-        let s = section("username = \"u\"\npassword = \"p\"\nbearer_token = \"t\"").unwrap();
-        let e = s.config().unwrap_err().to_string();
-        assert!(e.contains("`bearer_token`"), "{e}");
+        assert!(e.contains("`auth.api_key`") && !e.contains("!!"), "{e}");
+        let s = section("auth = { basic = { username = \"u\", password = \"hunter2\" } }").unwrap();
+        assert_eq!(
+            s.config().unwrap().auth,
+            EsAuth::Basic {
+                user: "u".into(),
+                password: "hunter2".into()
+            }
+        );
+        assert!(!format!("{s:?}").contains("hunter2"), "{s:?}");
+        // One way only: the type has no room for two.
+        let two = section("auth = { basic = { username = \"u\" }, bearer_token = \"t\" }");
+        assert!(two.is_err(), "{two:?}");
         let s = section(
-            "aws = { region = \"eu-west-1\", service = \"aoss\", access_key = \"AK\", secret_key = \"sk-secret\" }",
+            "auth = { aws = { region = \"eu-west-1\", service = \"aoss\", access_key = \"AK\", secret_key = \"sk-secret\" } }",
         )
         .unwrap();
         let c = s.config().unwrap();
         assert_eq!(c.cluster, Some(Cluster::opensearch(2, 19)));
         assert!(!format!("{c:?}").contains("sk-secret"));
-        let s = section("aws = { region = \"eu-west-1\", service = \"s3\", access_key = \"AK\", secret_key = \"x\" }").unwrap();
+        assert!(!format!("{s:?}").contains("sk-secret"));
+        let e =
+            section("auth = { aws = { region = \"eu-west-1\", service = \"s3\" } }").unwrap_err();
+        assert!(e.contains("s3") && e.contains("aoss"), "{e}");
+        let s =
+            section("auth = { aws = { region = \" \", access_key = \"AK\", secret_key = \"x\" } }")
+                .unwrap();
         let e = s.config().unwrap_err().to_string();
-        assert!(e.contains("`aws.service`"), "{e}");
-        let s = section("engine = \"opensearch-2\"").unwrap();
-        assert!(s.config().unwrap_err().to_string().contains("`engine`"));
+        assert!(e.contains("`auth.aws.region`"), "{e}");
+        let e = section("engine = \"opensearch-2\"").unwrap_err();
+        assert!(e.contains("opensearch-MAJOR.MINOR"), "{e}");
         let s = section("engine = \"elasticsearch-8.15\"").unwrap();
         assert_eq!(
             s.config().unwrap().cluster,
             Some(Cluster::elasticsearch(8, 15))
         );
-        assert!(section("aws = { region = \"x\", secret = \"y\" }")
-            .unwrap_err()
-            .contains("secret"));
+        assert!(
+            section("auth = { aws = { region = \"x\", secret = \"y\" } }")
+                .unwrap_err()
+                .contains("secret")
+        );
     }
 }

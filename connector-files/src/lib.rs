@@ -10,6 +10,7 @@
 //! - `source/`: the source — files listed once or continuously, split by key, read once.
 
 pub mod encode;
+mod error;
 mod location;
 mod path;
 #[cfg(feature = "pipeline-file")]

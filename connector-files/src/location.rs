@@ -164,21 +164,6 @@ pub(crate) fn s3_client(bucket: &str, o: &S3Options) -> Result<S3Client> {
     })
 }
 
-/// An object store's error as a rivus error with `what` and its fault: a refused key or
-/// permission refused, an invalid path or an unsupported operation permanent, the rest (the
-/// store unreachable, a 5xx) transient.
-pub(crate) fn store_error(what: impl Into<String>, e: object_store::Error) -> Error {
-    use object_store::Error as E;
-    let fault = match &e {
-        E::PermissionDenied { .. } | E::Unauthenticated { .. } => rivus_core::Fault::Refused,
-        E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented => {
-            rivus_core::Fault::Permanent
-        }
-        _ => rivus_core::Fault::Transient,
-    };
-    Error::client(what, e.to_string(), fault)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

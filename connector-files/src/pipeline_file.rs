@@ -28,7 +28,7 @@ pub struct FilesSection {
     pub format: FormatOption,
     /// Parquet: `zstd` (default), `snappy`, `gzip`, `none`; Avro: `zstd` (default),
     /// `deflate`, `none`; JSON lines and CSV: `none` (default), `gzip`, `zstd`.
-    pub compression: Option<String>,
+    pub compression: Option<CompressionOption>,
     /// Parquet, Avro and CSV columns: `[{ name, type, nullable }]` (default: inferred).
     pub schema: Option<Vec<ColumnOption>>,
     /// The columns of this subject's latest Avro schema in `registry` instead.
@@ -103,6 +103,22 @@ pub enum FormatOption {
     Avro,
 }
 
+/// `compression = ...`: the codecs of every format; each format takes some of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionOption {
+    /// None.
+    None,
+    /// Snappy (Parquet).
+    Snappy,
+    /// gzip (Parquet, JSON lines, CSV).
+    Gzip,
+    /// Zstandard (every format).
+    Zstd,
+    /// Deflate (Avro).
+    Deflate,
+}
+
 /// One `schema` entry.
 #[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -111,38 +127,46 @@ pub struct ColumnOption {
     pub name: String,
     /// `boolean`, `int32`, `int64`, `float32`, `float64`, `string`, `date`, `timestamp`, `json`.
     #[serde(rename = "type")]
-    pub ty: String,
+    pub ty: ColumnType,
     /// Default true.
     pub nullable: Option<bool>,
 }
 
 impl FilesSection {
     fn builder(&self, policy: ErrorPolicy) -> Result<FilesSinkBuilder> {
-        let format = match (self.format, self.compression.as_deref()) {
+        use CompressionOption as C;
+        let refused = |format: &str, takes: &str| {
+            Error::config(
+                "compression",
+                format!(
+                    "`{:?}` is not a {format} codec: {takes}",
+                    self.compression.unwrap_or(C::None)
+                )
+                .to_lowercase(),
+            )
+        };
+        let format = match (self.format, self.compression) {
             (FormatOption::Parquet, c) => FileFormat::Parquet(match c {
-                None => ParquetCompression::Zstd,
-                Some(c) => ParquetCompression::parse(c).ok_or_else(|| {
-                    Error::config(
-                        "compression",
-                        format!("`{c}`: none, snappy, gzip or zstd for Parquet"),
-                    )
-                })?,
+                None | Some(C::Zstd) => ParquetCompression::Zstd,
+                Some(C::None) => ParquetCompression::None,
+                Some(C::Snappy) => ParquetCompression::Snappy,
+                Some(C::Gzip) => ParquetCompression::Gzip,
+                Some(C::Deflate) => return Err(refused("parquet", "none, snappy, gzip or zstd")),
             }),
             (FormatOption::Avro, c) => FileFormat::Avro(match c {
-                None => AvroCodec::Zstandard,
-                Some(c) => AvroCodec::parse(c).ok_or_else(|| {
-                    Error::config(
-                        "compression",
-                        format!("`{c}`: none, deflate or zstd for Avro"),
-                    )
-                })?,
+                None | Some(C::Zstd) => AvroCodec::Zstandard,
+                Some(C::None) => AvroCodec::Null,
+                Some(C::Deflate) => AvroCodec::Deflate,
+                Some(C::Snappy | C::Gzip) => return Err(refused("avro", "none, deflate or zstd")),
             }),
             (f, c) => {
                 let c = match c {
-                    None => Compression::None,
-                    Some(c) => Compression::parse(c).ok_or_else(|| {
-                        Error::config("compression", format!("`{c}`: none, gzip or zstd"))
-                    })?,
+                    None | Some(C::None) => Compression::None,
+                    Some(C::Gzip) => Compression::Gzip,
+                    Some(C::Zstd) => Compression::Zstd,
+                    Some(C::Snappy | C::Deflate) => {
+                        return Err(refused("line file", "none, gzip or zstd"))
+                    }
                 };
                 if f == FormatOption::Csv {
                     FileFormat::Csv(c)
@@ -157,24 +181,14 @@ impl FilesSection {
             .error_policy(policy)
             .s3(self.s3.options());
         if let Some(cols) = &self.schema {
-            let mut columns = Vec::with_capacity(cols.len());
-            for (i, c) in cols.iter().enumerate() {
-                let ty = ColumnType::parse(&c.ty).ok_or_else(|| {
-                    Error::config(
-                        format!("schema[{i}].type"),
-                        format!(
-                            "`{}`: boolean, int32, int64, float32, float64, string, date, \
-                             timestamp or json",
-                            c.ty
-                        ),
-                    )
-                })?;
-                columns.push(Column {
+            let columns = cols
+                .iter()
+                .map(|c| Column {
                     name: c.name.clone(),
-                    ty,
+                    ty: c.ty,
                     nullable: c.nullable.unwrap_or(true),
-                });
-            }
+                })
+                .collect();
             b = b.schema(columns);
         }
         match (&self.schema_subject, &self.registry, &self.schema) {
@@ -316,5 +330,57 @@ impl SourceSection for FilesSourceSection {
             Err(e) => Err(e.to_string()),
         };
         Health::new(Self::TYPE, self.url.clone(), outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(extra: &str) -> std::result::Result<FilesSection, String> {
+        toml::from_str(&format!("url = \"file:///tmp/x\"\n{extra}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_format_takes_its_own_codecs_and_column_types_are_read_by_name() {
+        let sink = |extra: &str| section(extra).unwrap().builder(ErrorPolicy::Fail);
+        for ok in [
+            "compression = \"snappy\"",
+            "format = \"avro\"\ncompression = \"deflate\"",
+            "format = \"jsonl\"\ncompression = \"gzip\"",
+            "format = \"csv\"\ncompression = \"zstd\"",
+        ] {
+            assert!(sink(ok).is_ok(), "{ok}");
+        }
+        for (bad, takes) in [
+            ("compression = \"deflate\"", "none, snappy, gzip or zstd"),
+            (
+                "format = \"avro\"\ncompression = \"gzip\"",
+                "none, deflate or zstd",
+            ),
+            (
+                "format = \"jsonl\"\ncompression = \"snappy\"",
+                "none, gzip or zstd",
+            ),
+        ] {
+            let Err(e) = sink(bad) else {
+                panic!("{bad}: accepted")
+            };
+            let e = e.to_string();
+            assert!(
+                e.contains("at `compression`") && e.contains(takes),
+                "{bad}: {e}"
+            );
+        }
+        // Not a codec of any format: refused when the file is read.
+        assert!(section("compression = \"lz4\"")
+            .unwrap_err()
+            .contains("lz4"));
+        let s = section("schema = [{ name = \"id\", type = \"long\" }, { name = \"at\", type = \"timestamp\" }]")
+            .unwrap();
+        let types: Vec<ColumnType> = s.schema.unwrap().iter().map(|c| c.ty).collect();
+        assert_eq!(types, [ColumnType::Int64, ColumnType::Timestamp]);
+        let e = section("schema = [{ name = \"id\", type = \"integer\" }]").unwrap_err();
+        assert!(e.contains("integer") && e.contains("int64"), "{e}");
     }
 }

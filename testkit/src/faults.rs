@@ -217,8 +217,9 @@ async fn stop(
 /// Runs a sequence job (`rate` records per second, checkpoints every 500 ms, restarts after
 /// 200 ms growing to 2 s) into the sink `sink()` — which reaches its server through `proxy` —,
 /// applies `fault` once `delivered()` (a count at the destination) passed 200, waits for the
-/// destination to grow again, runs two more seconds and stops gracefully. Panics when the job
-/// fails or stalls; the caller then checks the destination against `0..emitted`.
+/// destination to grow again and for a restarted job to emit again everything the failed
+/// attempt had emitted, runs two more seconds and stops gracefully. Panics when the job fails
+/// or stalls; the caller then checks the destination against `0..emitted`.
 pub async fn sink_under_fault<S, MS, D, DF>(
     name: &str,
     proxy: &FaultProxy,
@@ -235,8 +236,10 @@ where
 {
     let backend = MemoryStateBackend::new();
     let emitted = Arc::new(AtomicU64::new(0));
+    let current = Arc::new(AtomicU64::new(0));
     let build = {
-        let (name, emitted) = (name.to_owned(), Arc::clone(&emitted));
+        let (name, emitted, current) =
+            (name.to_owned(), Arc::clone(&emitted), Arc::clone(&current));
         move || {
             let sink = sink.clone();
             let job = Pipeline::new(name.as_str())
@@ -246,6 +249,7 @@ where
                     crate::SequenceSource::new(i, 1, None, Arc::default())
                         .paced(rate)
                         .track_next(Arc::clone(&emitted))
+                        .track_current(Arc::clone(&current))
                 })
                 .sink("sink", 1, move |_| sink());
             async move { job }
@@ -253,9 +257,33 @@ where
     };
     let supervisor = Supervisor::new(build).await.expect("the job builds");
     let handle = supervisor.handle();
+    let completed = supervisor.completed_checkpoints();
     let running = tokio::spawn(supervisor.run());
     let deadline = Instant::now() + Duration::from_secs(120);
     let recovered_after = through_fault(proxy, &fault, &delivered, &running, deadline).await;
+    // The destination grows while a failing attempt still flushes what it had; a restarted
+    // job then replays from its checkpoint what the failed attempt emitted after it (an
+    // exactly-once sink rolled that back). Stopped before it caught up, the job would rightly
+    // end short of `emitted`: wait for two checkpoints completed after the fault (a healthy
+    // attempt) and for the running attempt to have emitted everything.
+    let after = completed.latest().unwrap_or(0) + 2;
+    while completed.latest().unwrap_or(0) < after
+        || current.load(Ordering::SeqCst) < emitted.load(Ordering::SeqCst)
+    {
+        assert!(
+            !running.is_finished(),
+            "{name} under {}: the job ended",
+            fault.name()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{name} under {}: the restarted job did not catch up (at {} of {})",
+            fault.name(),
+            current.load(Ordering::SeqCst),
+            emitted.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let summary = stop(&handle, running, name, &fault).await;
     FaultRun {

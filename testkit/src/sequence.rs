@@ -17,6 +17,7 @@ pub struct SequenceSource {
     emitted: Arc<AtomicU64>,
     rate: Option<u64>,
     next: Option<Arc<AtomicU64>>,
+    current: Option<Arc<AtomicU64>>,
 }
 
 impl SequenceSource {
@@ -35,6 +36,7 @@ impl SequenceSource {
             emitted,
             rate: None,
             next: None,
+            current: None,
         }
     }
 
@@ -42,6 +44,14 @@ impl SequenceSource {
     /// values do not count twice). With parallelism 1, everything below it was emitted.
     pub fn track_next(mut self, next: Arc<AtomicU64>) -> Self {
         self.next = Some(next);
+        self
+    }
+
+    /// Keeps in `current` the next value of this subtask's running attempt (a restored one
+    /// starts at its checkpoint's): below [`track_next`](Self::track_next)'s value while a
+    /// restarted job replays what the failed attempt had emitted past its last checkpoint.
+    pub fn track_current(mut self, current: Arc<AtomicU64>) -> Self {
+        self.current = Some(current);
         self
     }
 
@@ -68,6 +78,9 @@ impl SourceFunction for SequenceSource {
 
     async fn run(&mut self, ctx: &mut SourceContext<u64, Option<u64>>) -> Result<()> {
         let mut next = ctx.state().unwrap_or(self.subtask);
+        if let Some(current) = &self.current {
+            current.store(next, Ordering::SeqCst);
+        }
         let limit = self.limit.unwrap_or(u64::MAX);
         let mut count = 0u64;
         let started = std::time::Instant::now();
@@ -88,6 +101,9 @@ impl SourceFunction for SequenceSource {
             ctx.collect(v).await?;
             if let Some(high) = &self.next {
                 high.fetch_max(next, Ordering::Relaxed);
+            }
+            if let Some(current) = &self.current {
+                current.store(next, Ordering::SeqCst);
             }
             count += 1;
             if count == 1024 {

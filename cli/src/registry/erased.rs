@@ -109,44 +109,43 @@ impl<T: ?Sized> Clone for Section<T> {
 
 /// A section's path is added here, once: what a connector's section raises names fields
 /// relative to itself (`tls.ca_file`), and so do the functions it builds.
+impl<T: ?Sized> Section<T> {
+    /// `r`, its error placed at this section's path.
+    fn place<R>(&self, r: Result<R>) -> Result<R> {
+        r.map_err(|e| e.under(&self.path))
+    }
+}
+
 impl Section<dyn AnySource> {
     /// The source, placed at this section's path (build errors and every error its sources
     /// raise name fields below it).
     pub fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        let plan = self.options.build(ctx).map_err(|e| e.under(&self.path))?;
-        Ok(plan.under(&self.path))
+        Ok(self.place(self.options.build(ctx))?.under(&self.path))
     }
 
     /// The section's `prepare` hook, its errors placed at this section's path.
     pub async fn prepare(&self, ctx: &SectionContext) -> Result<()> {
-        self.options
-            .prepare(ctx)
-            .await
-            .map_err(|e| e.under(&self.path))
+        self.place(self.options.prepare(ctx).await)
     }
 }
 
 impl Section<dyn AnySink> {
-    /// The sink, placed at this section's path (build errors and every error its sinks
-    /// raise name fields below it).
+    /// The sink, placed at this section's path (build errors and every error its sinks raise
+    /// name fields below it).
     pub fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        let plan = self.options.build(ctx).map_err(|e| e.under(&self.path))?;
-        Ok(plan.under(&self.path))
+        Ok(self.place(self.options.build(ctx))?.under(&self.path))
     }
 
     /// The section's `prepare` hook, its errors placed at this section's path.
     pub async fn prepare(&self, ctx: &SectionContext) -> Result<()> {
-        self.options
-            .prepare(ctx)
-            .await
-            .map_err(|e| e.under(&self.path))
+        self.place(self.options.prepare(ctx).await)
     }
 }
 
 impl Section<dyn AnyDestination> {
     /// The dead-letter queue, its build errors placed at this section's path.
     pub fn build(&self, ctx: &SectionContext) -> Result<Arc<dyn DeadLetterQueue>> {
-        self.options.build(ctx).map_err(|e| e.under(&self.path))
+        self.place(self.options.build(ctx))
     }
 }
 

@@ -9,7 +9,8 @@ use rivus_core::Result;
 
 use super::progress::{TableProgress, Upto};
 use super::slot::{ident, literal};
-use super::{wire_error, Settings};
+use super::Settings;
+use crate::error::wire_error;
 use crate::lsn::Lsn;
 use crate::wire::Connection;
 

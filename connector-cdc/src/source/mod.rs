@@ -35,7 +35,7 @@ pub use progress::{Range, SnapshotProgress, TableProgress, Upto};
 
 use crate::event::Envelope;
 use crate::lsn::Lsn;
-use crate::wire::{ConnParams, WireError};
+use crate::wire::ConnParams;
 
 /// When the tables are read whole before streaming.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -286,14 +286,6 @@ impl PostgresCdcSource {
         self.s.publication = publication.into();
         self
     }
-}
-
-/// A wire error as a rivus error, with its fault ([`WireError::fault`]): refusals and what the
-/// server will answer again (a missing publication, a syntax error) end the job; lost
-/// connections and a slot still held by a dying session are retried.
-pub(crate) fn wire_error(context: impl Into<String>, e: WireError) -> Error {
-    let fault = e.fault();
-    Error::client(context, e.to_string(), fault)
 }
 
 #[async_trait]

@@ -7,7 +7,8 @@ use rivus_core::{Error, Result};
 
 use super::progress::TableProgress;
 use super::slot::{ident, literal};
-use super::{wire_error, PostgresCdcSource};
+use super::PostgresCdcSource;
+use crate::error::wire_error;
 use crate::wire::Connection;
 
 /// The parts of `tables`, numbered in table then key order, for `readers` subtasks (one part

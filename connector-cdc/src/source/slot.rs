@@ -4,7 +4,7 @@
 
 use rivus_core::{Error, Result};
 
-use super::wire_error;
+use crate::error::wire_error;
 use crate::lsn::Lsn;
 use crate::wire::Connection;
 

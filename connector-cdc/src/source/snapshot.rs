@@ -12,7 +12,8 @@ use rivus_core::{Error, Result};
 
 use super::progress::{Range, Upto};
 use super::slot::{ident, literal};
-use super::{wire_error, CdcState, PostgresCdcSource};
+use super::{CdcState, PostgresCdcSource};
+use crate::error::wire_error;
 use crate::event::{self, Op, Origin};
 use crate::lsn::Lsn;
 use crate::value;

@@ -15,7 +15,8 @@ use rivus_core::{Error, Result};
 
 use super::filter::KeyOrder;
 use super::slot::{self, ident, literal};
-use super::{round, wire_error, CdcState, PostgresCdcSource, SnapshotMode};
+use super::{round, CdcState, PostgresCdcSource, SnapshotMode};
+use crate::error::wire_error;
 use crate::event::{self, Op, Origin, Relations};
 use crate::lsn::Lsn;
 use crate::pgoutput::{self, Datum, Logical, StreamMessage};

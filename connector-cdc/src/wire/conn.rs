@@ -39,16 +39,6 @@ impl WireError {
             _ => None,
         }
     }
-
-    /// What a restart would make of this error: the server's answers by their SQLSTATE
-    /// ([`rivus_core::Fault::of_sqlstate`]); no answer at all (a lost connection, a timeout)
-    /// is transient.
-    pub fn fault(&self) -> rivus_core::Fault {
-        match self.code() {
-            Some(code) => rivus_core::Fault::of_sqlstate(code),
-            None => rivus_core::Fault::Transient,
-        }
-    }
 }
 
 /// A result set of a simple query: the columns (name, type oid) and rows of text values.

@@ -31,16 +31,6 @@ pub enum AvroCodec {
 }
 
 impl AvroCodec {
-    /// Parses `null`/`none`, `deflate`, `zstd`/`zstandard`.
-    pub fn parse(s: &str) -> Option<AvroCodec> {
-        Some(match s {
-            "null" | "none" => AvroCodec::Null,
-            "deflate" => AvroCodec::Deflate,
-            "zstd" | "zstandard" => AvroCodec::Zstandard,
-            _ => return None,
-        })
-    }
-
     fn name(&self) -> &'static str {
         match self {
             AvroCodec::Null => "null",

@@ -18,16 +18,6 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// Parses `none`, `gzip`, `zstd`.
-    pub fn parse(s: &str) -> Option<Compression> {
-        match s {
-            "none" => Some(Compression::None),
-            "gzip" => Some(Compression::Gzip),
-            "zstd" => Some(Compression::Zstd),
-            _ => None,
-        }
-    }
-
     pub(crate) fn suffix(&self) -> &'static str {
         match self {
             Compression::None => "",

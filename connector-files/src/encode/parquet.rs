@@ -33,17 +33,6 @@ pub enum ParquetCompression {
 }
 
 impl ParquetCompression {
-    /// Parses `none`, `snappy`, `gzip`, `zstd`.
-    pub fn parse(s: &str) -> Option<ParquetCompression> {
-        Some(match s {
-            "none" => ParquetCompression::None,
-            "snappy" => ParquetCompression::Snappy,
-            "gzip" => ParquetCompression::Gzip,
-            "zstd" => ParquetCompression::Zstd,
-            _ => return None,
-        })
-    }
-
     fn codec(&self) -> Compression {
         match self {
             ParquetCompression::None => Compression::UNCOMPRESSED,

@@ -14,18 +14,28 @@ use serde_json::{Map, Value};
 
 use rivus_core::{Error, Result};
 
-/// A column's type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A column's type; a pipeline file names it in lower case (`int64`, or `long`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(
+    feature = "pipeline-file",
+    derive(rivus_core::pipeline_file::JsonSchema)
+)]
+#[serde(rename_all = "lowercase")]
 pub enum ColumnType {
     /// `true`/`false`.
+    #[serde(alias = "bool")]
     Boolean,
     /// 32-bit integer.
+    #[serde(alias = "int")]
     Int32,
     /// 64-bit integer.
+    #[serde(alias = "long")]
     Int64,
     /// 32-bit float.
+    #[serde(alias = "float")]
     Float32,
     /// 64-bit float.
+    #[serde(alias = "double")]
     Float64,
     /// UTF-8 text.
     String,
@@ -39,22 +49,6 @@ pub enum ColumnType {
 }
 
 impl ColumnType {
-    /// Parses a type name.
-    pub fn parse(s: &str) -> Option<ColumnType> {
-        Some(match s {
-            "boolean" | "bool" => ColumnType::Boolean,
-            "int32" | "int" => ColumnType::Int32,
-            "int64" | "long" => ColumnType::Int64,
-            "float32" | "float" => ColumnType::Float32,
-            "float64" | "double" => ColumnType::Float64,
-            "string" => ColumnType::String,
-            "date" => ColumnType::Date,
-            "timestamp" => ColumnType::Timestamp,
-            "json" => ColumnType::Json,
-            _ => return None,
-        })
-    }
-
     fn arrow(&self) -> DataType {
         match self {
             ColumnType::Boolean => DataType::Boolean,

@@ -129,7 +129,7 @@ impl FilesSink {
                 let at = object_store::path::Path::from(prefix.as_str());
                 let first = client.list(Some(&at)).next().await;
                 match first {
-                    Some(Err(e)) => Err(crate::location::store_error(
+                    Some(Err(e)) => Err(crate::error::store_error(
                         format!("files: listing {}", self.s.location.url()),
                         e,
                     )),

@@ -10,7 +10,7 @@ use object_store::ObjectStore;
 
 use rivus_core::{Error, Result};
 
-use crate::location::store_error;
+use crate::error::store_error;
 
 use super::read::ReadFormat;
 

@@ -34,7 +34,7 @@ pub(crate) struct S3Staging {
 }
 
 fn io(what: String, e: object_store::Error) -> Error {
-    crate::location::store_error(what, e)
+    crate::error::store_error(what, e)
 }
 
 impl S3Staging {

@@ -48,15 +48,71 @@ struct Open {
     processor: BulkProcessor<Change>,
     writer: Arc<Writer>,
     handler: ErrorHandler,
-    prepared: Option<Arc<Prepared>>,
-    /// Positions mode: the positions table and the task's link to the source.
-    positions: Option<(
-        Arc<positions::PositionsTable>,
-        Arc<rivus_core::PositionsInSink>,
-    )>,
-    committer: Option<tokio::task::JoinHandle<()>>,
+    delivery: Delivery,
     completed: CompletedCheckpoints,
     checkpointed: bool,
+}
+
+/// How a subtask keeps its guarantee: one state per delivery mode.
+enum Delivery {
+    /// At-least-once: each batch commits on its own.
+    Plain,
+    /// Exactly-once in one process: each checkpoint's rows in a prepared (XA) transaction,
+    /// committed when the checkpoint completes (by the committer task, or at the next
+    /// notification).
+    Prepared {
+        prepared: Arc<Prepared>,
+        committer: Option<tokio::task::JoinHandle<()>>,
+    },
+    /// Exactly-once behind a source that offers its positions (Kafka in group mode): they are
+    /// kept in a table, written in the rows' transaction at each barrier.
+    Positions {
+        table: Arc<positions::PositionsTable>,
+        link: Arc<rivus_core::PositionsInSink>,
+    },
+}
+
+impl Delivery {
+    /// The prepared transactions, in that mode.
+    fn prepared(&self) -> Option<&Arc<Prepared>> {
+        match self {
+            Delivery::Prepared { prepared, .. } => Some(prepared),
+            _ => None,
+        }
+    }
+
+    /// The transactions the writer writes in: prepared ones, or one-phase ones in positions
+    /// mode; none at-least-once.
+    fn transactions(&self, pool: &Pool, subtask: usize) -> Option<Arc<Prepared>> {
+        match self {
+            Delivery::Plain => None,
+            Delivery::Prepared { prepared, .. } => Some(Arc::clone(prepared)),
+            Delivery::Positions { .. } => {
+                Some(Arc::new(Prepared::one_phase(pool.clone(), subtask)))
+            }
+        }
+    }
+
+    /// Starts what runs beside the writer: the committer of prepared transactions, or the
+    /// source's link to the positions table (last: the source claims partitions from the
+    /// table as soon as it is registered).
+    fn start(&mut self, completed: &CompletedCheckpoints) {
+        match self {
+            Delivery::Plain => {}
+            Delivery::Prepared {
+                prepared,
+                committer,
+            } => {
+                *committer = Some(Prepared::spawn_committer(
+                    Arc::clone(prepared),
+                    completed.clone(),
+                ));
+            }
+            Delivery::Positions { table, link } => {
+                link.set_store(Arc::clone(table) as Arc<dyn rivus_core::PositionStore>);
+            }
+        }
+    }
 }
 
 /// Why a record is not written: what the error policy is handed.
@@ -162,21 +218,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         // the database with the rows: exactly-once also across workers.
         let keep_positions = s.exactly_once && ctx.source_positions_offered();
         if s.exactly_once && !keep_positions {
-            if let Some(w) = ctx.worker() {
-                // Prepared transactions are resolved from one process's checkpoints: a worker
-                // that never came back would leave the rows of its completed checkpoints
-                // prepared but uncommitted, while its source's offsets already moved on.
-                return Err(Error::config(
-                    "exactly_once",
-                    format!(
-                        "worker `{w}`: exactly-once across workers needs a Kafka source in \
-                         group mode chained into this sink (same parallelism, no key_by or \
-                         rebalance between), whose positions are then kept in the sink's \
-                         database; with another source use at-least-once with mode = \
-                         \"upsert\" on the table's key, or run exactly-once as one process"
-                    ),
-                ));
-            }
+            refuse_workers(ctx)?;
         }
         // Exactly-once on MySQL/MariaDB parks a session per prepared, uncommitted checkpoint.
         let parked = if s.exactly_once { 2 } else { 0 };
@@ -204,49 +246,45 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             WriteMode::Statement { params, .. } => (rows::statement_columns(params), Vec::new()),
             _ => rows::resolve_columns(&s, &table)?,
         };
-        let prepared = if s.exactly_once && !keep_positions {
-            let p =
-                Prepared::start(&pool, &mut conn, s.prefix.clone(), ctx, &self.restored).await?;
-            Some(p)
-        } else {
-            None
-        };
-        // Positions mode: transactions begun and committed in one phase at each barrier.
-        let mut txn = prepared.clone();
-        let positions = if keep_positions {
-            if dialect == crate::dialect::Dialect::Sqlite {
-                return Err(Error::config(
-                    "exactly_once",
-                    "SQLite cannot keep a source's positions for several workers; use \
-                     PostgreSQL or MySQL/MariaDB",
-                ));
+        let mut delivery = match (s.exactly_once, keep_positions) {
+            (false, _) => Delivery::Plain,
+            (true, false) => Delivery::Prepared {
+                prepared: Prepared::start(&pool, &mut conn, s.prefix.clone(), ctx, &self.restored)
+                    .await?,
+                committer: None,
+            },
+            (true, true) => {
+                if dialect == crate::dialect::Dialect::Sqlite {
+                    return Err(Error::config(
+                        "exactly_once",
+                        "SQLite cannot keep a source's positions for several workers; use \
+                         PostgreSQL or MySQL/MariaDB",
+                    ));
+                }
+                let name = s
+                    .prefix
+                    .clone()
+                    .unwrap_or_else(|| format!("{}/{}", ctx.job_name(), ctx.task_name()));
+                let owner = positions::owner_token(ctx.worker(), ctx.subtask_index());
+                let table = positions::PositionsTable::open(
+                    pool.clone(),
+                    &mut conn,
+                    &s.positions_table,
+                    name,
+                    owner,
+                    s.statement_timeout,
+                )
+                .await?;
+                let link = ctx
+                    .task_shared()
+                    .get_or_insert_with(rivus_core::PositionsInSink::default);
+                tracing::info!(sink = %ctx.display_name(), table = %s.positions_table,
+                    "jdbc sink: the source's positions commit in this sink's transactions");
+                Delivery::Positions {
+                    table: Arc::new(table),
+                    link,
+                }
             }
-            let name = s
-                .prefix
-                .clone()
-                .unwrap_or_else(|| format!("{}/{}", ctx.job_name(), ctx.task_name()));
-            let owner = positions::owner_token(ctx.worker(), ctx.subtask_index());
-            let table = positions::PositionsTable::open(
-                pool.clone(),
-                &mut conn,
-                &s.positions_table,
-                name,
-                owner,
-                s.statement_timeout,
-            )
-            .await?;
-            txn = Some(Arc::new(Prepared::one_phase(
-                pool.clone(),
-                ctx.subtask_index(),
-            )));
-            let link = ctx
-                .task_shared()
-                .get_or_insert_with(rivus_core::PositionsInSink::default);
-            tracing::info!(sink = %ctx.display_name(), table = %s.positions_table,
-                "jdbc sink: the source's positions commit in this sink's transactions");
-            Some((Arc::new(table), link))
-        } else {
-            None
         };
         drop(conn);
         let computed: Vec<String> = table
@@ -272,7 +310,9 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 .with_computed(computed),
             ),
             handler: handler.clone(),
-            txn: txn.map(|p| (p, tokio::sync::Mutex::new(None))),
+            txn: delivery
+                .transactions(&pool, ctx.subtask_index())
+                .map(|p| (p, tokio::sync::Mutex::new(None))),
             kept: parking_lot::Mutex::new(Vec::new()),
             rows: metrics.counter("rivus_jdbc_rows_total"),
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
@@ -286,21 +326,13 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             Arc::new(Change::size),
         )?;
         let completed = ctx.completed_checkpoints();
-        let committer = prepared
-            .as_ref()
-            .map(|p| Prepared::spawn_committer(Arc::clone(p), completed.clone()));
-        if let Some((table, link)) = &positions {
-            // Last: the source claims partitions from the table as soon as it is registered.
-            link.set_store(Arc::clone(table) as Arc<dyn rivus_core::PositionStore>);
-        }
+        delivery.start(&completed);
         self.open = Some(Open {
             pool,
             processor,
             writer,
             handler,
-            prepared,
-            positions,
-            committer,
+            delivery,
             completed,
             checkpointed: false,
         });
@@ -311,11 +343,14 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         let Some(open) = self.open.take() else {
             return Ok(());
         };
-        if let Some(c) = &open.committer {
+        if let Delivery::Prepared {
+            committer: Some(c), ..
+        } = &open.delivery
+        {
             c.abort();
         }
         let mut result = Ok(());
-        if let (Some(p), Some(id)) = (&open.prepared, open.completed.latest()) {
+        if let (Some(p), Some(id)) = (open.delivery.prepared(), open.completed.latest()) {
             result = commit_within(p, id, self.settings.statement_timeout).await;
         }
         if let Err(e) = open.processor.close().await {
@@ -324,7 +359,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         // Rows written since the last prepare belong to no checkpoint: roll them back (and
         // free the connection, or closing the pool would wait for it forever).
         open.writer.abandon_open().await;
-        if let Some(p) = &open.prepared {
+        if let Some(p) = open.delivery.prepared() {
             p.release_parked();
         }
         // Closing waits for checked-out connections; a send still running when the job was
@@ -336,6 +371,25 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             tracing::warn!("jdbc sink: a connection was still in use at close; left to drop");
         }
         result
+    }
+}
+
+/// Prepared transactions are resolved from one process's checkpoints: a worker that never
+/// came back would leave the rows of its completed checkpoints prepared but uncommitted, while
+/// its source's offsets already moved on.
+fn refuse_workers(ctx: &RuntimeContext) -> Result<()> {
+    match ctx.worker() {
+        None => Ok(()),
+        Some(w) => Err(Error::config(
+            "exactly_once",
+            format!(
+                "worker `{w}`: exactly-once across workers needs a Kafka source in group mode \
+                 chained into this sink (same parallelism, no key_by or rebalance between), \
+                 whose positions are then kept in the sink's database; with another source use \
+                 at-least-once with mode = \"upsert\" on the table's key, or run exactly-once \
+                 as one process"
+            ),
+        )),
     }
 }
 
@@ -373,31 +427,33 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
         let open = self.open.as_mut().ok_or(Error::Closed("jdbc sink"))?;
         open.checkpointed = true;
         open.processor.flush().await?;
-        if let Some((table, link)) = &open.positions {
-            if link.is_broken() {
-                open.writer.abandon_open().await;
-                return Err(Error::connector(
-                    "jdbc sink: positions",
-                    "a revoked partition moved to another worker before a transaction covered \
-                     it; this transaction rolls back and the job resumes from the positions \
-                     table",
-                ));
+        match &open.delivery {
+            Delivery::Plain => Ok(JdbcSinkState::default()),
+            Delivery::Positions { table, link } => {
+                if link.is_broken() {
+                    open.writer.abandon_open().await;
+                    return Err(Error::connector(
+                        "jdbc sink: positions",
+                        "a revoked partition moved to another worker before a transaction \
+                         covered it; this transaction rolls back and the job resumes from the \
+                         positions table",
+                    ));
+                }
+                let at = link.take_barrier(checkpoint_id).unwrap_or_default();
+                open.writer.commit_positions(table, &at).await?;
+                link.committed(checkpoint_id);
+                Ok(JdbcSinkState::default())
             }
-            let at = link.take_barrier(checkpoint_id).unwrap_or_default();
-            open.writer.commit_positions(table, &at).await?;
-            link.committed(checkpoint_id);
-            return Ok(JdbcSinkState::default());
+            Delivery::Prepared { prepared, .. } => {
+                prepared.check()?;
+                if let Some((gid, parked)) = open.writer.prepare(checkpoint_id).await? {
+                    prepared.add(checkpoint_id, gid, parked);
+                }
+                Ok(JdbcSinkState {
+                    prepared: prepared.snapshot(),
+                })
+            }
         }
-        let Some(prepared) = &open.prepared else {
-            return Ok(JdbcSinkState::default());
-        };
-        prepared.check()?;
-        if let Some((gid, parked)) = open.writer.prepare(checkpoint_id).await? {
-            prepared.add(checkpoint_id, gid, parked);
-        }
-        Ok(JdbcSinkState {
-            prepared: prepared.snapshot(),
-        })
     }
 }
 
@@ -405,7 +461,7 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
 impl<T: Send + 'static> CheckpointListener for JdbcSink<T> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
         let deadline = self.settings.statement_timeout;
-        match &self.opened()?.prepared {
+        match self.opened()?.delivery.prepared() {
             Some(p) => commit_within(p, checkpoint_id, deadline).await,
             None => Ok(()),
         }
@@ -429,14 +485,14 @@ impl<T: Send + 'static> SinkFunction<T> for JdbcSink<T> {
     }
 
     async fn invoke(&mut self, value: T, _: &SinkContext) -> Result<()> {
-        if let Some(p) = &self.opened()?.prepared {
+        if let Some(p) = self.opened()?.delivery.prepared() {
             p.check()?;
         }
         self.add(value).await
     }
 
     async fn invoke_batch(&mut self, values: Vec<T>, _: &mut SinkContext) -> Result<()> {
-        if let Some(p) = &self.opened()?.prepared {
+        if let Some(p) = self.opened()?.delivery.prepared() {
             p.check()?;
         }
         let open = self.opened()?;
