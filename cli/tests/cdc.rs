@@ -34,10 +34,7 @@ use sqlx::{Connection, PgConnection};
 
 /// Rows of the captured table (`RIVUS_CDC_ROWS`; the full run takes 200 000).
 fn rows() -> i64 {
-    std::env::var("RIVUS_CDC_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
+    cdc::env_count("RIVUS_CDC_ROWS", 20_000)
 }
 
 /// A table `name` with `n` rows, published as `name`, readable by the CDC user.

@@ -23,10 +23,7 @@ use index::Index;
 /// Rows of the TOAST table (`RIVUS_CDC_TOAST_ROWS`, default 20 000: the writer's large
 /// transactions touch every row).
 fn toast_rows() -> i64 {
-    std::env::var("RIVUS_CDC_TOAST_ROWS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
+    cdc::env_count("RIVUS_CDC_TOAST_ROWS", 20_000)
 }
 
 /// A table `name` of `n` rows whose `big` text (3 200 characters, stored out of line and

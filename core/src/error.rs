@@ -187,7 +187,7 @@ impl Error {
     /// `prefix.path` (`tls.ca_file` under `sink` is `sink.tls.ca_file`; an index such as
     /// `[0].topic` joins without the dot). Builders and sections raise paths relative to
     /// themselves; whoever places them calls this once. Other errors are unchanged.
-    pub fn under(self, prefix: &str) -> Self {
+    pub fn under(mut self, prefix: &str) -> Self {
         if prefix.is_empty() {
             return self;
         }
@@ -206,23 +206,16 @@ impl Error {
                 message,
             },
             Error::Refused {
-                context,
-                path: Some(path),
-                message,
-            } => Error::Refused {
-                context,
-                path: Some(join(path)),
-                message,
-            },
-            Error::Rejected {
-                context,
-                path: Some(path),
-                message,
-            } => Error::Rejected {
-                context,
-                path: Some(join(path)),
-                message,
-            },
+                path: Some(ref mut path),
+                ..
+            }
+            | Error::Rejected {
+                path: Some(ref mut path),
+                ..
+            } => {
+                *path = join(std::mem::take(path));
+                self
+            }
             Error::Task {
                 task,
                 subtask,

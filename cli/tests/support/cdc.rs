@@ -8,6 +8,14 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, PgConnection};
 
+/// The number in the environment variable `var`, else `default` (a test's table size).
+pub fn env_count(var: &str, default: i64) -> i64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Rows in `table` (0 before it exists).
 pub async fn count(db: &mut PgConnection, table: &str) -> i64 {
     sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
