@@ -15,7 +15,7 @@ use crate::counted::Counts;
 use crate::transform::Transforms;
 
 /// A job ready to run, with what the status line and the report need.
-pub struct Built {
+pub(crate) struct Built {
     pub job: Job,
     pub counts: Arc<Counts>,
     /// Records the source will emit, when known (a bounded generator).
@@ -72,7 +72,7 @@ async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Res
 
 /// Builds the job. With `dry`, nothing is created or contacted (validation): no dead-letter
 /// file, no state directory, no setup script.
-pub async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
+pub(crate) async fn build(config: &PipelineConfig, dry: bool) -> Result<Built> {
     build_counting(config, dry, Arc::new(Counts::default())).await
 }
 
@@ -127,7 +127,7 @@ fn checkpoint_backend(
 }
 
 /// Builds the job counting into `counts` (shared by the attempts of a restarted job).
-pub async fn build_counting(
+pub(crate) async fn build_counting(
     config: &PipelineConfig,
     dry: bool,
     counts: Arc<Counts>,

@@ -4,7 +4,7 @@
 use crate::registry::Registry;
 
 /// The catalog of `registry` as text.
-pub fn render(registry: &Registry) -> String {
+pub(crate) fn render(registry: &Registry) -> String {
     let mut out =
         String::from("connectors (type = ... in [source], [sink] or [errors.destination]):\n");
     for l in registry.catalog() {

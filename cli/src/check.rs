@@ -2,14 +2,14 @@
 //! reports reachability and authentication, one line each, without writing or reading
 //! records. Each section does its own healthcheck; this file only asks them in turn.
 
-use rivus_core::pipeline_file::Health;
+use rivus_pipeline_file::Health;
 
 use rivus_core::error_policy::ErrorPolicy;
 
 use crate::config::PipelineConfig;
 
 /// One endpoint's result.
-pub struct Reach {
+pub(crate) struct Reach {
     pub role: &'static str,
     pub kind: &'static str,
     pub address: String,
@@ -64,7 +64,7 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
 
 /// Checks the source, the sink, the dead-letter destination and the checkpoint store of
 /// `config`.
-pub async fn check(config: &PipelineConfig) -> Vec<Reach> {
+pub(crate) async fn check(config: &PipelineConfig) -> Vec<Reach> {
     let ctx = config.context(ErrorPolicy::Fail, true);
     let (source, sink) = (&config.source, &config.sink);
     let mut out = vec![

@@ -7,7 +7,10 @@ use crate::config::{self, PipelineConfig};
 use crate::registry::Registry;
 
 /// Reads `file` with the sections of `registry`; exit code 2 (said on stderr) if it is bad.
-pub fn load(file: &std::path::Path, registry: &Registry) -> Result<PipelineConfig, ExitCode> {
+pub(crate) fn load(
+    file: &std::path::Path,
+    registry: &Registry,
+) -> Result<PipelineConfig, ExitCode> {
     config::load(file, registry).map_err(|e| {
         eprintln!("invalid pipeline: {e}");
         ExitCode::from(2)
@@ -15,7 +18,7 @@ pub fn load(file: &std::path::Path, registry: &Registry) -> Result<PipelineConfi
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn out(text: &str) {
+pub(crate) fn out(text: &str) {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }

@@ -14,7 +14,7 @@ use crate::transform::ERROR_FIELD;
 
 /// Live counts of a run, read by the status line.
 #[derive(Debug, Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub read: AtomicU64,
     pub written: AtomicU64,
     pub errors: AtomicU64,
@@ -24,14 +24,14 @@ pub struct Counts {
 
 impl Counts {
     /// Counts one record that went to the error policy.
-    pub fn error(&self, kind: &str) {
+    pub(crate) fn error(&self, kind: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         *self.by_kind.lock().entry(kind.to_owned()).or_default() += 1;
     }
 }
 
 /// A sink that counts and filters error records before `S`.
-pub struct Counted<S> {
+pub(crate) struct Counted<S> {
     pub inner: S,
     pub counts: Arc<Counts>,
     pub policy: ErrorPolicy,

@@ -13,8 +13,8 @@
 //! ```
 //!
 //! A connector written outside this repository implements
-//! [`SourceSection`](rivus_core::pipeline_file::SourceSection) or
-//! [`SinkSection`](rivus_core::pipeline_file::SinkSection) and gets a `rivus` of its own with
+//! [`SourceSection`](rivus_pipeline_file::SourceSection) or
+//! [`SinkSection`](rivus_pipeline_file::SinkSection) and gets a `rivus` of its own with
 //! `Registry::builtin().source::<MySource>().sink::<MySink>()` — `examples/custom-rivus`
 //! does it for the file connector of `examples/file-connector`.
 

@@ -18,7 +18,7 @@ use crate::{build, http, status};
 
 /// `rivus run`'s options.
 #[derive(clap::Args)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// The pipeline file.
     file: PathBuf,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9898).
@@ -253,7 +253,7 @@ fn exit_soon(name: String, activities: Arc<rivus_core::activity::Activities>) {
 }
 
 /// `rivus run FILE`.
-pub async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
+pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     let Setup {
         config,
         http,

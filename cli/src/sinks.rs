@@ -14,7 +14,7 @@ use crate::counted::{Counted, Counts};
 
 /// Ends `stream` in the sink of `config`. Without `dry`, the section's `prepare` hook (the
 /// SQL sink's `setup`) runs first.
-pub async fn attach(
+pub(crate) async fn attach(
     stream: Stream<Value>,
     config: &PipelineConfig,
     counts: &Arc<Counts>,

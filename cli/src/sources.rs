@@ -11,7 +11,7 @@ use crate::config::PipelineConfig;
 /// Starts `pipeline` at the source of `config`; also returns how many records it will emit
 /// when that is known (a bounded generator). Without `dry`, the section's `prepare` hook runs
 /// first.
-pub async fn attach(
+pub(crate) async fn attach(
     pipeline: Pipeline,
     config: &PipelineConfig,
     policy: &ErrorPolicy,

@@ -22,7 +22,7 @@ fn bar(done: u64, total: u64, width: usize) -> String {
 }
 
 /// Runs until aborted, reporting every `every` (default 500 ms on a terminal, 10 s otherwise).
-pub async fn report(
+pub(crate) async fn report(
     name: String,
     counts: Arc<Counts>,
     total: Option<u64>,
@@ -105,14 +105,14 @@ pub async fn report(
 }
 
 /// Clears the status line (on a terminal).
-pub fn clear() {
+pub(crate) fn clear() {
     if std::io::stderr().is_terminal() {
         let _ = write!(std::io::stderr(), "\r\x1b[2K");
     }
 }
 
 /// The end-of-run summary.
-pub fn summary(name: &str, s: &JobSummary, counts: &Counts, guarantee: &str) -> String {
+pub(crate) fn summary(name: &str, s: &JobSummary, counts: &Counts, guarantee: &str) -> String {
     let secs = s.duration.as_secs_f64();
     let errors = counts.errors.load(Ordering::Relaxed);
     let kinds: Vec<String> = counts

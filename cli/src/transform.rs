@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::config::{to_json, CompareOp, TransformConfig};
 
 /// The field that marks an error record.
-pub const ERROR_FIELD: &str = "__rivus_transform_error";
+pub(crate) const ERROR_FIELD: &str = "__rivus_transform_error";
 
 enum Step {
     Filter(String, CompareOp, Value),
@@ -20,7 +20,7 @@ enum Step {
 }
 
 /// The compiled chain.
-pub struct Transforms {
+pub(crate) struct Transforms {
     steps: Vec<Step>,
 }
 
@@ -60,7 +60,7 @@ fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, value: &Value) 
 }
 
 /// An error record carrying `record` and why it failed.
-pub fn error_record(reason: String, record: Value) -> Value {
+pub(crate) fn error_record(reason: String, record: Value) -> Value {
     let mut m = Map::new();
     m.insert(ERROR_FIELD.into(), Value::String(reason));
     m.insert("record".into(), record);
@@ -69,7 +69,7 @@ pub fn error_record(reason: String, record: Value) -> Value {
 
 impl Transforms {
     /// Compiles `configs` (the `key` transform is not a step: it places records).
-    pub fn new(configs: &[TransformConfig]) -> Self {
+    pub(crate) fn new(configs: &[TransformConfig]) -> Self {
         let steps = configs
             .iter()
             .filter_map(|t| {
@@ -98,17 +98,17 @@ impl Transforms {
     }
 
     /// True when a step can produce error records.
-    pub fn can_fail(&self) -> bool {
+    pub(crate) fn can_fail(&self) -> bool {
         self.steps.iter().any(|s| matches!(s, Step::ParseJson(_)))
     }
 
     /// True when there is nothing to do.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }
 
     /// Runs the chain: `None` when a filter drops the record.
-    pub fn apply(&self, record: Value) -> Option<Value> {
+    pub(crate) fn apply(&self, record: Value) -> Option<Value> {
         let Value::Object(mut m) = record else {
             return if self.steps.is_empty() {
                 Some(record)

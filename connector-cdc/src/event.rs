@@ -52,7 +52,7 @@ impl Op {
 
 /// Where a change comes from, for the envelope's `source` block.
 #[derive(Debug, Clone)]
-pub struct Origin<'a> {
+pub(crate) struct Origin<'a> {
     /// The database.
     pub db: &'a str,
     /// The commit position (the snapshot's, for snapshot rows).
@@ -66,7 +66,7 @@ pub struct Origin<'a> {
 }
 
 /// A row of `rel` as a JSON object (columns in order).
-pub fn row(rel: &Relation, datums: &[Datum]) -> Map<String, Value> {
+pub(crate) fn row(rel: &Relation, datums: &[Datum]) -> Map<String, Value> {
     rel.columns
         .iter()
         .zip(datums)
@@ -82,7 +82,7 @@ pub fn row(rel: &Relation, datums: &[Datum]) -> Map<String, Value> {
 }
 
 /// The record of one change.
-pub fn record(
+pub(crate) fn record(
     envelope: Envelope,
     op: Op,
     (schema, table): (&str, &str),
@@ -118,7 +118,7 @@ pub fn record(
 }
 
 /// The relations seen so far in a stream, by oid.
-pub type Relations = HashMap<u32, Relation>;
+pub(crate) type Relations = HashMap<u32, Relation>;
 
 #[cfg(test)]
 mod tests {

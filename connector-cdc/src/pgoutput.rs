@@ -12,7 +12,7 @@ const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
 /// One piece of the replication stream.
 #[derive(Debug)]
-pub enum StreamMessage {
+pub(crate) enum StreamMessage {
     /// WAL data: one logical message.
     XLogData {
         /// The server's current end of WAL.
@@ -30,7 +30,7 @@ pub enum StreamMessage {
 }
 
 /// Parses one copy-data message of the replication stream.
-pub fn stream_message(mut b: Bytes) -> std::io::Result<StreamMessage> {
+pub(crate) fn stream_message(mut b: Bytes) -> std::io::Result<StreamMessage> {
     need(&b, 1)?;
     match b.get_u8() {
         b'w' => {
@@ -54,7 +54,7 @@ pub fn stream_message(mut b: Bytes) -> std::io::Result<StreamMessage> {
 
 /// A standby status update: `flushed` is what the slot may forget (everything before it is
 /// done); written and applied are reported as the same.
-pub fn status_update(flushed: Lsn, now_unix_micros: i64) -> Vec<u8> {
+pub(crate) fn status_update(flushed: Lsn, now_unix_micros: i64) -> Vec<u8> {
     let mut v = Vec::with_capacity(34);
     v.push(b'r');
     for _ in 0..3 {
@@ -67,7 +67,7 @@ pub fn status_update(flushed: Lsn, now_unix_micros: i64) -> Vec<u8> {
 
 /// A column of a relation as the stream describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
+pub(crate) struct Column {
     /// Part of the replica identity (the key).
     pub key: bool,
     /// Name.
@@ -78,7 +78,7 @@ pub struct Column {
 
 /// A table as the stream describes it (sent before its first change and after it changes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Relation {
+pub(crate) struct Relation {
     /// The table's oid.
     pub oid: u32,
     /// Schema name.
@@ -93,7 +93,7 @@ pub struct Relation {
 
 /// One value of a row in the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Datum {
+pub(crate) enum Datum {
     /// NULL.
     Null,
     /// A TOAST-ed value the change did not touch: not in the WAL record.
@@ -104,7 +104,7 @@ pub enum Datum {
 
 /// A logical message of `pgoutput`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Logical {
+pub(crate) enum Logical {
     /// A transaction begins; it commits at `final_lsn`.
     Begin {
         /// The commit record's position.
@@ -157,7 +157,7 @@ pub enum Logical {
 }
 
 /// Parses one `pgoutput` message (protocol version 1).
-pub fn logical(mut b: Bytes) -> std::io::Result<Logical> {
+pub(crate) fn logical(mut b: Bytes) -> std::io::Result<Logical> {
     need(&b, 1)?;
     Ok(match b.get_u8() {
         b'B' => {

@@ -7,17 +7,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, SectionContext, SectionMetrics, SourcePlan, SourceSection,
-};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
+use rivus_pipeline_file::{
+    opt_duration, CatalogEntry, Health, SectionContext, SectionMetrics, SourcePlan, SourceSection,
+};
 
 use crate::{Envelope, PostgresCdcSource, SnapshotMode};
 
 /// `[source] type = "postgres-cdc"`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresCdcSection {
     /// `postgres://user:password@host:port/db` of a user with REPLICATION.
@@ -41,7 +41,7 @@ pub struct PostgresCdcSection {
     pub envelope: EnvelopeOption,
     /// How often the position is reported to the server when idle (10 s).
     #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub status_interval: Option<Duration>,
     /// SQL run at every status interval (e.g. `UPDATE rivus_heartbeat SET ts = now()`).
     pub heartbeat_query: Option<String>,
@@ -53,7 +53,7 @@ pub struct PostgresCdcSection {
 
 /// `snapshot = ...`.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum SnapshotOption {
@@ -68,7 +68,7 @@ pub enum SnapshotOption {
 
 /// `envelope = ...`.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum EnvelopeOption {

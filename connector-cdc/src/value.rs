@@ -22,7 +22,7 @@ use rivus_core::calendar;
 use serde_json::Value;
 
 /// `text` of a column of type `oid` as JSON.
-pub fn to_json(oid: u32, text: &[u8]) -> Value {
+pub(crate) fn to_json(oid: u32, text: &[u8]) -> Value {
     let s = String::from_utf8_lossy(text);
     match element_of(oid) {
         Some(elem) => match parse_array(&s) {

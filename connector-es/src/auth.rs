@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use rivus_core::sigv4;
+use rivus_aws::sigv4;
 
 /// How to authenticate.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -40,8 +40,8 @@ pub enum EsAuth {
     },
 }
 
-/// AWS keys (the secret and the token redacted in `Debug`): core's SigV4 credentials.
-pub use rivus_core::sigv4::Credentials as AwsCredentials;
+/// AWS keys (the secret and the token redacted in `Debug`): rivus-aws's SigV4 credentials.
+pub use rivus_aws::sigv4::Credentials as AwsCredentials;
 
 impl fmt::Debug for EsAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

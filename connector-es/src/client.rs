@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use reqwest::{Method, Response};
-use rivus_core::sigv4::uri_encode;
+use rivus_aws::sigv4::uri_encode;
 use rivus_core::{Error, Result};
 use serde_json::Value;
 

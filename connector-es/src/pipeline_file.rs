@@ -9,16 +9,16 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
 use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
+use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
 
 use crate::{AwsCredentials, Cluster, EsAuth, EsClient, EsConfig, EsSink};
 
 /// `[sink] type = "elasticsearch"`: one index, each record a document.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EsSinkSection {
     /// `http://` or `https://` URL of a node.
@@ -171,7 +171,7 @@ impl SinkSection for EsSinkSection {
 
 /// `[sink] type = "opensearch"`: the same sink and options as `elasticsearch`, named for the
 /// engine it writes to.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(transparent)]
 pub struct OpenSearchSinkSection(pub EsSinkSection);
 
@@ -195,7 +195,7 @@ impl SinkSection for OpenSearchSinkSection {
 }
 
 /// `auth = { … }`: one way to authenticate.
-#[derive(Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum AuthSection {
     /// Basic authentication: `{ basic = { username = "elastic", password = "${ES_PASSWORD}" } }`.
@@ -231,7 +231,7 @@ impl std::fmt::Debug for AuthSection {
 }
 
 /// `auth = { aws = { ... } }`: SigV4 signing.
-#[derive(Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AwsSection {
     /// The region, e.g. `eu-west-1`.
@@ -259,7 +259,7 @@ impl std::fmt::Debug for AwsSection {
 
 /// The AWS service that signs: `es` (OpenSearch Service) or `aoss` (Serverless).
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum AwsService {
@@ -283,7 +283,7 @@ impl AwsService {
 /// `engine` as a file writes it: `opensearch-2.19`, `elasticsearch-8.15`.
 pub struct EngineText;
 
-impl rivus_core::pipeline_file::JsonSchema for EngineText {
+impl rivus_pipeline_file::JsonSchema for EngineText {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Engine".into()
     }

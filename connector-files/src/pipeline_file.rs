@@ -7,18 +7,18 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{
+use rivus_core::{Error, Result};
+use rivus_pipeline_file::{
     opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
-use rivus_core::{Error, Result};
 
 use crate::encode::{AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression};
 use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 
 /// `[sink] type = "files"`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesSection {
     /// `s3://bucket/prefix` or `file:///dir`.
@@ -42,7 +42,7 @@ pub struct FilesSection {
     pub target_file_size: Option<u64>,
     /// Age at which a file is closed (15m).
     #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub rollover: Option<Duration>,
     /// Bytes per S3 part (8388608, at least 5 MiB).
     pub part_size: Option<usize>,
@@ -56,7 +56,7 @@ pub struct FilesSection {
 }
 
 /// `s3 = { ... }`: the store, what is not given taken from `AWS_*` variables.
-#[derive(Debug, Clone, Default, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct S3Section {
     /// The endpoint of a self-hosted store (`http://127.0.0.1:8333`); else `AWS_ENDPOINT_URL`,
@@ -88,7 +88,7 @@ impl S3Section {
 
 /// `format = ...`.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum FormatOption {
@@ -104,7 +104,7 @@ pub enum FormatOption {
 }
 
 /// `compression = ...`: the codecs of every format; each format takes some of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CompressionOption {
     /// None.
@@ -120,7 +120,7 @@ pub enum CompressionOption {
 }
 
 /// One `schema` entry.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnOption {
     /// The record's field.
@@ -269,7 +269,7 @@ impl SinkSection for FilesSection {
 }
 
 /// `[source] type = "files"`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FilesSourceSection {
     /// `s3://bucket/prefix` or `file:///dir`.
@@ -280,7 +280,7 @@ pub struct FilesSourceSection {
     pub format: FormatOption,
     /// List again at this interval for new files (default: list once, then end).
     #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub discover: Option<Duration>,
     /// A larger file is refused (268435456).
     pub max_file_bytes: Option<u64>,

@@ -14,7 +14,7 @@ pub(crate) struct Change {
 }
 
 impl Change {
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.values.iter().map(SqlValue::size).sum()
     }
 }

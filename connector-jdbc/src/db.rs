@@ -50,7 +50,11 @@ macro_rules! bind_values {
 
 impl Pool {
     /// Connects to `url` (verifying it now); errors name the `url` setting.
-    pub async fn connect(url: &str, max_connections: u32, timeout: Duration) -> Result<Pool> {
+    pub(crate) async fn connect(
+        url: &str,
+        max_connections: u32,
+        timeout: Duration,
+    ) -> Result<Pool> {
         let failed =
             |e: sqlx::Error| sql_error(format!("jdbc: connecting to {}", crate::redact(url)), &e);
         Ok(match Dialect::of_url(url)? {
@@ -112,7 +116,7 @@ impl Pool {
         })
     }
 
-    pub fn dialect(&self) -> Dialect {
+    pub(crate) fn dialect(&self) -> Dialect {
         match self {
             Pool::Pg(_) => Dialect::Postgres,
             Pool::My(_) => Dialect::MySql,
@@ -120,7 +124,7 @@ impl Pool {
         }
     }
 
-    pub async fn acquire(&self) -> Result<Conn, sqlx::Error> {
+    pub(crate) async fn acquire(&self) -> Result<Conn, sqlx::Error> {
         Ok(match self {
             Pool::Pg(p) => Conn::Pg(p.acquire().await?),
             Pool::My(p) => Conn::My(p.acquire().await?),
@@ -128,7 +132,7 @@ impl Pool {
         })
     }
 
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         match self {
             Pool::Pg(p) => p.close().await,
             Pool::My(p) => p.close().await,
@@ -139,7 +143,7 @@ impl Pool {
 
 impl Conn {
     /// Runs `sql` (one or more statements, no parameters).
-    pub async fn raw(&mut self, sql: &str) -> Result<(), sqlx::Error> {
+    pub(crate) async fn raw(&mut self, sql: &str) -> Result<(), sqlx::Error> {
         match self {
             Conn::Pg(c) => c.execute(sqlx::raw_sql(sql)).await.map(drop),
             Conn::My(c) => c.execute(sqlx::raw_sql(sql)).await.map(drop),
@@ -152,7 +156,7 @@ impl Conn {
     /// `GET_LOCK`. Workers of one job all run the same `CREATE TABLE IF NOT EXISTS` at start,
     /// and on PostgreSQL two of those at once can fail (`duplicate key value violates unique
     /// constraint "pg_type_typname_nsp_index"`): one at a time they cannot.
-    pub async fn raw_exclusive(&mut self, sql: &str) -> Result<(), sqlx::Error> {
+    pub(crate) async fn raw_exclusive(&mut self, sql: &str) -> Result<(), sqlx::Error> {
         /// The advisory lock's key: "rivus" in ASCII.
         const KEY: i64 = 0x0072_6976_7573;
         let (lock, unlock) = match self {
@@ -173,7 +177,7 @@ impl Conn {
     }
 
     /// Runs `sql` with `values` bound in order; returns the rows affected.
-    pub async fn execute<'v>(
+    pub(crate) async fn execute<'v>(
         &mut self,
         sql: &str,
         values: impl IntoIterator<Item = &'v SqlValue>,
@@ -195,7 +199,7 @@ impl Conn {
     }
 
     /// Runs a query returning one text column, with `values` bound in order.
-    pub async fn fetch_text(
+    pub(crate) async fn fetch_text(
         &mut self,
         sql: &str,
         values: &[SqlValue],
@@ -220,7 +224,7 @@ impl Conn {
     }
 
     /// The names and type names of the columns `sql` returns.
-    pub async fn describe_columns(
+    pub(crate) async fn describe_columns(
         &mut self,
         sql: &str,
     ) -> Result<Vec<(String, String)>, sqlx::Error> {
@@ -239,7 +243,7 @@ impl Conn {
     }
 
     /// MySQL/MariaDB: the ids of the prepared XA transactions (`XA RECOVER`).
-    pub async fn xa_recover(&mut self) -> Result<Vec<String>, sqlx::Error> {
+    pub(crate) async fn xa_recover(&mut self) -> Result<Vec<String>, sqlx::Error> {
         use sqlx::Row;
         let Conn::My(c) = self else {
             return Ok(Vec::new());
@@ -254,7 +258,7 @@ impl Conn {
     }
 
     /// The PostgreSQL connection, for COPY and arrays.
-    pub fn pg(&mut self) -> Option<&mut sqlx::PgConnection> {
+    pub(crate) fn pg(&mut self) -> Option<&mut sqlx::PgConnection> {
         match self {
             Conn::Pg(c) => Some(&mut **c),
             _ => None,
@@ -263,7 +267,7 @@ impl Conn {
 
     /// Closes the connection instead of returning it to the pool (its session state is
     /// unknown, e.g. a transaction may be open).
-    pub fn discard(self) {
+    pub(crate) fn discard(self) {
         match self {
             Conn::Pg(c) => drop(c.detach()),
             Conn::My(c) => drop(c.detach()),

@@ -9,19 +9,19 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{
-    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
-    SourceSection,
-};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{DeliveryGuarantee, Error, Result};
+use rivus_pipeline_file::{
+    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
+    SourceSection,
+};
 
 use crate::config::url_with_tls;
 use crate::{run_script, table_report, JdbcConfig, JdbcSink, JdbcSource, WriteMode};
 
 /// `[source] type = "jdbc"`: a table or a query, read by keyset pages on `track_by`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JdbcSourceSection {
     /// `postgres://`, `mysql://` or `sqlite:` URL.
@@ -37,7 +37,7 @@ pub struct JdbcSourceSection {
     pub mode: JdbcSourceMode,
     /// How often a continuous source polls for new rows (1 s).
     #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub poll_interval: Option<Duration>,
     /// Ranges a bounded read is split into (default: the parallelism).
     pub splits: Option<usize>,
@@ -52,7 +52,7 @@ pub struct JdbcSourceSection {
 
 /// Continuous polling or bounded ranges.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum JdbcSourceMode {
@@ -64,7 +64,7 @@ pub enum JdbcSourceMode {
 }
 
 /// `[sink] type = "jdbc"`: a table, inserted into or upserted.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JdbcSinkSection {
     /// `postgres://`, `mysql://` or `sqlite:` URL.
@@ -85,7 +85,7 @@ pub struct JdbcSinkSection {
     pub batch_size: Option<usize>,
     /// Longest wait for one write, prepare or commit (60 s); then retried on a new connection.
     #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub statement_timeout: Option<Duration>,
     /// Exactly-once behind a Kafka source in group mode (workers): the table that keeps the
     /// source's positions (`rivus_source_positions`).
@@ -111,7 +111,7 @@ pub struct JdbcSinkSection {
 
 /// How text becomes the bytes of a binary column.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum JdbcBytesEncoding {
@@ -136,7 +136,7 @@ impl From<JdbcBytesEncoding> for crate::BytesText {
 
 /// Insert or upsert.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum JdbcWriteMode {

@@ -67,7 +67,7 @@ pub(crate) struct Plan {
 type StatementKey = (bool, usize, Vec<usize>);
 
 impl Plan {
-    pub fn new(
+    pub(crate) fn new(
         dialect: Dialect,
         table: &str,
         columns: Vec<TableColumn>,
@@ -91,13 +91,13 @@ impl Plan {
     }
 
     /// The same plan, leaving fields named after `computed` columns out of records.
-    pub fn with_computed(mut self, computed: Vec<String>) -> Self {
+    pub(crate) fn with_computed(mut self, computed: Vec<String>) -> Self {
         self.computed = computed;
         self
     }
 
     /// The positions of the columns a write of shape `kept` names.
-    pub fn written<'a>(&'a self, kept: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+    pub(crate) fn written<'a>(&'a self, kept: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
         (0..self.columns.len()).filter(move |i| kept.binary_search(i).is_err())
     }
 
@@ -142,7 +142,7 @@ impl Plan {
     }
 
     /// INSERT (or upsert) of `rows` rows of shape `kept` with placeholders, row by row.
-    pub fn write_sql(&self, rows: usize, kept: &[usize]) -> Arc<str> {
+    pub(crate) fn write_sql(&self, rows: usize, kept: &[usize]) -> Arc<str> {
         self.cached(false, rows, kept, || {
             let written: Vec<usize> = self.written(kept).collect();
             let n = written.len();
@@ -172,7 +172,7 @@ impl Plan {
     /// per column. Each array has the type its values are bound as (`int8[]`, `float8[]`,
     /// `bool[]`, `bytea[]`, `text[]`) and each column is cast to its own type in the select,
     /// so that any column type works, arrays and domains included (`_text[]` does not exist).
-    pub fn unnest_sql(&self, kept: &[usize]) -> Arc<str> {
+    pub(crate) fn unnest_sql(&self, kept: &[usize]) -> Arc<str> {
         self.cached(false, 0, kept, || {
             let written: Vec<usize> = self.written(kept).collect();
             let arrays: Vec<String> = written
@@ -202,7 +202,7 @@ impl Plan {
     }
 
     /// PostgreSQL: COPY in CSV.
-    pub fn copy_sql(&self) -> String {
+    pub(crate) fn copy_sql(&self) -> String {
         format!(
             "COPY {} ({}) FROM STDIN (FORMAT csv)",
             self.table,
@@ -211,7 +211,7 @@ impl Plan {
     }
 
     /// DELETE of `rows` rows by key; the parameters are each row's key values in key order.
-    pub fn delete_sql(&self, rows: usize) -> Arc<str> {
+    pub(crate) fn delete_sql(&self, rows: usize) -> Arc<str> {
         self.cached(true, rows, &[], || {
             let k = self.keys.len();
             let conditions: Vec<String> = (0..rows)
@@ -241,7 +241,7 @@ impl Plan {
     }
 
     /// Rows per DELETE statement.
-    pub fn max_delete_rows(&self) -> usize {
+    pub(crate) fn max_delete_rows(&self) -> usize {
         (self.dialect.max_params() / self.keys.len().max(1)).min(self.max_rows.max(1))
     }
 }

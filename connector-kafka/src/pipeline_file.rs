@@ -12,13 +12,13 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{
-    text_of, CatalogEntry, DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan,
-    SinkSection, SourcePlan, SourceSection,
-};
 use rivus_core::tls::TlsFiles;
 use rivus_core::{DeliveryGuarantee, Result};
 use rivus_formats::{Codec, Format, Role};
+use rivus_pipeline_file::{
+    text_of, CatalogEntry, DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan,
+    SinkSection, SourcePlan, SourceSection,
+};
 
 use crate::{
     KafkaConfig, KafkaDeadLetterQueue, KafkaSerializer, KafkaSink, KafkaSource, OutRecord,
@@ -27,7 +27,7 @@ use crate::{
 use rivus_core::schema::SchemaError;
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSourceSection {
     /// `host:port[,host:port...]`.
@@ -64,7 +64,7 @@ pub struct KafkaSourceSection {
 
 /// Where a Kafka source starts without a checkpoint.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema,
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum KafkaStart {
@@ -78,7 +78,7 @@ pub enum KafkaStart {
 }
 
 /// `[sink] type = "kafka"`: one topic, records written in `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkSection {
     /// `host:port[,host:port...]`.
@@ -112,7 +112,7 @@ pub struct KafkaSinkSection {
 }
 
 /// `[errors.destination] type = "kafka"`: dead letters to a topic (acks=all, idempotent).
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaDestinationSection {
     /// `host:port[,host:port...]`.

@@ -85,7 +85,7 @@ impl Security {
 
     /// Checks the options against each other and against the raw `security.protocol`
     /// property (`explicit`).
-    pub fn validate(&self, explicit: Option<&str>) -> Result<()> {
+    pub(crate) fn validate(&self, explicit: Option<&str>) -> Result<()> {
         if let Some(tls) = &self.tls {
             tls.validate_files()?;
         }
@@ -121,7 +121,7 @@ impl Security {
 
     /// Sets the properties these options stand for (the raw properties were set before: an
     /// explicit `security.protocol` or `ssl.ca.location` wins).
-    pub fn apply(&self, c: &mut ClientConfig) {
+    pub(crate) fn apply(&self, c: &mut ClientConfig) {
         let Some(protocol) = self.protocol() else {
             return;
         };
@@ -154,7 +154,7 @@ impl Security {
 
     /// How the client authenticates, for error messages: `SASL_SSL, SCRAM-SHA-512, user
     /// alice` (never the password).
-    pub fn describe(&self, explicit: Option<&str>) -> String {
+    pub(crate) fn describe(&self, explicit: Option<&str>) -> String {
         let protocol = explicit
             .map(str::to_ascii_uppercase)
             .or(self.protocol().map(str::to_owned))

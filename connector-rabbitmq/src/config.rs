@@ -27,7 +27,7 @@ pub struct AmqpConfig {
     pub tls: TlsFiles,
 }
 
-pub use rivus_core::secrets::redact_url as redact;
+pub(crate) use rivus_core::secrets::redact_url as redact;
 
 impl fmt::Debug for AmqpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

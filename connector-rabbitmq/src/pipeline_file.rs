@@ -11,21 +11,21 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{
-    field_text, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
-    SourcePlan, SourceSection,
-};
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 use rivus_formats::{Codec, Format, Role};
+use rivus_pipeline_file::{
+    field_text, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
+    SourcePlan, SourceSection,
+};
 
 use crate::{
     AmqpConfig, OutMessage, QueueDeclare, RabbitDeadLetterQueue, RabbitSink, RabbitSource,
 };
 
 /// `[source] type = "rabbitmq"`: queues, bodies decoded by `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitSourceSection {
     /// `amqp://` or `amqps://` URI.
@@ -49,7 +49,7 @@ pub struct RabbitSourceSection {
 }
 
 /// `[sink] type = "rabbitmq"`: bodies are the records in `format` (JSON by default).
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitSinkSection {
     /// `amqp://` or `amqps://` URI.
@@ -76,7 +76,7 @@ pub struct RabbitSinkSection {
 
 /// `[errors.destination] type = "rabbitmq"`: dead letters to a queue (persistent, confirmed);
 /// the queue must exist.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RabbitDestinationSection {
     /// `amqp://` or `amqps://` URI.

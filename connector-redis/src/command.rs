@@ -1,7 +1,9 @@
 //! The commands a record can turn into, and their encoding.
 
-/// One Redis command.
+/// One Redis command. Each variant's fields are the arguments its documentation names (a
+/// TTL in seconds where it says `ttl`).
 #[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)] // fields named in each variant's documentation
 pub enum RedisCommand {
     /// SET key value [EX ttl].
     Set {

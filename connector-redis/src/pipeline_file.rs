@@ -11,20 +11,20 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::pipeline_file::{
-    template, text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan,
-    SinkSection, SourcePlan, SourceSection,
-};
 use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 use rivus_formats::{Codec, Format, Role};
+use rivus_pipeline_file::{
+    template, text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan,
+    SinkSection, SourcePlan, SourceSection,
+};
 
 use crate::{RedisCommand, RedisConfig, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
 
 /// `[source] type = "redis-streams"`: streams through a consumer group.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisStreamsSection {
     /// `redis://` or `rediss://` URL (with `cluster`: seed nodes, separated by commas).
@@ -48,13 +48,13 @@ pub struct RedisStreamsSection {
     pub format: Format,
     /// Worker mode: entries pending longer than this are claimed from the consumer holding
     /// them (a worker that died) and processed (default `60s`).
-    #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[serde(default, deserialize_with = "rivus_pipeline_file::opt_duration")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub claim_idle: Option<std::time::Duration>,
 }
 
 /// `[sink] type = "redis"`: one command per record.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSinkSection {
     /// `redis://` or `rediss://` URL (with `cluster`: seed nodes, separated by commas).
@@ -82,7 +82,7 @@ pub struct RedisSinkSection {
 }
 
 /// The commands a `redis` sink sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RedisCommandName {
     /// `SET key <record as JSON>` (with `ttl_secs`).
@@ -102,7 +102,7 @@ pub enum RedisCommandName {
 }
 
 /// `[errors.destination] type = "redis"`: dead letters to a stream (`XADD`).
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisDestinationSection {
     /// `redis://` or `rediss://` URL.

@@ -13,7 +13,8 @@
 //!   [`backoff::BackoffPolicy`] and [`backoff::Attempts`], [`Share`] (split ownership),
 //!   [`error_policy::ErrorPolicy`], [`positions_store`] (a source's positions kept in a sink's
 //!   database),
-//!   [`schema`] (bytes, UTF-8, JSON).
+//!   [`schema`] (bytes, UTF-8, JSON), [`two_phase::TwoPhaseCommit`] (the exactly-once sinks'
+//!   pre-commit, commit and recovery).
 //!
 //! ```
 //! use rivus_core::prelude::*;
@@ -27,27 +28,24 @@ pub mod calendar;
 pub mod change;
 pub mod checkpoint;
 pub mod context;
-pub mod dyn_sink;
 pub mod error;
 pub mod error_policy;
-pub mod format;
 pub mod function;
 pub mod guarantee;
 pub mod handover;
-pub mod pipeline_file;
 pub mod positions_store;
 pub mod runtime;
 pub mod schema;
 pub mod secrets;
 pub mod share;
-pub mod sigv4;
+
 pub mod state;
 pub mod task_shared;
 pub mod tls;
+pub mod two_phase;
 
 pub use async_trait::async_trait;
 pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};
-pub use dyn_sink::DynSink;
 pub use error::{Error, Fault, Result};
 pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,

@@ -90,6 +90,11 @@ impl<S> Restored<S> {
         Ok(self.previous[self.subtask].take().unwrap_or_default())
     }
 
+    /// The operator restored (its name in the job), for errors about its state.
+    pub fn operator(&self) -> &str {
+        &self.operator
+    }
+
     /// The same restore with each state converted by `f`.
     pub fn map<T>(self, f: impl FnMut(S) -> T) -> Restored<T> {
         let mut f = f;
@@ -98,6 +103,19 @@ impl<S> Restored<S> {
             parallelism: self.parallelism,
             checkpoint_id: self.checkpoint_id,
             previous: self.previous.into_iter().map(|s| s.map(&mut f)).collect(),
+            operator: self.operator,
+        }
+    }
+}
+
+impl<S> Restored<Option<S>> {
+    /// The same restore with each `None` state counted as no state stored.
+    pub fn flatten(self) -> Restored<S> {
+        Restored {
+            subtask: self.subtask,
+            parallelism: self.parallelism,
+            checkpoint_id: self.checkpoint_id,
+            previous: self.previous.into_iter().map(Option::flatten).collect(),
             operator: self.operator,
         }
     }

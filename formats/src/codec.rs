@@ -28,7 +28,9 @@ use crate::wire;
 /// Whether a codec writes a message's value or its key (the `-value`/`-key` subjects).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// The message's value (`<topic>-value`).
     Value,
+    /// The message's key (`<topic>-key`).
     Key,
 }
 
@@ -39,7 +41,7 @@ pub struct Codec(Inner);
 
 #[derive(Clone)]
 enum Inner {
-    Plain(rivus_core::format::Format),
+    Plain(rivus_pipeline_file::format::Format),
     Avro(Arc<AvroCodec>),
     JsonSchema(Arc<JsonSchemaCodec>),
     Protobuf(Arc<ProtobufCodec>),
@@ -80,8 +82,8 @@ impl fmt::Debug for Codec {
     }
 }
 
-impl From<rivus_core::format::Format> for Codec {
-    fn from(f: rivus_core::format::Format) -> Self {
+impl From<rivus_pipeline_file::format::Format> for Codec {
+    fn from(f: rivus_pipeline_file::format::Format) -> Self {
         Codec(Inner::Plain(f))
     }
 }
@@ -179,9 +181,9 @@ impl Codec {
     pub fn name(&self) -> &'static str {
         match &self.0 {
             Inner::Plain(p) => match p {
-                rivus_core::format::Format::Json => "json",
-                rivus_core::format::Format::Text => "text",
-                rivus_core::format::Format::Bytes => "bytes",
+                rivus_pipeline_file::format::Format::Json => "json",
+                rivus_pipeline_file::format::Format::Text => "text",
+                rivus_pipeline_file::format::Format::Bytes => "bytes",
             },
             Inner::Avro(_) => "avro",
             Inner::JsonSchema(_) => "json-schema",

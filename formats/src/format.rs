@@ -21,7 +21,7 @@ use crate::registry::RegistryConfig;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Format {
     /// Core's `json`, `text` or `bytes`.
-    Plain(rivus_core::format::Format),
+    Plain(rivus_pipeline_file::format::Format),
     /// Avro in Confluent's wire format, through a schema registry.
     Avro(Box<SchemaFormat>),
     /// JSON validated by a JSON Schema, in Confluent's wire format, through a schema registry.
@@ -32,12 +32,12 @@ pub enum Format {
 
 impl Default for Format {
     fn default() -> Self {
-        Format::Plain(rivus_core::format::Format::Json)
+        Format::Plain(rivus_pipeline_file::format::Format::Json)
     }
 }
 
-impl From<rivus_core::format::Format> for Format {
-    fn from(f: rivus_core::format::Format) -> Self {
+impl From<rivus_pipeline_file::format::Format> for Format {
+    fn from(f: rivus_pipeline_file::format::Format) -> Self {
         Format::Plain(f)
     }
 }
@@ -173,7 +173,7 @@ impl schemars::JsonSchema for Format {
     }
 
     fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let plain = g.subschema_for::<rivus_core::format::Format>();
+        let plain = g.subschema_for::<rivus_pipeline_file::format::Format>();
         // The settings' own schema, with the `type` key that picks the format.
         let mut table = <SchemaFormat as schemars::JsonSchema>::json_schema(g).to_value();
         if let Some(o) = table.as_object_mut() {
@@ -199,14 +199,16 @@ impl<'de> Deserialize<'de> for Format {
         use serde::de::Error as _;
         let v = serde_json::Value::deserialize(d)?;
         match v {
-            serde_json::Value::String(_) => rivus_core::format::Format::deserialize(v.clone())
-                .map(Format::Plain)
-                .map_err(|_| {
-                    D::Error::custom(format!(
+            serde_json::Value::String(_) => {
+                rivus_pipeline_file::format::Format::deserialize(v.clone())
+                    .map(Format::Plain)
+                    .map_err(|_| {
+                        D::Error::custom(format!(
                         "unknown format {v}: expected \"json\", \"text\", \"bytes\", or a table \
                          {{ type = \"avro\", registry = {{ url = ... }}, ... }}"
                     ))
-                }),
+                    })
+            }
             serde_json::Value::Object(mut o) => {
                 let kind = o.remove("type").ok_or_else(|| {
                     D::Error::custom(
@@ -224,7 +226,7 @@ impl<'de> Deserialize<'de> for Format {
                         .map(|s| Format::JsonSchema(Box::new(s)))
                         .map_err(|e| D::Error::custom(format!("format (json-schema): {e}"))),
                     Some(name @ ("json" | "text" | "bytes")) if o.is_empty() => {
-                        rivus_core::format::Format::deserialize(serde_json::Value::from(name))
+                        rivus_pipeline_file::format::Format::deserialize(serde_json::Value::from(name))
                             .map(Format::Plain)
                             .map_err(D::Error::custom)
                     }
@@ -265,7 +267,7 @@ mod tests {
     fn names_and_tables() {
         assert_eq!(
             parse(r#"{"format":"text"}"#).unwrap(),
-            Format::Plain(rivus_core::format::Format::Text)
+            Format::Plain(rivus_pipeline_file::format::Format::Text)
         );
         let f = parse(
             r#"{"format":{"type":"avro","registry":{"url":"http://r:8081"},"schema_file":"o.avsc"}}"#,

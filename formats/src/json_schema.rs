@@ -81,7 +81,7 @@ fn misfit(v: &Validator, record: &Value) -> Option<String> {
 
 impl JsonSchemaCodec {
     /// Checks the settings and compiles a given schema; errors name `{path}.…`.
-    pub fn new(
+    pub(crate) fn new(
         spec: &SchemaFormat,
         registry: Registry,
         given: Option<String>,
@@ -113,16 +113,16 @@ impl JsonSchemaCodec {
         })
     }
 
-    pub fn writer_id(&self) -> Option<u32> {
+    pub(crate) fn writer_id(&self) -> Option<u32> {
         self.writer.get().map(|w| w.0)
     }
 
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.writer.get().is_some()
     }
 
     /// Registers (or finds) the writer's schema; see `Codec::open_writer`.
-    pub async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
+    pub(crate) async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
         if self.writer.get().is_some() {
             return Ok(());
         }
@@ -149,7 +149,7 @@ impl JsonSchemaCodec {
         Ok(())
     }
 
-    pub fn encode(
+    pub(crate) fn encode(
         &self,
         record: &Value,
         out: &mut Vec<u8>,
@@ -174,12 +174,12 @@ impl JsonSchemaCodec {
     }
 
     /// The validator of schema `id`, if known.
-    pub fn known(&self, id: u32) -> Option<Arc<Validator>> {
+    pub(crate) fn known(&self, id: u32) -> Option<Arc<Validator>> {
         self.readers.lock().get(&id).cloned()
     }
 
     /// Fetches and compiles the schema of `id`.
-    pub async fn learn(
+    pub(crate) async fn learn(
         &self,
         id: u32,
         position: &str,
@@ -204,7 +204,7 @@ impl JsonSchemaCodec {
     }
 
     /// Parses and validates a payload's body with the validator of its schema.
-    pub fn read(
+    pub(crate) fn read(
         v: &Validator,
         id: u32,
         body: &[u8],

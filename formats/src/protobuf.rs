@@ -157,7 +157,7 @@ pub(crate) struct ProtobufCodec {
 
 impl ProtobufCodec {
     /// Checks the settings and compiles a given schema; errors name `{path}.…`.
-    pub fn new(
+    pub(crate) fn new(
         spec: &SchemaFormat,
         registry: Registry,
         given: Option<String>,
@@ -196,16 +196,16 @@ impl ProtobufCodec {
         })
     }
 
-    pub fn writer_id(&self) -> Option<u32> {
+    pub(crate) fn writer_id(&self) -> Option<u32> {
         self.writer.get().map(|w| w.0)
     }
 
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.writer.get().is_some()
     }
 
     /// Registers (or finds) the writer's schema; see `Codec::open_writer`.
-    pub async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
+    pub(crate) async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
         if self.writer.get().is_some() {
             return Ok(());
         }
@@ -237,7 +237,7 @@ impl ProtobufCodec {
         Ok(())
     }
 
-    pub fn encode(
+    pub(crate) fn encode(
         &self,
         record: &Value,
         out: &mut Vec<u8>,
@@ -265,12 +265,12 @@ impl ProtobufCodec {
     }
 
     /// The compiled schema of `id`, if known.
-    pub fn known(&self, id: u32) -> Option<FileDescriptor> {
+    pub(crate) fn known(&self, id: u32) -> Option<FileDescriptor> {
         self.readers.lock().get(&id).cloned()
     }
 
     /// Fetches and compiles the schema of `id`.
-    pub async fn learn(
+    pub(crate) async fn learn(
         &self,
         id: u32,
         position: &str,
@@ -294,7 +294,7 @@ impl ProtobufCodec {
     }
 
     /// Decodes a payload's body (message indexes, then the message) with its file.
-    pub fn read(
+    pub(crate) fn read(
         file: &FileDescriptor,
         id: u32,
         mut body: &[u8],

@@ -56,9 +56,12 @@ impl fmt::Debug for RegistryConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum SchemaType {
+    /// Apache Avro.
     #[default]
     Avro,
+    /// Protocol Buffers (a `.proto` file).
     Protobuf,
+    /// JSON Schema.
     Json,
 }
 
@@ -75,8 +78,11 @@ impl SchemaType {
 /// A schema as the registry gives it.
 #[derive(Debug, Clone)]
 pub struct Registered {
+    /// The registry's id of the schema (what the wire format's header carries).
     pub id: u32,
+    /// Avro, Protobuf or JSON Schema.
     pub schema_type: SchemaType,
+    /// The schema's text as registered.
     pub text: String,
     /// Schemas this one uses, each by the name it uses them under (an imported `.proto` file,
     /// an Avro named type, a JSON Schema `$ref`).
@@ -86,8 +92,11 @@ pub struct Registered {
 /// A schema another one uses: registered under `subject` as `version`, used as `name`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Reference {
+    /// The name the referring schema uses it under.
     pub name: String,
+    /// The subject it is registered under.
     pub subject: String,
+    /// Its version under that subject.
     pub version: i64,
 }
 
@@ -117,8 +126,11 @@ struct Version {
     references: Vec<Reference>,
 }
 
-/// Why a request failed.
+/// Why a request failed. Each variant carries the registry's `url`, `what` was asked (the
+/// request, naming the subject or id) and the registry's or the client's `message`; answers
+/// also their HTTP `status` and the registry's error `code`.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // the fields are named in the enum's documentation
 pub enum RegistryError {
     /// No answer, or a server error: worth retrying.
     #[error("schema registry {url}: {what}: {message}")]

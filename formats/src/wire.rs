@@ -7,8 +7,10 @@ pub const MAGIC: u8 = 0;
 /// Why a payload is not in the wire format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
+    /// Fewer bytes than the header.
     #[error("{0} bytes: too short for the wire format (a zero byte and a 4-byte schema id)")]
     Short(usize),
+    /// Another first byte than the magic byte.
     #[error("the first byte is {0:#04x}, not the wire format's magic byte 0x00 (is this topic written with a schema registry?)")]
     Magic(u8),
 }

@@ -1,8 +1,28 @@
-//! The `rivus` facade: re-exports [`rivus_core`] and, behind one feature flag each, the
-//! connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`, `postgres-cdc`,
-//! `files`), the S3 checkpoint store (`s3`) and the formats with schemas (`formats`).
+//! The `rivus` facade: the names a pipeline author uses from [`rivus_core`] and, behind one
+//! feature flag each, the connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`,
+//! `postgres-cdc`, `files`), the S3 checkpoint store (`s3`) and the formats with schemas
+//! (`formats`). The rest of the core — what a connector author implements against — is under
+//! [`core`].
+//!
+//! ```
+//! use rivus::prelude::*;
+//! use rivus::checkpoint::CheckpointConfig;
+//! # let _ = CheckpointConfig::default();
+//! ```
 
-pub use rivus_core::*;
+pub use rivus_core::{
+    async_trait, prelude, CheckpointEvent, CheckpointListener, CheckpointedFunction,
+    DeliveryGuarantee, Error, Job, JobHandle, JobSummary, Pipeline, RestartStrategy, Restored,
+    Result, RichFunction, RuntimeContext, SinkContext, SinkFunction, SourceContext, SourceFunction,
+    Stream, Supervisor, Waited,
+};
+
+/// Checkpoint settings and the state backends that keep them.
+pub use rivus_core::checkpoint;
+/// What to do with a record that cannot be processed: fail, skip, or a dead letter.
+pub use rivus_core::error_policy;
+/// Reading and writing record payloads: bytes, UTF-8, JSON.
+pub use rivus_core::schema;
 
 /// The core crate under its own name, for paths like `rivus::core::runtime`.
 pub use rivus_core as core;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use rivus_aws::s3::{S3Client, S3Options, S3Url, Writes};
 use rivus_core::{Error, Result};
 
 /// Settings of an [`S3StateBackend`](crate::S3StateBackend). The secret key never appears in
@@ -12,11 +12,8 @@ use rivus_core::{Error, Result};
 pub struct S3Config {
     pub(crate) bucket: String,
     pub(crate) prefix: String,
-    pub(crate) endpoint: Option<String>,
-    pub(crate) region: Option<String>,
-    pub(crate) access_key: Option<String>,
-    pub(crate) secret_key: Option<String>,
-    pub(crate) from_env: bool,
+    /// Endpoint, region and keys, as the files connector takes them.
+    pub(crate) s3: S3Options,
     pub(crate) retain: usize,
     pub(crate) lease: Duration,
 }
@@ -25,13 +22,7 @@ impl std::fmt::Debug for S3Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Config")
             .field("url", &self.url())
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
-            .field("access_key", &self.access_key)
-            .field(
-                "secret_key",
-                &self.secret_key.as_ref().map(|_| "<redacted>"),
-            )
+            .field("s3", &self.s3)
             .field("retain", &self.retain)
             .field("lease", &self.lease)
             .finish()
@@ -43,27 +34,19 @@ impl S3Config {
     /// the environment: set the endpoint, region and keys here. Keeps 5 checkpoints; a lease
     /// lasts 30 s.
     pub fn new(url: &str) -> Result<Self> {
-        let rest = url.strip_prefix("s3://").ok_or_else(|| {
-            Error::config(
-                "checkpoint.store",
-                format!("`{url}` is not an s3:// URL (s3://bucket/prefix)"),
-            )
-        })?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(Error::config(
-                "checkpoint.store",
-                format!("`{url}` names no bucket (s3://bucket/prefix)"),
-            ));
-        }
+        let S3Url { bucket, prefix } = S3Url::parse(url)
+            .ok_or_else(|| {
+                Error::config(
+                    "",
+                    format!("`{url}` is not an s3:// URL (s3://bucket/prefix)"),
+                )
+            })
+            .and_then(|parsed| parsed)
+            .map_err(|e| e.under("checkpoint.store"))?;
         Ok(S3Config {
-            bucket: bucket.to_owned(),
-            prefix: prefix.trim_matches('/').to_owned(),
-            endpoint: None,
-            region: None,
-            access_key: None,
-            secret_key: None,
-            from_env: false,
+            bucket,
+            prefix,
+            s3: S3Options::default(),
             retain: 5,
             lease: Duration::from_secs(30),
         })
@@ -74,26 +57,26 @@ impl S3Config {
     /// `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`, ...); settings made here override them.
     pub fn from_env(url: &str) -> Result<Self> {
         let mut c = Self::new(url)?;
-        c.from_env = true;
+        c.s3.from_env = true;
         Ok(c)
     }
 
     /// The S3 API's address (`http://127.0.0.1:8333`); default: AWS. `http://` is allowed.
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
-        self.endpoint = Some(url.into());
+        self.s3.endpoint = Some(url.into());
         self
     }
 
     /// The region (default `us-east-1`).
     pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.region = Some(region.into());
+        self.s3.region = Some(region.into());
         self
     }
 
     /// The access key id and the secret key.
     pub fn credentials(mut self, access_key: impl Into<String>, secret: impl Into<String>) -> Self {
-        self.access_key = Some(access_key.into());
-        self.secret_key = Some(secret.into());
+        self.s3.access_key = Some(access_key.into());
+        self.s3.secret_key = Some(secret.into());
         self
     }
 
@@ -113,11 +96,11 @@ impl S3Config {
 
     /// `s3://bucket/prefix`.
     pub fn url(&self) -> String {
-        if self.prefix.is_empty() {
-            format!("s3://{}", self.bucket)
-        } else {
-            format!("s3://{}/{}", self.bucket, self.prefix)
+        S3Url {
+            bucket: self.bucket.clone(),
+            prefix: self.prefix.clone(),
         }
+        .url()
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -133,33 +116,9 @@ impl S3Config {
     /// The client: conditional writes by ETag, path-style requests (what S3-compatible
     /// servers expect).
     pub(crate) fn client(&self) -> Result<object_store::aws::AmazonS3> {
-        let mut b = if self.from_env {
-            AmazonS3Builder::from_env()
-        } else {
-            AmazonS3Builder::new()
-        };
-        b = b
-            .with_bucket_name(&self.bucket)
-            .with_conditional_put(S3ConditionalPut::ETagMatch)
-            .with_virtual_hosted_style_request(false);
-        if let Some(e) = &self.endpoint {
-            b = b.with_endpoint(e).with_allow_http(e.starts_with("http://"));
-        } else if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|e| e.starts_with("http://")) {
-            b = b.with_allow_http(true);
-        }
-        if let Some(r) = &self.region {
-            b = b.with_region(r);
-        } else if !self.from_env
-            || (std::env::var_os("AWS_REGION").is_none()
-                && std::env::var_os("AWS_DEFAULT_REGION").is_none())
-        {
-            b = b.with_region("us-east-1");
-        }
-        if let (Some(k), Some(s)) = (&self.access_key, &self.secret_key) {
-            b = b.with_access_key_id(k).with_secret_access_key(s);
-        }
-        b.build()
-            .map_err(|e| Error::config("checkpoint.store", format!("{}: {e}", self.url())))
+        let client = S3Client::build(&self.bucket, &self.s3, Writes::Conditional)
+            .map_err(|e| e.under("checkpoint.store"))?;
+        Ok(std::sync::Arc::unwrap_or_clone(client.store))
     }
 }
 

@@ -7,6 +7,8 @@
 //! - `notify_checkpoint_complete(N)` commits the prepared transactions up to `N`;
 //! - on restore, the transactions named in the restored state are committed (the checkpoint
 //!   that holds them completed), and every other prepared transaction of this sink is aborted.
+//!
+//! The bookkeeping is core's [`TwoPhaseCommit`], as in the connectors' exactly-once sinks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,9 +16,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use rivus_core::prelude::*;
+use rivus_core::two_phase::{Committer, TwoPhaseCommit};
+use rivus_core::Share;
 
 /// Transaction id: (sink subtask, checkpoint id).
-pub type TxnId = (usize, u64);
+pub(crate) type TxnId = (usize, u64);
 
 #[derive(Debug)]
 struct Inner<T> {
@@ -106,11 +110,10 @@ impl<T> TxnStore<T> {
 
 /// The exactly-once in-memory sink. Create one per subtask with [`TransactionalSink::new`].
 #[derive(Debug)]
-pub struct TransactionalSink<T> {
-    store: TxnStore<T>,
+pub struct TransactionalSink<T: Send + 'static> {
+    txns: TwoPhaseCommit<StoreCommitter<T>>,
     subtask: usize,
     open_txn: Vec<T>,
-    pending: Vec<TxnId>,
     fail_after: Option<(usize, Arc<std::sync::atomic::AtomicUsize>)>,
     pace: Option<std::time::Duration>,
 }
@@ -119,10 +122,9 @@ impl<T: Send + 'static> TransactionalSink<T> {
     /// Subtask `subtask`'s sink writing into `store`.
     pub fn new(store: TxnStore<T>, subtask: usize) -> Self {
         TransactionalSink {
-            store,
+            txns: TwoPhaseCommit::new(StoreCommitter { store }),
             subtask,
             open_txn: Vec::new(),
-            pending: Vec::new(),
             fail_after: None,
             pace: None,
         }
@@ -151,50 +153,67 @@ impl<T: Send + 'static> CheckpointedFunction for TransactionalSink<T> {
     type State = Vec<TxnId>;
 
     async fn initialize_state(&mut self, restored: Restored<Vec<TxnId>>) -> Result<()> {
-        let subtask = restored.subtask;
-        let parallelism = restored.parallelism;
-        // Subtask `subtask` inherits the transactions of every old subtask `s` with
-        // `s % parallelism == subtask`: it commits those the checkpoint names and aborts the
-        // rest (they belong to a checkpoint that never completed).
-        let inherited = |s: usize| s % parallelism == subtask;
-        for id in restored.union().flatten() {
-            if inherited(id.0) {
-                self.store.commit(id);
-            }
-        }
-        let mut inner = self.store.inner.lock();
-        let doomed: Vec<TxnId> = inner
-            .prepared
-            .keys()
-            .filter(|(s, _)| inherited(*s))
-            .copied()
-            .collect();
-        for id in doomed {
-            inner.prepared.remove(&id);
-            inner.aborts += 1;
-        }
+        self.txns.recover(restored).await?;
         Ok(())
     }
 
     async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<TxnId>> {
         let id = (self.subtask, checkpoint_id);
         let rows = std::mem::take(&mut self.open_txn);
-        self.store.inner.lock().prepared.insert(id, rows);
-        self.pending.push(id);
-        Ok(self.pending.clone())
+        self.txns
+            .committer()
+            .store
+            .inner
+            .lock()
+            .prepared
+            .insert(id, rows);
+        self.txns.pre_committed(checkpoint_id, [id]);
+        Ok(self.txns.state())
     }
 }
 
 #[async_trait]
 impl<T: Send + 'static> CheckpointListener for TransactionalSink<T> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
-        let (done, keep): (Vec<TxnId>, Vec<TxnId>) =
-            self.pending.iter().partition(|(_, c)| *c <= checkpoint_id);
-        for id in done {
-            self.store.commit(id);
-        }
-        self.pending = keep;
+        self.txns.commit_up_to(checkpoint_id).await?;
         Ok(())
+    }
+}
+
+/// Commits and aborts the prepared transactions of a [`TxnStore`].
+#[derive(Debug)]
+struct StoreCommitter<T> {
+    store: TxnStore<T>,
+}
+
+#[async_trait]
+impl<T: Send + 'static> Committer for StoreCommitter<T> {
+    type Txn = TxnId;
+
+    fn writer_of(&self, txn: &TxnId) -> Option<usize> {
+        Some(txn.0)
+    }
+
+    async fn commit(&mut self, txn: &TxnId) -> Result<()> {
+        self.store.commit(*txn);
+        Ok(())
+    }
+
+    /// Every prepared transaction of a subtask this one owns that the checkpoint does not name
+    /// belongs to a checkpoint that never completed.
+    async fn abort_others(&mut self, _restored: &[TxnId], share: Share) -> Result<u64> {
+        let mut inner = self.store.inner.lock();
+        let doomed: Vec<TxnId> = inner
+            .prepared
+            .keys()
+            .filter(|(s, _)| share.owns(*s))
+            .copied()
+            .collect();
+        for id in &doomed {
+            inner.prepared.remove(id);
+            inner.aborts += 1;
+        }
+        Ok(doomed.len() as u64)
     }
 }
 

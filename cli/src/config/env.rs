@@ -19,12 +19,15 @@ enum At {
 
 /// Replaces `${NAME}` with the environment variable `NAME` outside comments; a missing one is
 /// an error naming it and the line.
-pub fn expand_env(text: &str) -> Result<String, String> {
+pub(crate) fn expand_env(text: &str) -> Result<String, String> {
     expand_with(text, |name| std::env::var(name).ok())
 }
 
 /// [`expand_env`] with the variables looked up by `lookup`.
-pub fn expand_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+pub(super) fn expand_with(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut at = At::Bare;
     let mut line = 1;

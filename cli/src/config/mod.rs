@@ -15,13 +15,13 @@ use crate::registry::{AnyDestination, AnySink, AnySource, Registry, Section};
 mod env;
 mod restart;
 
-pub use env::expand_env;
-pub use restart::{RestartConfig, RestartSection};
-pub use rivus_core::pipeline_file::{duration, parse_duration};
+pub(crate) use env::expand_env;
+pub(crate) use restart::{RestartConfig, RestartSection};
+pub(crate) use rivus_pipeline_file::{duration, parse_duration};
 
 /// A whole pipeline file, its connector sections parsed.
 #[derive(Debug, Clone)]
-pub struct PipelineConfig {
+pub(crate) struct PipelineConfig {
     /// The job's name (keys its checkpoints).
     pub name: String,
     /// Subtasks per stage (default 1).
@@ -50,12 +50,12 @@ pub struct PipelineConfig {
 impl PipelineConfig {
     /// What a section is told: the job's name, parallelism, worker, checkpoint interval, and
     /// `policy` for its bad records.
-    pub fn context(
+    pub(crate) fn context(
         &self,
         policy: rivus_core::error_policy::ErrorPolicy,
         dry: bool,
-    ) -> rivus_core::pipeline_file::SectionContext {
-        let mut ctx = rivus_core::pipeline_file::SectionContext::new(&self.name);
+    ) -> rivus_pipeline_file::SectionContext {
+        let mut ctx = rivus_pipeline_file::SectionContext::new(&self.name);
         ctx.parallelism = self.parallelism;
         ctx.worker = self.worker.clone();
         ctx.policy = policy;
@@ -68,7 +68,7 @@ impl PipelineConfig {
 /// The JSON Schema of a whole pipeline file with `registry`'s sections: `[source]`, `[sink]`
 /// and `[errors.destination]` one of the registered types each (by `type`), every option
 /// described by its doc comment — for editors (`#:schema` in the file) and `rivus schema`.
-pub fn schema(registry: &Registry) -> Value {
+pub(crate) fn schema(registry: &Registry) -> Value {
     let mut g = schemars::SchemaGenerator::default();
     let mut file = <RawPipeline as schemars::JsonSchema>::json_schema(&mut g).to_value();
     let [sources, sinks, destinations] = registry.section_schemas(&mut g);
@@ -118,8 +118,8 @@ struct RawPipeline {
     /// `stall_timeout`.
     pub restart: Option<RestartConfig>,
     /// No progress for this long: reported stalled.
-    #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[serde(default, deserialize_with = "rivus_pipeline_file::opt_duration")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub stall_threshold: Option<Duration>,
     /// What to do with records that cannot be read or written.
     #[serde(default)]
@@ -142,10 +142,10 @@ fn one() -> usize {
 /// `[checkpoint]`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CheckpointSection {
+pub(crate) struct CheckpointSection {
     /// How often (`500ms`, `2s`, `1m`).
     #[serde(deserialize_with = "duration")]
-    #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+    #[schemars(with = "rivus_pipeline_file::DurationText")]
     pub interval: Duration,
     /// Directory of the checkpoint files; a restart resumes from the newest. One of `dir`
     /// and `store`.
@@ -158,14 +158,14 @@ pub struct CheckpointSection {
     pub retain: Option<usize>,
     /// With `store`: how long the owner's lease lasts unrenewed (default `30s`), the time
     /// before another process may take over from one that died.
-    #[serde(default, deserialize_with = "rivus_core::pipeline_file::opt_duration")]
-    #[schemars(with = "Option<rivus_core::pipeline_file::DurationText>")]
+    #[serde(default, deserialize_with = "rivus_pipeline_file::opt_duration")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub lease: Option<Duration>,
 }
 
 /// `[errors]`.
 #[derive(Debug, Clone, Default)]
-pub struct ErrorsSection {
+pub(crate) struct ErrorsSection {
     /// `fail` (default), `skip` or `dead-letter`.
     pub policy: PolicyName,
     /// The dead-letter file (JSON lines), for `dead-letter`.
@@ -193,7 +193,7 @@ struct RawErrors {
 /// The error policies by name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum PolicyName {
+pub(crate) enum PolicyName {
     /// Stop at the first bad record.
     #[default]
     Fail,
@@ -206,7 +206,7 @@ pub enum PolicyName {
 /// `[[transform]]`, by `type`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum TransformConfig {
+pub(crate) enum TransformConfig {
     /// Keep records whose field compares true.
     Filter {
         field: String,
@@ -232,7 +232,7 @@ pub enum TransformConfig {
 
 impl TransformConfig {
     /// The `type` in the file.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             TransformConfig::Filter { .. } => "filter",
             TransformConfig::Rename { .. } => "rename",
@@ -246,7 +246,7 @@ impl TransformConfig {
 
 /// Comparisons of a filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-pub enum CompareOp {
+pub(crate) enum CompareOp {
     #[serde(rename = "==")]
     Eq,
     #[serde(rename = "!=")]
@@ -270,14 +270,14 @@ pub enum CompareOp {
 /// Reads and checks `path`, its sections parsed by the types of `registry`. The error names
 /// the file, the path of the bad field and what was expected; it never repeats values (they
 /// may be secrets).
-pub fn load(path: &Path, registry: &Registry) -> Result<PipelineConfig, String> {
+pub(crate) fn load(path: &Path, registry: &Registry) -> Result<PipelineConfig, String> {
     let raw = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     parse(&raw, registry).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Parses the text of a pipeline file.
-pub fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, String> {
+pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, String> {
     let text = expand_env(raw)?;
     let de = toml::Deserializer::parse(&text).map_err(|e| match e.span() {
         Some(span) => format!(
@@ -442,7 +442,7 @@ fn find(node: &toml::Value, hit: &dyn Fn(&str, &toml::Value) -> bool) -> Option<
 }
 
 /// A TOML value as JSON.
-pub fn to_json(v: &toml::Value) -> Value {
+pub(crate) fn to_json(v: &toml::Value) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 

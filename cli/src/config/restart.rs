@@ -12,22 +12,22 @@ use super::duration;
 /// that a restart may fix.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "strategy", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum RestartSection {
+pub(crate) enum RestartSection {
     /// Waits growing from `initial_delay` by `multiplier` up to `max_delay`, ± `jitter`; a run
     /// that lasted `reset_after` starts again at `initial_delay`.
     ExponentialDelay {
         #[serde(default = "one_second", deserialize_with = "duration")]
-        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+        #[schemars(with = "rivus_pipeline_file::DurationText")]
         initial_delay: Duration,
         #[serde(default = "one_minute", deserialize_with = "duration")]
-        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+        #[schemars(with = "rivus_pipeline_file::DurationText")]
         max_delay: Duration,
         #[serde(default = "one_and_a_half")]
         multiplier: f64,
         #[serde(default = "a_tenth")]
         jitter: f64,
         #[serde(default = "one_hour", deserialize_with = "duration")]
-        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+        #[schemars(with = "rivus_pipeline_file::DurationText")]
         reset_after: Duration,
         /// Restarts in a row before giving up (unlimited when absent).
         max_attempts: Option<u32>,
@@ -35,7 +35,7 @@ pub enum RestartSection {
     /// `delay` before each restart, at most `max_attempts` restarts.
     FixedDelay {
         #[serde(default = "one_second", deserialize_with = "duration")]
-        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+        #[schemars(with = "rivus_pipeline_file::DurationText")]
         delay: Duration,
         max_attempts: u32,
     },
@@ -43,10 +43,10 @@ pub enum RestartSection {
     FailureRate {
         max_failures: u32,
         #[serde(deserialize_with = "duration")]
-        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+        #[schemars(with = "rivus_pipeline_file::DurationText")]
         interval: Duration,
         #[serde(default = "one_second", deserialize_with = "duration")]
-        #[schemars(with = "rivus_core::pipeline_file::DurationText")]
+        #[schemars(with = "rivus_pipeline_file::DurationText")]
         delay: Duration,
     },
     /// Never restart.
@@ -55,7 +55,7 @@ pub enum RestartSection {
 
 /// `[restart]` as a whole: the strategy (absent: the default) and `stall_timeout`.
 #[derive(Debug, Clone, Default)]
-pub struct RestartConfig {
+pub(crate) struct RestartConfig {
     /// `strategy = ...` and its settings, when given.
     pub strategy: Option<RestartSection>,
     /// A job that made no progress for this long is restarted (see `stall_threshold`).
@@ -69,7 +69,7 @@ impl schemars::JsonSchema for RestartConfig {
     }
 
     fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let stall = g.subschema_for::<Option<rivus_core::pipeline_file::DurationText>>();
+        let stall = g.subschema_for::<Option<rivus_pipeline_file::DurationText>>();
         let stall = serde_json::json!({
             "description": "a job that made no progress for this long is restarted",
             "allOf": [stall]
@@ -142,7 +142,7 @@ fn a_tenth() -> f64 {
 
 impl RestartSection {
     /// The core strategy these settings describe.
-    pub fn strategy(&self) -> rivus_core::RestartStrategy {
+    pub(crate) fn strategy(&self) -> rivus_core::RestartStrategy {
         use rivus_core::RestartStrategy as S;
         match *self {
             RestartSection::ExponentialDelay {

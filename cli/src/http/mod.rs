@@ -22,13 +22,13 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 
-pub use snapshot::{JobState, Snapshot};
+pub(crate) use snapshot::{JobState, Snapshot};
 
 const DASHBOARD: &str = include_str!("dashboard.html");
 
 /// The access token. Never printed: `Debug` shows its length only.
 #[derive(Clone)]
-pub struct Token(String);
+pub(crate) struct Token(String);
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -46,7 +46,7 @@ impl Token {
 
 /// Checks `--http` and its token before anything starts: a non-loopback address needs one;
 /// an empty token is no token.
-pub fn check(addr: SocketAddr, token: Option<String>) -> Result<Option<Token>, String> {
+pub(crate) fn check(addr: SocketAddr, token: Option<String>) -> Result<Option<Token>, String> {
     let token = token.filter(|t| !t.is_empty()).map(Token);
     if !addr.ip().is_loopback() && token.is_none() {
         return Err(format!(
@@ -59,7 +59,7 @@ pub fn check(addr: SocketAddr, token: Option<String>) -> Result<Option<Token>, S
 
 /// The pipeline graph the dashboard draws: the `type` of the source, of each transform and of
 /// the sink (nothing else of the file: no option, no secret).
-pub fn graph(config: &crate::config::PipelineConfig) -> serde_json::Value {
+pub(crate) fn graph(config: &crate::config::PipelineConfig) -> serde_json::Value {
     let transforms: Vec<&str> = config.transforms.iter().map(|t| t.kind()).collect();
     serde_json::json!({
         "source": { "type": config.source.kind },
@@ -77,7 +77,7 @@ struct Server {
 }
 
 /// Binds `addr` (an error names it) and serves until the process ends.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     token: Option<Token>,
     snapshot: Arc<Snapshot>,

@@ -5,20 +5,20 @@ use std::collections::BTreeMap;
 
 /// One sample line: `name{label="value",...} value`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(super) struct Sample {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub value: f64,
 }
 
 impl Sample {
-    pub fn label(&self, key: &str) -> &str {
+    pub(super) fn label(&self, key: &str) -> &str {
         self.labels.get(key).map_or("", String::as_str)
     }
 }
 
 /// The samples of an exposition text; comment lines and lines it cannot read are skipped.
-pub fn parse(text: &str) -> Vec<Sample> {
+pub(super) fn parse(text: &str) -> Vec<Sample> {
     text.lines().filter_map(parse_line).collect()
 }
 

@@ -24,7 +24,7 @@ const FAILURES: usize = 20;
 /// Where the job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum JobState {
+pub(crate) enum JobState {
     Running,
     /// Running, but no record reached the sink and no checkpoint completed for the stall
     /// threshold.
@@ -36,7 +36,7 @@ pub enum JobState {
 
 /// One subtask of one stage.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Subtask {
+pub(super) struct Subtask {
     pub subtask: u32,
     pub records_in: u64,
     pub records_out: u64,
@@ -50,14 +50,14 @@ pub struct Subtask {
 
 /// One stage (a task: a chain of operators) with its subtasks.
 #[derive(Debug, Clone, Serialize)]
-pub struct Stage {
+pub(super) struct Stage {
     pub task: String,
     pub subtasks: Vec<Subtask>,
 }
 
 /// One throughput point.
 #[derive(Debug, Clone, Serialize)]
-pub struct Point {
+pub(super) struct Point {
     pub t_ms: u64,
     pub read_per_second: f64,
     pub written_per_second: f64,
@@ -65,7 +65,7 @@ pub struct Point {
 
 /// A failure that restarted (or ended) the job.
 #[derive(Debug, Clone, Serialize)]
-pub struct Failure {
+pub(super) struct Failure {
     pub t_ms: u64,
     pub message: String,
 }
@@ -97,7 +97,7 @@ impl Sampled {
 }
 
 /// Everything the HTTP handlers read.
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub name: String,
     pub worker: Option<String>,
     pub guarantee: &'static str,
@@ -114,7 +114,7 @@ pub struct Snapshot {
     lag_metrics: Vec<&'static str>,
 }
 
-pub fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -131,7 +131,7 @@ fn whole(v: f64) -> u64 {
 
 impl Snapshot {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         name: String,
         worker: Option<String>,
         guarantee: &'static str,
@@ -160,19 +160,19 @@ impl Snapshot {
     }
 
     /// The gauges whose samples the dashboard shows as lag (labels `partition`, `subtask`):
-    /// what the pipeline's sections name in their [`SectionMetrics`](rivus_core::pipeline_file::SectionMetrics).
-    pub fn with_lag_metrics(mut self, names: Vec<&'static str>) -> Self {
+    /// what the pipeline's sections name in their [`SectionMetrics`](rivus_pipeline_file::SectionMetrics).
+    pub(crate) fn with_lag_metrics(mut self, names: Vec<&'static str>) -> Self {
         self.lag_metrics = names;
         self
     }
 
     /// The Prometheus text of the job's metrics (`/metrics`).
-    pub fn metrics_text(&self) -> String {
+    pub(crate) fn metrics_text(&self) -> String {
         (self.render)()
     }
 
     /// The job ended (the last state the API reports).
-    pub fn ended(&self, state: JobState, failure: Option<String>) {
+    pub(crate) fn ended(&self, state: JobState, failure: Option<String>) {
         *self.state.lock() = Some(state);
         if let Some(message) = failure {
             self.sampled.lock().push_failure(message);
@@ -180,7 +180,7 @@ impl Snapshot {
     }
 
     /// Samples the metrics every second until aborted.
-    pub async fn sample_forever(self: Arc<Self>) {
+    pub(crate) async fn sample_forever(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
@@ -189,7 +189,7 @@ impl Snapshot {
     }
 
     /// Reads the metrics once.
-    pub fn sample(&self) {
+    pub(crate) fn sample(&self) {
         let samples = prom::parse(&(self.render)());
         let now = Instant::now();
         let restart = self.restarts.borrow().clone();
@@ -243,7 +243,7 @@ impl Snapshot {
     }
 
     /// The job's state now.
-    pub fn state(&self) -> JobState {
+    pub(crate) fn state(&self) -> JobState {
         if let Some(s) = *self.state.lock() {
             return s;
         }
@@ -257,7 +257,7 @@ impl Snapshot {
     }
 
     /// `/api/status`.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let restart = self.restarts.borrow().clone();
         let s = self.sampled.lock();
         let (last_completed, last_aborted) = self.history.last();
@@ -307,7 +307,7 @@ impl Snapshot {
     }
 
     /// `/api/checkpoints`.
-    pub fn checkpoints(&self) -> Value {
+    pub(crate) fn checkpoints(&self) -> Value {
         json!(self.history.recent())
     }
 }

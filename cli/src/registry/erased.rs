@@ -6,11 +6,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use rivus_core::error_policy::DeadLetterQueue;
-use rivus_core::pipeline_file::{
+use rivus_core::Result;
+use rivus_pipeline_file::{
     DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
-use rivus_core::Result;
 
 /// A parsed `[source]` of any type.
 #[async_trait]

@@ -8,14 +8,14 @@ mod erased;
 
 use std::sync::Arc;
 
-use rivus_core::pipeline_file::{
+use rivus_pipeline_file::{
     CatalogEntry, DestinationSection, JsonSchema, OptionDoc, SinkSection, SourceSection,
 };
 use schemars::{Schema, SchemaGenerator};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use erased::{AnyDestination, AnySink, AnySource, Section};
+pub(crate) use erased::{AnyDestination, AnySink, AnySource, Section};
 
 /// Why a section's options were refused: (the path below the section, the message).
 type Refusal = (String, String);
@@ -79,8 +79,11 @@ pub struct Registry {
 /// A role's name in `rivus connectors`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// A `[source]`.
     Source,
+    /// A `[sink]`.
     Sink,
+    /// An `[errors.destination]`.
     Destination,
 }
 
@@ -233,7 +236,7 @@ impl Registry {
                     role,
                     kind: e.kind,
                     entry: e.catalog,
-                    options: rivus_core::pipeline_file::options(&e.own_schema()),
+                    options: rivus_pipeline_file::options(&e.own_schema()),
                 })
                 .collect();
             v.sort_by_key(|e| e.kind);
@@ -266,7 +269,7 @@ impl Registry {
                     if let Some(t) = target {
                         own = t;
                     }
-                    rivus_core::pipeline_file::section_schema(e.kind, own)
+                    rivus_pipeline_file::section_schema(e.kind, own)
                 })
                 .collect();
             serde_json::json!({ "oneOf": choices })

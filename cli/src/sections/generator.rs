@@ -6,13 +6,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
 use rivus_core::prelude::*;
+use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
 
 /// `[source] type = "generator"`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GeneratorSection {
+pub(crate) struct GeneratorSection {
     /// Records to emit; unbounded when absent.
     pub count: Option<u64>,
     /// Records per second per subtask (unlimited when absent).
@@ -52,7 +52,7 @@ impl SourceSection for GeneratorSection {
 }
 
 /// Record `n` of the generator.
-pub fn record(n: u64, users: u64) -> Value {
+pub(crate) fn record(n: u64, users: u64) -> Value {
     const STATUS: [&str; 3] = ["new", "paid", "shipped"];
     json!({
         "id": n,
@@ -65,7 +65,7 @@ pub fn record(n: u64, users: u64) -> Value {
 
 /// The generator's settings.
 #[derive(Debug, Clone)]
-pub struct Generator {
+pub(crate) struct Generator {
     pub count: Option<u64>,
     pub rate: Option<u64>,
     pub users: u64,
@@ -73,14 +73,14 @@ pub struct Generator {
 
 /// The generator as one subtask: it emits the numbers `n` its [`Share`] owns, below `count`.
 #[derive(Debug, Clone)]
-pub struct GeneratorTask {
+pub(crate) struct GeneratorTask {
     pub gen: Generator,
     share: Share,
 }
 
 impl GeneratorTask {
     /// A subtask of `gen`; which numbers it emits is known at `open`.
-    pub fn new(gen: Generator) -> Self {
+    pub(crate) fn new(gen: Generator) -> Self {
         GeneratorTask {
             gen,
             share: Share::whole(),

@@ -1,10 +1,10 @@
 //! The sections the `rivus` command brings itself, registered like any connector's: the
 //! `generator` and `dead-letters` sources and the `stdout` sink.
 
-pub mod generator;
-pub mod replay;
-pub mod stdout;
+pub(crate) mod generator;
+pub(crate) mod replay;
+pub(crate) mod stdout;
 
-pub use generator::GeneratorSection;
-pub use replay::DeadLettersSection;
-pub use stdout::StdoutSection;
+pub(crate) use generator::GeneratorSection;
+pub(crate) use replay::DeadLettersSection;
+pub(crate) use stdout::StdoutSection;

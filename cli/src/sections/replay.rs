@@ -8,13 +8,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_core::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
-use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
 use rivus_core::prelude::*;
+use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
 
 /// `[source] type = "dead-letters"`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DeadLettersSection {
+pub(crate) struct DeadLettersSection {
     /// The dead-letter file (JSON lines).
     pub path: String,
     /// Only the letters of this connector (`kafka`, `rabbitmq`, `redis-streams`, ...).
@@ -48,7 +48,7 @@ impl SourceSection for DeadLettersSection {
 
 /// Each subtask replays the lines its [`Share`] owns (line `n` is split `n`).
 #[derive(Debug, Clone)]
-pub struct DeadLetterReplay {
+pub(crate) struct DeadLetterReplay {
     pub path: String,
     /// Only letters of this connector (`kafka`, `redis-streams`, ...), when set.
     pub connector: Option<String>,
@@ -58,7 +58,7 @@ pub struct DeadLetterReplay {
 
 impl DeadLetterReplay {
     /// Replays the letters in `path` (only those of `connector`, when set) under `policy`.
-    pub fn new(path: String, connector: Option<String>, policy: ErrorPolicy) -> Self {
+    pub(crate) fn new(path: String, connector: Option<String>, policy: ErrorPolicy) -> Self {
         DeadLetterReplay {
             path,
             connector,

@@ -3,13 +3,13 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
 use rivus_core::prelude::*;
+use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
 
 /// `[sink] type = "stdout"`: no settings.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StdoutSection {}
+pub(crate) struct StdoutSection {}
 
 #[async_trait]
 impl SinkSection for StdoutSection {
@@ -30,7 +30,7 @@ impl SinkSection for StdoutSection {
 
 /// Prints each record as a JSON line on stdout.
 #[derive(Debug, Clone, Default)]
-pub struct StdoutSink;
+pub(crate) struct StdoutSink;
 
 #[async_trait]
 impl RichFunction for StdoutSink {}

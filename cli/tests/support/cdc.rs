@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sqlx::{Connection, PgConnection};
 
 /// The number in the environment variable `var`, else `default` (a test's table size).
-pub fn env_count(var: &str, default: i64) -> i64 {
+pub(crate) fn env_count(var: &str, default: i64) -> i64 {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -17,7 +17,7 @@ pub fn env_count(var: &str, default: i64) -> i64 {
 }
 
 /// Rows in `table` (0 before it exists).
-pub async fn count(db: &mut PgConnection, table: &str) -> i64 {
+pub(crate) async fn count(db: &mut PgConnection, table: &str) -> i64 {
     sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {table}"))
         .fetch_one(db)
         .await
@@ -26,7 +26,7 @@ pub async fn count(db: &mut PgConnection, table: &str) -> i64 {
 
 /// Cleans up after a test, passed or failed: the slot (a slot keeps WAL forever), the
 /// publication and the tables.
-pub struct Cleanup {
+pub(crate) struct Cleanup {
     pub pg: String,
     pub name: String,
     pub tables: Vec<String>,
@@ -48,7 +48,7 @@ impl Drop for Cleanup {
 }
 
 /// Drops the slot (once released), the publication and the tables.
-pub async fn clean(pg: &str, name: &str, tables: &[&str]) {
+pub(crate) async fn clean(pg: &str, name: &str, tables: &[&str]) {
     let mut c = PgConnection::connect(pg).await.unwrap();
     for _ in 0..100 {
         let r = sqlx::query(&format!(
@@ -73,15 +73,15 @@ pub async fn clean(pg: &str, name: &str, tables: &[&str]) {
 }
 
 /// A running `rivus`, killed if the test ends without stopping it.
-pub struct Job(pub Option<Child>);
+pub(crate) struct Job(pub Option<Child>);
 
 impl Job {
-    pub fn child(&mut self) -> &mut Child {
+    pub(crate) fn child(&mut self) -> &mut Child {
         self.0.as_mut().expect("running")
     }
 
     /// SIGKILL, and wait for the end.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let mut c = self.0.take().expect("running");
         c.kill().unwrap();
         c.wait().unwrap();
@@ -98,7 +98,7 @@ impl Drop for Job {
 }
 
 /// `rivus run file` in `dir`, its output in `dir/<label>.log`.
-pub fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) -> Job {
+pub(crate) fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) -> Job {
     let log = std::fs::File::create(dir.join(format!("{label}.log"))).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rivus"));
     cmd.args(["run", file.to_str().unwrap()])
@@ -113,7 +113,7 @@ pub fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) -> Job 
 }
 
 /// Asks a job to stop (SIGTERM) and waits for its end (a stop within a minute).
-pub fn stop(mut job: Job, dir: &Path, label: &str) {
+pub(crate) fn stop(mut job: Job, dir: &Path, label: &str) {
     let mut child = job.0.take().expect("running");
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -132,7 +132,12 @@ pub fn stop(mut job: Job, dir: &Path, label: &str) {
 }
 
 /// Waits until `ready()` holds, failing with `what()` after `secs`; the job must stay up.
-pub async fn wait(job: &mut Job, secs: u64, ready: impl Fn() -> bool, what: impl Fn() -> String) {
+pub(crate) async fn wait(
+    job: &mut Job,
+    secs: u64,
+    ready: impl Fn() -> bool,
+    what: impl Fn() -> String,
+) {
     let child = job.child();
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !ready() {
@@ -146,7 +151,7 @@ pub async fn wait(job: &mut Job, secs: u64, ready: impl Fn() -> bool, what: impl
 
 /// A job file: `postgres-cdc` over publication `publication` through slot `slot` (flat rows),
 /// then `transforms` and `sink` (TOML lines), a checkpoint every 300 ms.
-pub fn job_file(
+pub(crate) fn job_file(
     dir: &Path,
     cdc: &str,
     (publication, slot): (&str, &str),
@@ -169,14 +174,19 @@ pub fn job_file(
 }
 
 /// Runs `sql` (statements separated by `;`) on PostgreSQL at `url`.
-pub async fn exec(url: &str, sql: &str) {
+pub(crate) async fn exec(url: &str, sql: &str) {
     use sqlx::Executor;
     let mut c = PgConnection::connect(url).await.unwrap();
     c.execute(sqlx::raw_sql(sql)).await.unwrap();
 }
 
 /// Rows of `a` not in `b` and of `b` not in `a`, every column compared (`EXCEPT` both ways).
-pub async fn differences(db: &mut PgConnection, a: &str, b: &str, columns: &str) -> (i64, i64) {
+pub(crate) async fn differences(
+    db: &mut PgConnection,
+    a: &str,
+    b: &str,
+    columns: &str,
+) -> (i64, i64) {
     let differ = |x: &str, y: &str| {
         format!(
             "SELECT count(*) FROM (SELECT {columns} FROM {x} EXCEPT SELECT {columns} FROM {y}) d"

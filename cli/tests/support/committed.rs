@@ -9,7 +9,7 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_testkit::services::{unique_name, Service};
 
 /// Every id a `read_committed` reader finds in `topic`, with how often.
-pub fn committed_ids(topic: &str) -> BTreeMap<u64, u32> {
+pub(crate) fn committed_ids(topic: &str) -> BTreeMap<u64, u32> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", Service::Kafka.url())
         .set("group.id", unique_name("freeze-check"))

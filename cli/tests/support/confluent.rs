@@ -13,23 +13,23 @@ use serde_json::{json, Value};
 
 use super::topics::read;
 
-pub fn here() -> PathBuf {
+pub(crate) fn here() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/confluent")
 }
 
 /// The Python with Confluent's client (`dev/python`), or a failure saying how to get it.
-pub fn python() -> Option<String> {
+pub(crate) fn python() -> Option<String> {
     rivus_testkit::services::python_with("confluent_kafka.schema_registry.avro")
 }
 
 /// Runs the Python helper; its stdout. It is killed after two minutes (a hung client fails
 /// the test instead of hanging it).
-pub fn confluent(py: &str, args: &[&str]) -> String {
+pub(crate) fn confluent(py: &str, args: &[&str]) -> String {
     confluent_with_input(py, args, "")
 }
 
 /// `n` order records in rivus's JSON mapping of `order.avsc`.
-pub fn orders(n: i64) -> Vec<Value> {
+pub(crate) fn orders(n: i64) -> Vec<Value> {
     (0..n)
         .map(|i| {
             let status = ["NEW", "PAID", "SHIPPED"][(i % 3) as usize];
@@ -51,17 +51,17 @@ pub fn orders(n: i64) -> Vec<Value> {
         .collect()
 }
 
-pub fn base64_of(b: &[u8]) -> String {
+pub(crate) fn base64_of(b: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(b)
 }
 
-pub fn write_lines(path: &Path, records: &[Value]) {
+pub(crate) fn write_lines(path: &Path, records: &[Value]) {
     let text: String = records.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(path, text).unwrap();
 }
 
-pub fn run(dir: &Path, name: &str, pipeline: &str) -> Output {
+pub(crate) fn run(dir: &Path, name: &str, pipeline: &str) -> Output {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, pipeline).unwrap();
     Command::new(env!("CARGO_BIN_EXE_rivus"))
@@ -71,12 +71,12 @@ pub fn run(dir: &Path, name: &str, pipeline: &str) -> Output {
         .unwrap()
 }
 
-pub fn registry_table(registry: &str) -> String {
+pub(crate) fn registry_table(registry: &str) -> String {
     format!("registry = {{ url = \"{registry}\" }}")
 }
 
 /// A job process, killed if a failed assertion leaves it running.
-pub struct KillOnDrop(pub std::process::Child);
+pub(crate) struct KillOnDrop(pub std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -86,7 +86,7 @@ impl Drop for KillOnDrop {
 }
 
 /// Waits until `topic` holds `n` records; their JSON values.
-pub fn read_json(kafka: &str, topic: &str, n: usize) -> Vec<Value> {
+pub(crate) fn read_json(kafka: &str, topic: &str, n: usize) -> Vec<Value> {
     read(kafka, topic, n)
         .iter()
         .map(|p| serde_json::from_slice(p).unwrap())
@@ -94,7 +94,7 @@ pub fn read_json(kafka: &str, topic: &str, n: usize) -> Vec<Value> {
 }
 
 /// Runs the Python helper with `input` on its stdin; its stdout (killed after two minutes).
-pub fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
+pub(crate) fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
     use std::io::Write;
     let mut child = Command::new(py)
         .arg(here().join("confluent.py"))
@@ -131,7 +131,7 @@ pub fn confluent_with_input(py: &str, args: &[&str], input: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-pub fn b64(data: &str) -> Vec<u8> {
+pub(crate) fn b64(data: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD
         .decode(data.trim())
@@ -139,7 +139,7 @@ pub fn b64(data: &str) -> Vec<u8> {
 }
 
 /// Writes `records` as JSON payloads to `topic`.
-pub async fn produce_json(kafka: &str, topic: &str, records: &[Value]) {
+pub(crate) async fn produce_json(kafka: &str, topic: &str, records: &[Value]) {
     let p: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", kafka)
         .create()
@@ -158,7 +158,7 @@ pub async fn produce_json(kafka: &str, topic: &str, records: &[Value]) {
 /// Runs a bounded Kafka → Kafka job from `from` (read in `source_format`) to `to` (written in
 /// `sink_format`; formats as pipeline-file values, `""` for the default), dead letters to
 /// `letters` in `dir`; fails unless it ends with success.
-pub fn kafka_copy(
+pub(crate) fn kafka_copy(
     dir: &Path,
     kafka: &str,
     (from, source_format): (&str, &str),
@@ -193,7 +193,7 @@ pub fn kafka_copy(
 }
 
 /// The values `confluent.py` prints in a `*-consume` mode.
-pub fn consumed_values(lines: &str) -> Vec<Value> {
+pub(crate) fn consumed_values(lines: &str) -> Vec<Value> {
     lines
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["value"].clone())

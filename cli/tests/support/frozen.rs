@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The server's processes: the pid `dev/services` recorded and all its descendants.
-pub fn server_pids(service: &str) -> Vec<u32> {
+pub(crate) fn server_pids(service: &str) -> Vec<u32> {
     let dir = std::env::var("RIVUS_SERVICES_DIR").map_or_else(
         |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services"),
         PathBuf::from,
@@ -43,7 +43,7 @@ pub fn server_pids(service: &str) -> Vec<u32> {
     out
 }
 
-pub fn signal(pids: &[u32], sig: &str) {
+pub(crate) fn signal(pids: &[u32], sig: &str) {
     let args: Vec<String> = std::iter::once(format!("-{sig}"))
         .chain(pids.iter().map(u32::to_string))
         .collect();
@@ -51,10 +51,10 @@ pub fn signal(pids: &[u32], sig: &str) {
 }
 
 /// Frozen processes, thawed when dropped (also when a case panics).
-pub struct Frozen(Vec<u32>);
+pub(crate) struct Frozen(Vec<u32>);
 
 impl Frozen {
-    pub fn new(pids: Vec<u32>) -> Self {
+    pub(crate) fn new(pids: Vec<u32>) -> Self {
         signal(&pids, "STOP");
         Frozen(pids)
     }

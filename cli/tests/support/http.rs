@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// A port free a moment ago on 127.0.0.1.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -17,7 +17,12 @@ pub fn free_port() -> u16 {
 
 /// One HTTP/1.1 request: (status code, body); `None` when nothing answers there or the answer
 /// is not HTTP/1.
-pub fn request(port: u16, method: &str, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+pub(crate) fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
@@ -37,7 +42,7 @@ pub fn request(port: u16, method: &str, path: &str, token: Option<&str>) -> Opti
 }
 
 /// The Prometheus text a job serves on `port` (`/metrics`), if it answers with 200.
-pub fn metrics(port: u16) -> Option<String> {
+pub(crate) fn metrics(port: u16) -> Option<String> {
     match request(port, "GET", "/metrics", None)? {
         (200, body) => Some(body),
         _ => None,

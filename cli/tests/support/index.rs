@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 /// An index read over plain HTTP.
 #[derive(Clone)]
-pub struct Index(Arc<rivus_connector_es::EsClient>);
+pub(crate) struct Index(Arc<rivus_connector_es::EsClient>);
 
 impl Index {
-    pub async fn connect(url: &str) -> Index {
+    pub(crate) async fn connect(url: &str) -> Index {
         let config = rivus_connector_es::EsConfig::new(url);
         Index(Arc::new(
             rivus_connector_es::EsClient::connect(&config)
@@ -19,7 +19,7 @@ impl Index {
         ))
     }
 
-    pub async fn count(&self, index: &str) -> i64 {
+    pub(crate) async fn count(&self, index: &str) -> i64 {
         use reqwest::Method;
         let _ = self
             .0
@@ -38,7 +38,7 @@ impl Index {
     /// Every document of `index` (after a refresh; none when it is missing) by id: the
     /// `fields` of each as text (strings as they are, other values as JSON, a missing field
     /// empty), paged in the order of `sort` (a field of every document).
-    pub async fn docs(
+    pub(crate) async fn docs(
         &self,
         index: &str,
         sort: &str,
@@ -86,7 +86,7 @@ impl Index {
         }
     }
 
-    pub async fn drop_index(&self, index: &str) {
+    pub(crate) async fn drop_index(&self, index: &str) {
         let _ = self
             .0
             .json(reqwest::Method::DELETE, &format!("/{index}"), &[], None)

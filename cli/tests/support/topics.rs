@@ -10,7 +10,7 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_testkit::services::unique_name;
 
 /// Creates a topic of one partition.
-pub async fn topic(kafka: &str, name: &str) {
+pub(crate) async fn topic(kafka: &str, name: &str) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", kafka)
         .create()
@@ -26,7 +26,7 @@ pub async fn topic(kafka: &str, name: &str) {
 }
 
 /// Every payload of `topic`'s one partition, in order, once `n` arrived (at most 60 s).
-pub fn read(kafka: &str, topic: &str, n: usize) -> Vec<Vec<u8>> {
+pub(crate) fn read(kafka: &str, topic: &str, n: usize) -> Vec<Vec<u8>> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", kafka)
         .set("group.id", unique_name("formats-reader"))

@@ -18,9 +18,9 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_testkit::services::{s3_credentials, unique_name};
 use tokio::task::JoinHandle;
 
-pub const PARTITIONS: i32 = 12;
+pub(crate) const PARTITIONS: i32 = 12;
 
-pub async fn create_topic(bootstrap: &str, topic: &str) {
+pub(crate) async fn create_topic(bootstrap: &str, topic: &str) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -35,12 +35,12 @@ pub async fn create_topic(bootstrap: &str, topic: &str) {
     assert!(r[0].is_ok(), "{r:?}");
 }
 
-pub fn worker(dir: &Path, file: &Path, id: &str) -> Child {
+pub(crate) fn worker(dir: &Path, file: &Path, id: &str) -> Child {
     worker_command(dir, file, id).spawn().unwrap()
 }
 
 /// `rivus run FILE --worker ID` in `dir`, its output captured.
-pub fn worker_command(dir: &Path, file: &Path, id: &str) -> Command {
+pub(crate) fn worker_command(dir: &Path, file: &Path, id: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rivus"));
     c.args(["run", file.to_str().unwrap(), "--worker", id])
         .current_dir(dir)
@@ -54,7 +54,7 @@ pub fn worker_command(dir: &Path, file: &Path, id: &str) -> Command {
 }
 
 /// A worker whose checkpoint store is the S3 server at `endpoint`.
-pub fn worker_s3(dir: &Path, file: &Path, id: &str, endpoint: &str) -> Command {
+pub(crate) fn worker_s3(dir: &Path, file: &Path, id: &str, endpoint: &str) -> Command {
     let (_, key, secret) = s3_credentials();
     let mut c = worker_command(dir, file, id);
     c.env("AWS_ENDPOINT_URL", endpoint)
@@ -67,7 +67,7 @@ pub fn worker_s3(dir: &Path, file: &Path, id: &str, endpoint: &str) -> Command {
 /// Produces `n` JSON records `{"id", "p", "pad"}` of about 100 bytes (record `i` to partition
 /// `i % 12`) in chunks of 1 500 with `pause` between them (100 ms: about 15 000 a second),
 /// counting them in `produced`.
-pub fn feed(
+pub(crate) fn feed(
     kafka: &str,
     topic: &str,
     n: u64,
@@ -115,7 +115,7 @@ pub fn feed(
 }
 
 /// [`feed`] at about 15 000 records a second: the count produced so far, and the task.
-pub fn paced_feed(kafka: &str, topic: &str, n: u64) -> (Arc<AtomicU64>, JoinHandle<()>) {
+pub(crate) fn paced_feed(kafka: &str, topic: &str, n: u64) -> (Arc<AtomicU64>, JoinHandle<()>) {
     let produced = Arc::new(AtomicU64::new(0));
     let task = feed(
         kafka,
@@ -128,7 +128,7 @@ pub fn paced_feed(kafka: &str, topic: &str, n: u64) -> (Arc<AtomicU64>, JoinHand
 }
 
 /// Waits (at most 60 s) until the feed produced `k` records.
-pub async fn wait_produced(produced: &AtomicU64, k: u64) {
+pub(crate) async fn wait_produced(produced: &AtomicU64, k: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while produced.load(Ordering::Relaxed) < k {
         assert!(Instant::now() < deadline, "the feed is stuck");
@@ -138,7 +138,7 @@ pub async fn wait_produced(produced: &AtomicU64, k: u64) {
 
 /// Reads `topic` from the beginning on a thread, recording the ids seen, the total count, and
 /// per input partition when the first record with an id at or above `after` arrived.
-pub struct Reader {
+pub(crate) struct Reader {
     pub ids: Arc<Mutex<HashSet<u64>>>,
     pub total: Arc<AtomicU64>,
     pub after: Arc<AtomicU64>,
@@ -147,11 +147,11 @@ pub struct Reader {
 }
 
 impl Reader {
-    pub fn start(bootstrap: &str, topic: &str) -> Self {
+    pub(crate) fn start(bootstrap: &str, topic: &str) -> Self {
         Self::start_with(bootstrap, topic, "read_uncommitted")
     }
 
-    pub fn start_with(bootstrap: &str, topic: &str, isolation: &str) -> Self {
+    pub(crate) fn start_with(bootstrap: &str, topic: &str, isolation: &str) -> Self {
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .set("group.id", unique_name("reader"))
@@ -197,13 +197,13 @@ impl Reader {
         r
     }
 
-    pub fn distinct(&self) -> usize {
+    pub(crate) fn distinct(&self) -> usize {
         self.ids.lock().len()
     }
 
     /// Waits (at most 90 s) until every id in `0..n` arrived; `what` says what should have
     /// (in failures).
-    pub async fn wait_for_all(&self, n: u64, what: &str) {
+    pub(crate) async fn wait_for_all(&self, n: u64, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(90);
         while (self.distinct() as u64) < n {
             assert!(
@@ -222,7 +222,7 @@ impl Reader {
 }
 
 /// Asks a worker to stop gracefully (SIGINT).
-pub fn interrupt(w: &Child) {
+pub(crate) fn interrupt(w: &Child) {
     Command::new("kill")
         .args(["-INT", &w.id().to_string()])
         .status()
@@ -230,7 +230,7 @@ pub fn interrupt(w: &Child) {
 }
 
 /// The input partitions a worker's log says it held last (assignments minus revocations).
-pub fn held_at_the_end(log: &str) -> BTreeSet<i32> {
+pub(crate) fn held_at_the_end(log: &str) -> BTreeSet<i32> {
     let mut held = BTreeSet::new();
     for line in log.lines() {
         let assigned = line.contains("the group assigned partitions");
@@ -253,7 +253,7 @@ pub fn held_at_the_end(log: &str) -> BTreeSet<i32> {
 
 /// A worker whose log is read while it runs: what it holds can be asked at any moment, and
 /// its stderr pipe never fills up.
-pub struct Watched {
+pub(crate) struct Watched {
     pub child: Child,
     log: Arc<Mutex<String>>,
     reader: Option<std::thread::JoinHandle<()>>,
@@ -261,7 +261,7 @@ pub struct Watched {
 
 impl Watched {
     /// Spawns `command` (its stderr piped) and starts reading its log.
-    pub fn spawn(mut command: Command) -> Self {
+    pub(crate) fn spawn(mut command: Command) -> Self {
         let mut child = command.spawn().unwrap();
         let stderr = child.stderr.take().expect("stderr piped");
         let log = Arc::new(Mutex::new(String::new()));
@@ -283,12 +283,12 @@ impl Watched {
     }
 
     /// The input partitions its log says it holds now.
-    pub fn held(&self) -> BTreeSet<i32> {
+    pub(crate) fn held(&self) -> BTreeSet<i32> {
         held_at_the_end(&self.log.lock())
     }
 
     /// Waits until its log says it holds a partition, at most `limit`.
-    pub async fn wait_holding(&self, id: &str, limit: Duration) {
+    pub(crate) async fn wait_holding(&self, id: &str, limit: Duration) {
         let deadline = Instant::now() + limit;
         while self.held().is_empty() {
             assert!(
@@ -301,7 +301,7 @@ impl Watched {
     }
 
     /// Waits for the process to end; its exit status and whole log.
-    pub fn finish(mut self) -> (std::process::ExitStatus, String) {
+    pub(crate) fn finish(mut self) -> (std::process::ExitStatus, String) {
         let status = self.child.wait().unwrap();
         if let Some(r) = self.reader.take() {
             r.join().unwrap();

@@ -17,7 +17,7 @@ use sqlx::{Connection, PgConnection};
 
 /// A table `name` (id int primary key, body text, amount numeric(10,2), at timestamptz)
 /// published as `name`, readable by the replication user; dropped with its slot by `clean`.
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub owner_url: String,
     pub cdc_url: String,
     pub name: String,
@@ -69,7 +69,7 @@ async fn drop_all(url: &str, name: &str) {
 
 impl Fixture {
     /// `None` when PostgreSQL is not reachable and skipping was asked for.
-    pub async fn new(prefix: &str, rows: i64) -> Option<Fixture> {
+    pub(crate) async fn new(prefix: &str, rows: i64) -> Option<Fixture> {
         let owner_url = require(Service::Postgres)?;
         let cdc_url = require(Service::PostgresCdc)?;
         let name = unique_name(prefix).replace('-', "_");
@@ -98,16 +98,16 @@ impl Fixture {
     }
 
     /// A new connection of the tables' owner (after a server restart).
-    pub async fn reconnect(&mut self) {
+    pub(crate) async fn reconnect(&mut self) {
         self.owner = PgConnection::connect(&self.owner_url).await.unwrap();
     }
 
-    pub async fn exec(&mut self, sql: &str) {
+    pub(crate) async fn exec(&mut self, sql: &str) {
         sqlx::raw_sql(sql).execute(&mut self.owner).await.unwrap();
     }
 
     /// The table's rows by id, as the flat records carry them (without `at`).
-    pub async fn rows(&mut self) -> BTreeMap<i64, (String, String)> {
+    pub(crate) async fn rows(&mut self) -> BTreeMap<i64, (String, String)> {
         let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(&format!(
             "SELECT id, body, amount::text FROM {} ORDER BY id",
             self.name
@@ -126,7 +126,7 @@ impl Fixture {
     }
 
     /// The slot's confirmed position, as text.
-    pub async fn confirmed(&mut self) -> Option<String> {
+    pub(crate) async fn confirmed(&mut self) -> Option<String> {
         sqlx::query_scalar(&format!(
             "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{}'",
             self.name
@@ -138,7 +138,7 @@ impl Fixture {
     }
 
     /// Drops the slot (waiting for it to be released), the publication and the table.
-    pub async fn clean(mut self) {
+    pub(crate) async fn clean(mut self) {
         drop_all(&self.owner_url, &self.name).await;
         self.cleaned = true;
     }
@@ -146,7 +146,7 @@ impl Fixture {
 
 /// Waits (at most `secs`) until the rows rebuilt from `store`'s committed changes equal `f`'s
 /// table as it is now, saying `what` did not happen otherwise; the table's rows.
-pub async fn until_replica_equals(
+pub(crate) async fn until_replica_equals(
     f: &mut Fixture,
     store: &TxnStore<Value>,
     secs: u64,
@@ -170,7 +170,7 @@ pub async fn until_replica_equals(
 }
 
 /// The rows that flat change records leave when applied in order: upserts by id, deletes.
-pub fn replay(records: &[Value]) -> BTreeMap<i64, (String, String)> {
+pub(crate) fn replay(records: &[Value]) -> BTreeMap<i64, (String, String)> {
     let mut rows = BTreeMap::new();
     for r in records {
         let id = r["id"].as_i64().expect("an id");
@@ -187,7 +187,7 @@ pub fn replay(records: &[Value]) -> BTreeMap<i64, (String, String)> {
 
 /// The source of `f` (flat records, chunks of 97 rows, a status every 500 ms), as `tune` makes
 /// it.
-pub fn source(
+pub(crate) fn source(
     f: &Fixture,
     tune: impl FnOnce(PostgresCdcSourceBuilder) -> PostgresCdcSourceBuilder,
 ) -> PostgresCdcSource {
@@ -203,7 +203,7 @@ pub fn source(
 
 /// `source` into an exactly-once sink committing into `store`, checkpoints every
 /// `interval` into `backend`; the sink waits `pace` per batch.
-pub fn job(
+pub(crate) fn job(
     name: &str,
     source: PostgresCdcSource,
     backend: &MemoryStateBackend,
@@ -216,7 +216,7 @@ pub fn job(
 
 /// Like `job`, with `readers` source subtasks and the changes keyed by id to two sink
 /// subtasks (each key's changes reach one sink in order).
-pub fn job_wide(
+pub(crate) fn job_wide(
     name: &str,
     source: PostgresCdcSource,
     readers: usize,
@@ -259,7 +259,7 @@ fn job_with(
 
 /// Inserts, updates and deletes on `table`, `rounds` transactions of three statements each;
 /// every value written is unique (`w{round}`), so a change that arrived twice is seen.
-pub async fn write(url: String, table: String, from: i64, rounds: i64) {
+pub(crate) async fn write(url: String, table: String, from: i64, rounds: i64) {
     let mut c = PgConnection::connect(&url).await.unwrap();
     for r in from..from + rounds {
         let mut tx = c.begin().await.unwrap();
@@ -282,7 +282,7 @@ pub async fn write(url: String, table: String, from: i64, rounds: i64) {
 
 /// Every committed change once: no two committed records are equal (every value written is
 /// unique).
-pub fn assert_no_duplicates(records: &[Value]) {
+pub(crate) fn assert_no_duplicates(records: &[Value]) {
     let mut seen = std::collections::HashSet::new();
     for r in records {
         assert!(seen.insert(r.to_string()), "arrived twice: {r}");
@@ -290,7 +290,7 @@ pub fn assert_no_duplicates(records: &[Value]) {
 }
 
 /// An LSN's text as a number.
-pub fn lsn(s: &str) -> u64 {
+pub(crate) fn lsn(s: &str) -> u64 {
     let (a, b) = s.split_once('/').unwrap();
     (u64::from_str_radix(a, 16).unwrap() << 32) | u64::from_str_radix(b, 16).unwrap()
 }

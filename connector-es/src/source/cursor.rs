@@ -42,7 +42,7 @@ fn err(what: &str, e: impl std::fmt::Display) -> Error {
 
 impl Cursor {
     /// Opens a view for the cluster of `client`; `after` is the position to resume after.
-    pub async fn open(
+    pub(super) async fn open(
         client: &EsClient,
         q: &Query<'_>,
         after: Option<&Vec<Value>>,
@@ -78,7 +78,7 @@ impl Cursor {
     }
 
     /// The next page's hits after `after` (empty: the slice is read).
-    pub async fn next(
+    pub(super) async fn next(
         &mut self,
         client: &EsClient,
         q: &Query<'_>,
@@ -175,7 +175,7 @@ impl Cursor {
     }
 
     /// Releases the view (best effort: it expires anyway).
-    pub async fn close(self, client: &EsClient) {
+    pub(super) async fn close(self, client: &EsClient) {
         let (path, body) = match self {
             Cursor::Pit {
                 api: PitApi::Elasticsearch,

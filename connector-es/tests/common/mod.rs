@@ -37,12 +37,12 @@ macro_rules! on_every_server {
 }
 
 /// A client of the server at `url` (which it asks what it is).
-pub async fn client(url: &str) -> EsClient {
+pub(crate) async fn client(url: &str) -> EsClient {
     EsClient::connect(&EsConfig::new(url)).await.unwrap()
 }
 
 /// `method path` with `body` on the server at `url`; the answer, which must be a success.
-pub async fn call(url: &str, method: Method, path: &str, body: Option<Value>) -> Value {
+pub(crate) async fn call(url: &str, method: Method, path: &str, body: Option<Value>) -> Value {
     client(url)
         .await
         .json_ok("test", method, path, &[], body.as_ref())
@@ -50,13 +50,13 @@ pub async fn call(url: &str, method: Method, path: &str, body: Option<Value>) ->
         .unwrap()
 }
 
-pub async fn create_index(url: &str, index: &str, body: Value) {
+pub(crate) async fn create_index(url: &str, index: &str, body: Value) {
     call(url, Method::PUT, &format!("/{index}"), Some(body)).await;
 }
 
 /// Indexes `{"v": n}` with id `n` — except record 77, which carries a string where the
 /// mapping of the test indexes wants a number.
-pub fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n: u64) {
+pub(crate) fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n: u64) {
     let v = if n == 77 {
         json!("seventy-seven")
     } else {
@@ -71,7 +71,7 @@ pub fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n
 }
 
 /// The numeric `v` fields in `index`, sorted.
-pub async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
+pub(crate) async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
     let mut got: Vec<u64> = all_values(url, index)
         .await
         .iter()
@@ -82,13 +82,13 @@ pub async fn sorted_numbers(url: &str, index: &str) -> Vec<u64> {
 }
 
 /// Makes everything indexed in `index` so far visible to searches.
-pub async fn refresh(url: &str, index: &str) {
+pub(crate) async fn refresh(url: &str, index: &str) {
     call(url, Method::POST, &format!("/{index}/_refresh"), None).await;
 }
 
 /// Documents in `index` after a refresh; `None` while the server does not answer (0 before
 /// the first bulk created the index).
-pub async fn try_count(url: &str, index: &str) -> Option<u64> {
+pub(crate) async fn try_count(url: &str, index: &str) -> Option<u64> {
     let c = EsClient::connect(&EsConfig::new(url)).await.ok()?;
     c.json(Method::POST, &format!("/{index}/_refresh"), &[], None)
         .await
@@ -105,7 +105,7 @@ pub async fn try_count(url: &str, index: &str) -> Option<u64> {
 }
 
 /// Every document's `v` field in `index`, after a refresh.
-pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
+pub(crate) async fn all_values(url: &str, index: &str) -> Vec<Value> {
     refresh(url, index).await;
     let mut out = Vec::new();
     let mut after: Option<Value> = None;
@@ -125,7 +125,7 @@ pub async fn all_values(url: &str, index: &str) -> Vec<Value> {
 }
 
 /// Creates `index` holding documents `{"n": i, "even": i % 2 == 0}` with ids `d000000`...
-pub async fn load(url: &str, index: &str, n: u64) {
+pub(crate) async fn load(url: &str, index: &str, n: u64) {
     create_index(
         url,
         index,
@@ -150,7 +150,7 @@ pub async fn load(url: &str, index: &str, n: u64) {
     refresh(url, index).await;
 }
 
-pub fn n_of(hit: &Value) -> std::result::Result<u64, SchemaError> {
+pub(crate) fn n_of(hit: &Value) -> std::result::Result<u64, SchemaError> {
     hit["_source"]["n"].as_u64().ok_or_else(|| {
         SchemaError::new("elasticsearch", hit["_id"].as_str().unwrap_or("?"), "no n")
     })

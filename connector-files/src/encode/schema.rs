@@ -16,10 +16,7 @@ use rivus_core::{Error, Result};
 
 /// A column's type; a pipeline file names it in lower case (`int64`, or `long`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[cfg_attr(
-    feature = "pipeline-file",
-    derive(rivus_core::pipeline_file::JsonSchema)
-)]
+#[cfg_attr(feature = "pipeline-file", derive(rivus_pipeline_file::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ColumnType {
     /// `true`/`false`.

@@ -11,12 +11,13 @@
 //!   again from the source into new files.
 //!
 //! Files are not rolled at checkpoints: their size is `target_file_size` whatever the
-//! checkpoint interval.
+//! checkpoint interval. The rolled files pending by checkpoint, and the order of commits and of
+//! the restore's commits and clean-up, are core's [`TwoPhaseCommit`] over [`FilesCommitter`].
 
 mod builder;
 mod open_file;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ use serde_json::Value;
 
 use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
+use rivus_core::two_phase::{Committer, TwoPhaseCommit};
+use rivus_core::Share;
 
 use crate::encode::{Encoder, FileFormat, Schema, SchemaSource};
 use crate::location::{Location, S3Options};
@@ -72,8 +75,8 @@ pub struct FilesSink {
     /// Rolled since the last checkpoint.
     closed: Vec<Recoverable>,
     /// Rolled, by the checkpoint that holds them, until it completes.
-    pending: BTreeMap<u64, Vec<Recoverable>>,
-    restored: Vec<FilesState>,
+    txns: Option<TwoPhaseCommit<FilesCommitter>>,
+    restored: Option<Restored<FilesState>>,
     subtask: usize,
     parallelism: usize,
     checkpointing: bool,
@@ -107,8 +110,8 @@ impl FilesSink {
             schema: None,
             files: HashMap::new(),
             closed: Vec::new(),
-            pending: BTreeMap::new(),
-            restored: Vec::new(),
+            txns: None,
+            restored: None,
             subtask: 0,
             parallelism: 1,
             checkpointing: false,
@@ -149,6 +152,10 @@ impl FilesSink {
         self.staging.as_ref().expect("opened")
     }
 
+    fn txns(&mut self) -> &mut TwoPhaseCommit<FilesCommitter> {
+        self.txns.as_mut().expect("opened")
+    }
+
     /// Closes the file of `dir`: committed now without checkpoints, at the next completed
     /// checkpoint with them.
     async fn roll(&mut self, dir: &str) -> Result<()> {
@@ -160,17 +167,8 @@ impl FilesSink {
         if self.checkpointing {
             self.closed.push(rec);
         } else {
-            self.commit(&rec).await?;
+            self.txns().committer_mut().commit(&rec).await?;
         }
-        Ok(())
-    }
-
-    async fn commit(&self, rec: &Recoverable) -> Result<()> {
-        self.staging().commit(rec).await?;
-        self.staging().forget(rec).await;
-        metrics::counter!("rivus_files_committed").increment(1);
-        metrics::counter!("rivus_files_committed_records").increment(rec.records);
-        tracing::info!(key = %rec.key, records = rec.records, "files: committed");
         Ok(())
     }
 
@@ -253,29 +251,20 @@ impl RichFunction for FilesSink {
             }
             Location::Local(dir) => Staging::Local(Arc::new(LocalStaging::new(dir.clone(), &job))),
         };
-        self.staging = Some(staging);
-        // What the checkpoint holds is committed by the subtask that owns it now; what no
-        // checkpoint refers to is thrown away by subtask 0.
-        let restored = std::mem::take(&mut self.restored);
-        let all: Vec<Recoverable> = restored
-            .into_iter()
-            .flat_map(|s| s.closed.into_iter().chain(s.open))
-            .collect();
-        for (k, rec) in all.iter().enumerate() {
-            if k % self.parallelism == self.subtask {
-                self.commit(rec).await?;
-            }
-        }
-        if self.subtask == 0 {
-            let keep: HashSet<String> = all.iter().map(|r| r.id.clone()).collect();
-            let thrown = self.staging().clean(&keep, &self.attempt).await?;
-            if thrown > 0 {
-                tracing::info!(
-                    thrown,
-                    "files: threw away files in progress no checkpoint refers to"
-                );
-            }
-        }
+        self.staging = Some(staging.clone());
+        // What the checkpoint holds — rolled files and open ones as far as it saw them — is
+        // committed by the subtask that owns their writer now; what no checkpoint refers to is
+        // thrown away.
+        let restored = self.restored.take().unwrap_or_else(|| {
+            Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
+        });
+        let mut txns = TwoPhaseCommit::new(FilesCommitter {
+            staging,
+            attempt: self.attempt.clone(),
+        });
+        txns.recover(restored.map(|s| s.closed.into_iter().chain(s.open).collect()))
+            .await?;
+        self.txns = Some(txns);
         match &self.s.schema {
             SchemaSource::Declared(cols) => self.schema = Some(Schema::new(cols.clone())),
             SchemaSource::Registry { config, subject } => {
@@ -323,7 +312,7 @@ impl CheckpointedFunction for FilesSink {
     type State = FilesState;
 
     async fn initialize_state(&mut self, restored: Restored<FilesState>) -> Result<()> {
-        self.restored = restored.previous.into_iter().flatten().collect();
+        self.restored = Some(restored);
         Ok(())
     }
 
@@ -342,12 +331,10 @@ impl CheckpointedFunction for FilesSink {
             );
         }
         let closed = std::mem::take(&mut self.closed);
-        if !closed.is_empty() {
-            self.pending.insert(checkpoint_id, closed);
-        }
+        self.txns().pre_committed(checkpoint_id, closed);
         Ok(FilesState {
             open,
-            closed: self.pending.values().flatten().cloned().collect(),
+            closed: self.txns().state(),
         })
     }
 }
@@ -355,11 +342,7 @@ impl CheckpointedFunction for FilesSink {
 #[async_trait]
 impl CheckpointListener for FilesSink {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
-        let later = self.pending.split_off(&(checkpoint_id + 1));
-        let done = std::mem::replace(&mut self.pending, later);
-        for rec in done.into_values().flatten() {
-            self.commit(&rec).await?;
-        }
+        self.txns().commit_up_to(checkpoint_id).await?;
         Ok(())
     }
 }
@@ -387,12 +370,54 @@ impl SinkFunction<Value> for FilesSink {
         for d in dirs {
             self.roll(&d).await?;
         }
-        let pending = std::mem::take(&mut self.pending);
         let closed = std::mem::take(&mut self.closed);
-        for rec in pending.into_values().flatten().chain(closed) {
-            self.commit(&rec).await?;
-        }
+        self.txns().pre_committed(u64::MAX, closed);
+        self.txns().commit_all().await.map(drop)
+    }
+}
+
+/// Makes rolled files visible, and on restore throws away files no checkpoint refers to.
+#[derive(Debug)]
+pub(crate) struct FilesCommitter {
+    staging: Staging,
+    /// This run's attempt, whose files (started now by other subtasks) a clean-up spares.
+    attempt: String,
+}
+
+#[async_trait]
+impl Committer for FilesCommitter {
+    type Txn = Recoverable;
+
+    /// From the file's id, `<attempt>-<job tag>-<subtask>-<sequence>`.
+    fn writer_of(&self, rec: &Recoverable) -> Option<usize> {
+        rec.id.split('-').nth(2)?.parse().ok()
+    }
+
+    /// Finishes the file from what the checkpoint holds and makes it visible; a file
+    /// committed before is left as it is.
+    async fn commit(&mut self, rec: &Recoverable) -> Result<()> {
+        self.staging.commit(rec).await?;
+        self.staging.forget(rec).await;
+        metrics::counter!("rivus_files_committed").increment(1);
+        metrics::counter!("rivus_files_committed_records").increment(rec.records);
+        tracing::info!(key = %rec.key, records = rec.records, "files: committed");
         Ok(())
+    }
+
+    /// Subtask 0 throws away every file in progress of this job that no restored one is.
+    async fn abort_others(&mut self, restored: &[Recoverable], share: Share) -> Result<u64> {
+        if share.subtask() != 0 {
+            return Ok(0);
+        }
+        let keep: HashSet<String> = restored.iter().map(|r| r.id.clone()).collect();
+        let thrown = self.staging.clean(&keep, &self.attempt).await?;
+        if thrown > 0 {
+            tracing::info!(
+                thrown,
+                "files: threw away files in progress no checkpoint refers to"
+            );
+        }
+        Ok(thrown)
     }
 }
 

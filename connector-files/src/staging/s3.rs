@@ -16,7 +16,7 @@ use object_store::{ObjectStore, PutPayload};
 use rivus_core::{Error, Result};
 
 use super::{Recoverable, Upload};
-use crate::location::S3Client;
+use rivus_aws::s3::S3Client;
 
 /// An S3 destination.
 #[derive(Debug)]

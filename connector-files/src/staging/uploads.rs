@@ -1,12 +1,12 @@
 //! S3's list of multipart uploads in progress (`GET /bucket?uploads`), which `object_store`
 //! does not offer: a restore aborts the uploads of this sink that no checkpoint refers to,
 //! including one started just before a crash and never recorded anywhere. Signed with
-//! [`rivus_core::sigv4`].
+//! [`rivus_aws::sigv4`].
 
-use rivus_core::sigv4::{self, Credentials, Request};
+use rivus_aws::sigv4::{self, Credentials, Request};
 use rivus_core::{Error, Fault, Result};
 
-use crate::location::S3Client;
+use rivus_aws::s3::S3Client;
 
 /// `(key, upload id)` of every upload in progress under `prefix`.
 pub(crate) async fn list(

@@ -21,7 +21,7 @@ use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
 /// A fresh prefix in the dev bucket.
-pub struct Bucket {
+pub(crate) struct Bucket {
     pub endpoint: String,
     pub bucket: String,
     pub access: String,
@@ -32,7 +32,7 @@ pub struct Bucket {
 
 impl Bucket {
     /// `None` when the store is not reachable and skipping was asked for.
-    pub fn new(name: &str) -> Option<Bucket> {
+    pub(crate) fn new(name: &str) -> Option<Bucket> {
         let endpoint = require(Service::S3)?;
         let (bucket, access, secret) = s3_credentials();
         let store = AmazonS3Builder::new()
@@ -54,11 +54,11 @@ impl Bucket {
         })
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("s3://{}/{}", self.bucket, self.prefix)
     }
 
-    pub fn options(&self) -> S3Options {
+    pub(crate) fn options(&self) -> S3Options {
         S3Options {
             endpoint: Some(self.endpoint.clone()),
             access_key: Some(self.access.clone()),
@@ -68,7 +68,7 @@ impl Bucket {
     }
 
     /// Every key under the prefix (relative to it), sorted; `_rivus/` left out unless asked.
-    pub async fn keys(&self, with_own: bool) -> Vec<(String, u64)> {
+    pub(crate) async fn keys(&self, with_own: bool) -> Vec<(String, u64)> {
         let listed: Vec<_> = self
             .store
             .list(Some(&Key::from(self.prefix.as_str())))
@@ -88,7 +88,7 @@ impl Bucket {
     }
 
     /// Downloads every data file into `dir`, keeping their relative paths; the local paths.
-    pub async fn download(&self, dir: &Path) -> Vec<PathBuf> {
+    pub(crate) async fn download(&self, dir: &Path) -> Vec<PathBuf> {
         let mut out = Vec::new();
         for (k, _) in self.keys(false).await {
             let body = self
@@ -108,13 +108,13 @@ impl Bucket {
     }
 
     /// Multipart uploads in progress under the prefix, as S3 lists them.
-    pub fn open_uploads(&self) -> usize {
+    pub(crate) fn open_uploads(&self) -> usize {
         rivus_testkit::services::s3_open_uploads(&self.endpoint, &self.prefix)
     }
 }
 
 /// Python with pyarrow (`dev/python`), or a failure saying how to get it.
-pub fn python() -> Option<String> {
+pub(crate) fn python() -> Option<String> {
     rivus_testkit::services::python_with("pyarrow.parquet")
 }
 
@@ -136,7 +136,7 @@ for path in sys.argv[2:]:
 
 /// What pyarrow reads from `files` (`parquet`, `csv` or `json`): each file's schema (column →
 /// Arrow type) and every row.
-pub fn pyarrow_read(py: &str, format: &str, files: &[PathBuf]) -> (Vec<Value>, Vec<Value>) {
+pub(crate) fn pyarrow_read(py: &str, format: &str, files: &[PathBuf]) -> (Vec<Value>, Vec<Value>) {
     let out = Command::new(py)
         .args(["-c", READ, format])
         .args(files)
@@ -158,7 +158,7 @@ pub fn pyarrow_read(py: &str, format: &str, files: &[PathBuf]) -> (Vec<Value>, V
 }
 
 /// Record `i` of the tests: every column type.
-pub fn record(i: u64) -> Value {
+pub(crate) fn record(i: u64) -> Value {
     let kind = ["a", "b", "c"][(i % 3) as usize];
     json!({
         "id": i,
@@ -173,7 +173,7 @@ pub fn record(i: u64) -> Value {
 }
 
 /// The columns of `record`.
-pub fn columns() -> Vec<rivus_connector_files::Column> {
+pub(crate) fn columns() -> Vec<rivus_connector_files::Column> {
     use rivus_connector_files::{Column, ColumnType as T};
     [
         ("id", T::Int64),
@@ -195,7 +195,7 @@ pub fn columns() -> Vec<rivus_connector_files::Column> {
 }
 
 /// Sinks writing `record`'s columns into `b`, as `tune` sets the rest.
-pub fn sink_into(
+pub(crate) fn sink_into(
     b: &Bucket,
     tune: impl Fn(FilesSinkBuilder) -> FilesSinkBuilder + Clone + Send + Sync + 'static,
 ) -> impl Fn() -> FilesSink + Clone + Send + Sync + 'static {
@@ -209,7 +209,7 @@ pub fn sink_into(
 
 /// `n` records of `record` (a sequence source, paced when `per_second` is given) into `sink`,
 /// checkpoints every `interval` into `backend`.
-pub fn job(
+pub(crate) fn job(
     name: &str,
     n: u64,
     per_second: Option<u64>,

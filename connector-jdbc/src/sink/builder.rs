@@ -1,6 +1,5 @@
 //! [`JdbcSinkBuilder`]: the sink's settings, checked before anything connects.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -221,7 +220,7 @@ impl JdbcSinkBuilder {
             settings: Arc::new(self.s),
             mapper: Arc::new(mapper),
             open: None,
-            restored: BTreeSet::new(),
+            restored: None,
         })
     }
 

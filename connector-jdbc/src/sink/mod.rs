@@ -10,7 +10,6 @@ mod prepared;
 mod rows;
 mod writer;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,8 +94,8 @@ impl Delivery {
 
     /// Starts what runs beside the writer: the committer of prepared transactions, or the
     /// source's link to the positions table (last: the source claims partitions from the
-    /// table as soon as it is registered).
-    fn start(&mut self, completed: &CompletedCheckpoints) {
+    /// table as soon as it is registered). A commit waits at most `deadline` per transaction.
+    fn start(&mut self, completed: &CompletedCheckpoints, deadline: Duration) {
         match self {
             Delivery::Plain => {}
             Delivery::Prepared {
@@ -106,6 +105,7 @@ impl Delivery {
                 *committer = Some(Prepared::spawn_committer(
                     Arc::clone(prepared),
                     completed.clone(),
+                    deadline,
                 ));
             }
             Delivery::Positions { table, link } => {
@@ -145,7 +145,7 @@ pub struct JdbcSink<T> {
     settings: Arc<Settings>,
     mapper: Arc<Mapper<T>>,
     open: Option<Open>,
-    restored: BTreeSet<String>,
+    restored: Option<Restored<Vec<String>>>,
 }
 
 impl<T> std::fmt::Debug for JdbcSink<T> {
@@ -165,7 +165,7 @@ impl<T> Clone for JdbcSink<T> {
             settings: Arc::clone(&self.settings),
             mapper: Arc::clone(&self.mapper),
             open: None,
-            restored: BTreeSet::new(),
+            restored: None,
         }
     }
 }
@@ -249,8 +249,16 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         let mut delivery = match (s.exactly_once, keep_positions) {
             (false, _) => Delivery::Plain,
             (true, false) => Delivery::Prepared {
-                prepared: Prepared::start(&pool, &mut conn, s.prefix.clone(), ctx, &self.restored)
-                    .await?,
+                prepared: Prepared::start(
+                    &pool,
+                    &mut conn,
+                    s.prefix.clone(),
+                    ctx,
+                    self.restored.take().unwrap_or_else(|| {
+                        Restored::fresh(ctx.task_name(), ctx.subtask_index(), ctx.parallelism())
+                    }),
+                )
+                .await?,
                 committer: None,
             },
             (true, true) => {
@@ -326,7 +334,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             Arc::new(Change::size),
         )?;
         let completed = ctx.completed_checkpoints();
-        delivery.start(&completed);
+        delivery.start(&completed, s.statement_timeout);
         self.open = Some(Open {
             pool,
             processor,
@@ -351,7 +359,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         }
         let mut result = Ok(());
         if let (Some(p), Some(id)) = (open.delivery.prepared(), open.completed.latest()) {
-            result = commit_within(p, id, self.settings.statement_timeout).await;
+            result = p.commit_within(id, self.settings.statement_timeout).await;
         }
         if let Err(e) = open.processor.close().await {
             tracing::debug!(error = %e, "jdbc sink: closing with rows failed");
@@ -360,7 +368,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
         // free the connection, or closing the pool would wait for it forever).
         open.writer.abandon_open().await;
         if let Some(p) = open.delivery.prepared() {
-            p.release_parked();
+            p.release_parked().await;
         }
         // Closing waits for checked-out connections; a send still running when the job was
         // torn down may hold one: do not wait for it forever.
@@ -393,33 +401,12 @@ fn refuse_workers(ctx: &RuntimeContext) -> Result<()> {
     }
 }
 
-/// Commits the prepared transactions up to `checkpoint`, waiting at most `deadline` per
-/// transaction (a commit that got no answer is retried by the restarted job: prepared
-/// transactions survive in the database).
-async fn commit_within(p: &Prepared, checkpoint: u64, deadline: Duration) -> Result<()> {
-    let pending = p.pending_up_to(checkpoint).max(1) as u32;
-    let limit = deadline * pending;
-    rivus_core::activity::bounded(limit, "jdbc: COMMIT PREPARED", p.commit_up_to(checkpoint))
-        .await
-        .unwrap_or_else(|| {
-            Err(Error::connector(
-                "jdbc sink: committing prepared transactions",
-                format!("no answer from the database within {limit:?}"),
-            ))
-        })
-}
-
 #[async_trait]
 impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
     type State = JdbcSinkState;
 
     async fn initialize_state(&mut self, restored: Restored<JdbcSinkState>) -> Result<()> {
-        self.restored = restored
-            .previous
-            .into_iter()
-            .flatten()
-            .flat_map(|s| s.prepared)
-            .collect();
+        self.restored = Some(restored.map(|s| s.prepared));
         Ok(())
     }
 
@@ -446,12 +433,11 @@ impl<T: Send + 'static> CheckpointedFunction for JdbcSink<T> {
             }
             Delivery::Prepared { prepared, .. } => {
                 prepared.check()?;
-                if let Some((gid, parked)) = open.writer.prepare(checkpoint_id).await? {
-                    prepared.add(checkpoint_id, gid, parked);
-                }
-                Ok(JdbcSinkState {
-                    prepared: prepared.snapshot(),
-                })
+                let prepared = match open.writer.prepare(checkpoint_id).await? {
+                    Some((gid, parked)) => prepared.add(checkpoint_id, gid, parked).await,
+                    None => prepared.state().await,
+                };
+                Ok(JdbcSinkState { prepared })
             }
         }
     }
@@ -462,7 +448,7 @@ impl<T: Send + 'static> CheckpointListener for JdbcSink<T> {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
         let deadline = self.settings.statement_timeout;
         match self.opened()?.delivery.prepared() {
-            Some(p) => commit_within(p, checkpoint_id, deadline).await,
+            Some(p) => p.commit_within(checkpoint_id, deadline).await,
             None => Ok(()),
         }
     }

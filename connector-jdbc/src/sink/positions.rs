@@ -39,7 +39,7 @@ pub(crate) struct PositionsTable {
 
 impl PositionsTable {
     /// The table `table` (created if missing) for sink `sink`, owned as `owner`.
-    pub async fn open(
+    pub(super) async fn open(
         pool: Pool,
         conn: &mut Conn,
         table: &str,
@@ -155,7 +155,7 @@ impl PositionsTable {
     /// partition of `positions` (locking their rows) and writes the positions. A partition
     /// claimed by another worker fails the commit (retryable: the job restarts and claims
     /// what the group gives it then).
-    pub async fn write(&self, conn: &mut Conn, positions: &Positions) -> Result<()> {
+    pub(super) async fn write(&self, conn: &mut Conn, positions: &Positions) -> Result<()> {
         let t = self.quoted();
         let lock = format!(
             "SELECT owner FROM {t} WHERE sink = {} AND partition_key = {} FOR UPDATE",

@@ -13,14 +13,20 @@
 //! Commits run on their own task, woken by the job's completed-checkpoint watch: the next
 //! checkpoint's writes may wait on row locks the prepared transaction holds, and the sink's
 //! own task — blocked in such a write — could not take the notification.
+//!
+//! The writer begins and prepares ([`Prepared`]); the pending transactions, their commits and
+//! the restore's commits and rollbacks are core's [`TwoPhaseCommit`] over [`Finisher`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use rivus_core::{CompletedCheckpoints, Error, Result, RuntimeContext, Share};
+use rivus_core::two_phase::{Committer, TwoPhaseCommit};
+use rivus_core::{CompletedCheckpoints, Error, Restored, Result, RuntimeContext, Share};
 
 use crate::db::{Conn, Pool};
 use crate::dialect::Dialect;
@@ -28,35 +34,18 @@ use crate::dialect::Dialect;
 /// XA ids (gtrid) are at most 64 bytes.
 const XA_ID_MAX: usize = 64;
 
-/// A prepared transaction waiting for its checkpoint; on MySQL/MariaDB with the session that
-/// prepared it.
-struct Pending {
-    gid: String,
-    parked: Option<Conn>,
-}
-
-impl std::fmt::Debug for Pending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pending")
-            .field("gid", &self.gid)
-            .field("parked", &self.parked.is_some())
-            .finish()
-    }
-}
-
-/// The prepared transactions of one subtask not yet known to be committed.
+/// The prepared transactions of one subtask: how the writer begins and prepares them, and
+/// those not yet known to be committed.
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    pool: Pool,
     dialect: Dialect,
     prefix: String,
     subtask: usize,
     /// MySQL/MariaDB: the next XA id's number (microseconds at open, then +1 per transaction:
     /// unique across runs).
     next_xa: AtomicU64,
-    pending: Mutex<BTreeMap<u64, Pending>>,
-    /// Serializes commits (the committer task, notifications and close).
-    committing: tokio::sync::Mutex<()>,
+    /// Locked by one commit at a time (the committer task, notifications and close).
+    txns: tokio::sync::Mutex<TwoPhaseCommit<Finisher>>,
     failure: Mutex<Option<String>>,
     /// Transactions are only ever committed in one phase (positions mode, `positions.rs`):
     /// plain `BEGIN` on MySQL/MariaDB too, no XA id.
@@ -71,18 +60,22 @@ fn owner_of(gid: &str, prefix: &str) -> Option<usize> {
 }
 
 impl Prepared {
-    pub fn new(pool: Pool, prefix: String, subtask: usize) -> Self {
+    pub(super) fn new(pool: Pool, prefix: String, subtask: usize) -> Self {
         let micros = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
         Prepared {
             dialect: pool.dialect(),
-            pool,
+            txns: tokio::sync::Mutex::new(TwoPhaseCommit::new(Finisher {
+                dialect: pool.dialect(),
+                pool,
+                prefix: prefix.clone(),
+                parked: HashMap::new(),
+                listed: None,
+            })),
             prefix,
             subtask,
             next_xa: AtomicU64::new(micros),
-            pending: Mutex::new(BTreeMap::new()),
-            committing: tokio::sync::Mutex::new(()),
             failure: Mutex::new(None),
             one_phase: false,
         }
@@ -90,7 +83,7 @@ impl Prepared {
 
     /// Transactions begun and committed in one phase only (positions mode): never prepared,
     /// so no XA ids on MySQL/MariaDB.
-    pub fn one_phase(pool: Pool, subtask: usize) -> Self {
+    pub(super) fn one_phase(pool: Pool, subtask: usize) -> Self {
         Prepared {
             one_phase: true,
             ..Prepared::new(pool, String::new(), subtask)
@@ -99,12 +92,12 @@ impl Prepared {
 
     /// Checks that the server keeps prepared transactions, then resolves those an earlier run
     /// left (see [`recover`](Self::recover)). `prefix` defaults to `rivus-<job>-<operator>`.
-    pub async fn start(
+    pub(super) async fn start(
         pool: &Pool,
         conn: &mut Conn,
         prefix: Option<String>,
         ctx: &RuntimeContext,
-        restored: &BTreeSet<String>,
+        restored: Restored<Vec<String>>,
     ) -> Result<Arc<Prepared>> {
         match pool.dialect() {
             Dialect::Postgres => check_postgres(conn).await?,
@@ -143,22 +136,20 @@ impl Prepared {
             }
         }
         let prepared = Arc::new(Prepared::new(pool.clone(), prefix, ctx.subtask_index()));
-        let (committed, rolled_back) = prepared.recover(restored, ctx.parallelism()).await?;
-        if committed + rolled_back > 0 {
-            tracing::info!(sink = %ctx.display_name(), committed, rolled_back,
-                "recovered prepared transactions");
-        }
+        prepared.txns.lock().await.recover(restored).await?;
         Ok(prepared)
     }
 
-    /// The task committing prepared transactions as checkpoints complete.
-    pub fn spawn_committer(
+    /// The task committing prepared transactions as checkpoints complete, each within
+    /// `deadline` (see [`commit_within`](Self::commit_within)).
+    pub(super) fn spawn_committer(
         prepared: Arc<Prepared>,
         mut completed: CompletedCheckpoints,
+        deadline: Duration,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             while let Some(id) = completed.changed().await {
-                if let Err(e) = prepared.commit_up_to(id).await {
+                if let Err(e) = prepared.commit_within(id, deadline).await {
                     tracing::error!(error = %e, "jdbc sink: commit failed");
                     prepared.fail(&e);
                     return;
@@ -174,7 +165,10 @@ impl Prepared {
 
     /// Starts the transaction of the next checkpoint on `conn`; returns its XA id on
     /// MySQL/MariaDB.
-    pub async fn begin(&self, conn: &mut Conn) -> std::result::Result<Option<String>, sqlx::Error> {
+    pub(super) async fn begin(
+        &self,
+        conn: &mut Conn,
+    ) -> std::result::Result<Option<String>, sqlx::Error> {
         if self.dialect != Dialect::MySql || self.one_phase {
             conn.raw("BEGIN").await?;
             return Ok(None);
@@ -188,7 +182,7 @@ impl Prepared {
     /// Prepares the open transaction of `checkpoint` (under its XA id `xid` from
     /// [`begin`](Self::begin) on MySQL/MariaDB). Returns the id and, on MySQL/MariaDB, the
     /// session to park with it.
-    pub async fn prepare(
+    pub(super) async fn prepare(
         &self,
         mut conn: Conn,
         xid: Option<String>,
@@ -217,7 +211,7 @@ impl Prepared {
     }
 
     /// Commits the open transaction in one step (a job without checkpoints, at its end).
-    pub async fn commit_one_phase(
+    pub(super) async fn commit_one_phase(
         &self,
         conn: &mut Conn,
         xid: Option<&str>,
@@ -231,45 +225,96 @@ impl Prepared {
         }
     }
 
-    /// Records that `gid` was prepared for `checkpoint` (with its parked session, if any).
-    pub fn add(&self, checkpoint: u64, gid: String, parked: Option<Conn>) {
-        self.pending
-            .lock()
-            .insert(checkpoint, Pending { gid, parked });
+    /// Records that `gid` was prepared for `checkpoint` (with its parked session, if any),
+    /// and returns what goes into the checkpoint: every prepared, uncommitted transaction.
+    pub(super) async fn add(
+        &self,
+        checkpoint: u64,
+        gid: String,
+        parked: Option<Conn>,
+    ) -> Vec<String> {
+        let mut txns = self.txns.lock().await;
+        if let Some(c) = parked {
+            txns.committer_mut().parked.insert(gid.clone(), c);
+        }
+        txns.pre_committed(checkpoint, [gid]);
+        txns.state()
     }
 
-    /// What goes into the checkpoint: every prepared, uncommitted transaction.
-    pub fn snapshot(&self) -> Vec<String> {
-        self.pending
-            .lock()
-            .values()
-            .map(|p| p.gid.clone())
-            .collect()
+    /// What goes into the checkpoint when nothing was prepared at its barrier.
+    pub(super) async fn state(&self) -> Vec<String> {
+        self.txns.lock().await.state()
     }
 
     /// Lets go of the parked sessions (at close): their prepared transactions stay on the
     /// server, detached, for the next run to resolve.
-    pub fn release_parked(&self) {
-        for p in self.pending.lock().values_mut() {
-            if let Some(c) = p.parked.take() {
-                c.discard();
-            }
+    pub(super) async fn release_parked(&self) {
+        for (_, c) in self.txns.lock().await.committer_mut().parked.drain() {
+            c.discard();
         }
     }
 
     /// The first commit failure of the committer task, if any.
-    pub fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         match self.failure.lock().clone() {
             Some(m) => Err(Error::connector("jdbc sink: committing", m)),
             None => Ok(()),
         }
     }
 
-    pub fn fail(&self, e: &Error) {
+    pub(super) fn fail(&self, e: &Error) {
         self.failure.lock().get_or_insert(e.to_string());
     }
 
-    async fn prepared_gids(&self) -> Result<Vec<String>> {
+    /// Commits the prepared transactions up to `checkpoint`, waiting at most `deadline` for
+    /// the lock and then `deadline` per transaction (a commit that got no answer is retried by
+    /// the restarted job: prepared transactions survive in the database).
+    pub(super) async fn commit_within(&self, checkpoint: u64, deadline: Duration) -> Result<()> {
+        let no_answer = |limit: Duration| {
+            Error::connector(
+                "jdbc sink: committing prepared transactions",
+                format!("no answer from the database within {limit:?}"),
+            )
+        };
+        let mut txns = rivus_core::activity::bounded(deadline, "jdbc: COMMIT PREPARED", async {
+            self.txns.lock().await
+        })
+        .await
+        .ok_or_else(|| no_answer(deadline))?;
+        let limit = deadline * txns.pending_up_to(checkpoint).max(1) as u32;
+        rivus_core::activity::bounded(
+            limit,
+            "jdbc: COMMIT PREPARED",
+            txns.commit_up_to(checkpoint),
+        )
+        .await
+        .ok_or_else(|| no_answer(limit))?
+        .map(drop)
+    }
+}
+
+/// Commits and rolls back this sink's prepared transactions (`<prefix>:<subtask>:<n>`).
+pub(crate) struct Finisher {
+    pool: Pool,
+    dialect: Dialect,
+    prefix: String,
+    /// MySQL/MariaDB: the session that prepared each pending transaction.
+    parked: HashMap<String, Conn>,
+    /// On restore: this sink's transactions the server holds prepared (read once).
+    listed: Option<BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for Finisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finisher")
+            .field("prefix", &self.prefix)
+            .field("parked", &self.parked.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Finisher {
+    async fn prepared_gids(&self) -> Result<BTreeSet<String>> {
         let mut conn =
             self.pool.acquire().await.map_err(|e| {
                 crate::error::sql_error("jdbc sink: listing prepared transactions", &e)
@@ -288,17 +333,26 @@ impl Prepared {
             &[crate::value::SqlValue::Text(Some(pattern))],
         )
         .await
+        .map(|gids| gids.into_iter().collect())
         .map_err(|e| crate::error::sql_error("jdbc sink: listing prepared transactions", &e))
     }
 
+    /// This sink's transactions the server holds prepared, as first listed by this restore.
+    async fn listed(&mut self) -> Result<&mut BTreeSet<String>> {
+        if self.listed.is_none() {
+            self.listed = Some(self.prepared_gids().await?);
+        }
+        Ok(self.listed.as_mut().expect("listed"))
+    }
+
     /// Commits or rolls back prepared `gid`, on its parked session if it has one.
-    async fn finish(&self, gid: &str, commit: bool, parked: Option<Conn>) -> Result<()> {
+    async fn finish(&mut self, gid: &str, commit: bool) -> Result<()> {
         let verb = if commit { "COMMIT" } else { "ROLLBACK" };
         let sql = match self.dialect {
             Dialect::MySql => format!("XA {verb} '{gid}'"),
             _ => format!("{verb} PREPARED '{gid}'"),
         };
-        let mut conn = match parked {
+        let mut conn = match self.parked.remove(gid) {
             Some(c) => c,
             None => self
                 .pool
@@ -310,63 +364,50 @@ impl Prepared {
             conn.discard();
             return Err(crate::error::sql_error(format!("jdbc sink: {sql}"), &e));
         }
+        tracing::debug!(%gid, commit, "finished a prepared transaction");
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Committer for Finisher {
+    type Txn = String;
+
+    fn writer_of(&self, gid: &String) -> Option<usize> {
+        owner_of(gid, &self.prefix)
+    }
+
+    async fn commit(&mut self, gid: &String) -> Result<()> {
+        self.finish(gid, true).await?;
+        metrics::counter!("rivus_jdbc_transactions_committed_total").increment(1);
         Ok(())
     }
 
-    /// How many prepared transactions wait for checkpoints up to `checkpoint`.
-    pub fn pending_up_to(&self, checkpoint: u64) -> usize {
-        self.pending.lock().range(..=checkpoint).count()
+    /// Committed now if the server still holds it prepared; else it committed before the
+    /// failure.
+    async fn recover_and_commit(&mut self, gid: &String) -> Result<()> {
+        if self.listed().await?.remove(gid) {
+            self.finish(gid, true).await?;
+            tracing::info!(%gid, "committed a prepared transaction of an earlier run");
+        }
+        Ok(())
     }
 
-    /// Commits every pending transaction of checkpoints up to `checkpoint`.
-    pub async fn commit_up_to(&self, checkpoint: u64) -> Result<()> {
-        let _one_at_a_time = self.committing.lock().await;
-        loop {
-            let next = {
-                let mut pending = self.pending.lock();
-                pending
-                    .range_mut(..=checkpoint)
-                    .next()
-                    .map(|(id, p)| (*id, p.gid.clone(), p.parked.take()))
-            };
-            let Some((id, gid, parked)) = next else {
-                return Ok(());
-            };
-            self.finish(&gid, true, parked).await?;
-            metrics::counter!("rivus_jdbc_transactions_committed_total").increment(1);
-            tracing::debug!(%gid, "committed prepared transaction");
-            self.pending.lock().remove(&id);
+    /// Rolls back every other prepared transaction this subtask owns — its own, and those of
+    /// old subtasks `s` with `s % parallelism == subtask` after a change of parallelism: they
+    /// belong to checkpoints that never completed.
+    async fn abort_others(&mut self, restored: &[String], share: Share) -> Result<u64> {
+        let doomed: Vec<String> = std::mem::take(self.listed().await?)
+            .into_iter()
+            .filter(|gid| !restored.contains(gid))
+            .filter(|gid| owner_of(gid, &self.prefix).is_some_and(|o| share.owns(o)))
+            .collect();
+        for gid in &doomed {
+            self.finish(gid, false).await?;
+            tracing::info!(%gid, "rolled back a prepared transaction of an earlier run");
         }
-    }
-
-    /// On start: commits the prepared transactions in `restored` and rolls back every other
-    /// one this subtask owns — its own, and those of old subtasks `s` with
-    /// `s % parallelism == subtask` after a change of parallelism. Returns (committed,
-    /// rolled back).
-    pub async fn recover(
-        &self,
-        restored: &BTreeSet<String>,
-        parallelism: usize,
-    ) -> Result<(usize, usize)> {
-        let _one_at_a_time = self.committing.lock().await;
-        let (mut committed, mut rolled_back) = (0, 0);
-        for gid in self.prepared_gids().await? {
-            let Some(owner) = owner_of(&gid, &self.prefix) else {
-                continue;
-            };
-            if !Share::new(self.subtask, parallelism).owns(owner) {
-                continue;
-            }
-            let commit = restored.contains(&gid);
-            self.finish(&gid, commit, None).await?;
-            if commit {
-                committed += 1;
-            } else {
-                rolled_back += 1;
-            }
-            tracing::info!(%gid, commit, "resolved a prepared transaction of an earlier run");
-        }
-        Ok((committed, rolled_back))
+        self.listed = None;
+        Ok(doomed.len() as u64)
     }
 }
 

@@ -302,7 +302,7 @@ impl Writer {
 
     /// Exactly-once: prepares the open transaction for `checkpoint`. Returns the id and the session to park with it, or `None` when
     /// nothing was written since the last one.
-    pub async fn prepare(&self, checkpoint: u64) -> Result<Option<(String, Option<Conn>)>> {
+    pub(super) async fn prepare(&self, checkpoint: u64) -> Result<Option<(String, Option<Conn>)>> {
         let Some((prepared, slot)) = &self.txn else {
             return Ok(None);
         };
@@ -324,7 +324,7 @@ impl Writer {
     /// Drops the open transaction (at close, after a failure): its connection is closed, so
     /// the database rolls it back; kept connections go back to the pool. Without this the
     /// pool could never close.
-    pub async fn abandon_open(&self) {
+    pub(super) async fn abandon_open(&self) {
         self.kept.lock().clear();
         if let Some((_, slot)) = &self.txn {
             if let Some(open) = slot.lock().await.take() {
@@ -337,7 +337,7 @@ impl Writer {
     /// is begun when none is, should only positions have moved — and commits it in one phase,
     /// at the barrier. Fails (retryable) when a partition moved to another worker, or the
     /// database did not answer within the deadline; the transaction then rolls back.
-    pub async fn commit_positions(
+    pub(super) async fn commit_positions(
         &self,
         table: &super::positions::PositionsTable,
         positions: &rivus_core::Positions,
@@ -387,7 +387,7 @@ impl Writer {
     }
 
     /// Commits the open transaction now (a job without checkpoints, at its end).
-    pub async fn commit_open(&self) -> Result<()> {
+    pub(super) async fn commit_open(&self) -> Result<()> {
         let Some((prepared, slot)) = &self.txn else {
             return Ok(());
         };

@@ -76,7 +76,7 @@ impl PageQuery {
     }
 
     /// True when the range column is a date or time.
-    pub fn time_range(&self) -> bool {
+    pub(crate) fn time_range(&self) -> bool {
         is_time(self.first_type())
     }
 
@@ -99,7 +99,7 @@ impl PageQuery {
 
     /// The statement and its parameters for the page after `last` within `range` (both on the
     /// first tracking column; for a date or time column the range is in Unix seconds).
-    pub fn page(
+    pub(crate) fn page(
         &self,
         range: Option<(i64, i64)>,
         last: Option<&[Value]>,
@@ -156,7 +156,7 @@ impl PageQuery {
 
     /// The statement for the smallest and largest value of the first tracking column (Unix
     /// seconds for a date or time).
-    pub fn bounds(&self) -> String {
+    pub(crate) fn bounds(&self) -> String {
         let c = format!("q.{}", self.dialect.quote(&self.track[0]));
         let cast = match self.dialect {
             Dialect::Postgres => "::text",

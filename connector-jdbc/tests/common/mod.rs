@@ -8,14 +8,14 @@ use sqlx::{Connection, Executor, Row};
 
 /// One database under test: the URL and TLS files the connector is given.
 #[derive(Debug, Clone)]
-pub struct Db {
+pub(crate) struct Db {
     pub name: &'static str,
     pub url: String,
     pub tls: TlsFiles,
 }
 
 /// PostgreSQL, MariaDB and SQLite (a file under a temporary directory kept for the test run).
-pub fn databases() -> Vec<Db> {
+pub(crate) fn databases() -> Vec<Db> {
     let mut out = Vec::new();
     if let Some(url) = require(Service::Postgres) {
         out.push(Db {
@@ -37,14 +37,14 @@ pub fn databases() -> Vec<Db> {
 
 /// PostgreSQL and MariaDB, those that answer; a test looping over them fails when neither does
 /// (unless skipping was asked for).
-pub fn servers() -> Vec<Db> {
+pub(crate) fn servers() -> Vec<Db> {
     rivus_testkit::services::require_any(
         "PostgreSQL and MariaDB",
         [postgres(), mariadb()].into_iter().flatten().collect(),
     )
 }
 
-pub fn postgres() -> Option<Db> {
+pub(crate) fn postgres() -> Option<Db> {
     require(Service::Postgres).map(|url| Db {
         name: "postgres",
         url,
@@ -52,7 +52,7 @@ pub fn postgres() -> Option<Db> {
     })
 }
 
-pub fn mariadb() -> Option<Db> {
+pub(crate) fn mariadb() -> Option<Db> {
     require(Service::MySql).map(|url| Db {
         name: "mariadb",
         url,
@@ -60,7 +60,7 @@ pub fn mariadb() -> Option<Db> {
     })
 }
 
-pub fn sqlite() -> Db {
+pub(crate) fn sqlite() -> Db {
     let dir = tempfile::tempdir().unwrap().keep();
     Db {
         name: "sqlite",
@@ -73,7 +73,7 @@ pub fn sqlite() -> Db {
 /// the `tls` option (the URL without its query; the CA and the client certificate as files,
 /// so `sslmode=verify-full` comes from the connector), MariaDB through the URL's own
 /// `ssl-mode=VERIFY_IDENTITY` and `ssl-ca`.
-pub fn tls_servers() -> Vec<Db> {
+pub(crate) fn tls_servers() -> Vec<Db> {
     let pg = require(Service::PostgresTls).map(|url| Db {
         name: "postgres",
         url: url.split('?').next().unwrap_or(&url).to_owned(),
@@ -95,17 +95,17 @@ pub fn tls_servers() -> Vec<Db> {
 }
 
 impl Db {
-    pub fn is(&self, name: &str) -> bool {
+    pub(crate) fn is(&self, name: &str) -> bool {
         self.name == name
     }
 
     /// The URL with the TLS files as the driver's parameters, for the test's own connections.
-    pub fn conn_url(&self) -> String {
+    pub(crate) fn conn_url(&self) -> String {
         rivus_connector_jdbc::config::url_with_tls(&self.url, &self.tls).unwrap()
     }
 
     /// Runs statements (separated by `;`).
-    pub async fn exec(&self, sql: &str) {
+    pub(crate) async fn exec(&self, sql: &str) {
         match self.name {
             "postgres" => {
                 let mut c = sqlx::PgConnection::connect(&self.conn_url()).await.unwrap();
@@ -130,7 +130,7 @@ impl Db {
     }
 
     /// The first column of every row of `sql`, as text (NULL as `NULL`).
-    pub async fn strings(&self, sql: &str) -> Vec<String> {
+    pub(crate) async fn strings(&self, sql: &str) -> Vec<String> {
         fn text<R: Row>(r: &R) -> String
         where
             for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
@@ -160,7 +160,7 @@ impl Db {
     }
 
     /// MariaDB: the ids of the prepared XA transactions.
-    pub async fn xa_ids(&self) -> Vec<String> {
+    pub(crate) async fn xa_ids(&self) -> Vec<String> {
         let mut c = sqlx::MySqlConnection::connect(&self.conn_url())
             .await
             .unwrap();
@@ -171,7 +171,7 @@ impl Db {
     }
 
     /// `SELECT COUNT(*)` as a number.
-    pub async fn count(&self, table: &str) -> usize {
+    pub(crate) async fn count(&self, table: &str) -> usize {
         let v = self
             .strings(&format!("SELECT CAST(COUNT(*) AS CHAR(20)) FROM {table}"))
             .await;
@@ -179,7 +179,7 @@ impl Db {
     }
 
     /// The auto-increment primary-key column type.
-    pub fn serial(&self) -> &'static str {
+    pub(crate) fn serial(&self) -> &'static str {
         match self.name {
             "postgres" => "BIGSERIAL PRIMARY KEY",
             "mariadb" => "BIGINT AUTO_INCREMENT PRIMARY KEY",

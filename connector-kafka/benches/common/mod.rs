@@ -16,7 +16,7 @@ fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
 }
 
 /// Creates `topics` with two partitions each (blocking).
-pub fn create_topics(bootstrap: &str, topics: &[&str]) {
+pub(crate) fn create_topics(bootstrap: &str, topics: &[&str]) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let new: Vec<NewTopic<'_>> = topics
         .iter()
@@ -27,14 +27,14 @@ pub fn create_topics(bootstrap: &str, topics: &[&str]) {
 }
 
 /// Deletes `topics` (blocking): rounds of millions of records add up on the broker.
-pub fn delete_topics(bootstrap: &str, topics: &[&str]) {
+pub(crate) fn delete_topics(bootstrap: &str, topics: &[&str]) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _ = rt.block_on(admin(bootstrap).delete_topics(topics, &AdminOptions::new()));
 }
 
 /// Sends `n` records (key: the index; value: `size` bytes) and waits for every delivery,
 /// retrying while the local queue is full.
-pub fn send_all<C: rdkafka::producer::ProducerContext>(
+pub(crate) fn send_all<C: rdkafka::producer::ProducerContext>(
     p: &ThreadedProducer<C>,
     topic: &str,
     n: u64,
@@ -58,7 +58,7 @@ pub fn send_all<C: rdkafka::producer::ProducerContext>(
 }
 
 /// Fills `topic` with `n` records of `size` bytes from a raw producer.
-pub fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) {
+pub(crate) fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) {
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")

@@ -22,6 +22,7 @@ pub use wal::WalRef;
 use crate::record::KafkaSerializer;
 use offsets_txn::OffsetsTxn;
 use producer::ProducerHandle;
+use rivus_core::two_phase::TwoPhaseCommit;
 use txn::TxnManager;
 
 pub use builder::KafkaSinkBuilder;
@@ -48,7 +49,7 @@ enum Producer {
     /// At-least-once (idempotent) or none: one producer, flushed on each checkpoint.
     Plain(ProducerHandle),
     /// Exactly-once: a transaction per checkpoint.
-    Txn(Box<TxnManager>),
+    Txn(Box<TwoPhaseCommit<TxnManager>>),
     /// Exactly-once with a group-mode Kafka source's offsets in each transaction (KIP-447),
     /// committed at the barrier.
     Offsets(Box<OffsetsTxn>),
@@ -108,7 +109,7 @@ impl<T: Send + 'static> KafkaSink<T> {
                 .await;
         };
         let sent = match producer {
-            Producer::Txn(txn) => txn.send(topic, &rec).await?,
+            Producer::Txn(txn) => txn.committer_mut().send(topic, &rec).await?,
             Producer::Offsets(txn) => txn.send(topic, &rec).await?,
             Producer::Plain(p) => p.send(topic, &rec).await?,
         };
@@ -195,18 +196,21 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                         .map_or_else(std::env::temp_dir, ToOwned::to_owned)
                         .join("kafka-txn-log")
                 });
-                Producer::Txn(Box::new(
+                let mut txns = TwoPhaseCommit::new(
                     TxnManager::open(
                         &s.props,
                         &s.txn,
                         prefix,
                         log_dir,
                         s.flush_timeout,
-                        restored,
+                        restored.share(),
+                        restored.previous_parallelism(),
                         queue_full,
                     )
                     .await?,
-                ))
+                );
+                txns.recover(restored).await?;
+                Producer::Txn(Box::new(txns))
             }
             DeliveryGuarantee::AtLeastOnce | DeliveryGuarantee::AtMostOnce => {
                 let overrides: &[(&str, &str)] = if s.delivery == DeliveryGuarantee::AtLeastOnce {
@@ -231,7 +235,7 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
 
     async fn close(&mut self) -> Result<()> {
         match self.running.take().map(|r| r.producer) {
-            Some(Producer::Txn(t)) => t.close().await,
+            Some(Producer::Txn(t)) => t.into_committer().close().await,
             Some(Producer::Offsets(t)) => t.close().await,
             Some(Producer::Plain(p)) => p.shutdown().await,
             None => {}
@@ -254,7 +258,11 @@ impl<T: Send + 'static> CheckpointedFunction for KafkaSink<T> {
     async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<PendingTxn>> {
         let (delivery, flush_timeout) = (self.settings.delivery, self.settings.flush_timeout);
         match &mut self.running()?.producer {
-            Producer::Txn(txn) => txn.pre_commit(checkpoint_id).await,
+            Producer::Txn(txn) => {
+                let pre_committed = txn.committer_mut().pre_commit(checkpoint_id).await?;
+                txn.pre_committed(checkpoint_id, pre_committed);
+                Ok(txn.state())
+            }
             Producer::Offsets(txn) => {
                 txn.commit_at(checkpoint_id).await?;
                 Ok(Vec::new())
@@ -311,7 +319,11 @@ impl<T: Send + 'static> SinkFunction<T> for KafkaSink<T> {
     async fn finish(&mut self) -> Result<()> {
         let flush_timeout = self.settings.flush_timeout;
         match &mut self.running()?.producer {
-            Producer::Txn(txn) => txn.commit_now().await,
+            Producer::Txn(txn) => {
+                let last = txn.committer_mut().pre_commit_last().await?;
+                txn.pre_committed(u64::MAX, last);
+                txn.commit_all().await.map(drop)
+            }
             Producer::Offsets(_) => Ok(()),
             Producer::Plain(p) => p.flush(flush_timeout).await,
         }

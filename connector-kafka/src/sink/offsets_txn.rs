@@ -42,7 +42,7 @@ pub(crate) struct OffsetsTxn {
 impl OffsetsTxn {
     /// Creates the producer of transactional id `tid` and fences its earlier incarnation
     /// (aborting what it left open).
-    pub async fn open(
+    pub(super) async fn open(
         props: &KafkaConfig,
         tid: String,
         link: Arc<OffsetsLink>,
@@ -99,7 +99,7 @@ impl OffsetsTxn {
     }
 
     /// Writes a record into the open transaction (beginning one if needed).
-    pub async fn send(
+    pub(super) async fn send(
         &mut self,
         topic: &str,
         rec: &OutRecord,
@@ -120,7 +120,7 @@ impl OffsetsTxn {
 
     /// Checkpoint `checkpoint`'s barrier: flush, add the source's offsets at this barrier
     /// with the group's metadata, commit.
-    pub async fn commit_at(&mut self, checkpoint: u64) -> Result<()> {
+    pub(super) async fn commit_at(&mut self, checkpoint: u64) -> Result<()> {
         let tid = self.tid.clone();
         let what = move |step: &str| format!("kafka sink: {step} ({tid}, checkpoint {checkpoint})");
         if self.link.is_broken() {
@@ -192,7 +192,7 @@ impl OffsetsTxn {
 
     /// Aborts what is open (no checkpoint's offsets cover it: it is read again) and drops the
     /// producer.
-    pub async fn close(self) {
+    pub(super) async fn close(self) {
         self.handle.abort_and_shutdown(self.open).await;
     }
 }

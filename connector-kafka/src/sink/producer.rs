@@ -90,7 +90,7 @@ pub(crate) struct ProducerHandle {
 
 impl ProducerHandle {
     /// A producer; `queue_full` counts the sends that waited for room.
-    pub fn create(
+    pub(super) fn create(
         config: &ClientConfig,
         queue_full: metrics::Counter,
     ) -> std::result::Result<Self, KafkaError> {
@@ -121,7 +121,7 @@ impl ProducerHandle {
     /// is a record the client refuses (too large, unknown partition): for the error policy.
     /// The outer one: the queue stayed full with no delivery report for [`DELIVERY_STALL`]
     /// (the brokers do not answer) — retryable, the job restarts.
-    pub async fn send(
+    pub(super) async fn send(
         &self,
         topic: &str,
         rec: &OutRecord,
@@ -217,7 +217,7 @@ impl ProducerHandle {
     /// poll thread taking the events, each flush took 100–200 ms however little was in flight.
     /// Here librdkafka is only told to send what lingers at once (a flush with no wait), and
     /// the delivery reports themselves wake the waiter.
-    pub async fn flush(&self, timeout: Duration) -> Result<()> {
+    pub(super) async fn flush(&self, timeout: Duration) -> Result<()> {
         let _waiting = rivus_core::activity::waiting("kafka: flush (delivery reports)");
         let d = &self.deliveries;
         let target = d.sent.load(Ordering::Acquire);
@@ -271,7 +271,7 @@ impl ProducerHandle {
     }
 
     /// Fails if a delivery failed since the last check.
-    pub fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         if let Some(e) = self.deliveries.first_error.lock().take() {
             let n = self.deliveries.failed.swap(0, Ordering::Relaxed);
             return Err(Error::connector(
@@ -283,7 +283,7 @@ impl ProducerHandle {
     }
 
     /// Runs a blocking producer call (transactions) off the async workers.
-    pub async fn blocking<R: Send + 'static>(
+    pub(super) async fn blocking<R: Send + 'static>(
         &self,
         what: impl std::fmt::Display,
         deadline: Duration,
@@ -310,7 +310,7 @@ impl ProducerHandle {
 
     /// Closes a transactional producer: aborts its transaction if one is `open` (what no
     /// commit covers is written again or read again), then shuts down.
-    pub async fn abort_and_shutdown(self, open: bool) {
+    pub(super) async fn abort_and_shutdown(self, open: bool) {
         if open {
             let _ = self
                 .blocking("abort_transaction", ABORT_TIMEOUT, |p| {
@@ -322,7 +322,7 @@ impl ProducerHandle {
     }
 
     /// Flushes briefly and drops the producer on a blocking thread (dropping can block).
-    pub async fn shutdown(self) {
+    pub(super) async fn shutdown(self) {
         let closing = tokio::task::spawn_blocking(move || {
             let _ = self.producer.flush(Duration::from_secs(10));
             drop(self);

@@ -16,6 +16,10 @@
 //!   markers tell which restored transactions committed, and the others are read back from
 //!   their logs and written again in a new transaction (with their marker) and committed.
 //!
+//! The pending transactions and the order of commits and recoveries are core's
+//! [`TwoPhaseCommit`](rivus_core::two_phase::TwoPhaseCommit); [`TxnManager`] is its
+//! [`Committer`] for Kafka.
+//!
 //! Transactional ids are `<prefix>-<subtask>-<slot>` with a fixed pool of slots per subtask:
 //! stable across restarts, never growing. A slot holds one transaction from its first record
 //! until its checkpoint's completion; the next checkpoint's records go to another slot. Each
@@ -34,7 +38,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
-use rivus_core::{Error, Restored, Result};
+use rivus_core::two_phase::Committer;
+use rivus_core::{Error, Result, Share};
 
 use super::producer::{ProducerHandle, BEGIN_TIMEOUT, INIT_TIMEOUT};
 use super::wal::{self, WalReader, WalRef, WalWriter};
@@ -107,12 +112,14 @@ struct Slot {
     busy: bool,
 }
 
-/// The transactions of one sink subtask.
+/// The transactional producers of one sink subtask.
 pub(crate) struct TxnManager {
+    props: KafkaConfig,
     slots: Vec<Slot>,
     current: Option<(usize, WalWriter)>,
-    pending: Vec<(usize, PendingTxn)>,
     marker_topic: String,
+    /// The marker topic as a restore first read it: latest committed checkpoint per id.
+    markers: Option<BTreeMap<String, u64>>,
     timeout: Duration,
     /// Longest wait for the deliveries of a transaction at pre-commit.
     flush_timeout: Duration,
@@ -151,21 +158,23 @@ fn subtask_of(tid: &str) -> Option<usize> {
 }
 
 impl TxnManager {
-    /// Creates the pool, fences what a crashed run left open, and finishes the restored
-    /// transactions this subtask inherits. `log_dir` holds the slots' logs; a pre-commit
-    /// waits at most `flush_timeout` for its deliveries.
-    pub async fn open(
+    /// Creates the pool of subtask `share.subtask()` and fences (aborts) what a crashed run
+    /// left open: its own ids, and those of the `previous_parallelism` subtasks of the last
+    /// run that this one owns now. `log_dir` holds the slots' logs; a pre-commit waits at
+    /// most `flush_timeout` for its deliveries.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn open(
         props: &KafkaConfig,
         s: &TxnSettings,
         default_prefix: String,
         log_dir: PathBuf,
         flush_timeout: Duration,
-        restored: Restored<Vec<PendingTxn>>,
+        share: Share,
+        previous_parallelism: usize,
         queue_full: metrics::Counter,
     ) -> Result<Self> {
         let prefix = s.prefix.clone().unwrap_or(default_prefix);
-        let (me, p) = (restored.subtask, restored.parallelism);
-        let share = restored.share();
+        let (me, p) = (share.subtask(), share.parallelism());
         // One marker topic per sink: a reader of markers waits (read_committed) behind open
         // transactions on the topic, so other jobs' transactions must not be there.
         let marker_topic = s
@@ -216,47 +225,28 @@ impl TxnManager {
             })
             .collect();
         // Subtasks that no longer exist may have left transactions open: fence them too.
-        for old in (p..restored.previous_parallelism()).filter(|s| share.owns(*s)) {
+        for old in (p..previous_parallelism).filter(|s| share.owns(*s)) {
             for k in 0..s.pool {
                 let tid = format!("{prefix}-{old}-{k}");
                 init(make(&tid)?, tid).await?.shutdown().await;
             }
         }
-        let mut inherited: Vec<PendingTxn> = restored
-            .union()
-            .flatten()
-            .filter(|t| subtask_of(&t.tid).is_some_and(|s| share.owns(s)))
-            .collect();
-        inherited.sort_by_key(|t| t.checkpoint);
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
             ^ ((me as u64) << 48);
-        let mut mgr = TxnManager {
+        Ok(TxnManager {
+            props: props.clone(),
             slots,
             current: None,
-            pending: Vec::new(),
-            marker_topic: marker_topic.clone(),
+            marker_topic,
+            markers: None,
             timeout,
             flush_timeout,
             log_dir,
             hook: s.hook.clone(),
             nonce,
-        };
-        if !inherited.is_empty() {
-            let committed = read_markers(props, &marker_topic).await?;
-            for t in inherited {
-                if committed.get(&t.tid).is_some_and(|c| *c >= t.checkpoint) {
-                    continue;
-                }
-                tracing::warn!(tid = %t.tid, checkpoint = t.checkpoint, records = t.log.records,
-                    log = %t.log.path.display(),
-                    "kafka sink: transaction of a completed checkpoint never committed; writing it again from its log");
-                mgr.recover(&t).await?;
-                mgr.step(TxnStep::Recovered(t.checkpoint));
-            }
-        }
-        Ok(mgr)
+        })
     }
 
     fn step(&self, step: TxnStep) {
@@ -290,7 +280,7 @@ impl TxnManager {
     }
 
     /// Writes a record into the current transaction (starting one if needed).
-    pub async fn send(
+    pub(super) async fn send(
         &mut self,
         topic: &str,
         rec: &OutRecord,
@@ -323,56 +313,48 @@ impl TxnManager {
             .map_err(|e| kafka_err("kafka sink: writing the transaction marker", e))
     }
 
-    /// Checkpoint `checkpoint`'s barrier: flush the current transaction and add its marker,
-    /// make its log durable, and keep it pending. Returns every pending transaction (the
-    /// state to checkpoint).
-    pub async fn pre_commit(&mut self, checkpoint: u64) -> Result<Vec<PendingTxn>> {
+    /// Checkpoint `checkpoint`'s barrier: flushes the current transaction and adds its
+    /// marker, and makes its log durable. Returns it, to keep pending until the checkpoint
+    /// completes (`None`: nothing was sent since the last one).
+    pub(super) async fn pre_commit(&mut self, checkpoint: u64) -> Result<Option<PendingTxn>> {
         self.pre_commit_with(checkpoint, true).await
     }
 
-    async fn pre_commit_with(&mut self, checkpoint: u64, durable: bool) -> Result<Vec<PendingTxn>> {
-        if let Some((slot, log)) = self.current.take() {
-            self.step(TxnStep::PreCommit(checkpoint));
-            let tid = self.slots[slot].tid.clone();
-            self.write_marker(slot, &tid, checkpoint).await?;
-            // The broker's acknowledgements and the disk's, at the same time.
-            let (_, log) = tokio::try_join!(
-                self.slots[slot].handle.flush(self.flush_timeout),
-                log.seal(durable)
-            )?;
-            self.pending.push((
-                slot,
-                PendingTxn {
-                    tid,
-                    checkpoint,
-                    log,
-                },
-            ));
-        }
-        Ok(self.pending.iter().map(|(_, t)| t.clone()).collect())
+    /// The end of the input: pre-commits the current transaction to commit it at once. No
+    /// checkpoint refers to it, so its log need not be durable: after a crash the input is
+    /// read again from the last checkpoint.
+    pub(super) async fn pre_commit_last(&mut self) -> Result<Option<PendingTxn>> {
+        self.pre_commit_with(u64::MAX, false).await
     }
 
-    /// Commits every pending transaction of checkpoints up to `checkpoint`.
-    pub async fn commit_up_to(&mut self, checkpoint: u64) -> Result<()> {
-        while let Some(pos) = self
-            .pending
-            .iter()
-            .position(|(_, t)| t.checkpoint <= checkpoint)
-        {
-            let (slot, t) = self.pending.remove(pos);
-            self.step(TxnStep::Commit(t.checkpoint));
-            self.commit(slot, &t.tid, t.checkpoint).await?;
-            self.step(TxnStep::Committed(t.checkpoint));
-            wal::discard(&t.log.path).await;
-        }
-        Ok(())
+    async fn pre_commit_with(
+        &mut self,
+        checkpoint: u64,
+        durable: bool,
+    ) -> Result<Option<PendingTxn>> {
+        let Some((slot, log)) = self.current.take() else {
+            return Ok(None);
+        };
+        self.step(TxnStep::PreCommit(checkpoint));
+        let tid = self.slots[slot].tid.clone();
+        self.write_marker(slot, &tid, checkpoint).await?;
+        // The broker's acknowledgements and the disk's, at the same time.
+        let (_, log) = tokio::try_join!(
+            self.slots[slot].handle.flush(self.flush_timeout),
+            log.seal(durable)
+        )?;
+        Ok(Some(PendingTxn {
+            tid,
+            checkpoint,
+            log,
+        }))
     }
 
     /// Commits slot `slot`'s transaction. Its records were flushed at the pre-commit, so the
     /// commit is one round trip to the coordinator: it waits at most `flush_timeout` (not the
     /// transaction timeout), and a commit that times out fails the job, whose restart
     /// finds the transaction's marker committed or writes it again from its log.
-    async fn commit(&mut self, slot: usize, tid: &str, checkpoint: u64) -> Result<()> {
+    async fn commit_slot(&mut self, slot: usize, tid: &str, checkpoint: u64) -> Result<()> {
         let timeout = self.flush_timeout.min(self.timeout);
         self.slots[slot]
             .handle
@@ -393,7 +375,7 @@ impl TxnManager {
     /// Writes a restored transaction again from its log, with its original marker, and
     /// commits it. A log that does not match its reference fails the restore before anything
     /// is committed.
-    async fn recover(&mut self, t: &PendingTxn) -> Result<()> {
+    async fn write_again(&mut self, t: &PendingTxn) -> Result<()> {
         let mut log = WalReader::open(&t.log, &t.tid).await?;
         let slot = self.begin().await?;
         while let Some((topic, out)) = log.next().await? {
@@ -405,24 +387,66 @@ impl TxnManager {
         }
         self.write_marker(slot, &t.tid, t.checkpoint).await?;
         self.slots[slot].handle.flush(self.flush_timeout).await?;
-        self.commit(slot, &t.tid, t.checkpoint).await?;
+        self.commit_slot(slot, &t.tid, t.checkpoint).await?;
         wal::discard(&t.log.path).await;
         Ok(())
     }
 
-    /// Commits the current transaction at once (end of input). No checkpoint refers to it, so
-    /// its log need not be durable: after a crash the input is read again from the last
-    /// checkpoint.
-    pub async fn commit_now(&mut self) -> Result<()> {
-        self.pre_commit_with(u64::MAX, false).await?;
-        self.commit_up_to(u64::MAX).await
-    }
-
     /// Aborts what is open (a restore writes pending transactions again) and drops producers.
-    pub async fn close(self) {
+    pub(super) async fn close(self) {
         for slot in self.slots {
             slot.handle.abort_and_shutdown(slot.busy).await;
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Committer for TxnManager {
+    type Txn = PendingTxn;
+
+    fn writer_of(&self, txn: &PendingTxn) -> Option<usize> {
+        subtask_of(&txn.tid)
+    }
+
+    async fn commit(&mut self, t: &PendingTxn) -> Result<()> {
+        let slot = self
+            .slots
+            .iter()
+            .position(|s| s.tid == t.tid)
+            .ok_or_else(|| {
+                Error::connector(
+                    "kafka sink",
+                    format!("transaction {} is not one of this subtask's", t.tid),
+                )
+            })?;
+        self.step(TxnStep::Commit(t.checkpoint));
+        self.commit_slot(slot, &t.tid, t.checkpoint).await?;
+        self.step(TxnStep::Committed(t.checkpoint));
+        wal::discard(&t.log.path).await;
+        Ok(())
+    }
+
+    /// Committed if its marker is (read once per restore); else written again from its log.
+    async fn recover_and_commit(&mut self, t: &PendingTxn) -> Result<()> {
+        if self.markers.is_none() {
+            self.markers = Some(read_markers(&self.props, &self.marker_topic).await?);
+        }
+        let markers = self.markers.as_ref().expect("read");
+        if markers.get(&t.tid).is_some_and(|c| *c >= t.checkpoint) {
+            return Ok(());
+        }
+        tracing::warn!(tid = %t.tid, checkpoint = t.checkpoint, records = t.log.records,
+            log = %t.log.path.display(),
+            "kafka sink: transaction of a completed checkpoint never committed; writing it again from its log");
+        self.write_again(t).await?;
+        self.step(TxnStep::Recovered(t.checkpoint));
+        Ok(())
+    }
+
+    /// Nothing left: [`TxnManager::open`] fenced every transactional id this subtask owns,
+    /// which aborts what they held open.
+    async fn abort_others(&mut self, _restored: &[PendingTxn], _share: Share) -> Result<u64> {
+        Ok(0)
     }
 }
 

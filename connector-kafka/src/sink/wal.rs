@@ -82,7 +82,7 @@ pub(crate) struct WalWriter {
 
 impl WalWriter {
     /// Starts the log of transaction `nonce` of `tid` at `path`, replacing what was there.
-    pub async fn create(path: PathBuf, tid: &str, nonce: u64) -> Result<Self> {
+    pub(super) async fn create(path: PathBuf, tid: &str, nonce: u64) -> Result<Self> {
         let p = path.clone();
         let file = tokio::task::spawn_blocking(move || {
             if let Some(dir) = p.parent() {
@@ -112,7 +112,7 @@ impl WalWriter {
     }
 
     /// Appends a record sent to `topic`.
-    pub async fn append(&mut self, topic: &str, r: &OutRecord) -> Result<()> {
+    pub(super) async fn append(&mut self, topic: &str, r: &OutRecord) -> Result<()> {
         encode(&mut self.buf, &mut self.last_topic, topic, r);
         self.records += 1;
         if self.buf.len() >= CHUNK {
@@ -157,7 +157,7 @@ impl WalWriter {
     /// Writes what is buffered and, if `durable`, makes the log durable (file and directory
     /// synced). A transaction committed at once, which no checkpoint refers to, needs no
     /// durable log.
-    pub async fn seal(mut self, durable: bool) -> Result<WalRef> {
+    pub(super) async fn seal(mut self, durable: bool) -> Result<WalRef> {
         self.spill().await?;
         let (file, _) = self.settle().await?;
         let path = self.path.clone();
@@ -301,7 +301,7 @@ pub(crate) struct WalReader {
 impl WalReader {
     /// Opens the log of `wal` and checks that it is the log of transaction `wal.nonce` of
     /// `tid`.
-    pub async fn open(wal: &WalRef, tid: &str) -> Result<Self> {
+    pub(super) async fn open(wal: &WalRef, tid: &str) -> Result<Self> {
         let p = wal.path.clone();
         let file = tokio::task::spawn_blocking(move || File::open(p))
             .await
@@ -416,7 +416,7 @@ impl WalReader {
 
     /// The next record and its topic; `None` after the last, once the whole log has been
     /// checked against its count, length and checksum.
-    pub async fn next(&mut self) -> Result<Option<(String, OutRecord)>> {
+    pub(super) async fn next(&mut self) -> Result<Option<(String, OutRecord)>> {
         if self.records == self.wal.records {
             // Past the last record: nothing may follow, and the checksum must match.
             while self.fill(1).await? {

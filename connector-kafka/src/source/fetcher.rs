@@ -88,7 +88,7 @@ pub(crate) struct Fetcher<T> {
 }
 
 impl<T: Send + 'static> Fetcher<T> {
-    pub fn spawn(self, name: String) -> std::io::Result<JoinHandle<()>> {
+    pub(super) fn spawn(self, name: String) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name(name)
             .spawn(move || self.run())

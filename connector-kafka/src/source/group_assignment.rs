@@ -51,30 +51,30 @@ fn keys(tpl: &TopicPartitionList) -> Vec<String> {
 
 impl Assignment {
     /// The partitions held now, draining ones included (their offsets still commit here).
-    pub fn current(&self) -> BTreeSet<String> {
+    pub(crate) fn current(&self) -> BTreeSet<String> {
         self.0.sets.lock().held.clone()
     }
 
     /// The partitions whose records are emitted now: held and not draining.
-    pub fn emitting(&self) -> BTreeSet<String> {
+    pub(crate) fn emitting(&self) -> BTreeSet<String> {
         let sets = self.0.sets.lock();
         sets.held.difference(&sets.draining).cloned().collect()
     }
 
     /// Changes with every rebalance that changed the sets.
-    pub fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> u64 {
         self.0.version.load(Ordering::Acquire)
     }
 
     /// Stops emitting `partitions` (a revocation waiting for its transaction); returns the
     /// version that says so.
-    pub fn drain(&self, partitions: BTreeSet<String>) -> u64 {
+    pub(crate) fn drain(&self, partitions: BTreeSet<String>) -> u64 {
         self.0.sets.lock().draining.extend(partitions);
         self.0.version.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// Follows a rebalance (cooperative: assignments and revocations are increments).
-    pub fn apply(&self, rebalance: &Rebalance<'_>) {
+    pub(crate) fn apply(&self, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
                 let added = keys(tpl);

@@ -73,7 +73,7 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
-    pub fn spawn(
+    pub(super) fn spawn(
         consumer: Arc<SourceConsumer>,
         assignment: Assignment,
         link: Arc<OffsetsLink>,
@@ -106,11 +106,11 @@ impl Committer {
 
     /// Waits (at most `limit`) until the task handled checkpoint `id` (the final one, before
     /// the source closes).
-    pub async fn handled(&mut self, id: u64, limit: std::time::Duration) {
+    pub(super) async fn handled(&mut self, id: u64, limit: std::time::Duration) {
         let _ = tokio::time::timeout(limit, self.handled.wait_for(|h| *h >= id)).await;
     }
 
-    pub fn stop(self) {
+    pub(super) fn stop(self) {
         self.task.abort();
     }
 }

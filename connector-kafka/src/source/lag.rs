@@ -27,7 +27,7 @@ pub(crate) struct LagContext {
 
 impl LagContext {
     /// The failed claim, if one failed since the last call.
-    pub fn take_claim_failure(&self) -> Option<rivus_core::Error> {
+    pub(crate) fn take_claim_failure(&self) -> Option<rivus_core::Error> {
         self.claim_failed.lock().take()
     }
 }

@@ -87,19 +87,19 @@ pub(crate) struct OffsetsLink {
 
 impl OffsetsLink {
     /// The sink commits the source's offsets in its transactions.
-    pub fn set_sink_commits(&self) {
+    pub(crate) fn set_sink_commits(&self) {
         self.sink_commits.store(true, Ordering::Release);
     }
 
     /// Whether the sink commits the source's offsets (the source then commits none): a Kafka
     /// sink in its transactions, or a sink that keeps them in its database.
-    pub fn sink_commits(&self) -> bool {
+    pub(crate) fn sink_commits(&self) -> bool {
         self.sink_commits.load(Ordering::Acquire) || self.kept().is_some()
     }
 
     /// Joins the task's [`PositionsInSink`](rivus_core::PositionsInSink): a commit of the
     /// positions there counts as a commit here (a revocation waiting for it goes on).
-    pub fn join_kept(self: &Arc<Self>, kept: Arc<rivus_core::PositionsInSink>) {
+    pub(crate) fn join_kept(self: &Arc<Self>, kept: Arc<rivus_core::PositionsInSink>) {
         let weak = Arc::downgrade(self);
         kept.on_committed(move |id| {
             if let Some(link) = weak.upgrade() {
@@ -113,12 +113,12 @@ impl OffsetsLink {
 
     /// The task's [`PositionsInSink`](rivus_core::PositionsInSink) once a sink registered
     /// its store there.
-    pub fn kept(&self) -> Option<Arc<rivus_core::PositionsInSink>> {
+    pub(crate) fn kept(&self) -> Option<Arc<rivus_core::PositionsInSink>> {
         self.kept.lock().clone().filter(|k| k.has_store())
     }
 
     /// The source opened: its consumer's group metadata, assignment and liveness flag.
-    pub fn set_source(
+    pub(crate) fn set_source(
         &self,
         metadata: GroupMetadata,
         assignment: Assignment,
@@ -134,29 +134,29 @@ impl OffsetsLink {
     }
 
     /// Whether a source opened.
-    pub fn has_source(&self) -> bool {
+    pub(crate) fn has_source(&self) -> bool {
         self.source.lock().is_some()
     }
 
     /// The group metadata of the source's consumer and its assignment, while it is open.
-    pub fn source(&self) -> Option<(ConsumerGroupMetadata, Assignment)> {
+    pub(crate) fn source(&self) -> Option<(ConsumerGroupMetadata, Assignment)> {
         let side = self.source.lock();
         let side = side.as_ref()?;
         Some(((side.metadata)()?, side.assignment.clone()))
     }
 
     /// The emitting loop applies assignment `version` from now on.
-    pub fn loop_applies(&self, version: u64) {
+    pub(crate) fn loop_applies(&self, version: u64) {
         self.loop_seen.store(version, Ordering::Release);
     }
 
     /// The emitting loop starts (`true`) or stops (`false`) waiting for the consumer thread.
-    pub fn loop_idle(&self, idle: bool) {
+    pub(crate) fn loop_idle(&self, idle: bool) {
         self.loop_idle.store(idle, Ordering::Release);
     }
 
     /// Barrier `id`: the source's positions snapshot for it.
-    pub fn record_barrier(&self, id: u64, positions: &Positions) {
+    pub(crate) fn record_barrier(&self, id: u64, positions: &Positions) {
         let seen = if self.loop_idle.load(Ordering::Acquire) {
             // Between batches: the next batch starts from the version current now.
             self.source
@@ -188,7 +188,7 @@ impl OffsetsLink {
 
     /// Checkpoint `id` completed: the positions of its barrier (those of older barriers are
     /// dropped, a newer completion covers them).
-    pub fn take_completed(&self, id: u64) -> Option<AtBarrier> {
+    pub(crate) fn take_completed(&self, id: u64) -> Option<AtBarrier> {
         let mut pending = self.pending.lock();
         let newer = pending.split_off(&(id + 1));
         std::mem::replace(&mut *pending, newer)
@@ -197,7 +197,7 @@ impl OffsetsLink {
     }
 
     /// The positions of barrier `id`, taken once by the sink.
-    pub fn take_barrier(&self, id: u64) -> Option<AtBarrier> {
+    pub(crate) fn take_barrier(&self, id: u64) -> Option<AtBarrier> {
         let mut b = self.barrier.lock();
         match b.as_ref() {
             Some(at) if at.id == id => b.take(),
@@ -207,7 +207,7 @@ impl OffsetsLink {
 
     /// A commit (the sink's transaction or the source's group commit) covering assignment
     /// version `seen` happened.
-    pub fn committed(&self, seen: u64) {
+    pub(crate) fn committed(&self, seen: u64) {
         let mut c = self.committed.lock();
         if c.is_none_or(|v| v < seen) {
             *c = Some(seen);
@@ -217,14 +217,14 @@ impl OffsetsLink {
 
     /// Whether a revocation gave up waiting: the open transaction holds records whose offsets
     /// another worker now owns, and must abort.
-    pub fn is_broken(&self) -> bool {
+    pub(crate) fn is_broken(&self) -> bool {
         self.broken.load(Ordering::Acquire)
     }
 
     /// On the consumer thread, inside a rebalance that revokes `partitions`: stops emitting
     /// them and waits until a commit covers them, at most `limit` (then an open transaction
     /// of the sink is marked broken). Returns whether they were covered.
-    pub fn drain(&self, partitions: BTreeSet<String>, limit: Duration) -> bool {
+    pub(crate) fn drain(&self, partitions: BTreeSet<String>, limit: Duration) -> bool {
         let Some((assignment, alive)) = self
             .source
             .lock()

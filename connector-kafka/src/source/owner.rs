@@ -3,7 +3,7 @@
 //! topic-dependent start — the rule Flink's Kafka source uses.
 
 /// The subtask (of `parallelism`) that owns `partition` of `topic`.
-pub fn owner(topic: &str, partition: i32, parallelism: usize) -> usize {
+pub(super) fn owner(topic: &str, partition: i32, parallelism: usize) -> usize {
     let p = parallelism.max(1) as u64;
     let start = (crc32fast::hash(topic.as_bytes()) as u64) % p;
     ((start + partition.max(0) as u64) % p) as usize

@@ -12,9 +12,9 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_testkit::services::unique_name as unique;
 
-pub mod suites;
+pub(crate) mod suites;
 
-pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+pub(crate) async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -29,7 +29,7 @@ pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
     assert!(r[0].is_ok(), "{r:?}");
 }
 
-pub fn producer(bootstrap: &str) -> FutureProducer {
+pub(crate) fn producer(bootstrap: &str) -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")
@@ -37,7 +37,7 @@ pub fn producer(bootstrap: &str) -> FutureProducer {
         .unwrap()
 }
 
-pub async fn produce(p: &FutureProducer, topic: &str, partition: i32, values: &[Vec<u8>]) {
+pub(crate) async fn produce(p: &FutureProducer, topic: &str, partition: i32, values: &[Vec<u8>]) {
     let sends: Vec<_> = values
         .iter()
         .map(|v| {
@@ -55,7 +55,7 @@ pub async fn produce(p: &FutureProducer, topic: &str, partition: i32, values: &[
 }
 
 /// Every value in `topic` (all partitions), read with read_committed up to the current end.
-pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
+pub(crate) fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
     read_topic_bytes(bootstrap, topic)
         .into_iter()
         .map(|(p, v)| (p, String::from_utf8_lossy(&v).into_owned()))
@@ -63,7 +63,7 @@ pub fn read_topic(bootstrap: &str, topic: &str) -> Vec<(i32, String)> {
 }
 
 /// [`read_topic`] with the values' bytes.
-pub fn read_topic_bytes(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<u8>)> {
+pub(crate) fn read_topic_bytes(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<u8>)> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique("reader"))
@@ -113,7 +113,7 @@ pub fn read_topic_bytes(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<u8>)> {
 
 /// Reads `topic` read_committed and checks that it holds `n` distinct values, none twice;
 /// `when` says after what, in the failure message.
-pub async fn assert_exactly_once(bootstrap: &str, topic: &str, n: usize, when: &str) {
+pub(crate) async fn assert_exactly_once(bootstrap: &str, topic: &str, n: usize, when: &str) {
     let (b, t) = (bootstrap.to_owned(), topic.to_owned());
     let got = tokio::task::spawn_blocking(move || read_topic(&b, &t))
         .await

@@ -18,7 +18,7 @@ use super::{create_topic, produce, producer, read_topic};
 
 /// Where the connector under test connects, and how.
 #[derive(Clone, Debug)]
-pub struct Conn {
+pub(crate) struct Conn {
     /// The plaintext listener, for the test's own admin, producer and reader.
     pub admin: String,
     /// The listener the connector uses.
@@ -29,7 +29,7 @@ pub struct Conn {
 
 impl Conn {
     /// The plaintext listener for everything.
-    pub fn plain(bootstrap: &str) -> Self {
+    pub(crate) fn plain(bootstrap: &str) -> Self {
         Conn {
             admin: bootstrap.to_owned(),
             bootstrap: bootstrap.to_owned(),
@@ -38,7 +38,7 @@ impl Conn {
         }
     }
 
-    pub fn source(&self) -> KafkaSourceBuilder {
+    pub(crate) fn source(&self) -> KafkaSourceBuilder {
         let mut b = KafkaSource::builder(&self.bootstrap);
         if let Some(t) = &self.tls {
             b = b.tls(t.clone());
@@ -49,7 +49,7 @@ impl Conn {
         b
     }
 
-    pub fn sink(&self) -> KafkaSinkBuilder {
+    pub(crate) fn sink(&self) -> KafkaSinkBuilder {
         let mut b = KafkaSink::builder(&self.bootstrap);
         if let Some(t) = &self.tls {
             b = b.tls(t.clone());
@@ -61,14 +61,14 @@ impl Conn {
     }
 }
 
-pub struct SourceCtx {
+pub(crate) struct SourceCtx {
     pub conn: Conn,
     pub topic: String,
     pub producer: FutureProducer,
 }
 
 impl SourceCtx {
-    pub fn new(conn: Conn) -> Self {
+    pub(crate) fn new(conn: Conn) -> Self {
         SourceCtx {
             producer: producer(&conn.admin),
             conn,
@@ -127,14 +127,14 @@ impl SourceExternal for SourceCtx {
     }
 }
 
-pub struct SinkCtx {
+pub(crate) struct SinkCtx {
     pub conn: Conn,
     pub topic: String,
     pub delivery: DeliveryGuarantee,
 }
 
 impl SinkCtx {
-    pub fn new(conn: Conn, delivery: DeliveryGuarantee) -> Self {
+    pub(crate) fn new(conn: Conn, delivery: DeliveryGuarantee) -> Self {
         SinkCtx {
             conn,
             topic: String::new(),

@@ -15,7 +15,7 @@ use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SourceExternal};
 
 /// A connection and a channel with publisher confirms on.
-pub async fn channel(url: &str) -> (Connection, Channel) {
+pub(crate) async fn channel(url: &str) -> (Connection, Channel) {
     let conn = Connection::connect(url, ConnectionProperties::default())
         .await
         .unwrap();
@@ -27,7 +27,7 @@ pub async fn channel(url: &str) -> (Connection, Channel) {
 }
 
 /// Declares the durable queue `q`.
-pub async fn declare(ch: &Channel, q: &str) {
+pub(crate) async fn declare(ch: &Channel, q: &str) {
     ch.queue_declare(
         q.into(),
         QueueDeclareOptions {
@@ -42,7 +42,7 @@ pub async fn declare(ch: &Channel, q: &str) {
 
 /// The source under the testkit's suite: queues written through `url` (plain AMQP), the
 /// connector connecting with `config` (plain or AMQPS).
-pub struct SourceCtx {
+pub(crate) struct SourceCtx {
     pub url: String,
     pub config: AmqpConfig,
     pub queues: Vec<String>,
@@ -50,7 +50,7 @@ pub struct SourceCtx {
 }
 
 impl SourceCtx {
-    pub fn new(url: &str, config: impl Into<AmqpConfig>) -> Self {
+    pub(crate) fn new(url: &str, config: impl Into<AmqpConfig>) -> Self {
         SourceCtx {
             url: url.to_owned(),
             config: config.into(),
@@ -136,14 +136,14 @@ impl SourceExternal for SourceCtx {
 
 /// The sink under the testkit's suite: the connector publishes with `config`, the queue is
 /// read back through `url`.
-pub struct SinkCtx {
+pub(crate) struct SinkCtx {
     pub url: String,
     pub config: AmqpConfig,
     pub queue: String,
 }
 
 impl SinkCtx {
-    pub fn new(url: &str, config: impl Into<AmqpConfig>) -> Self {
+    pub(crate) fn new(url: &str, config: impl Into<AmqpConfig>) -> Self {
         SinkCtx {
             url: url.to_owned(),
             config: config.into(),

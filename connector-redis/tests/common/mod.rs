@@ -12,19 +12,19 @@ use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SourceExternal};
 
-pub async fn con(endpoint: &RedisConfig) -> RedisConnection {
+pub(crate) async fn con(endpoint: &RedisConfig) -> RedisConnection {
     endpoint.open().await.unwrap()
 }
 
 /// Streams `<name>-k`, one per split, written with XADD field `v`.
-pub struct StreamsCtx {
+pub(crate) struct StreamsCtx {
     pub endpoint: RedisConfig,
     pub streams: Vec<String>,
     pub group: String,
 }
 
 impl StreamsCtx {
-    pub fn new(endpoint: impl Into<RedisConfig>) -> Self {
+    pub(crate) fn new(endpoint: impl Into<RedisConfig>) -> Self {
         StreamsCtx {
             endpoint: endpoint.into(),
             streams: vec![],
@@ -89,14 +89,14 @@ impl SourceExternal for StreamsCtx {
 
 /// The sink RPUSHes each record to one of `keys` lists (`<name>:<k>`, k from the record's
 /// bytes): with several keys on a cluster, the batches span hash slots and nodes.
-pub struct ListCtx {
+pub(crate) struct ListCtx {
     pub endpoint: RedisConfig,
     pub base: String,
     pub keys: usize,
 }
 
 impl ListCtx {
-    pub fn new(endpoint: impl Into<RedisConfig>, keys: usize) -> Self {
+    pub(crate) fn new(endpoint: impl Into<RedisConfig>, keys: usize) -> Self {
         ListCtx {
             endpoint: endpoint.into(),
             base: String::new(),
@@ -156,7 +156,7 @@ impl SinkExternal for ListCtx {
 /// Subscribes a pub/sub source through `endpoint`, publishes through `plain_url` (after the
 /// subscription is seen), and checks that 100 messages arrive in order and an undecodable one
 /// is skipped; the source declares at-most-once.
-pub async fn pubsub_roundtrip(endpoint: RedisConfig, plain_url: &str) {
+pub(crate) async fn pubsub_roundtrip(endpoint: RedisConfig, plain_url: &str) {
     use rivus_connector_redis::RedisPubSubSource;
     let channel = unique_name("chan");
     let source = RedisPubSubSource::builder(endpoint)
@@ -218,7 +218,7 @@ pub async fn pubsub_roundtrip(endpoint: RedisConfig, plain_url: &str) {
 }
 
 /// XADDs entries `v = e<i>` (six digits) for `range` to `stream` on one server.
-pub async fn add(url: &str, stream: &str, range: std::ops::Range<u32>) {
+pub(crate) async fn add(url: &str, stream: &str, range: std::ops::Range<u32>) {
     let mut con = redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()

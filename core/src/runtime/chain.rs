@@ -25,7 +25,7 @@ where
     U: Send + 'static,
     F: FnMut(T, Option<i64>, &mut dyn Output<U>) -> bool + Send + 'static,
 {
-    pub fn new(op: F, inner: Box<dyn Output<U>>) -> Self {
+    pub(super) fn new(op: F, inner: Box<dyn Output<U>>) -> Self {
         Chained {
             op,
             inner,

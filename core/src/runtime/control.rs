@@ -51,7 +51,7 @@ pub(crate) struct MailboxSender {
 
 impl MailboxSender {
     /// Delivers `cmd`; a task that already ended is ignored.
-    pub fn send(&self, cmd: Command) {
+    pub(crate) fn send(&self, cmd: Command) {
         if self.tx.send(cmd).is_ok() {
             self.flag.store(true, Ordering::Release);
         }
@@ -66,7 +66,7 @@ pub(crate) struct Mailbox {
 }
 
 impl Mailbox {
-    pub fn new() -> (MailboxSender, Mailbox) {
+    pub(crate) fn new() -> (MailboxSender, Mailbox) {
         let (tx, rx) = mpsc::unbounded_channel();
         let flag = Arc::new(AtomicBool::new(false));
         (
@@ -80,12 +80,12 @@ impl Mailbox {
 
     /// True when mail may be waiting (one atomic load: cheap enough for every record).
     #[inline]
-    pub fn has_mail(&self) -> bool {
+    pub(crate) fn has_mail(&self) -> bool {
         self.flag.load(Ordering::Acquire)
     }
 
     /// Takes the next command without waiting.
-    pub fn try_recv(&mut self) -> Option<Command> {
+    pub(crate) fn try_recv(&mut self) -> Option<Command> {
         self.flag.store(false, Ordering::Release);
         match self.rx.try_recv() {
             Ok(c) => {
@@ -98,7 +98,7 @@ impl Mailbox {
     }
 
     /// Waits for the next command; `None` once every sender is gone.
-    pub async fn recv(&mut self) -> Option<Command> {
+    pub(crate) async fn recv(&mut self) -> Option<Command> {
         self.rx.recv().await
     }
 }

@@ -156,7 +156,7 @@ impl Coordinator {
     }
 
     /// Runs until the sources are shut down (normal end) or the job is cancelled.
-    pub async fn run(mut self) -> Result<CheckpointStats> {
+    pub(super) async fn run(mut self) -> Result<CheckpointStats> {
         let mut stats = CheckpointStats::default();
         let n_sources = self.is_source.iter().filter(|s| **s).count();
         let mut finished = vec![false; self.tasks.len()];

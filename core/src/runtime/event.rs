@@ -12,7 +12,7 @@ pub(crate) struct Batch<T> {
 }
 
 impl<T> Batch<T> {
-    pub fn with_capacity(n: usize) -> Self {
+    pub(super) fn with_capacity(n: usize) -> Self {
         Batch {
             values: Vec::with_capacity(n),
             timestamps: None,
@@ -20,7 +20,7 @@ impl<T> Batch<T> {
     }
 
     #[inline]
-    pub fn push(&mut self, value: T, ts: Option<i64>) {
+    pub(super) fn push(&mut self, value: T, ts: Option<i64>) {
         match (ts, &mut self.timestamps) {
             (None, None) => {}
             (ts, Some(col)) => col.push(ts.unwrap_or(NO_TIMESTAMP)),
@@ -34,22 +34,22 @@ impl<T> Batch<T> {
     }
 
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.values.len()
     }
 
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
 
     /// Takes the contents, leaving an empty batch with room for `capacity` records.
-    pub fn take(&mut self, capacity: usize) -> Batch<T> {
+    pub(super) fn take(&mut self, capacity: usize) -> Batch<T> {
         std::mem::replace(self, Batch::with_capacity(capacity))
     }
 
     /// Iterates values with their timestamps.
-    pub fn into_iter(self) -> impl Iterator<Item = (T, Option<i64>)> {
+    pub(super) fn into_iter(self) -> impl Iterator<Item = (T, Option<i64>)> {
         let ts = self.timestamps;
         self.values.into_iter().enumerate().map(move |(i, v)| {
             let t = ts.as_ref().map(|c| c[i]).filter(|&t| t != NO_TIMESTAMP);

@@ -35,7 +35,7 @@ pub(crate) struct InputGate<T> {
 }
 
 impl<T> InputGate<T> {
-    pub fn new(inputs: Vec<mpsc::Receiver<Event<T>>>) -> Self {
+    pub(super) fn new(inputs: Vec<mpsc::Receiver<Event<T>>>) -> Self {
         let n = inputs.len();
         InputGate {
             inputs: inputs.into_iter().map(Some).collect(),
@@ -109,7 +109,7 @@ impl<T> InputGate<T> {
     }
 
     /// The next event if one is ready now, without waiting.
-    pub fn try_next(&mut self) -> Option<InputEvent<T>> {
+    pub(super) fn try_next(&mut self) -> Option<InputEvent<T>> {
         let n = self.inputs.len();
         if self.live().next().is_none() {
             return Some(InputEvent::End);
@@ -139,7 +139,7 @@ impl<T> InputGate<T> {
     }
 
     /// Waits for the next event. Cancel-safe.
-    pub async fn next(&mut self) -> InputEvent<T> {
+    pub(super) async fn next(&mut self) -> InputEvent<T> {
         loop {
             if self.live().next().is_none() {
                 return InputEvent::End;

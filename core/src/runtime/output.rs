@@ -79,7 +79,7 @@ pub(crate) struct ChannelOutput<T> {
 }
 
 impl<T: Send + 'static> ChannelOutput<T> {
-    pub fn new(
+    pub(super) fn new(
         senders: Vec<mpsc::Sender<Event<T>>>,
         partitioner: Partitioner<T>,
         batch_size: usize,

@@ -30,7 +30,12 @@ pub(crate) struct SinkOutput<In, S> {
 }
 
 impl<In: Send + 'static, S: SinkFunction<In>> SinkOutput<In, S> {
-    pub fn new(sink: S, rctx: RuntimeContext, batch_size: usize, counters: Arc<Counters>) -> Self {
+    pub(super) fn new(
+        sink: S,
+        rctx: RuntimeContext,
+        batch_size: usize,
+        counters: Arc<Counters>,
+    ) -> Self {
         let records_in = rctx.metrics().counter("rivus_records_in_total");
         SinkOutput {
             sink,

@@ -8,16 +8,16 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::format::Format;
-use rivus_core::pipeline_file::{
+use rivus_core::{Error, Result};
+use rivus_pipeline_file::format::Format;
+use rivus_pipeline_file::{
     CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
 };
-use rivus_core::{Error, Result};
 
 use crate::{FileSink, FileSource};
 
 /// `[source] type = "file"`: the lines of the files in `dir`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSourceSection {
     /// The directory whose files are read (each file a split).
@@ -31,7 +31,7 @@ pub struct FileSourceSection {
 }
 
 /// `[sink] type = "file"`: lines appended to `dir/part-<subtask>`.
-#[derive(Debug, Clone, Deserialize, rivus_core::pipeline_file::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FileSinkSection {
     /// The directory of the part files (created before the job when missing).

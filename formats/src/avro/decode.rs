@@ -12,7 +12,7 @@ use super::to_json::{base64, decimal, float};
 use rivus_core::calendar;
 
 /// Reads one value of `schema` from the front of `input`.
-pub fn read(schema: &Schema, names: &Names, input: &mut &[u8]) -> Result<Value, String> {
+pub(super) fn read(schema: &Schema, names: &Names, input: &mut &[u8]) -> Result<Value, String> {
     read_depth(schema, names, input, 0)
 }
 

@@ -30,7 +30,12 @@ impl std::fmt::Display for Misfit {
 }
 
 /// Appends `v` as the Avro binary of `schema` to `out` (on a misfit, `out` is left as it was).
-pub fn write(v: &Value, schema: &Schema, names: &Names, out: &mut Vec<u8>) -> Result<(), Misfit> {
+pub(super) fn write(
+    v: &Value,
+    schema: &Schema,
+    names: &Names,
+    out: &mut Vec<u8>,
+) -> Result<(), Misfit> {
     let mut path = Vec::new();
     let start = out.len();
     convert(v, schema, names, &mut path, out).inspect_err(|_| out.truncate(start))
@@ -316,7 +321,9 @@ fn float(v: &Value) -> Option<f64> {
 fn bytes(v: &Value) -> Option<Vec<u8>> {
     let text = match v {
         Value::String(s) => s.as_str(),
-        Value::Object(o) if o.len() == 1 => o.get(rivus_core::format::BASE64_KEY)?.as_str()?,
+        Value::Object(o) if o.len() == 1 => {
+            o.get(rivus_pipeline_file::format::BASE64_KEY)?.as_str()?
+        }
         _ => return None,
     };
     base64::engine::general_purpose::STANDARD.decode(text).ok()

@@ -27,7 +27,9 @@ const PARSED: usize = 1000;
 /// A schema and its named types (records, enums, fixed), for `Ref`s.
 #[derive(Debug, Clone)]
 pub struct Parsed {
+    /// The schema.
     pub schema: Schema,
+    /// Its named types, by full name.
     pub names: Names,
 }
 

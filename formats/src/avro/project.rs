@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::to_json;
 
 /// `v` (a record read with its writer's schema) in the shape of `reader`.
-pub fn project(v: Value, reader: &Schema, names: &Names) -> Result<Value, String> {
+pub(super) fn project(v: Value, reader: &Schema, names: &Names) -> Result<Value, String> {
     let reader = match reader {
         Schema::Ref { name } => names
             .get(name)

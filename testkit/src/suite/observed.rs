@@ -21,7 +21,7 @@ pub(crate) enum Trigger {
 
 impl Trigger {
     /// A trigger the suite sets (from its monitoring loop) and the wrapper fires once.
-    pub fn armed() -> (Trigger, Arc<AtomicBool>) {
+    pub(crate) fn armed() -> (Trigger, Arc<AtomicBool>) {
         let flag = Arc::new(AtomicBool::new(false));
         (Trigger::Armed(Arc::clone(&flag)), flag)
     }

@@ -51,7 +51,7 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    pub fn of(written: usize, read: usize, verdict: &Verdict) -> Self {
+    pub(crate) fn of(written: usize, read: usize, verdict: &Verdict) -> Self {
         Counts {
             written,
             read,
@@ -205,7 +205,7 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(suite: &str) -> Self {
+    pub(super) fn new(suite: &str) -> Self {
         Recorder {
             report: SuiteReport::new(suite),
             counts: Counts::default(),
@@ -215,18 +215,18 @@ impl Recorder {
     }
 
     /// A case starts.
-    pub fn begin(&mut self) {
+    pub(super) fn begin(&mut self) {
         self.counts = Counts::default();
         self.started = Instant::now();
     }
 
     /// The counts of the case's last judgement.
-    pub fn counts(&mut self, written: usize, arrived: &[String], verdict: &Verdict) {
+    pub(super) fn counts(&mut self, written: usize, arrived: &[String], verdict: &Verdict) {
         self.counts = Counts::of(written, arrived.len(), verdict);
     }
 
     /// The case ended: its row is added; a skip is not a failure.
-    pub fn end(
+    pub(super) fn end(
         &mut self,
         case: &str,
         parallelism: usize,
@@ -250,7 +250,7 @@ impl Recorder {
     }
 
     /// After `run_all`: the report, printed; or the first failure, carrying the report.
-    pub fn finish(&mut self) -> Result<SuiteReport, SuiteFailure> {
+    pub(super) fn finish(&mut self) -> Result<SuiteReport, SuiteFailure> {
         let fresh = SuiteReport::new(&self.report.suite);
         let report = std::mem::replace(&mut self.report, fresh);
         eprintln!("{report}");

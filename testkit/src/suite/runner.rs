@@ -45,7 +45,7 @@ pub(crate) struct SourceRun {
 
 impl SourceRun {
     /// A run of `parallelism` subtasks that stops once `until` records are committed.
-    pub fn new(parallelism: usize, until: Option<usize>, timeout: Duration) -> Self {
+    pub(super) fn new(parallelism: usize, until: Option<usize>, timeout: Duration) -> Self {
         SourceRun {
             parallelism,
             policy: ErrorPolicy::Fail,
@@ -65,7 +65,7 @@ impl SourceRun {
 
     /// Small batches, short channels and a slow sink: checkpoints complete while records
     /// behind their barriers are still on their way.
-    pub fn paced(mut self, records: usize) -> Self {
+    pub(super) fn paced(mut self, records: usize) -> Self {
         self.batch_size = 16;
         self.channel_capacity = 2;
         // About half a second for the whole run, whatever the number of records.

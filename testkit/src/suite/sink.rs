@@ -41,7 +41,7 @@ pub(super) struct SinkRun {
 }
 
 impl SinkRun {
-    pub fn new(parallelism: usize, rounds: usize) -> Self {
+    pub(super) fn new(parallelism: usize, rounds: usize) -> Self {
         SinkRun {
             parallelism,
             rounds,

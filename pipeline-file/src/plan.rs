@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use crate::dyn_sink::DynSink;
-use crate::function::{SinkFunction, SourceFunction};
-use crate::runtime::{Pipeline, Stream};
+use rivus_core::function::{SinkFunction, SourceFunction};
+use rivus_core::runtime::{Pipeline, Stream};
 
 use super::under::Under;
 
@@ -25,7 +25,7 @@ pub struct SourcePlan {
 
 impl SourcePlan {
     /// Every subtask runs a clone of `source` (a source that divides its splits itself, by
-    /// [`RuntimeContext::share`](crate::RuntimeContext::share)).
+    /// [`RuntimeContext::share`](rivus_core::RuntimeContext::share)).
     pub fn cloned<S>(source: S) -> Self
     where
         S: SourceFunction<Out = Value> + Clone + 'static,

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::schema::{DeserializationSchema, SchemaError, SerializationSchema};
+use rivus_core::schema::{DeserializationSchema, SchemaError, SerializationSchema};
 
 /// The key of the object that carries a payload that is not UTF-8 in `bytes` format.
 pub const BASE64_KEY: &str = "$base64";

@@ -1,4 +1,8 @@
+//! # rivus-pipeline-file
+//!
 //! What a connector implements to be named in a pipeline file, and what every section shares.
+//! Connectors build it behind their `pipeline-file` feature, so that a user of their Rust API
+//! alone compiles none of it (nor JSON Schema code).
 //!
 //! A pipeline file has three kinds of connector section — `[source]`, `[sink]` and
 //! `[errors.destination]` — each chosen by its `type`. A connector offers one by implementing
@@ -16,6 +20,8 @@
 
 mod catalog;
 mod context;
+mod dyn_sink;
+pub mod format;
 mod plan;
 mod schema;
 mod section;
@@ -24,6 +30,8 @@ mod values;
 
 pub use catalog::{CatalogEntry, Health, OptionDoc};
 pub use context::SectionContext;
+pub use dyn_sink::DynSink;
+pub use format::Format;
 pub use plan::{SinkPlan, SourcePlan};
 pub use schema::{options, schema_of, section_schema, DurationText, JsonSchema};
 pub use section::{DestinationSection, SectionMetrics, SinkSection, SourceSection};

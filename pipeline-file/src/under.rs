@@ -6,16 +6,16 @@
 
 use async_trait::async_trait;
 
-use crate::context::{RuntimeContext, SinkContext};
-use crate::error::Result;
-use crate::function::{
+use rivus_core::context::{RuntimeContext, SinkContext};
+use rivus_core::error::Result;
+use rivus_core::function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
 };
-use crate::guarantee::DeliveryGuarantee;
-use crate::runtime::{CheckpointEvent, SourceContext};
-use crate::state::Restored;
+use rivus_core::guarantee::DeliveryGuarantee;
+use rivus_core::runtime::{CheckpointEvent, SourceContext};
+use rivus_core::state::Restored;
 
-/// `inner` with every error placed under `path` ([`Error::under`](crate::Error::under)).
+/// `inner` with every error placed under `path` ([`Error::under`](rivus_core::Error::under)).
 /// Everything else passes through unchanged.
 #[derive(Debug, Clone)]
 pub(crate) struct Under<F> {

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use crate::error_policy::ErrorPolicy;
+use rivus_core::error_policy::ErrorPolicy;
 
 /// What every section gets when it is built, checked or run: the job settings a connector may
 /// need. Not where the section stands: a section names its fields relative to itself
 /// (`tls.ca_file`), and the caller that placed it prefixes its path once
-/// ([`Error::under`](crate::Error::under), [`SourcePlan::under`](super::SourcePlan::under)).
+/// ([`Error::under`](rivus_core::Error::under), [`SourcePlan::under`](super::SourcePlan::under)).
 #[derive(Debug, Clone)]
 pub struct SectionContext {
     /// The job's name (keys its checkpoints; the Kafka source's default group).

@@ -202,7 +202,7 @@ mod tests {
         #[serde(default)]
         topics: Vec<String>,
         /// How often.
-        #[serde(default, deserialize_with = "crate::pipeline_file::opt_duration")]
+        #[serde(default, deserialize_with = "crate::opt_duration")]
         #[schemars(with = "Option<DurationText>")]
         every: Option<std::time::Duration>,
         /// How.

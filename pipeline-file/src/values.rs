@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::schema::SchemaError;
+use rivus_core::schema::SchemaError;
 
 /// `500ms`, `2s`, `1.5m`, `1h`: a positive duration; `None` for anything else.
 pub fn parse_duration(s: &str) -> Option<Duration> {

@@ -5,11 +5,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::context::{RuntimeContext, SinkContext};
-use crate::error::{Error, Result};
-use crate::function::{CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction};
-use crate::guarantee::DeliveryGuarantee;
-use crate::state::Restored;
+use rivus_core::context::{RuntimeContext, SinkContext};
+use rivus_core::error::{Error, Result};
+use rivus_core::function::{CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction};
+use rivus_core::guarantee::DeliveryGuarantee;
+use rivus_core::state::Restored;
 
 /// The object-safe face of a [`SinkFunction<Value>`], state as JSON.
 #[async_trait]
@@ -38,7 +38,7 @@ impl<S: SinkFunction<Value>> ErasedSink for S {
     }
 
     async fn initialize_state(&mut self, restored: Restored<Value>) -> Result<()> {
-        let operator = restored.operator.clone();
+        let operator = restored.operator().to_owned();
         let mut failed = None;
         let typed = restored.map(|v| match serde_json::from_value::<S::State>(v) {
             Ok(s) => Some(s),
@@ -50,14 +50,7 @@ impl<S: SinkFunction<Value>> ErasedSink for S {
         if let Some(source) = failed {
             return Err(Error::State { operator, source });
         }
-        let typed = Restored {
-            previous: typed.previous.into_iter().map(Option::flatten).collect(),
-            subtask: typed.subtask,
-            parallelism: typed.parallelism,
-            checkpoint_id: typed.checkpoint_id,
-            operator: typed.operator,
-        };
-        CheckpointedFunction::initialize_state(self, typed).await
+        CheckpointedFunction::initialize_state(self, typed.flatten()).await
     }
 
     async fn snapshot_state(&mut self, checkpoint_id: u64, operator: &str) -> Result<Value> {
