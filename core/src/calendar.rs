@@ -2,6 +2,12 @@
 //! that read databases: days since the epoch ↔ `YYYY-MM-DD`, time of day ↔ `HH:MM:SS.ffffff`,
 //! instants ↔ RFC 3339 in UTC (`…Z`). Proleptic Gregorian calendar, no time zones beyond UTC
 //! (a local timestamp is written without the `Z`); parsing also takes an offset.
+//!
+//! The arithmetic is our own, not a date library's, on purpose: databases keep dates far
+//! outside the years the maintained libraries represent (`jiff` and `time` stop at ±9999, or
+//! ±999 999 with `time`'s large dates), while PostgreSQL's dates run to 5 874 897 AD and its
+//! timestamps to 294 276 AD — a replication must carry them as they are. Any `i64` of days
+//! works here (Howard Hinnant's `days_from_civil`, exact on the proleptic calendar).
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
@@ -176,6 +182,19 @@ pub fn parse_instant(s: &str, per_second: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_past_the_libraries_range_round_trip() {
+        // PostgreSQL's largest date and timestamp.
+        let last = parse_date("5874897-12-31").unwrap();
+        assert_eq!(date(last), "5874897-12-31");
+        let ts = parse_instant("294276-12-31T23:59:59.999999Z", 1_000_000).unwrap();
+        assert_eq!(
+            instant(ts, 1_000_000, 6, true),
+            "294276-12-31T23:59:59.999999Z"
+        );
+        assert_eq!(date(days_from_civil(-4713, 11, 24)), "-4713-11-24");
+    }
 
     #[test]
     fn times_format_by_pattern() {
