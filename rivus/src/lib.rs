@@ -5,9 +5,13 @@
 //! [`core`].
 //!
 //! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
 //! use rivus::prelude::*;
-//! use rivus::checkpoint::CheckpointConfig;
-//! # let _ = CheckpointConfig::default();
+//!
+//! let checkpoints = CheckpointConfig::new(Duration::from_secs(10), Arc::new(MemoryStateBackend::new()));
+//! # let _ = checkpoints;
 //! ```
 
 pub use rivus_core::{
