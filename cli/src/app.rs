@@ -49,6 +49,23 @@ enum Command {
     /// editors: `rivus schema > rivus.schema.json`, then `#:schema ./rivus.schema.json` at the
     /// top of a pipeline file.
     Schema,
+    /// Make something new from a template.
+    #[command(subcommand)]
+    New(New),
+}
+
+#[derive(Subcommand)]
+enum New {
+    /// A connector crate of your own: source, sink, their pipeline-file sections, the
+    /// testkit's certification and a `rivus` with the connector built in — it builds and
+    /// passes its tests as written (`cargo test`), then you make it yours.
+    Connector {
+        /// The crate's name (`nats-connector`).
+        name: String,
+        /// Where to write it (default: a directory named after the crate, here).
+        #[arg(long)]
+        path: Option<PathBuf>,
+    },
 }
 
 fn init_logs(format: LogFormat) {
@@ -151,6 +168,25 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
         Command::Connectors => {
             out(&catalog::render(registry));
             ExitCode::SUCCESS
+        }
+        Command::New(New::Connector { name, path }) => {
+            let dir = path.unwrap_or_else(|| PathBuf::from(&name));
+            match crate::scaffold::new_connector(&name, &dir) {
+                Ok(files) => {
+                    for f in files {
+                        out(&format!("{}\n", dir.join(f).display()));
+                    }
+                    out(&format!(
+                        "made {name} in {}: `cargo test` certifies it; `cargo run --features rivus --bin rivus -- connectors` lists it\n",
+                        dir.display()
+                    ));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("rivus new connector: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }

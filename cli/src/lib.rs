@@ -16,7 +16,8 @@
 //! [`SourceSection`](rivus_pipeline_file::SourceSection) or
 //! [`SinkSection`](rivus_pipeline_file::SinkSection) and gets a `rivus` of its own with
 //! `Registry::builtin().source::<MySource>().sink::<MySink>()` — `examples/custom-rivus`
-//! does it for the file connector of `examples/file-connector`.
+//! does it for the file connector of `examples/file-connector`. `rivus new connector NAME`
+//! ([`scaffold`]) writes such a crate, with a `rivus` of its own, ready to build and certify.
 
 mod app;
 mod build;
@@ -28,6 +29,7 @@ mod counted;
 mod http;
 mod registry;
 mod run;
+pub mod scaffold;
 mod sections;
 mod sinks;
 mod sources;
