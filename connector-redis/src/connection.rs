@@ -33,7 +33,7 @@ impl RedisConfig {
         self.validate()?;
         if self.urls.iter().any(|u| u.starts_with("rediss://")) {
             // rustls needs a process-wide crypto provider; ring unless the program chose one.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            let _ = rivus_core::tls::crypto_provider().install_default();
         }
         self.certificates()
     }

@@ -6,6 +6,18 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
+/// The crypto provider of every rustls connection rivus makes itself (the CDC source's
+/// PostgreSQL connections, Redis over TLS, the testkit's TLS front): *ring*'s.
+///
+/// rustls 0.23.48 deprecates it ("no support for post-quantum algorithms": *ring* has no
+/// post-quantum key exchange) in favour of aws-lc-rs, whose C library and build tools every
+/// machine building rivus would then need. Chosen here, once: classical key exchange
+/// (X25519, P-256, P-384) until *ring* offers a hybrid one.
+pub fn crypto_provider() -> rustls::crypto::CryptoProvider {
+    #[allow(deprecated)]
+    rustls::crypto::ring::default_provider()
+}
+
 /// Paths of PEM files for a TLS connection. Empty means the client's defaults (the system's
 /// roots, no client certificate). Paths are not secret and show in `Debug`; the files'
 /// contents never do.
