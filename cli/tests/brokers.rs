@@ -13,6 +13,10 @@ use http::{free_port, request};
 use redis::AsyncCommands;
 use rivus_testkit::services::{require, unique_name, Service};
 
+#[path = "support/run.rs"]
+mod run;
+use run::Succeeds;
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
@@ -332,16 +336,10 @@ async fn generated_orders_go_into_a_redis_cluster() {
              key = \"{prefix}:{{id}}\"\nttl_secs = 600\n"
         ),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", &file])
         .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeeds();
     let endpoint = rivus_connector_redis::RedisConfig::cluster(nodes.split(','));
     let mut con = endpoint.open().await.unwrap();
     let mut found = 0;

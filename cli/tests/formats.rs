@@ -16,6 +16,10 @@ use rivus_testkit::services::{require, unique_name, Service};
 mod topics;
 use topics::{read, topic};
 
+#[path = "support/run.rs"]
+mod run;
+use run::Succeeds;
+
 /// Payloads no JSON pipeline would carry unchanged, then ordinary ones.
 fn payloads() -> Vec<Vec<u8>> {
     let mut p = vec![
@@ -47,16 +51,10 @@ fn run(dir: &Path, kafka: &str, from: &str, to: &str, format: &str) {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap()])
         .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeeds();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{require, unique_name, Service};
 
+#[path = "support/run.rs"]
+mod run;
+use run::Succeeds;
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
@@ -53,16 +57,10 @@ async fn kafka_to_postgres_restarts_itself_across_two_database_restarts() {
              [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{topic}\"\n"
         ),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", &produce])
         .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeeds();
 
     // No key in the table: a record written twice would be a second row.
     let job = write(

@@ -28,20 +28,17 @@ use std::process::Command;
 use std::time::Duration;
 
 use confluent::*;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::ClientConfig;
-use rivus_core::error_policy::DeadLetter;
 use rivus_testkit::services::{require, unique_name, Service};
 use serde_json::{json, Value};
 use topics::{read, topic};
 
+#[path = "support/run.rs"]
+mod run;
+use run::Succeeds;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_avro_serializer_records_are_read_by_rivus_field_for_field() {
-    let (Some(kafka), Some(registry), Some(py)) = (
-        require(Service::Kafka),
-        require(Service::SchemaRegistry),
-        python(),
-    ) else {
+    let Some((kafka, registry, py)) = services() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -49,19 +46,13 @@ async fn confluent_avro_serializer_records_are_read_by_rivus_field_for_field() {
     topic(&kafka, &input).await;
     topic(&kafka, &output).await;
     let sent = orders(60);
-    let records = dir.path().join("orders.jsonl");
-    write_lines(&records, &sent);
-    let schema = here().join("order.avsc");
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "produce",
-            &kafka,
-            &registry,
-            &input,
-            schema.to_str().unwrap(),
-            records.to_str().unwrap(),
-        ],
+        "produce",
+        (&kafka, &registry, &input),
+        "order.avsc",
+        dir.path(),
+        &sent,
     );
     // Three payloads that are not Avro records of a known schema.
     let bad: Vec<Vec<u8>> = vec![
@@ -73,35 +64,15 @@ async fn confluent_avro_serializer_records_are_read_by_rivus_field_for_field() {
             first[..8].to_vec()
         },
     ];
-    let p: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &kafka)
-        .create()
-        .unwrap();
-    for b in &bad {
-        p.send(
-            FutureRecord::<(), [u8]>::to(&input).payload(b),
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
-    }
+    send_raw(&kafka, &input, &bad).await;
 
-    let out = run(
+    let avro = format!("{{ type = \"avro\", {} }}", registry_table(&registry));
+    kafka_copy(
         dir.path(),
-        "read",
-        &format!(
-            "name = \"{}\"\n[errors]\npolicy = \"dead-letter\"\ndead_letter = \"letters.jsonl\"\n\
-             [source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopics = [\"{input}\"]\n\
-             start = \"earliest\"\nbounded = true\nformat = {{ type = \"avro\", {} }}\n\
-             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{output}\"\n",
-            unique_name("avro-read"),
-            registry_table(&registry)
-        ),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        &kafka,
+        (&input, &avro),
+        (&output, ""),
+        "letters.jsonl",
     );
     let got: Vec<Value> = read(&kafka, &output, sent.len())
         .iter()
@@ -110,11 +81,7 @@ async fn confluent_avro_serializer_records_are_read_by_rivus_field_for_field() {
     for (i, (a, b)) in sent.iter().zip(&got).enumerate() {
         assert_eq!(a, b, "record {i} differs");
     }
-    let letters: Vec<DeadLetter> = std::fs::read_to_string(dir.path().join("letters.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| DeadLetter::from_json(l.as_bytes()).unwrap())
-        .collect();
+    let letters = letters(dir.path(), "letters.jsonl");
     assert_eq!(letters.len(), 3, "{letters:?}");
     for (l, b) in letters.iter().zip(&bad) {
         assert_eq!(&l.payload, b, "a letter keeps the payload");
@@ -138,11 +105,7 @@ async fn confluent_avro_serializer_records_are_read_by_rivus_field_for_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rivus_avro_is_read_by_confluent_deserializer_field_for_field() {
-    let (Some(kafka), Some(registry), Some(py)) = (
-        require(Service::Kafka),
-        require(Service::SchemaRegistry),
-        python(),
-    ) else {
+    let Some((kafka, registry, py)) = services() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -197,11 +160,7 @@ async fn rivus_avro_is_read_by_confluent_deserializer_field_for_field() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_and_an_incompatible_one_is_refused(
 ) {
-    let (Some(kafka), Some(registry), Some(py)) = (
-        require(Service::Kafka),
-        require(Service::SchemaRegistry),
-        python(),
-    ) else {
+    let Some((kafka, registry, py)) = services() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -525,19 +484,13 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
         );
     let file = dir.path().join("example.toml");
     std::fs::write(&file, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap()])
         .current_dir(dir.path())
         .env("RIVUS_KAFKA_BOOTSTRAP", &kafka)
         .env("RIVUS_SCHEMA_REGISTRY_URL", &registry)
         .env("RIVUS_PG_URL", &pg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeeds();
 
     use sqlx::Connection;
     let mut db = sqlx::PgConnection::connect(&pg).await.unwrap();

@@ -12,13 +12,8 @@ mod confluent;
 #[path = "support/topics.rs"]
 mod topics;
 
-use std::time::Duration;
-
 use confluent::*;
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::ClientConfig;
-use rivus_core::error_policy::DeadLetter;
-use rivus_testkit::services::{require, unique_name, Service};
+use rivus_testkit::services::unique_name;
 use serde_json::{json, Value};
 use topics::{read, topic};
 
@@ -41,11 +36,7 @@ fn json_orders(n: i64) -> Vec<Value> {
 /// record breaking the sink's schema becomes a dead letter, not a message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
-    let (Some(kafka), Some(registry), Some(py)) = (
-        require(Service::Kafka),
-        require(Service::SchemaRegistry),
-        python(),
-    ) else {
+    let Some((kafka, registry, py)) = services() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -58,19 +49,13 @@ async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
         topic(&kafka, t).await;
     }
     let sent = json_orders(30);
-    let lines = dir.path().join("orders.jsonl");
-    write_lines(&lines, &sent);
-    let schema = here().join("order.schema.json");
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "json-produce",
-            &kafka,
-            &registry,
-            &input,
-            schema.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
+        "json-produce",
+        (&kafka, &registry, &input),
+        "order.schema.json",
+        dir.path(),
+        &sent,
     );
     // A framed payload of the registered schema that breaks it (amount is not text).
     let id = read(&kafka, &input, 1).remove(0)[1..5].to_vec();
@@ -79,16 +64,7 @@ async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
     bad.extend_from_slice(
         br#"{"id": 99, "customer": "x", "amount": 5, "status": "NEW", "tags": []}"#,
     );
-    let p: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &kafka)
-        .create()
-        .unwrap();
-    p.send(
-        FutureRecord::<(), [u8]>::to(&input).payload(&bad),
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    send_raw(&kafka, &input, &[bad.clone()]).await;
 
     let table = format!(
         "{{ type = \"json-schema\", {} }}",
@@ -102,11 +78,7 @@ async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
         "letters.jsonl",
     );
     assert_eq!(read_json(&kafka, &middle, sent.len()), sent);
-    let letters = std::fs::read_to_string(dir.path().join("letters.jsonl")).unwrap();
-    let letters: Vec<DeadLetter> = letters
-        .lines()
-        .map(|l| DeadLetter::from_json(l.as_bytes()).unwrap())
-        .collect();
+    let letters = letters(dir.path(), "letters.jsonl");
     assert_eq!(letters.len(), 1, "{letters:?}");
     assert_eq!(letters[0].payload, bad);
     assert!(
@@ -127,7 +99,7 @@ async fn confluent_json_schema_serializers_and_rivus_read_each_other() {
     let sink_format = format!(
         "{{ type = \"json-schema\", {}, schema_file = \"{}\" }}",
         registry_table(&registry),
-        schema.display()
+        here().join("order.schema.json").display()
     );
     kafka_copy(
         dir.path(),
@@ -178,11 +150,7 @@ fn proto_orders(n: i64) -> Vec<Value> {
 /// `protobuf` format is read by its `ProtobufDeserializer`, field for field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
-    let (Some(kafka), Some(registry), Some(py)) = (
-        require(Service::Kafka),
-        require(Service::SchemaRegistry),
-        python(),
-    ) else {
+    let Some((kafka, registry, py)) = services() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -196,19 +164,13 @@ async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
         topic(&kafka, t).await;
     }
     let sent = proto_orders(30);
-    let lines = dir.path().join("orders.jsonl");
-    write_lines(&lines, &sent);
-    let proto = here().join("order.proto");
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "proto-produce",
-            &kafka,
-            &registry,
-            &input,
-            proto.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
+        "proto-produce",
+        (&kafka, &registry, &input),
+        "order.proto",
+        dir.path(),
+        &sent,
     );
     let source_format = format!("{{ type = \"protobuf\", {} }}", registry_table(&registry));
     kafka_copy(
@@ -224,6 +186,7 @@ async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
     }
 
     produce_json(&kafka, &json_in, &sent).await;
+    let proto = here().join("order.proto");
     let sink_format = format!(
         "{{ type = \"protobuf\", {}, schema_file = \"{}\", message = \"shop.Order\" }}",
         registry_table(&registry),
@@ -259,11 +222,7 @@ async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
 /// source in `protobuf` format fetches the reference and reads every record field for field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confluent_protobuf_imports_are_read_through_schema_references() {
-    let (Some(kafka), Some(registry), Some(py)) = (
-        require(Service::Kafka),
-        require(Service::SchemaRegistry),
-        python(),
-    ) else {
+    let Some((kafka, registry, py)) = services() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -280,19 +239,13 @@ async fn confluent_protobuf_imports_are_read_through_schema_references() {
             })
         })
         .collect();
-    let lines = dir.path().join("customers.jsonl");
-    write_lines(&lines, &sent);
-    let proto = here().join("customer.proto");
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "proto-produce",
-            &kafka,
-            &registry,
-            &input,
-            proto.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
+        "proto-produce",
+        (&kafka, &registry, &input),
+        "customer.proto",
+        dir.path(),
+        &sent,
     );
     let source_format = format!("{{ type = \"protobuf\", {} }}", registry_table(&registry));
     kafka_copy(

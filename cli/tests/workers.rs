@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use support::*;
 
+#[path = "support/run.rs"]
+mod run;
+use run::Succeeds;
+
 #[tokio::test]
 async fn workers_share_a_topic_and_take_over_a_killed_workers_partitions() {
     let Some(kafka) = require(Service::Kafka) else {
@@ -291,16 +295,10 @@ async fn rabbitmq_workers_compete_for_a_queue_and_a_killed_workers_deliveries_re
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", fill.to_str().unwrap()])
         .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeeds();
 
     let file = dir.path().join("p.toml");
     // Each worker holds at most `prefetch` unacknowledged deliveries, acknowledged when a

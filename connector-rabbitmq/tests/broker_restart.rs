@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{channel, declare};
+use common::{channel, declare, depth, publish_with_ids};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
-use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+use lapin::options::BasicGetOptions;
 use rivus_connector_rabbitmq::{OutMessage, RabbitSink, RabbitSource};
 use rivus_core::prelude::*;
 use rivus_core::schema::{DeserializationSchema, StringSchema};
@@ -23,59 +21,19 @@ use rivus_testkit::services::{require, unique_name, Service};
 
 async fn publish(url: &str, queue: &str, range: std::ops::Range<u32>) {
     let (conn, ch) = channel(url).await;
-    let mut confirms = Vec::new();
-    for i in range {
-        let body = format!("m{i:06}");
-        let props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_correlation_id(ShortString::from(body.as_str()));
-        confirms.push(
-            ch.basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                body.as_bytes(),
-                props,
-            )
-            .await
-            .unwrap(),
-        );
-    }
-    for c in confirms {
-        c.await.unwrap();
-    }
-    let _ = conn.close(200, "done".into()).await;
-}
-
-async fn depth(url: &str, queue: &str) -> u32 {
-    let Ok(conn) = Connection::connect(url, ConnectionProperties::default()).await else {
-        return 0;
-    };
-    let Ok(ch) = conn.create_channel().await else {
-        return 0;
-    };
-    let n = ch
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
+    let taken = publish_with_ids(&ch, queue, range.map(|i| format!("m{i:06}")))
         .await
-        .map(|q| q.message_count())
-        .unwrap_or(0);
+        .unwrap();
+    assert!(taken, "the broker refused a message");
     let _ = conn.close(200, "done".into()).await;
-    n
 }
 
 /// Waits (at most 120 s) until `queue` holds `n` messages; panics saying whether the job was
 /// still running (stuck) or had ended, and how.
-async fn wait_for(url: &str, queue: &str, n: u32, job: &mut JoinHandle<Result<JobSummary>>) {
+async fn wait_for(url: &str, queue: &str, n: u64, job: &mut JoinHandle<Result<JobSummary>>) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let have = depth(url, queue).await;
+        let have = depth(url, queue).await.unwrap_or(0);
         if have >= n {
             return;
         }
@@ -189,7 +147,7 @@ async fn broker_restart_mid_stream_loses_nothing() {
     );
     assert_eq!(
         depth(&url, &input).await,
-        0,
+        Some(0),
         "the input queue is drained and acknowledged"
     );
 }

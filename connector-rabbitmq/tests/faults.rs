@@ -11,8 +11,7 @@ use common::{channel, declare};
 use std::collections::HashSet;
 use std::time::Duration;
 
-use lapin::options::{BasicGetOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
+use lapin::options::BasicGetOptions;
 use rivus_connector_rabbitmq::{OutMessage, RabbitSink};
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
@@ -21,25 +20,7 @@ use rivus_testkit::services::{require, unique_name, Service};
 /// Messages in `queue`, retried while the broker is away.
 async fn depth(url: &str, queue: &str) -> u64 {
     loop {
-        let got = async {
-            let conn = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
-                .await
-                .ok()?;
-            let ch = conn.create_channel().await.ok()?;
-            let q = ch
-                .queue_declare(
-                    queue.into(),
-                    QueueDeclareOptions {
-                        passive: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .ok()?;
-            let _ = conn.close(200, "done".into()).await;
-            Some(q.message_count() as u64)
-        };
+        let got = common::depth(url, queue);
         if let Ok(Some(n)) = tokio::time::timeout(Duration::from_secs(5), got).await {
             return n;
         }

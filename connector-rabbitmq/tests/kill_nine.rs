@@ -4,9 +4,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+mod common;
+use common::{channel, declare, publish_with_ids};
+
 use rivus_testkit::process::{example_binary, kill_after_progress, lines_in};
 use rivus_testkit::services::{require, unique_name, Service};
 
@@ -18,44 +18,10 @@ async fn kill_dash_nine_with_correlation_ids_is_exactly_once() {
     let example = example_binary("rivus-connector-rabbitmq", "rabbit_to_file");
     let queue = unique_name("kill");
     let n = 60_000;
-    let conn = Connection::connect(&url, ConnectionProperties::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    ch.confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    let mut confirms = Vec::new();
-    for i in 0..n {
-        let body = format!("m{i:06}");
-        let props = BasicProperties::default()
-            .with_correlation_id(ShortString::from(body.as_str()))
-            .with_delivery_mode(2);
-        confirms.push(
-            ch.basic_publish(
-                "".into(),
-                queue.as_str().into(),
-                BasicPublishOptions::default(),
-                body.as_bytes(),
-                props,
-            )
-            .await
-            .unwrap(),
-        );
-    }
-    for c in confirms {
-        assert!(c.await.unwrap().is_ack());
-    }
+    let (conn, ch) = channel(&url).await;
+    declare(&ch, &queue).await;
+    let bodies = (0..n).map(|i| format!("m{i:06}"));
+    assert!(publish_with_ids(&ch, &queue, bodies).await.unwrap());
     let base = std::env::temp_dir().join(unique_name("rabbit-kill"));
     let (state, out) = (base.join("state"), base.join("out"));
     std::fs::create_dir_all(&out).unwrap();

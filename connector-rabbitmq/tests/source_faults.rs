@@ -6,13 +6,10 @@
 
 mod common;
 
-use common::{channel, declare};
+use common::{channel, declare, publish_with_ids};
 
 use std::time::Duration;
 
-use lapin::options::BasicPublishOptions;
-use lapin::types::ShortString;
-use lapin::BasicProperties;
 use rivus_connector_rabbitmq::RabbitSource;
 use rivus_core::schema::{DeserializationSchema, JsonSchema};
 use rivus_testkit::fault_proxy::FaultProxy;
@@ -23,31 +20,10 @@ use rivus_testkit::services::{require, unique_name, Service};
 async fn publish(url: &str, queue: &str, from: u64, to: u64) {
     loop {
         let sent = async {
-            let conn = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
-                .await
-                .ok()?;
-            let ch = conn.create_channel().await.ok()?;
-            ch.confirm_select(Default::default()).await.ok()?;
-            let mut confirms = Vec::new();
-            for n in from..to {
-                let body = n.to_string();
-                let props = BasicProperties::default()
-                    .with_delivery_mode(2)
-                    .with_correlation_id(ShortString::from(body.as_str()));
-                confirms.push(
-                    ch.basic_publish(
-                        "".into(),
-                        queue.into(),
-                        BasicPublishOptions::default(),
-                        body.as_bytes(),
-                        props,
-                    )
-                    .await
-                    .ok()?,
-                );
-            }
-            for c in confirms {
-                c.await.ok()?;
+            let (conn, ch) = common::try_channel(url).await.ok()?;
+            let bodies = (from..to).map(|n| n.to_string());
+            if !publish_with_ids(&ch, queue, bodies).await.ok()? {
+                return None;
             }
             let _ = conn.close(200, "done".into()).await;
             Some(())

@@ -13,6 +13,72 @@ use serde_json::{json, Value};
 
 use super::topics::read;
 
+/// Kafka, the schema registry and the Python with Confluent's client, or `None` (each
+/// missing one fails the test unless skipping was asked for).
+pub(crate) fn services() -> Option<(String, String, String)> {
+    use rivus_testkit::services::{require, Service};
+    let (Some(kafka), Some(registry), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::SchemaRegistry),
+        python(),
+    ) else {
+        return None;
+    };
+    Some((kafka, registry, py))
+}
+
+/// Writes `records` as JSON lines into `dir`, and has `confluent.py` produce them to `topic`
+/// with Confluent's serializer of `mode` (`produce` for Avro, `json-produce`,
+/// `proto-produce`) and the schema in `schema` (a file under [`here`]).
+pub(crate) fn confluent_produce(
+    py: &str,
+    mode: &str,
+    (kafka, registry, topic): (&str, &str, &str),
+    schema: &str,
+    dir: &Path,
+    records: &[Value],
+) {
+    let lines = dir.join(format!("{}.jsonl", unique_name("records")));
+    write_lines(&lines, records);
+    let schema = here().join(schema);
+    confluent(
+        py,
+        &[
+            mode,
+            kafka,
+            registry,
+            topic,
+            schema.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    );
+}
+
+/// Sends each of `payloads` to `topic` as it is (no key).
+pub(crate) async fn send_raw(kafka: &str, topic: &str, payloads: &[Vec<u8>]) {
+    let p: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka)
+        .create()
+        .unwrap();
+    for b in payloads {
+        p.send(
+            FutureRecord::<(), [u8]>::to(topic).payload(b),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// The dead letters in the file `name` of `dir`.
+pub(crate) fn letters(dir: &Path, name: &str) -> Vec<rivus_core::error_policy::DeadLetter> {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap()
+        .lines()
+        .map(|l| rivus_core::error_policy::DeadLetter::from_json(l.as_bytes()).unwrap())
+        .collect()
+}
+
 pub(crate) fn here() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/confluent")
 }

@@ -16,14 +16,67 @@ use rivus_testkit::suite::{SinkExternal, SourceExternal};
 
 /// A connection and a channel with publisher confirms on.
 pub(crate) async fn channel(url: &str) -> (Connection, Channel) {
+    try_channel(url).await.unwrap()
+}
+
+/// [`channel`], or why the broker could not give one.
+pub(crate) async fn try_channel(url: &str) -> Result<(Connection, Channel), lapin::Error> {
+    let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    ch.confirm_select(ConfirmSelectOptions::default()).await?;
+    Ok((conn, ch))
+}
+
+/// Publishes each of `bodies` to `queue`, persistent, with the body as its correlation id,
+/// and waits for every confirm: whether the broker took them all.
+pub(crate) async fn publish_with_ids(
+    ch: &Channel,
+    queue: &str,
+    bodies: impl IntoIterator<Item = String>,
+) -> Result<bool, lapin::Error> {
+    let mut confirms = Vec::new();
+    for body in bodies {
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_correlation_id(ShortString::from(body.as_str()));
+        confirms.push(
+            ch.basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                props,
+            )
+            .await?,
+        );
+    }
+    let mut all = true;
+    for c in confirms {
+        all &= c.await?.is_ack();
+    }
+    Ok(all)
+}
+
+/// How many messages `queue` holds (a passive declare); `None` while the broker cannot be
+/// reached.
+pub(crate) async fn depth(url: &str, queue: &str) -> Option<u64> {
     let conn = Connection::connect(url, ConnectionProperties::default())
         .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    ch.confirm_select(ConfirmSelectOptions::default())
+        .ok()?;
+    let ch = conn.create_channel().await.ok()?;
+    let q = ch
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
         .await
-        .unwrap();
-    (conn, ch)
+        .ok()?;
+    let _ = conn.close(200, "done".into()).await;
+    Some(u64::from(q.message_count()))
 }
 
 /// Declares the durable queue `q`.
