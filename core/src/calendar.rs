@@ -5,9 +5,11 @@
 //!
 //! The arithmetic is our own, not a date library's, on purpose: databases keep dates far
 //! outside the years the maintained libraries represent (`jiff` and `time` stop at ±9999, or
-//! ±999 999 with `time`'s large dates), while PostgreSQL's dates run to 5 874 897 AD and its
-//! timestamps to 294 276 AD — a replication must carry them as they are. Any `i64` of days
-//! works here (Howard Hinnant's `days_from_civil`, exact on the proleptic calendar).
+//! ±999 999 with `time`'s large dates), while PostgreSQL's dates run to 5 874 897 AD — a
+//! replication must carry them as they are. Any `i64` of days works here (Howard Hinnant's
+//! `days_from_civil`, exact on the proleptic calendar); instants in microseconds since the
+//! epoch reach 294 247 AD (PostgreSQL's timestamps: 294 276 AD), and one past that is not
+//! parsed ([`parse_instant`] says `None`) rather than wrapped.
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> i64 {
@@ -176,7 +178,10 @@ pub fn parse_instant(s: &str, per_second: i64) -> Option<i64> {
         (rest, 0)
     };
     let tod = parse_time(clock, per_second)?;
-    Some((days * 86_400 - offset_secs) * per_second + tod)
+    days.checked_mul(86_400)?
+        .checked_sub(offset_secs)?
+        .checked_mul(per_second)?
+        .checked_add(tod)
 }
 
 #[cfg(test)]
@@ -185,13 +190,18 @@ mod tests {
 
     #[test]
     fn dates_past_the_libraries_range_round_trip() {
-        // PostgreSQL's largest date and timestamp.
+        // PostgreSQL's largest date.
         let last = parse_date("5874897-12-31").unwrap();
         assert_eq!(date(last), "5874897-12-31");
-        let ts = parse_instant("294276-12-31T23:59:59.999999Z", 1_000_000).unwrap();
+        let ts = parse_instant("200000-12-31T23:59:59.999999Z", 1_000_000).unwrap();
         assert_eq!(
             instant(ts, 1_000_000, 6, true),
-            "294276-12-31T23:59:59.999999Z"
+            "200000-12-31T23:59:59.999999Z"
+        );
+        // Past what microseconds since the epoch hold: not parsed, never wrapped.
+        assert_eq!(
+            parse_instant("294276-12-31T23:59:59.999999Z", 1_000_000),
+            None
         );
         assert_eq!(date(days_from_civil(-4713, 11, 24)), "-4713-11-24");
     }
