@@ -46,36 +46,26 @@ pub struct EsSinkBuilder {
 }
 
 impl EsSinkBuilder {
-    /// When bulks are sent, how many are in flight and how failures are retried (default
-    /// [`EsSink::default_bulk`]: 1000 actions (`bulk.flush.max.actions`), 5 MiB, every 1 s,
-    /// one bulk in flight, exponential backoff with 8 retries). With one bulk in flight, the
-    /// writes of a document apply in the order of the records, retries included; with more,
-    /// two versions of one document in different bulks may land in either order (use
-    /// external versions or idempotent ids).
-    pub fn bulk(mut self, bulk: BulkConfig) -> Self {
-        self.s.bulk = bulk;
-        self
-    }
+    rivus_core::setters! {
+        /// When bulks are sent, how many are in flight and how failures are retried (default
+        /// [`EsSink::default_bulk`]: 1000 actions (`bulk.flush.max.actions`), 5 MiB, every 1 s,
+        /// one bulk in flight, exponential backoff with 8 retries). With one bulk in flight, the
+        /// writes of a document apply in the order of the records, retries included; with more,
+        /// two versions of one document in different bulks may land in either order (use
+        /// external versions or idempotent ids).
+        bulk(bulk: BulkConfig) => s.bulk;
 
-    /// Requests per bulk (shortcut for `bulk.max_actions`).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.s.bulk.max_actions = n;
-        self
-    }
+        /// Requests per bulk (shortcut for `bulk.max_actions`).
+        batch_size(n: usize) => s.bulk.max_actions;
 
-    /// What happens to items the cluster refuses for good (mapping errors, conflicts) and to
-    /// records the emitter cannot turn into requests: fail (default), skip, dead-letter.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
-    }
+        /// What happens to items the cluster refuses for good (mapping errors, conflicts) and to
+        /// records the emitter cannot turn into requests: fail (default), skip, dead-letter.
+        error_policy(p: ErrorPolicy) => s.policy;
 
-    /// Custom code for items refused for good, run before the failure policy: it may re-add
-    /// requests (sent with the bulk's retry, awaited by checkpoints) and decide whether the
-    /// policy sees the item, it is handled, or the job fails. See [`FailureHandler`].
-    pub fn failure_handler(mut self, h: impl FailureHandler) -> Self {
-        self.s.failure_handler = Some(Arc::new(h));
-        self
+        /// Custom code for items refused for good, run before the failure policy: it may re-add
+        /// requests (sent with the bulk's retry, awaited by checkpoints) and decide whether the
+        /// policy sees the item, it is handled, or the job fails. See [`FailureHandler`].
+        failure_handler(h: impl FailureHandler) => s.failure_handler = Some(Arc::new(h));
     }
 
     /// The delivery guarantee (default at-least-once: every pending request is waited for

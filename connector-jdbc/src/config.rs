@@ -45,22 +45,15 @@ impl JdbcConfig {
         }
     }
 
-    /// With these TLS files.
-    pub fn tls(mut self, tls: TlsFiles) -> Self {
-        self.tls = tls;
-        self
-    }
+    rivus_core::setters! {
+        /// With these TLS files.
+        tls(tls: TlsFiles) => tls;
 
-    /// With this connect and acquire timeout.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
+        /// With this connect and acquire timeout.
+        timeout(timeout: Duration) => timeout;
 
-    /// With this longest wait for one write, prepare or commit.
-    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
-        self.statement_timeout = timeout;
-        self
+        /// With this longest wait for one write, prepare or commit.
+        statement_timeout(timeout: Duration) => statement_timeout;
     }
 }
 

@@ -109,10 +109,9 @@ impl<S, T> ValueSerializer<S, T> {
         ValueSerializer { schema, key: None }
     }
 
-    /// Adds a key computed from each value.
-    pub fn with_key(mut self, key: impl Fn(&T) -> Vec<u8> + Send + Sync + 'static) -> Self {
-        self.key = Some(Box::new(key));
-        self
+    rivus_core::setters! {
+        /// Adds a key computed from each value.
+        with_key(key: impl Fn(&T) -> Vec<u8> + Send + Sync + 'static) => key = Some(Box::new(key));
     }
 }
 

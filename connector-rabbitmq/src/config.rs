@@ -69,10 +69,9 @@ impl AmqpConfig {
         }
     }
 
-    /// Trusts this CA (PEM) for `amqps://`.
-    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.tls.ca_file = Some(path.into());
-        self
+    rivus_core::setters! {
+        /// Trusts this CA (PEM) for `amqps://`.
+        with_ca_file(path: impl Into<PathBuf>) => tls.ca_file = Some(path.into());
     }
 
     /// Presents this client certificate and PKCS#8 key (PEM files) on `amqps://`.

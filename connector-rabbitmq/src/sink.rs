@@ -58,64 +58,39 @@ pub struct RabbitSinkBuilder {
 }
 
 impl RabbitSinkBuilder {
-    /// Default exchange of messages (default `""`, the default exchange).
-    pub fn exchange(mut self, e: impl Into<String>) -> Self {
-        self.s.exchange = e.into();
-        self
-    }
+    rivus_core::setters! {
+        /// Default exchange of messages (default `""`, the default exchange).
+        exchange(e: impl Into<String>) => s.exchange = e.into();
 
-    /// Default routing key (with the default exchange: the queue name).
-    pub fn routing_key(mut self, k: impl Into<String>) -> Self {
-        self.s.routing_key = k.into();
-        self
-    }
+        /// Default routing key (with the default exchange: the queue name).
+        routing_key(k: impl Into<String>) => s.routing_key = k.into();
 
-    /// Unconfirmed messages in flight at most (default 1000).
-    pub fn confirm_window(mut self, n: usize) -> Self {
-        self.s.window = n;
-        self
-    }
+        /// Unconfirmed messages in flight at most (default 1000).
+        confirm_window(n: usize) => s.window;
 
-    /// Longest wait for the broker to take a publish or confirm it (default 30 s). Past it the
-    /// connection counts as lost: the sink reconnects and publishes what is unconfirmed again
-    /// (at-least-once) — a frozen broker or a dead network path sends no TCP error.
-    pub fn confirm_timeout(mut self, d: std::time::Duration) -> Self {
-        self.s.confirm_timeout = d;
-        self
-    }
+        /// Longest wait for the broker to take a publish or confirm it (default 30 s). Past it the
+        /// connection counts as lost: the sink reconnects and publishes what is unconfirmed again
+        /// (at-least-once) — a frozen broker or a dead network path sends no TCP error.
+        confirm_timeout(d: std::time::Duration) => s.confirm_timeout;
 
-    /// Persistent delivery mode (default true).
-    pub fn persistent(mut self, on: bool) -> Self {
-        self.s.persistent = on;
-        self
-    }
+        /// Persistent delivery mode (default true).
+        persistent(on: bool) => s.persistent;
 
-    /// Publish as mandatory: unroutable messages come back and go to the error policy
-    /// (default true).
-    pub fn mandatory(mut self, on: bool) -> Self {
-        self.s.mandatory = on;
-        self
-    }
+        /// Publish as mandatory: unroutable messages come back and go to the error policy
+        /// (default true).
+        mandatory(on: bool) => s.mandatory;
 
-    /// Retries of nacked messages (default exponential, 8 retries).
-    pub fn backoff(mut self, b: BackoffPolicy) -> Self {
-        self.s.backoff = b;
-        self
-    }
+        /// Retries of nacked messages (default exponential, 8 retries).
+        backoff(b: BackoffPolicy) => s.backoff;
 
-    /// The delivery guarantee (default at-least-once: every publish is confirmed by the
-    /// broker before a checkpoint completes). `AtMostOnce` does not wait for confirms at
-    /// checkpoints. `ExactlyOnce` is refused at `build`: publishes cannot be taken back (a
-    /// reader drops repeats by correlation id: the RabbitMQ source's `use_correlation_ids`).
-    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
-        self.s.guarantee = g;
-        self
-    }
+        /// The delivery guarantee (default at-least-once: every publish is confirmed by the
+        /// broker before a checkpoint completes). `AtMostOnce` does not wait for confirms at
+        /// checkpoints. `ExactlyOnce` is refused at `build`: publishes cannot be taken back (a
+        /// reader drops repeats by correlation id: the RabbitMQ source's `use_correlation_ids`).
+        guarantee(g: DeliveryGuarantee) => s.guarantee;
 
-    /// What happens to messages that cannot be encoded, are unroutable, or stay nacked.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+        /// What happens to messages that cannot be encoded, are unroutable, or stay nacked.
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the settings.

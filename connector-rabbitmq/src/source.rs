@@ -102,39 +102,26 @@ impl RabbitSourceBuilder {
         self
     }
 
-    /// Declares the queues with these options (default: use existing queues).
-    pub fn declare(mut self, options: QueueDeclare) -> Self {
-        self.s.declare = Some(options);
-        self
-    }
+    rivus_core::setters! {
+        /// Declares the queues with these options (default: use existing queues).
+        declare(options: QueueDeclare) => s.declare = Some(options);
 
-    /// Unacknowledged deliveries in flight per subtask (QoS prefetch, default 500). Bounds
-    /// memory; must exceed what one checkpoint interval reads, or reading pauses until the
-    /// checkpoint acknowledges.
-    pub fn prefetch(mut self, n: u16) -> Self {
-        self.s.prefetch = n;
-        self
-    }
+        /// Unacknowledged deliveries in flight per subtask (QoS prefetch, default 500). Bounds
+        /// memory; must exceed what one checkpoint interval reads, or reading pauses until the
+        /// checkpoint acknowledges.
+        prefetch(n: u16) => s.prefetch;
 
-    /// Drop redeliveries whose correlation id (or message id) was emitted before the restored
-    /// checkpoint: exactly-once, if producers set unique ids (default false: at-least-once).
-    pub fn use_correlation_ids(mut self, on: bool) -> Self {
-        self.s.correlation_ids = on;
-        self
-    }
+        /// Drop redeliveries whose correlation id (or message id) was emitted before the restored
+        /// checkpoint: exactly-once, if producers set unique ids (default false: at-least-once).
+        use_correlation_ids(on: bool) => s.correlation_ids;
 
-    /// Let the broker consider messages delivered on sending them: for jobs without
-    /// checkpoints; at-most-once.
-    pub fn auto_ack(mut self, on: bool) -> Self {
-        self.s.auto_ack = on;
-        self
-    }
+        /// Let the broker consider messages delivered on sending them: for jobs without
+        /// checkpoints; at-most-once.
+        auto_ack(on: bool) => s.auto_ack;
 
-    /// What to do with messages the decoder rejects (they are acknowledged afterwards, never
-    /// redelivered forever). Default: fail.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+        /// What to do with messages the decoder rejects (they are acknowledged afterwards, never
+        /// redelivered forever). Default: fail.
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the settings.

@@ -77,10 +77,9 @@ impl RedisConfig {
         e
     }
 
-    /// Trust this CA (PEM) for `rediss://` instead of the system's roots.
-    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.tls.ca_file = Some(path.into());
-        self
+    rivus_core::setters! {
+        /// Trust this CA (PEM) for `rediss://` instead of the system's roots.
+        ca_file(path: impl Into<PathBuf>) => tls.ca_file = Some(path.into());
     }
 
     /// Present this client certificate and key (PEM) on `rediss://` (servers with
@@ -91,23 +90,16 @@ impl RedisConfig {
         self
     }
 
-    /// All TLS files at once (CA, client certificate and key).
-    pub fn tls(mut self, files: TlsFiles) -> Self {
-        self.tls = files;
-        self
-    }
+    rivus_core::setters! {
+        /// All TLS files at once (CA, client certificate and key).
+        tls(files: TlsFiles) => tls;
 
-    /// Time to establish a connection (default 5 s).
-    pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.connect_timeout = d;
-        self
-    }
+        /// Time to establish a connection (default 5 s).
+        connect_timeout(d: Duration) => connect_timeout;
 
-    /// Time to wait for a reply (default 10 s); a timeout counts as a lost connection and the
-    /// pipeline or read is retried.
-    pub fn response_timeout(mut self, d: Duration) -> Self {
-        self.response_timeout = d;
-        self
+        /// Time to wait for a reply (default 10 s); a timeout counts as a lost connection and the
+        /// pipeline or read is retried.
+        response_timeout(d: Duration) => response_timeout;
     }
 
     /// True for a cluster endpoint.

@@ -41,10 +41,9 @@ impl RedisPubSubSourceBuilder {
         self
     }
 
-    /// What to do with messages the decoder rejects. Default: fail.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+    rivus_core::setters! {
+        /// What to do with messages the decoder rejects. Default: fail.
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the settings; `decode` gets the channel name and the payload.

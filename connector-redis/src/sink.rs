@@ -114,37 +114,28 @@ pub struct RedisSinkBuilder {
 }
 
 impl RedisSinkBuilder {
-    /// When pipelines are sent, how many are in flight and how failed ones are retried
-    /// (default [`RedisSink::default_bulk`]: 1000 commands, 1 MiB, every 100 ms, one pipeline
-    /// in flight). With one, the commands of a key apply in the order of the records, retries
-    /// included; with more, two commands of one key in different pipelines may apply in either
-    /// order (fine for SADD/PFADD/counters, not for SET). Pipelines that failed on the
-    /// connection are retried with `bulk.backoff` (the connection manager reconnects meanwhile).
-    pub fn bulk(mut self, bulk: BulkConfig) -> Self {
-        self.s.bulk = bulk;
-        self
-    }
+    rivus_core::setters! {
+        /// When pipelines are sent, how many are in flight and how failed ones are retried (default
+        /// [`RedisSink::default_bulk`]: 1000 commands, 1 MiB, every 100 ms, one pipeline in
+        /// flight). With one, the commands of a key apply in the order of the records, retries
+        /// included; with more, two commands of one key in different pipelines may apply in either
+        /// order (fine for SADD/PFADD/counters, not for SET). Pipelines that failed on the
+        /// connection are retried with `bulk.backoff` (the connection manager reconnects
+        /// meanwhile).
+        bulk(bulk: BulkConfig) => s.bulk;
 
-    /// Commands per pipeline (shortcut for `bulk.max_actions`).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.s.bulk.max_actions = n;
-        self
-    }
+        /// Commands per pipeline (shortcut for `bulk.max_actions`).
+        batch_size(n: usize) => s.bulk.max_actions;
 
-    /// The delivery guarantee (default at-least-once: every pipelined command is answered
-    /// before a checkpoint completes; `set`/`hset`/`sadd` rewrite the same value on replay).
-    /// `AtMostOnce` does not wait at checkpoints. `ExactlyOnce` is refused at `build`: a
-    /// pipeline is no transaction that a checkpoint could commit.
-    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
-        self.s.guarantee = g;
-        self
-    }
+        /// The delivery guarantee (default at-least-once: every pipelined command is answered
+        /// before a checkpoint completes; `set`/`hset`/`sadd` rewrite the same value on replay).
+        /// `AtMostOnce` does not wait at checkpoints. `ExactlyOnce` is refused at `build`: a
+        /// pipeline is no transaction that a checkpoint could commit.
+        guarantee(g: DeliveryGuarantee) => s.guarantee;
 
-    /// Commands the server refuses (WRONGTYPE...) and records the mapper rejects: fail
-    /// (default), skip, dead-letter.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+        /// Commands the server refuses (WRONGTYPE...) and records the mapper rejects: fail
+        /// (default), skip, dead-letter.
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the settings; `mapper` turns each record into commands (a missing or mistyped

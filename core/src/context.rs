@@ -87,10 +87,9 @@ impl RuntimeContext {
         }
     }
 
-    /// The same context in worker `id` of the job (`None`: the job runs as one process).
-    pub fn with_worker(mut self, id: Option<&str>) -> Self {
-        self.worker = id.map(Into::into);
-        self
+    setters! {
+        /// The same context in worker `id` of the job (`None`: the job runs as one process).
+        with_worker(id: Option<&str>) => worker = id.map(Into::into);
     }
 
     /// What the functions of this task share (a source and the sink chained into it): see
@@ -106,11 +105,10 @@ impl RuntimeContext {
         &self.subtasks_shared
     }
 
-    /// The same context with the parallel subtasks' shared values `shared` (set by the
-    /// runtime: one map per operator and attempt).
-    pub fn with_subtasks_shared(mut self, shared: crate::TaskShared) -> Self {
-        self.subtasks_shared = shared;
-        self
+    setters! {
+        /// The same context with the parallel subtasks' shared values `shared` (set by the
+        /// runtime: one map per operator and attempt).
+        with_subtasks_shared(shared: crate::TaskShared) => subtasks_shared;
     }
 
     /// Joins the functions of the task that `shared` belongs to (set by the runtime when it
@@ -159,18 +157,14 @@ impl RuntimeContext {
         }
     }
 
-    /// The same context in a job that takes a checkpoint every `interval` (`None`: no
-    /// checkpoints). The runtime sets it; tests that open a function by hand use it too.
-    pub fn with_checkpoint_interval(mut self, interval: Option<Duration>) -> Self {
-        self.checkpoint_interval = interval;
-        self
-    }
+    setters! {
+        /// The same context in a job that takes a checkpoint every `interval` (`None`: no
+        /// checkpoints). The runtime sets it; tests that open a function by hand use it too.
+        with_checkpoint_interval(interval: Option<Duration>) => checkpoint_interval;
 
-    /// The same context with `dir` as the place for files that checkpointed state refers to
-    /// (see [`local_dir`](Self::local_dir)).
-    pub fn with_local_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
-        self.local_dir = dir.map(Into::into);
-        self
+        /// The same context with `dir` as the place for files that checkpointed state refers to
+        /// (see [`local_dir`](Self::local_dir)).
+        with_local_dir(dir: Option<std::path::PathBuf>) => local_dir = dir.map(Into::into);
     }
 
     /// A directory on this machine for files that this function's checkpointed state refers

@@ -21,6 +21,9 @@
 //! # async fn demo() -> rivus_core::Result<()> { Ok(()) }
 //! ```
 
+#[macro_use]
+mod setters;
+
 pub mod activity;
 pub mod backoff;
 pub mod bulk;

@@ -51,11 +51,10 @@ impl SchemaError {
         }
     }
 
-    /// The same error, attributed to `position` (used when encoding, where the schema does not
-    /// know where the record is going).
-    pub fn at(mut self, position: impl fmt::Display) -> Self {
-        self.position = position.to_string();
-        self
+    setters! {
+        /// The same error, attributed to `position` (used when encoding, where the schema does not
+        /// know where the record is going).
+        at(position: impl fmt::Display) => position = position.to_string();
     }
 }
 

@@ -269,10 +269,9 @@ impl Registry {
         })
     }
 
-    /// Sets the retry policy of unavailable requests (default: core's, about 15 s).
-    pub fn with_backoff(mut self, backoff: BackoffPolicy) -> Self {
-        self.backoff = backoff;
-        self
+    rivus_core::setters! {
+        /// Sets the retry policy of unavailable requests (default: core's, about 15 s).
+        with_backoff(backoff: BackoffPolicy) => backoff;
     }
 
     /// Requests sent so far (a steady job sends one per distinct schema).

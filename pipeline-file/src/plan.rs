@@ -52,17 +52,13 @@ impl SourcePlan {
         }
     }
 
-    /// The plan of a section at `path` in the file: the errors its sources raise name fields
-    /// below it.
-    pub fn under(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
-        self
-    }
+    rivus_core::setters! {
+        /// The plan of a section at `path` in the file: the errors its sources raise name fields
+        /// below it.
+        under(path: impl Into<String>) => path = path.into();
 
-    /// The source emits `total` records in all (the status line shows progress and an ETA).
-    pub fn with_total(mut self, total: u64) -> Self {
-        self.total = Some(total);
-        self
+        /// The source emits `total` records in all (the status line shows progress and an ETA).
+        with_total(total: u64) => total = Some(total);
     }
 
     /// How many records the source will emit, when known.
@@ -112,11 +108,10 @@ impl SinkPlan {
         }
     }
 
-    /// The plan of a section at `path` in the file: the errors its sinks raise name fields
-    /// below it.
-    pub fn under(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
-        self
+    rivus_core::setters! {
+        /// The plan of a section at `path` in the file: the errors its sinks raise name fields
+        /// below it.
+        under(path: impl Into<String>) => path = path.into();
     }
 
     /// Subtask `i`'s sink.

@@ -40,26 +40,19 @@ impl SequenceSource {
         }
     }
 
-    /// Keeps in `next` the highest next value of this subtask (across restarts: replayed
-    /// values do not count twice). With parallelism 1, everything below it was emitted.
-    pub fn track_next(mut self, next: Arc<AtomicU64>) -> Self {
-        self.next = Some(next);
-        self
-    }
+    rivus_core::setters! {
+        /// Keeps in `next` the highest next value of this subtask (across restarts: replayed
+        /// values do not count twice). With parallelism 1, everything below it was emitted.
+        track_next(next: Arc<AtomicU64>) => next = Some(next);
 
-    /// Keeps in `current` the next value of this subtask's running attempt (a restored one
-    /// starts at its checkpoint's): below [`track_next`](Self::track_next)'s value while a
-    /// restarted job replays what the failed attempt had emitted past its last checkpoint.
-    pub fn track_current(mut self, current: Arc<AtomicU64>) -> Self {
-        self.current = Some(current);
-        self
-    }
+        /// Keeps in `current` the next value of this subtask's running attempt (a restored one
+        /// starts at its checkpoint's): below [`track_next`](Self::track_next)'s value while a
+        /// restarted job replays what the failed attempt had emitted past its last checkpoint.
+        track_current(current: Arc<AtomicU64>) => current = Some(current);
 
-    /// Emits at most `per_second` records per second (per subtask), serving checkpoints and
-    /// stop requests while it waits.
-    pub fn paced(mut self, per_second: u64) -> Self {
-        self.rate = Some(per_second.max(1));
-        self
+        /// Emits at most `per_second` records per second (per subtask), serving checkpoints and
+        /// stop requests while it waits.
+        paced(per_second: u64) => rate = Some(per_second.max(1));
     }
 }
 

@@ -289,17 +289,14 @@ impl<'a> External<'a> {
         }
     }
 
-    /// How to start it, for the message when it does not answer (e.g. `dev/services up x`).
-    pub fn how_to_start(mut self, how: &'a str) -> Self {
-        self.how_to_start = how;
-        self
-    }
+    rivus_core::setters! {
+        /// How to start it, for the message when it does not answer (e.g. `dev/services up x`).
+        how_to_start(how: &'a str) => how_to_start;
 
-    /// Another check that it answers (a protocol greeting, a health endpoint): gets the
-    /// address, returns why it does not answer.
-    pub fn probe(mut self, probe: impl Fn(&str) -> std::result::Result<(), String> + 'a) -> Self {
-        self.probe = Box::new(probe);
-        self
+        /// Another check that it answers (a protocol greeting, a health endpoint): gets the
+        /// address, returns why it does not answer.
+        probe(probe: impl Fn(&str) -> std::result::Result<(), String> + 'a)
+            => probe = Box::new(probe);
     }
 
     /// The address, when the server answers. When it does not, the test fails with a message

@@ -130,11 +130,10 @@ impl<T: Send + 'static> TransactionalSink<T> {
         }
     }
 
-    /// Waits `per_batch` after each batch: a slow sink, so that a fast source is
-    /// back-pressured and checkpoints land mid-stream.
-    pub fn pace(mut self, per_batch: std::time::Duration) -> Self {
-        self.pace = Some(per_batch);
-        self
+    rivus_core::setters! {
+        /// Waits `per_batch` after each batch: a slow sink, so that a fast source is
+        /// back-pressured and checkpoints land mid-stream.
+        pace(per_batch: std::time::Duration) => pace = Some(per_batch);
     }
 
     /// Fails once the sinks sharing `received` have been handed `n` records in all

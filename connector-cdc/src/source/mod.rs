@@ -172,47 +172,31 @@ impl PostgresCdcSourceBuilder {
         self
     }
 
-    /// When to read the tables whole (default [`SnapshotMode::Initial`]).
-    pub fn snapshot(mut self, mode: SnapshotMode) -> Self {
-        self.s.snapshot = mode;
-        self
-    }
+    rivus_core::setters! {
+        /// When to read the tables whole (default [`SnapshotMode::Initial`]).
+        snapshot(mode: SnapshotMode) => s.snapshot;
 
-    /// Rows per snapshot query (default 10 000).
-    pub fn chunk_rows(mut self, n: usize) -> Self {
-        self.s.chunk_rows = n;
-        self
-    }
+        /// Rows per snapshot query (default 10 000).
+        chunk_rows(n: usize) => s.chunk_rows;
 
-    /// Debezium's envelope (default) or flat records.
-    pub fn envelope(mut self, e: Envelope) -> Self {
-        self.s.envelope = e;
-        self
-    }
+        /// Debezium's envelope (default) or flat records.
+        envelope(e: Envelope) => s.envelope;
 
-    /// How often the source reports its confirmed position to the server when nothing else
-    /// happens (default 10 s; the server drops a replication connection silent for
-    /// `wal_sender_timeout`, 60 s by default).
-    pub fn status_interval(mut self, d: Duration) -> Self {
-        self.s.status_interval = d;
-        self
-    }
+        /// How often the source reports its confirmed position to the server when nothing else
+        /// happens (default 10 s; the server drops a replication connection silent for
+        /// `wal_sender_timeout`, 60 s by default).
+        status_interval(d: Duration) => s.status_interval;
 
-    /// SQL run at every status interval on a connection of its own, e.g.
-    /// `UPDATE rivus_heartbeat SET ts = now()` (the user needs the right to run it; checked
-    /// at start). A write in the slot's database gives the stream something to confirm when
-    /// the published tables are idle while other databases of the server write a lot, so the
-    /// slot does not hold their WAL. Default: none (status updates and the server's keepalives
-    /// move the position over idle stretches already).
-    pub fn heartbeat_query(mut self, sql: impl Into<String>) -> Self {
-        self.s.heartbeat = Some(sql.into());
-        self
-    }
+        /// SQL run at every status interval on a connection of its own, e.g.
+        /// `UPDATE rivus_heartbeat SET ts = now()` (the user needs the right to run it; checked
+        /// at start). A write in the slot's database gives the stream something to confirm when
+        /// the published tables are idle while other databases of the server write a lot, so the
+        /// slot does not hold their WAL. Default: none (status updates and the server's keepalives
+        /// move the position over idle stretches already).
+        heartbeat_query(sql: impl Into<String>) => s.heartbeat = Some(sql.into());
 
-    /// Connect timeout (default 10 s).
-    pub fn timeout(mut self, d: Duration) -> Self {
-        self.s.timeout = d;
-        self
+        /// Connect timeout (default 10 s).
+        timeout(d: Duration) => s.timeout;
     }
 
     /// Checks the settings; errors name the field (`slot`, `tables[0]`).
@@ -281,10 +265,9 @@ impl PostgresCdcSource {
         slot::report(&self.s).await
     }
 
-    /// The same source reading another publication (for tests of refusals and tools).
-    pub fn with_publication(mut self, publication: impl Into<String>) -> Self {
-        self.s.publication = publication.into();
-        self
+    rivus_core::setters! {
+        /// The same source reading another publication (for tests of refusals and tools).
+        with_publication(publication: impl Into<String>) => s.publication = publication.into();
     }
 }
 

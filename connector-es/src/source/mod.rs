@@ -47,17 +47,13 @@ pub struct EsSourceBuilder {
 }
 
 impl EsSourceBuilder {
-    /// Connection settings.
-    /// The index (or pattern / alias) to read.
-    pub fn index(mut self, index: impl Into<String>) -> Self {
-        self.s.index = index.into();
-        self
-    }
+    rivus_core::setters! {
+        /// Connection settings.
+        /// The index (or pattern / alias) to read.
+        index(index: impl Into<String>) => s.index = index.into();
 
-    /// A query in the search DSL (default `match_all`).
-    pub fn query(mut self, query: Value) -> Self {
-        self.s.query = query;
-        self
+        /// A query in the search DSL (default `match_all`).
+        query(query: Value) => s.query;
     }
 
     /// The sort that orders the documents; it must be total and stable across restarts
@@ -69,16 +65,12 @@ impl EsSourceBuilder {
         self
     }
 
-    /// Documents per search request (default 1000).
-    pub fn page_size(mut self, n: usize) -> Self {
-        self.s.page_size = n;
-        self
-    }
+    rivus_core::setters! {
+        /// Documents per search request (default 1000).
+        page_size(n: usize) => s.page_size;
 
-    /// What to do with hits the decoder rejects (default: fail).
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+        /// What to do with hits the decoder rejects (default: fail).
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the settings; `decode` turns a hit (with `_id`, `_source`, `sort`) into a record.

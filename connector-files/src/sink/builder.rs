@@ -45,22 +45,15 @@ impl FilesSinkBuilder {
         }
     }
 
-    /// The S3 endpoint, region, keys and addressing.
-    pub fn s3(mut self, o: S3Options) -> Self {
-        self.s3 = o;
-        self
-    }
+    rivus_core::setters! {
+        /// The S3 endpoint, region, keys and addressing.
+        s3(o: S3Options) => s3;
 
-    /// The format (default Parquet with zstd).
-    pub fn format(mut self, f: FileFormat) -> Self {
-        self.format = f;
-        self
-    }
+        /// The format (default Parquet with zstd).
+        format(f: FileFormat) => format;
 
-    /// The columns of Parquet and CSV files (default: inferred from the first records).
-    pub fn schema(mut self, columns: Vec<Column>) -> Self {
-        self.schema = SchemaSource::Declared(columns);
-        self
+        /// The columns of Parquet and CSV files (default: inferred from the first records).
+        schema(columns: Vec<Column>) => schema = SchemaSource::Declared(columns);
     }
 
     /// The columns of the latest Avro schema of `subject` in the registry (fetched when the
@@ -77,47 +70,28 @@ impl FilesSinkBuilder {
         self
     }
 
-    /// The partition directory template (default none: files at the top), e.g.
-    /// `dt={event_time:%Y-%m-%d}/` (see [`PathTemplate`]).
-    pub fn path(mut self, template: impl Into<String>) -> Self {
-        self.path = template.into();
-        self
-    }
+    rivus_core::setters! {
+        /// The partition directory template (default none: files at the top), e.g.
+        /// `dt={event_time:%Y-%m-%d}/` (see [`PathTemplate`]).
+        path(template: impl Into<String>) => path = template.into();
 
-    /// A file is closed once it reaches this size (default 128 MiB).
-    pub fn target_file_size(mut self, bytes: u64) -> Self {
-        self.target_file_size = bytes;
-        self
-    }
+        /// A file is closed once it reaches this size (default 128 MiB).
+        target_file_size(bytes: u64) => target_file_size;
 
-    /// A file is closed once open this long (default 15 minutes).
-    pub fn rollover(mut self, d: Duration) -> Self {
-        self.rollover = d;
-        self
-    }
+        /// A file is closed once open this long (default 15 minutes).
+        rollover(d: Duration) => rollover;
 
-    /// Bytes per uploaded part on S3 (default 8 MiB, at least 5 MiB).
-    pub fn part_size(mut self, bytes: usize) -> Self {
-        self.part_size = bytes;
-        self
-    }
+        /// Bytes per uploaded part on S3 (default 8 MiB, at least 5 MiB).
+        part_size(bytes: usize) => part_size;
 
-    /// A Parquet row group closes at this size in memory (default 16 MiB) and at checkpoints.
-    pub fn row_group_bytes(mut self, bytes: usize) -> Self {
-        self.row_group_bytes = bytes;
-        self
-    }
+        /// A Parquet row group closes at this size in memory (default 16 MiB) and at checkpoints.
+        row_group_bytes(bytes: usize) => row_group_bytes;
 
-    /// Files open at once per subtask (default 16); a new partition beyond closes the oldest.
-    pub fn max_open_files(mut self, n: usize) -> Self {
-        self.max_open_files = n;
-        self
-    }
+        /// Files open at once per subtask (default 16); a new partition beyond closes the oldest.
+        max_open_files(n: usize) => max_open_files;
 
-    /// Where records that cannot be placed or encoded go (default: fail).
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.policy = p;
-        self
+        /// Where records that cannot be placed or encoded go (default: fail).
+        error_policy(p: ErrorPolicy) => policy;
     }
 
     /// Checks the options; errors name the option (`part_size`, `schema[0].name`).

@@ -79,28 +79,18 @@ impl FilesSource {
 }
 
 impl FilesSourceBuilder {
-    /// The S3 endpoint, region, keys and addressing.
-    pub fn s3(mut self, o: S3Options) -> Self {
-        self.s.s3 = o;
-        self
-    }
+    rivus_core::setters! {
+        /// The S3 endpoint, region, keys and addressing.
+        s3(o: S3Options) => s.s3;
 
-    /// Keep listing every `every` for new files (default: list once, then end).
-    pub fn discover(mut self, every: Duration) -> Self {
-        self.s.discover = Some(every);
-        self
-    }
+        /// Keep listing every `every` for new files (default: list once, then end).
+        discover(every: Duration) => s.discover = Some(every);
 
-    /// A larger file is refused (it is read whole into memory; default 256 MiB).
-    pub fn max_file_bytes(mut self, n: u64) -> Self {
-        self.s.max_file_bytes = n;
-        self
-    }
+        /// A larger file is refused (it is read whole into memory; default 256 MiB).
+        max_file_bytes(n: u64) => s.max_file_bytes;
 
-    /// Where lines that are not records go (default: fail).
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+        /// Where lines that are not records go (default: fail).
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the options; errors name `source.files.<option>`.

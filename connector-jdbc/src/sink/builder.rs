@@ -59,99 +59,68 @@ impl JdbcSinkBuilder {
         self
     }
 
-    /// Insert (default), upsert, or your own statement ([`WriteMode::Statement`]; or use
-    /// [`JdbcSink::with_statement`]).
-    pub fn mode(mut self, mode: WriteMode) -> Self {
-        self.s.mode = mode;
-        self
-    }
+    rivus_core::setters! {
+        /// Insert (default), upsert, or your own statement ([`WriteMode::Statement`]; or use
+        /// [`JdbcSink::with_statement`]).
+        mode(mode: WriteMode) => s.mode;
 
-    /// How PostgreSQL receives batches (default [`PgMethod::Unnest`]).
-    pub fn postgres_method(mut self, method: PgMethod) -> Self {
-        self.s.method = method;
-        self
-    }
+        /// How PostgreSQL receives batches (default [`PgMethod::Unnest`]).
+        postgres_method(method: PgMethod) => s.method;
 
-    /// Batching: rows per batch (`max_actions`, default 1000), bytes, interval (default
-    /// 200 ms), batches in flight (default 2; always 1 for SQLite, upserts and exactly-once,
-    /// where batches must land in order) and the backoff for retries after lost connections.
-    /// In insert mode with more than one batch in flight, batches may commit out of order:
-    /// send deletes with upsert mode.
-    pub fn bulk(mut self, bulk: BulkConfig) -> Self {
-        self.s.bulk = bulk;
-        self
-    }
+        /// Batching: rows per batch (`max_actions`, default 1000), bytes, interval (default
+        /// 200 ms), batches in flight (default 2; always 1 for SQLite, upserts and exactly-once,
+        /// where batches must land in order) and the backoff for retries after lost connections.
+        /// In insert mode with more than one batch in flight, batches may commit out of order:
+        /// send deletes with upsert mode.
+        bulk(bulk: BulkConfig) => s.bulk;
 
-    /// Rows per batch (shortcut for `bulk.max_actions`).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.s.bulk.max_actions = n;
-        self
-    }
+        /// Rows per batch (shortcut for `bulk.max_actions`).
+        batch_size(n: usize) => s.bulk.max_actions;
 
-    /// Rows the database refuses (constraints, types) and records that cannot be converted:
-    /// fail (default), skip, dead-letter.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
-    }
+        /// Rows the database refuses (constraints, types) and records that cannot be converted:
+        /// fail (default), skip, dead-letter.
+        error_policy(p: ErrorPolicy) => s.policy;
 
-    /// The delivery guarantee (default at-least-once: every batch written before a
-    /// checkpoint completes). `ExactlyOnce` writes through prepared transactions:
-    /// PostgreSQL's `PREPARE TRANSACTION` (needs `max_prepared_transactions` above 0 on the
-    /// server) or MySQL/MariaDB XA (needs MariaDB 10.5 or MySQL 5.7.7 or later, checked at
-    /// open); refused for SQLite. The sink never writes less than at-least-once:
-    /// `AtMostOnce` gives at-least-once.
-    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
-        self.s.exactly_once = g == DeliveryGuarantee::ExactlyOnce;
-        self
-    }
+        /// The delivery guarantee (default at-least-once: every batch written before a
+        /// checkpoint completes). `ExactlyOnce` writes through prepared transactions:
+        /// PostgreSQL's `PREPARE TRANSACTION` (needs `max_prepared_transactions` above 0 on the
+        /// server) or MySQL/MariaDB XA (needs MariaDB 10.5 or MySQL 5.7.7 or later, checked at
+        /// open); refused for SQLite. The sink never writes less than at-least-once:
+        /// `AtMostOnce` gives at-least-once.
+        guarantee(g: DeliveryGuarantee) => s.exactly_once = g == DeliveryGuarantee::ExactlyOnce;
 
-    /// Prefix of prepared-transaction ids, unique per sink in a database (default
-    /// `rivus-<job>-<operator>`, cut and ended with a hash of the whole where MySQL/MariaDB's
-    /// 64-byte XA ids need it; letters, digits, `-`, `_`, `.`; a prefix given here must fit
-    /// those ids with `:<subtask>:<number>`, about 40 characters, or is refused at open).
-    pub fn transaction_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.s.prefix = Some(prefix.into());
-        self
-    }
+        /// Prefix of prepared-transaction ids, unique per sink in a database (default
+        /// `rivus-<job>-<operator>`, cut and ended with a hash of the whole where MySQL/MariaDB's
+        /// 64-byte XA ids need it; letters, digits, `-`, `_`, `.`; a prefix given here must fit
+        /// those ids with `:<subtask>:<number>`, about 40 characters, or is refused at open).
+        transaction_prefix(prefix: impl Into<String>) => s.prefix = Some(prefix.into());
 
-    /// Exactly-once behind a Kafka source in group mode (workers): the table that keeps the
-    /// source's positions, written in the same transaction as the rows (default
-    /// `rivus_source_positions`, created if missing; one row per sink and partition).
-    pub fn positions_table(mut self, table: impl Into<String>) -> Self {
-        self.s.positions_table = table.into();
-        self
-    }
+        /// Exactly-once behind a Kafka source in group mode (workers): the table that keeps the
+        /// source's positions, written in the same transaction as the rows (default
+        /// `rivus_source_positions`, created if missing; one row per sink and partition).
+        positions_table(table: impl Into<String>) => s.positions_table = table.into();
 
-    /// How a text field becomes the bytes of a binary column (`BYTEA`, `BLOB`,
-    /// `VARBINARY`; default [`BytesText::Utf8`], the text's own bytes, or
-    /// [`BytesText::Base64`] with [`apply_changes`](Self::apply_changes): change records
-    /// carry bytes as base64, as Debezium does).
-    /// [`BytesText::Base64`] keeps the bytes and fixed fields of the `avro`, `protobuf` and
-    /// `json-schema` formats, which arrive as base64 text; text that does not decode is a bad
-    /// record (the error policy), named by column.
-    pub fn bytes_encoding(mut self, text: BytesText) -> Self {
-        self.s.bytes_text = Some(text);
-        self
-    }
+        /// How a text field becomes the bytes of a binary column (`BYTEA`, `BLOB`,
+        /// `VARBINARY`; default [`BytesText::Utf8`], the text's own bytes, or
+        /// [`BytesText::Base64`] with [`apply_changes`](Self::apply_changes): change records
+        /// carry bytes as base64, as Debezium does).
+        /// [`BytesText::Base64`] keeps the bytes and fixed fields of the `avro`, `protobuf` and
+        /// `json-schema` formats, which arrive as base64 text; text that does not decode is a bad
+        /// record (the error policy), named by column.
+        bytes_encoding(text: BytesText) => s.bytes_text = Some(text);
 
-    /// Read records as change records ([`rivus_core::change::Change`]: flat with `__deleted`,
-    /// or Debezium's envelope), as a change-data-capture source emits them: writes are
-    /// upserted, deletes delete by key, and a column a change did not carry (PostgreSQL's
-    /// unchanged TOASTed values, marked with Debezium's placeholder) keeps its value — the
-    /// upsert names only the columns the change has. Values are read with Debezium's
-    /// encodings: dates as days since 1970-01-01, times as microseconds since midnight,
-    /// timestamps as microseconds since the epoch, bytes as base64. Needs
-    /// [`WriteMode::Upsert`]; for [`build_json`](Self::build_json).
-    pub fn apply_changes(mut self, on: bool) -> Self {
-        self.s.apply_changes = on;
-        self
-    }
+        /// Read records as change records ([`rivus_core::change::Change`]: flat with `__deleted`,
+        /// or Debezium's envelope), as a change-data-capture source emits them: writes are
+        /// upserted, deletes delete by key, and a column a change did not carry (PostgreSQL's
+        /// unchanged TOASTed values, marked with Debezium's placeholder) keeps its value — the
+        /// upsert names only the columns the change has. Values are read with Debezium's
+        /// encodings: dates as days since 1970-01-01, times as microseconds since midnight,
+        /// timestamps as microseconds since the epoch, bytes as base64. Needs
+        /// [`WriteMode::Upsert`]; for [`build_json`](Self::build_json).
+        apply_changes(on: bool) => s.apply_changes;
 
-    /// Drop fields that name no column instead of refusing the record.
-    pub fn ignore_unknown_fields(mut self, on: bool) -> Self {
-        self.s.ignore_unknown = on;
-        self
+        /// Drop fields that name no column instead of refusing the record.
+        ignore_unknown_fields(on: bool) => s.ignore_unknown;
     }
 
     fn validate(&self) -> Result<Dialect> {

@@ -112,23 +112,16 @@ impl JdbcSourceBuilder {
         self
     }
 
-    /// Continuous: poll every `interval` for rows after the last position (the default, with
-    /// 1 s).
-    pub fn continuous(mut self, interval: Duration) -> Self {
-        self.s.mode = Mode::Continuous { poll: interval };
-        self
-    }
+    rivus_core::setters! {
+        /// Continuous: poll every `interval` for rows after the last position (the default, with
+        /// 1 s).
+        continuous(interval: Duration) => s.mode = Mode::Continuous { poll: interval };
 
-    /// Rows per page (default 1000): memory stays bounded by one page per subtask.
-    pub fn fetch_size(mut self, n: usize) -> Self {
-        self.s.fetch = n;
-        self
-    }
+        /// Rows per page (default 1000): memory stays bounded by one page per subtask.
+        fetch_size(n: usize) => s.fetch;
 
-    /// Rows the decoder refuses: fail (default), skip, dead-letter.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
+        /// Rows the decoder refuses: fail (default), skip, dead-letter.
+        error_policy(p: ErrorPolicy) => s.policy;
     }
 
     /// Checks the settings; `decode` turns each row (column → JSON value) into a record.

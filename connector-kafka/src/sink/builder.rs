@@ -41,82 +41,55 @@ impl std::fmt::Debug for KafkaSinkBuilder {
 }
 
 impl KafkaSinkBuilder {
-    /// The topic of records that do not name one.
-    pub fn topic(mut self, topic: impl Into<String>) -> Self {
-        self.s.topic = Some(topic.into());
-        self
-    }
+    rivus_core::setters! {
+        /// The topic of records that do not name one.
+        topic(topic: impl Into<String>) => s.topic = Some(topic.into());
 
-    /// The delivery guarantee (default at-least-once):
-    /// - `AtMostOnce`: send and forget; a failure may lose records.
-    /// - `AtLeastOnce`: every record sent before a checkpoint is acknowledged by the broker
-    ///   before that checkpoint completes; after a failure, records since the last checkpoint
-    ///   are sent again.
-    /// - `ExactlyOnce`: one transaction per checkpoint, committed when the checkpoint
-    ///   completes; readers with `isolation.level=read_committed` see every record once.
-    pub fn guarantee(mut self, g: DeliveryGuarantee) -> Self {
-        self.s.delivery = g;
-        self
-    }
+        /// The delivery guarantee (default at-least-once):
+        /// - `AtMostOnce`: send and forget; a failure may lose records.
+        /// - `AtLeastOnce`: every record sent before a checkpoint is acknowledged by the broker
+        ///   before that checkpoint completes; after a failure, records since the last checkpoint
+        ///   are sent again.
+        /// - `ExactlyOnce`: one transaction per checkpoint, committed when the checkpoint
+        ///   completes; readers with `isolation.level=read_committed` see every record once.
+        guarantee(g: DeliveryGuarantee) => s.delivery;
 
-    /// What to do with records that cannot be serialized or that the client refuses
-    /// (too large, unknown topic) (default: fail).
-    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.s.policy = policy;
-        self
-    }
+        /// What to do with records that cannot be serialized or that the client refuses
+        /// (too large, unknown topic) (default: fail).
+        error_policy(policy: ErrorPolicy) => s.policy;
 
-    /// Longest wait for outstanding deliveries at a checkpoint, at either guarantee (default
-    /// 60 s); past it the checkpoint fails with the count of records still unacknowledged.
-    pub fn flush_timeout(mut self, d: Duration) -> Self {
-        self.s.flush_timeout = d;
-        self
-    }
+        /// Longest wait for outstanding deliveries at a checkpoint, at either guarantee (default
+        /// 60 s); past it the checkpoint fails with the count of records still unacknowledged.
+        flush_timeout(d: Duration) => s.flush_timeout;
 
-    /// Exactly-once: prefix of the transactional ids `<prefix>-<subtask>-<slot>` (default
-    /// `<job>-<sink name>`). Must be stable across restarts and unique per sink.
-    pub fn transactional_id_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.s.txn.prefix = Some(prefix.into());
-        self
-    }
+        /// Exactly-once: prefix of the transactional ids `<prefix>-<subtask>-<slot>` (default
+        /// `<job>-<sink name>`). Must be stable across restarts and unique per sink.
+        transactional_id_prefix(prefix: impl Into<String>) => s.txn.prefix = Some(prefix.into());
 
-    /// Exactly-once: transactional producers per subtask (default 3; at least 2).
-    pub fn transaction_pool(mut self, n: usize) -> Self {
-        self.s.txn.pool = n;
-        self
-    }
+        /// Exactly-once: transactional producers per subtask (default 3; at least 2).
+        transaction_pool(n: usize) => s.txn.pool;
 
-    /// Exactly-once: the compacted topic recording committed transactions (default
-    /// `rivus-txn-markers.<transactional id prefix>`). Give each sink its own.
-    pub fn marker_topic(mut self, topic: impl Into<String>) -> Self {
-        self.s.txn.marker_topic = Some(topic.into());
-        self
-    }
+        /// Exactly-once: the compacted topic recording committed transactions (default
+        /// `rivus-txn-markers.<transactional id prefix>`). Give each sink its own.
+        marker_topic(topic: impl Into<String>) => s.txn.marker_topic = Some(topic.into());
 
-    /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum;
-    /// with the group's offsets in the transaction, twice the checkpoint interval plus 10 s:
-    /// a worker killed mid-transaction holds `read_committed` readers of its output
-    /// partitions back until it runs out, or until the worker comes back).
-    pub fn transaction_timeout(mut self, d: Duration) -> Self {
-        self.s.txn.timeout = Some(d);
-        self
-    }
+        /// Exactly-once: `transaction.timeout.ms` (default 15 minutes, the broker's usual maximum;
+        /// with the group's offsets in the transaction, twice the checkpoint interval plus 10 s:
+        /// a worker killed mid-transaction holds `read_committed` readers of its output
+        /// partitions back until it runs out, or until the worker comes back).
+        transaction_timeout(d: Duration) => s.txn.timeout = Some(d);
 
-    /// Exactly-once: the directory of the transactions' write-ahead logs (default: the state
-    /// backend's local directory + `kafka-txn-log`, e.g. `<checkpoint dir>/local/kafka-txn-log`;
-    /// without one, the system's temporary directory). Each log holds one checkpoint
-    /// interval's records of one subtask; it must survive a crash of the process, on the
-    /// machine that restarts the job.
-    pub fn transaction_log_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.s.txn.log_dir = Some(dir.into());
-        self
-    }
+        /// Exactly-once: the directory of the transactions' write-ahead logs (default: the state
+        /// backend's local directory + `kafka-txn-log`, e.g. `<checkpoint
+        /// dir>/local/kafka-txn-log`; without one, the system's temporary directory). Each log
+        /// holds one checkpoint interval's records of one subtask; it must survive a crash of the
+        /// process, on the machine that restarts the job.
+        transaction_log_dir(dir: impl Into<std::path::PathBuf>) => s.txn.log_dir = Some(dir.into());
 
-    /// Exactly-once: calls `hook` at each [`TxnStep`] of every transaction, on the sink's
-    /// task (for tests that stop the process at a chosen point, and for tracing).
-    pub fn transaction_hook(mut self, hook: impl Fn(TxnStep) + Send + Sync + 'static) -> Self {
-        self.s.txn.hook = Some(std::sync::Arc::new(hook));
-        self
+        /// Exactly-once: calls `hook` at each [`TxnStep`] of every transaction, on the sink's
+        /// task (for tests that stop the process at a chosen point, and for tracing).
+        transaction_hook(hook: impl Fn(TxnStep) + Send + Sync + 'static)
+            => s.txn.hook = Some(std::sync::Arc::new(hook));
     }
 
     /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate

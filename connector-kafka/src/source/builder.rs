@@ -49,10 +49,10 @@ impl KafkaSourceBuilder {
         self
     }
 
-    /// Reads every topic whose whole name matches the regular expression `pattern`.
-    pub fn topic_pattern(mut self, pattern: impl Into<String>) -> Self {
-        self.s.subscription = Subscription::Pattern(pattern.into());
-        self
+    rivus_core::setters! {
+        /// Reads every topic whose whole name matches the regular expression `pattern`.
+        topic_pattern(pattern: impl Into<String>)
+            => s.subscription = Subscription::Pattern(pattern.into());
     }
 
     /// Reads exactly these partitions.
@@ -72,41 +72,28 @@ impl KafkaSourceBuilder {
         self
     }
 
-    /// Where partitions without checkpointed state start (default: committed offsets, else
-    /// earliest).
-    pub fn start(mut self, start: StartOffsets) -> Self {
-        self.s.start = start;
-        self
-    }
+    rivus_core::setters! {
+        /// Where partitions without checkpointed state start (default: committed offsets, else
+        /// earliest).
+        start(start: StartOffsets) => s.start;
 
-    /// Makes the source bounded.
-    pub fn stop(mut self, stop: StopOffsets) -> Self {
-        self.s.stop = stop;
-        self
-    }
+        /// Makes the source bounded.
+        stop(stop: StopOffsets) => s.stop;
 
-    /// Subscribes through the consumer-group protocol (cooperative-sticky) instead of
-    /// assigning partitions by hand: several processes of the job — workers
-    /// ([`Pipeline::worker`]) — share the topics' partitions, which move as workers join and
-    /// leave. Each partition starts from the group's committed offset (completed checkpoints
-    /// commit), so the guarantee across workers is at-least-once. Reads topics or a pattern,
-    /// unbounded, starting from committed offsets (then earliest, or latest with
-    /// [`StartOffsets::Latest`]). Worker mode needs it.
-    pub fn group_mode(mut self, on: bool) -> Self {
-        self.s.group_mode = on;
-        self
-    }
+        /// Subscribes through the consumer-group protocol (cooperative-sticky) instead of
+        /// assigning partitions by hand: several processes of the job — workers
+        /// ([`Pipeline::worker`]) — share the topics' partitions, which move as workers join and
+        /// leave. Each partition starts from the group's committed offset (completed checkpoints
+        /// commit), so the guarantee across workers is at-least-once. Reads topics or a pattern,
+        /// unbounded, starting from committed offsets (then earliest, or latest with
+        /// [`StartOffsets::Latest`]). Worker mode needs it.
+        group_mode(on: bool) => s.group_mode;
 
-    /// Looks for new partitions this often (`None`: never; default 5 minutes).
-    pub fn partition_discovery(mut self, every: Option<Duration>) -> Self {
-        self.s.discovery = every;
-        self
-    }
+        /// Looks for new partitions this often (`None`: never; default 5 minutes).
+        partition_discovery(every: Option<Duration>) => s.discovery;
 
-    /// What to do with records the deserializer rejects (default: fail).
-    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
-        self.s.policy = policy;
-        self
+        /// What to do with records the deserializer rejects (default: fail).
+        error_policy(policy: ErrorPolicy) => s.policy;
     }
 
     /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate

@@ -102,11 +102,10 @@ pub struct RedisStreamsSourceBuilder {
 }
 
 impl RedisStreamsSourceBuilder {
-    /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
-    /// attempts); then the job fails and recovers from its checkpoint.
-    pub fn reconnect(mut self, b: BackoffPolicy) -> Self {
-        self.s.reconnect = b;
-        self
+    rivus_core::setters! {
+        /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
+        /// attempts); then the job fails and recovers from its checkpoint.
+        reconnect(b: BackoffPolicy) => s.reconnect;
     }
 
     /// The streams to read; stream `k` goes to subtask `k % parallelism`.
@@ -115,37 +114,26 @@ impl RedisStreamsSourceBuilder {
         self
     }
 
-    /// The consumer group (created at the start of each stream if missing).
-    pub fn group(mut self, g: impl Into<String>) -> Self {
-        self.s.group = g.into();
-        self
-    }
+    rivus_core::setters! {
+        /// The consumer group (created at the start of each stream if missing).
+        group(g: impl Into<String>) => s.group = g.into();
 
-    /// Consumer names are `<prefix>-<subtask>` (default `rivus`): keep it stable across restarts.
-    pub fn consumer_prefix(mut self, p: impl Into<String>) -> Self {
-        self.s.consumer_prefix = p.into();
-        self
-    }
+        /// Consumer names are `<prefix>-<subtask>` (default `rivus`): keep it stable across
+        /// restarts.
+        consumer_prefix(p: impl Into<String>) => s.consumer_prefix = p.into();
 
-    /// Entries per read (default 500).
-    pub fn count(mut self, n: usize) -> Self {
-        self.s.count = n;
-        self
-    }
+        /// Entries per read (default 500).
+        count(n: usize) => s.count;
 
-    /// Entries the decoder rejects (acknowledged afterwards): fail (default), skip, dead-letter.
-    pub fn error_policy(mut self, p: ErrorPolicy) -> Self {
-        self.s.policy = p;
-        self
-    }
+        /// Entries the decoder rejects (acknowledged afterwards): fail (default), skip,
+        /// dead-letter.
+        error_policy(p: ErrorPolicy) => s.policy;
 
-    /// Worker mode: entries pending (delivered, not acknowledged) longer than this are
-    /// claimed from whichever consumer holds them — a worker that died — and processed
-    /// (default 60 s). Keep it well above the checkpoint interval: a living worker's entries
-    /// wait that long for their acknowledgement, and claiming them delivers them twice.
-    pub fn claim_idle(mut self, d: std::time::Duration) -> Self {
-        self.s.claim_idle = d;
-        self
+        /// Worker mode: entries pending (delivered, not acknowledged) longer than this are
+        /// claimed from whichever consumer holds them — a worker that died — and processed
+        /// (default 60 s). Keep it well above the checkpoint interval: a living worker's entries
+        /// wait that long for their acknowledgement, and claiming them delivers them twice.
+        claim_idle(d: std::time::Duration) => s.claim_idle;
     }
 
     /// Checks the settings.

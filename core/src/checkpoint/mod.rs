@@ -75,17 +75,13 @@ impl CheckpointConfig {
         }
     }
 
-    /// The same config with another delay of the first checkpoint after the first record
-    /// (`None`: one interval after the start, like the others).
-    pub fn with_first_checkpoint_delay(mut self, delay: Option<Duration>) -> Self {
-        self.first_checkpoint_delay = delay;
-        self
-    }
+    setters! {
+        /// The same config with another delay of the first checkpoint after the first record
+        /// (`None`: one interval after the start, like the others).
+        with_first_checkpoint_delay(delay: Option<Duration>) => first_checkpoint_delay;
 
-    /// The same config with another timeout.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
+        /// The same config with another timeout.
+        with_timeout(timeout: Duration) => timeout;
     }
 
     /// Checks the settings.

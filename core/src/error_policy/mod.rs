@@ -57,10 +57,9 @@ impl ErrorHandler {
         }
     }
 
-    /// Names the connector in the letters (`kafka`, `redis-streams`, ...).
-    pub fn connector(mut self, name: impl Into<String>) -> Self {
-        self.connector = name.into();
-        self
+    setters! {
+        /// Names the connector in the letters (`kafka`, `redis-streams`, ...).
+        connector(name: impl Into<String>) => connector = name.into();
     }
 
     /// The policy in force.

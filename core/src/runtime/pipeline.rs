@@ -140,20 +140,16 @@ impl Pipeline {
         self
     }
 
-    /// How long a job may hand no record to its sinks and complete no checkpoint before it is
-    /// reported stalled (default: five checkpoint intervals, at least 30 s; 60 s without
-    /// checkpoints). See [`Stall`](super::Stall).
-    pub fn stall_threshold(mut self, d: Duration) -> Self {
-        self.stall_threshold = Some(d);
-        self
-    }
+    setters! {
+        /// How long a job may hand no record to its sinks and complete no checkpoint before it is
+        /// reported stalled (default: five checkpoint intervals, at least 30 s; 60 s without
+        /// checkpoints). See [`Stall`](super::Stall).
+        stall_threshold(d: Duration) => stall_threshold = Some(d);
 
-    /// Fails the attempt (a retryable [`Error::Stalled`]: the supervisor restarts the job from
-    /// its newest checkpoint) once it made no progress for `d`. Default: none, a stall is only
-    /// reported. At least the stall threshold.
-    pub fn stall_timeout(mut self, d: Duration) -> Self {
-        self.stall_timeout = Some(d);
-        self
+        /// Fails the attempt (a retryable [`Error::Stalled`]: the supervisor restarts the job from
+        /// its newest checkpoint) once it made no progress for `d`. Default: none, a stall is only
+        /// reported. At least the stall threshold.
+        stall_timeout(d: Duration) => stall_timeout = Some(d);
     }
 
     /// Records per batch between tasks and into sinks (default 1024).

@@ -31,17 +31,13 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         }
     }
 
-    /// Records per split.
-    pub fn records_per_split(mut self, n: usize) -> Self {
-        self.per_split = n.max(1);
-        self
-    }
+    rivus_core::setters! {
+        /// Records per split.
+        records_per_split(n: usize) => per_split = n.max(1);
 
-    /// Whether records of one split arrive in the order written (default true). A source
-    /// whose subtasks each read a slice of the whole data (not whole splits) says false.
-    pub fn ordered(mut self, ordered: bool) -> Self {
-        self.ordered = ordered;
-        self
+        /// Whether records of one split arrive in the order written (default true). A source
+        /// whose subtasks each read a slice of the whole data (not whole splits) says false.
+        ordered(ordered: bool) => ordered;
     }
 
     /// The rows of the cases run so far.

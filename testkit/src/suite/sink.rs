@@ -60,10 +60,9 @@ impl<C: SinkExternal> SinkSuite<C> {
         }
     }
 
-    /// Records per split.
-    pub fn records_per_split(mut self, n: usize) -> Self {
-        self.per_split = n.max(1);
-        self
+    rivus_core::setters! {
+        /// Records per split.
+        records_per_split(n: usize) => per_split = n.max(1);
     }
 
     /// The external context.

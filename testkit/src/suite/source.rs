@@ -42,16 +42,12 @@ impl<C: SourceExternal> SourceSuite<C> {
         }
     }
 
-    /// How long a case waits for the expected records before judging (default 60 s).
-    pub fn arrival_timeout(mut self, d: Duration) -> Self {
-        self.arrival_timeout = d;
-        self
-    }
+    rivus_core::setters! {
+        /// How long a case waits for the expected records before judging (default 60 s).
+        arrival_timeout(d: Duration) => arrival_timeout;
 
-    /// Records written per split and round.
-    pub fn records_per_split(mut self, n: usize) -> Self {
-        self.per_split = n.max(1);
-        self
+        /// Records written per split and round.
+        records_per_split(n: usize) => per_split = n.max(1);
     }
 
     /// The external context (to inspect it after a run).
