@@ -3,33 +3,24 @@
 //! error policy with the path of the failing value, `/items/2/price`); a reader validates each
 //! payload against its writer's schema, fetched once per id like Avro's.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use jsonschema::Validator;
-use parking_lot::Mutex;
 use rivus_core::schema::SchemaError;
 use rivus_core::{Error, Result};
 use serde_json::Value;
 
 use crate::format::SchemaFormat;
 use crate::registry::{Registry, SchemaType};
-use crate::schemas::{payload_schema, writer_schema};
+use crate::schemas::{payload_schema, Registered};
 use crate::{wire, Role};
 
 /// Validators kept by id at most.
 const KEPT: usize = 1000;
 
-pub(crate) struct JsonSchemaCodec {
-    pub path: String,
-    pub spec: SchemaFormat,
-    pub registry: Arc<Registry>,
-    /// The writer's schema given in the file: its text and `title`.
-    given: Option<(String, Option<String>)>,
-    writer: OnceLock<(u32, Arc<Validator>)>,
-    readers: Mutex<HashMap<u32, Arc<Validator>>>,
-}
+/// The writer's schema given in the file with its `title`; validators by id.
+pub(crate) type JsonSchemaCodec = Registered<Option<String>, Arc<Validator>, Arc<Validator>>;
 
 fn compile(text: &str, references: &[(String, String)]) -> std::result::Result<Validator, String> {
     let schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
@@ -87,12 +78,6 @@ impl JsonSchemaCodec {
         given: Option<String>,
         path: &str,
     ) -> Result<Self> {
-        if spec.reader_schema.is_some() || spec.reader_schema_file.is_some() {
-            return Err(Error::config(
-                format!("{path}.reader_schema"),
-                "a reader schema is for Avro; JSON Schema payloads are read as they are",
-            ));
-        }
         let given = match given {
             Some(text) => {
                 compile(&text, &[]).map_err(|e| Error::config(format!("{path}.schema"), e))?;
@@ -103,40 +88,24 @@ impl JsonSchemaCodec {
             }
             None => None,
         };
-        Ok(JsonSchemaCodec {
-            path: path.to_owned(),
-            spec: spec.clone(),
-            registry: Arc::new(registry),
+        Registered::with_given(
+            spec,
+            registry,
             given,
-            writer: OnceLock::new(),
-            readers: Mutex::default(),
-        })
-    }
-
-    pub(crate) fn writer_id(&self) -> Option<u32> {
-        self.writer.get().map(|w| w.0)
-    }
-
-    pub(crate) fn is_open(&self) -> bool {
-        self.writer.get().is_some()
+            path,
+            "a reader schema is for Avro; JSON Schema payloads are read as they are",
+        )
     }
 
     /// Registers (or finds) the writer's schema; see `Codec::open_writer`.
     pub(crate) async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
-        if self.writer.get().is_some() {
-            return Ok(());
-        }
         let name = self.given.as_ref().and_then(|g| g.1.clone());
-        let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
-        let (subject, id, schema) = writer_schema(
-            &self.spec,
-            &self.registry,
-            (topic, role),
-            SchemaType::Json,
-            given,
-            &self.path,
-        )
-        .await?;
+        let Some((subject, id, schema)) = self
+            .resolve_writer(topic, role, SchemaType::Json, name)
+            .await?
+        else {
+            return Ok(());
+        };
         let v = Arc::new(compile(&schema.text, &schema.references).map_err(|e| {
             Error::config(
                 format!("{}.schema", self.path),

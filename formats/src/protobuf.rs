@@ -8,9 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
 use protox::prost::Message as _;
 use protox::prost_reflect::{
     DeserializeOptions, DynamicMessage, FileDescriptor, MessageDescriptor, SerializeOptions,
@@ -21,7 +19,7 @@ use serde_json::Value;
 
 use crate::format::SchemaFormat;
 use crate::registry::{Registry, SchemaType};
-use crate::schemas::{payload_schema, writer_schema};
+use crate::schemas::{payload_schema, Registered};
 use crate::{wire, Role};
 
 /// Compiled schemas kept by id at most.
@@ -145,15 +143,10 @@ const TO_JSON: SerializeOptions = SerializeOptions::new()
     .use_proto_field_name(true)
     .skip_default_fields(false);
 
-pub(crate) struct ProtobufCodec {
-    pub path: String,
-    pub spec: SchemaFormat,
-    pub registry: Arc<Registry>,
-    /// The writer's `.proto` source given in the file, its message and that message's path.
-    given: Option<(String, MessageDescriptor, Vec<i64>)>,
-    writer: OnceLock<(u32, MessageDescriptor, Vec<u8>)>,
-    readers: Mutex<HashMap<u32, FileDescriptor>>,
-}
+/// The writer's `.proto` source given in the file with its message and that message's path;
+/// the writer's message and its indexes header; files by id.
+pub(crate) type ProtobufCodec =
+    Registered<(MessageDescriptor, Vec<i64>), (MessageDescriptor, Vec<u8>), FileDescriptor>;
 
 impl ProtobufCodec {
     /// Checks the settings and compiles a given schema; errors name `{path}.…`.
@@ -163,12 +156,6 @@ impl ProtobufCodec {
         given: Option<String>,
         path: &str,
     ) -> Result<Self> {
-        if spec.reader_schema.is_some() || spec.reader_schema_file.is_some() {
-            return Err(Error::config(
-                format!("{path}.reader_schema"),
-                "a reader schema is for Avro; Protobuf messages are read by their writer's schema",
-            ));
-        }
         let given = match given {
             Some(text) => {
                 let file =
@@ -186,40 +173,24 @@ impl ProtobufCodec {
             }
             None => None,
         };
-        Ok(ProtobufCodec {
-            path: path.to_owned(),
-            spec: spec.clone(),
-            registry: Arc::new(registry),
-            given,
-            writer: OnceLock::new(),
-            readers: Mutex::default(),
-        })
-    }
-
-    pub(crate) fn writer_id(&self) -> Option<u32> {
-        self.writer.get().map(|w| w.0)
-    }
-
-    pub(crate) fn is_open(&self) -> bool {
-        self.writer.get().is_some()
+        Registered::with_given(
+            spec,
+            registry,
+            given.map(|(text, m, p)| (text, (m, p))),
+            path,
+            "a reader schema is for Avro; Protobuf messages are read by their writer's schema",
+        )
     }
 
     /// Registers (or finds) the writer's schema; see `Codec::open_writer`.
     pub(crate) async fn open_writer(&self, topic: &str, role: Role) -> Result<()> {
-        if self.writer.get().is_some() {
+        let name = self.given.as_ref().map(|g| g.1 .0.full_name().to_owned());
+        let Some((subject, id, schema)) = self
+            .resolve_writer(topic, role, SchemaType::Protobuf, name)
+            .await?
+        else {
             return Ok(());
-        }
-        let name = self.given.as_ref().map(|g| g.1.full_name().to_owned());
-        let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
-        let (subject, id, schema) = writer_schema(
-            &self.spec,
-            &self.registry,
-            (topic, role),
-            SchemaType::Protobuf,
-            given,
-            &self.path,
-        )
-        .await?;
+        };
         let bad = |e: String| {
             Error::config(
                 format!("{}.schema", self.path),
@@ -233,7 +204,7 @@ impl ProtobufCodec {
         indexes(&p, &mut header);
         tracing::info!(%subject, id, message = m.full_name(), registry = self.registry.url(), "protobuf: writing with the registered schema");
         self.readers.lock().insert(id, file);
-        let _ = self.writer.set((id, m, header));
+        let _ = self.writer.set((id, (m, header)));
         Ok(())
     }
 
@@ -242,7 +213,7 @@ impl ProtobufCodec {
         record: &Value,
         out: &mut Vec<u8>,
     ) -> std::result::Result<(), SchemaError> {
-        let Some((id, m, header)) = self.writer.get() else {
+        let Some((id, (m, header))) = self.writer.get() else {
             return Err(SchemaError::unavailable(
                 "protobuf",
                 "(unassigned)",

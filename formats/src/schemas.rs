@@ -165,3 +165,76 @@ pub(crate) async fn payload_schema(
         references,
     })
 }
+
+/// What a codec with a registry keeps (JSON Schema, Protobuf): where its settings sit in the
+/// file, the settings, the registry, the writer's schema given in the file (its text and what
+/// the codec compiled of it), the writer's schema once resolved (its id and compiled form),
+/// and the readers' schemas by id.
+pub(crate) struct Registered<G, W, R> {
+    pub path: String,
+    pub spec: SchemaFormat,
+    pub registry: std::sync::Arc<Registry>,
+    pub given: Option<(String, G)>,
+    pub writer: std::sync::OnceLock<(u32, W)>,
+    pub readers: parking_lot::Mutex<std::collections::HashMap<u32, R>>,
+}
+
+impl<G, W, R> Registered<G, W, R> {
+    /// Refuses a reader schema (`why` says how the format reads instead: only Avro resolves
+    /// a writer's schema against a reader's); errors name `{path}.…`.
+    pub(crate) fn with_given(
+        spec: &SchemaFormat,
+        registry: Registry,
+        given: Option<(String, G)>,
+        path: &str,
+        why: &str,
+    ) -> Result<Self> {
+        if spec.reader_schema.is_some() || spec.reader_schema_file.is_some() {
+            return Err(Error::config(format!("{path}.reader_schema"), why));
+        }
+        Ok(Registered {
+            path: path.to_owned(),
+            spec: spec.clone(),
+            registry: std::sync::Arc::new(registry),
+            given,
+            writer: std::sync::OnceLock::new(),
+            readers: Default::default(),
+        })
+    }
+
+    /// The writer's schema id, once resolved.
+    pub(crate) fn writer_id(&self) -> Option<u32> {
+        self.writer.get().map(|w| w.0)
+    }
+
+    /// Whether the writer's schema is resolved.
+    pub(crate) fn is_open(&self) -> bool {
+        self.writer.get().is_some()
+    }
+
+    /// The writer's registered schema for `topic` (the given one registered, or found), its
+    /// subject and id — `None` when it is resolved already. `name` is the given schema's
+    /// record name, for subject strategies that use it.
+    pub(crate) async fn resolve_writer(
+        &self,
+        topic: &str,
+        role: crate::Role,
+        kind: SchemaType,
+        name: Option<String>,
+    ) -> Result<Option<(String, u32, WithReferences)>> {
+        if self.is_open() {
+            return Ok(None);
+        }
+        let given = self.given.as_ref().map(|g| (g.0.as_str(), name.as_deref()));
+        writer_schema(
+            &self.spec,
+            &self.registry,
+            (topic, role),
+            kind,
+            given,
+            &self.path,
+        )
+        .await
+        .map(Some)
+    }
+}

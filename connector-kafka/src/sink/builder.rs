@@ -92,31 +92,7 @@ impl KafkaSinkBuilder {
             => s.txn.hook = Some(std::sync::Arc::new(hook));
     }
 
-    /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
-    /// for mutual TLS. See [`security`](crate::security).
-    pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-        self.s.props.set_tls(tls);
-        self
-    }
-
-    /// Authenticates with SASL by user name and password, over TLS.
-    pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
-        self.s.props.set_sasl(sasl);
-        self
-    }
-
-    /// How long opening waits for the cluster's first answer (default 30 s); a refused
-    /// password or certificate fails at once, naming the endpoint.
-    pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.s.props.set_connect_timeout(d);
-        self
-    }
-
-    /// Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...).
-    pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.s.props.set(key, value);
-        self
-    }
+    crate::config::connection_setters!("Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...).");
 
     /// Checks the settings and returns the sink (clone it into each subtask).
     pub fn build<T: Send + 'static>(

@@ -9,7 +9,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 use rivus_core::prelude::*;
 
-use super::fetcher::{Discovery, FetchBatch, Fetcher, Refused};
+use super::fetcher::{Discovery, FetchBatch, Fetcher};
 use super::group_assignment::tp_key;
 use super::offsets::{self, Plan, StopOffsets};
 use super::subscription::Subscription;
@@ -184,37 +184,11 @@ impl<T: Send + 'static> KafkaSource<T> {
                 continue;
             }
             let key = &keys[f.part];
-            match ctx.state_mut().get_mut(key) {
-                Some(slot) => *slot = f.offset + 1,
-                None => {
-                    ctx.state_mut().insert(key.clone(), f.offset + 1);
-                }
-            }
-            match f.value {
-                Ok(v) => match f.timestamp {
-                    Some(ts) => ctx.collect_with_timestamp(v, ts).await?,
-                    None => ctx.collect(v).await?,
-                },
-                Err(refused) => {
-                    let Refused {
-                        error,
-                        position,
-                        value,
-                    } = *refused;
-                    if error.transient {
-                        // Not the record's fault (a schema registry out of reach): the task fails and
-                        // restarts from its checkpoint, which this record is not part of.
-                        return Err(rivus_core::Error::connector(
-                            format!("kafka source: decoding {position}"),
-                            error,
-                        ));
-                    }
-                    r.handler.handle(position, &error, &value).await?;
-                }
-            }
-            if stops[f.part].is_some_and(|s| f.offset + 1 >= s) {
-                live[f.part] = false;
-                stops[f.part] = None;
+            let (part, offset) = (f.part, f.offset);
+            r.emit(ctx, key, f).await?;
+            if stops[part].is_some_and(|s| offset + 1 >= s) {
+                live[part] = false;
+                stops[part] = None;
                 progress.finish(key);
             }
         }

@@ -198,34 +198,7 @@ impl<T: Send + 'static> super::KafkaSource<T> {
                 if !live[f.part] {
                     continue;
                 }
-                match ctx.state_mut().get_mut(&keys[f.part]) {
-                    Some(slot) => *slot = f.offset + 1,
-                    None => {
-                        ctx.state_mut().insert(keys[f.part].clone(), f.offset + 1);
-                    }
-                }
-                match f.value {
-                    Ok(v) => match f.timestamp {
-                        Some(ts) => ctx.collect_with_timestamp(v, ts).await?,
-                        None => ctx.collect(v).await?,
-                    },
-                    Err(refused) => {
-                        let super::fetcher::Refused {
-                            error,
-                            position,
-                            value,
-                        } = *refused;
-                        if error.transient {
-                            // Not the record's fault (a schema registry out of reach): the task fails and
-                            // restarts from its checkpoint, which this record is not part of.
-                            return Err(rivus_core::Error::connector(
-                                format!("kafka source: decoding {position}"),
-                                error,
-                            ));
-                        }
-                        r.handler.handle(position, &error, &value).await?;
-                    }
-                }
+                r.emit(ctx, &keys[f.part], f).await?;
             }
             r.records.increment(n);
             r.bytes.increment(batch.bytes);

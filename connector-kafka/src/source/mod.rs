@@ -71,6 +71,46 @@ struct Running<T> {
     bytes: metrics::Counter,
 }
 
+impl<T: Send + 'static> Running<T> {
+    /// Emits one fetched record and moves its partition's offset in the state past it. A
+    /// record the deserializer refused goes to the error policy — unless the refusal is not
+    /// the record's fault (a schema registry out of reach): then the task fails and restarts
+    /// from its checkpoint, which this record is not part of.
+    async fn emit(
+        &self,
+        ctx: &mut SourceContext<T, KafkaSourceState>,
+        key: &str,
+        f: fetcher::Fetched<T>,
+    ) -> Result<()> {
+        match ctx.state_mut().get_mut(key) {
+            Some(slot) => *slot = f.offset + 1,
+            None => {
+                ctx.state_mut().insert(key.to_owned(), f.offset + 1);
+            }
+        }
+        match f.value {
+            Ok(v) => match f.timestamp {
+                Some(ts) => ctx.collect_with_timestamp(v, ts).await,
+                None => ctx.collect(v).await,
+            },
+            Err(refused) => {
+                let fetcher::Refused {
+                    error,
+                    position,
+                    value,
+                } = *refused;
+                if error.transient {
+                    return Err(rivus_core::Error::connector(
+                        format!("kafka source: decoding {position}"),
+                        error,
+                    ));
+                }
+                self.handler.handle(position, &error, &value).await
+            }
+        }
+    }
+}
+
 /// A Kafka source. Clone it into each subtask: `pipeline.source("kafka", 4, |_| src.clone())`.
 pub struct KafkaSource<T> {
     settings: Arc<Settings>,
