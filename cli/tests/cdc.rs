@@ -206,12 +206,7 @@ async fn cdc_to_kafka_survives_kill_nine_and_the_compacted_topic_equals_the_tabl
         return;
     };
     let n = rows();
-    let name = unique_name("cdc_kafka").replace('-', "_");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone()],
-    };
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_kafka", false);
     table(&pg, &name, n).await;
     topics::topic(&kafka, &name).await;
     let dir = tempfile::tempdir().unwrap();
@@ -324,13 +319,8 @@ async fn cdc_to_a_postgres_replica_survives_kill_nine_and_equals_the_table() {
         return;
     };
     let n = rows();
-    let name = unique_name("cdc_replica").replace('-', "_");
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_replica", true);
     let replica = format!("{name}_copy");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone(), replica.clone()],
-    };
     table(&pg, &name, n).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("job.toml");
@@ -417,12 +407,7 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     ) else {
         return;
     };
-    let name = unique_name("cdc_es").replace('-', "_");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone()],
-    };
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_es", false);
     table(&pg, &name, 6_000).await;
     let dir = tempfile::tempdir().unwrap();
     let file = example_job(

@@ -345,13 +345,8 @@ async fn a_replica_that_refuses_every_statement_ends_the_job() {
     let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
         return;
     };
-    let name = unique_name("cdc_refused").replace('-', "_");
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_refused", true);
     let replica = format!("{name}_copy");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone(), replica.clone()],
-    };
     exec(
         &pg,
         &format!(
@@ -421,12 +416,7 @@ async fn refusals_name_the_setting_in_the_file() {
     let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
         return;
     };
-    let name = unique_name("cdc_named").replace('-', "_");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone()],
-    };
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_named", false);
     exec(
         &pg,
         &format!(

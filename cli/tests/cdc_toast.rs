@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_testkit::services::{require, unique_name, Service};
+use rivus_testkit::services::{require, Service};
 use sqlx::{Connection, PgConnection, Row};
 
 use cdc::{count, differences, exec, job_file, rivus, stop, Cleanup, Job};
@@ -303,13 +303,8 @@ async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
         return;
     };
     let rows = toast_rows();
-    let name = unique_name("cdc_toast").replace('-', "_");
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_toast", true);
     let replica = format!("{name}_copy");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone(), replica.clone()],
-    };
     toast_table(&pg, &name, rows, true).await;
     exec(
         &pg,
@@ -377,12 +372,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_an_elasticsearch_index() {
     // each: a quarter of the rows keeps the run (six restarts, each may read the snapshot
     // again when no checkpoint completed since) within minutes on two cores.
     let rows = toast_rows() / 4;
-    let name = unique_name("cdc_toast_es").replace('-', "_");
-    let _cleanup = Cleanup {
-        pg: pg.clone(),
-        name: name.clone(),
-        tables: vec![name.clone()],
-    };
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_toast_es", false);
     toast_table(&pg, &name, rows, false).await;
     let sink = format!(
         "type = \"elasticsearch\"\nurl = \"{es}\"\nindex = \"{name}\"\nid_field = \"a\"\n\

@@ -4,7 +4,7 @@
 #[path = "support/http.rs"]
 mod http;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -289,28 +289,9 @@ fn check_reports_reachability_without_printing_secrets() {
 async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
     let dir = tempfile::tempdir().unwrap();
     let n = 60_000u64;
-    let file = dir.path().join("p.toml");
-    // No key on the table: a record written twice would be a second row.
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"resume\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
-             [source]\ntype = \"generator\"\ncount = {n}\nrate = 10000\n\
-             [sink]\ntype = \"jdbc\"\nurl = \"sqlite:out.db\"\ntable = \"orders\"\n\
-             setup = \"CREATE TABLE IF NOT EXISTS orders (id INTEGER, user TEXT, amount REAL, status TEXT, ts INTEGER)\"\n"
-        ),
-    )
-    .unwrap();
+    let file = orders_into_sqlite(dir.path(), "resume", n, 10_000);
     let db = dir.path().join("out.db");
-    let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_rivus"))
-            .args(["run", file.to_str().unwrap()])
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = || start(dir.path(), &file);
     let count = || async {
         sqlite_strings(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM orders").await[0]
             .parse::<u64>()
@@ -348,25 +329,9 @@ async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
 async fn a_second_process_of_the_same_job_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let n = 20_000u64;
-    let file = dir.path().join("p.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"twice\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
-             [source]\ntype = \"generator\"\ncount = {n}\nrate = 5000\n\
-             [sink]\ntype = \"jdbc\"\nurl = \"sqlite:out.db\"\ntable = \"orders\"\n\
-             setup = \"CREATE TABLE IF NOT EXISTS orders (id INTEGER, user TEXT, amount REAL, status TEXT, ts INTEGER)\"\n"
-        ),
-    )
-    .unwrap();
+    let file = orders_into_sqlite(dir.path(), "twice", n, 5_000);
     let db = dir.path().join("out.db");
-    let first = Command::new(env!("CARGO_BIN_EXE_rivus"))
-        .args(["run", file.to_str().unwrap()])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = start(dir.path(), &file);
     let deadline = Instant::now() + Duration::from_secs(60);
     // The file exists as soon as the sink connects, the table once its `setup` ran.
     while sqlite_rows(&db).await.unwrap_or(0) == 0 {
@@ -687,4 +652,33 @@ fn the_schema_accepts_every_example_and_refuses_what_the_command_refuses() {
         let out = rivus(dir.path(), &["validate", file.to_str().unwrap()]);
         assert!(!out.status.success(), "the command accepts {why}:\n{bad}");
     }
+}
+
+/// The job file `p.toml` in `dir`: `n` generated orders at `rate` per second into the table
+/// `orders` of `out.db` (SQLite), checkpointed every 200 ms. The table has no key: a record
+/// written twice would be a second row.
+fn orders_into_sqlite(dir: &Path, name: &str, n: u64, rate: u64) -> PathBuf {
+    let file = dir.join("p.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{name}\"\n[checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
+             [source]\ntype = \"generator\"\ncount = {n}\nrate = {rate}\n\
+             [sink]\ntype = \"jdbc\"\nurl = \"sqlite:out.db\"\ntable = \"orders\"\n\
+             setup = \"CREATE TABLE IF NOT EXISTS orders (id INTEGER, user TEXT, amount REAL, status TEXT, ts INTEGER)\"\n"
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// `rivus run file` started in `dir`, its output piped.
+fn start(dir: &Path, file: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }

@@ -196,19 +196,13 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
 
     // Version 1 while the job runs, then version 2 (a field with a default added).
     let first = orders(30);
-    let lines = dir.path().join("v1.jsonl");
-    write_lines(&lines, &first);
-    let v1 = here().join("order.avsc");
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "produce",
-            &kafka,
-            &registry,
-            &input,
-            v1.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
+        "produce",
+        (&kafka, &registry, &input),
+        "order.avsc",
+        dir.path(),
+        &first,
     );
     read_json(&kafka, &output, 30);
     let second: Vec<Value> = orders(60)[30..]
@@ -219,18 +213,13 @@ async fn confluent_writer_moving_to_a_compatible_schema_mid_stream_is_read_on_an
             r
         })
         .collect();
-    let lines = dir.path().join("v2.jsonl");
-    write_lines(&lines, &second);
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "produce",
-            &kafka,
-            &registry,
-            &input,
-            v2.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
+        "produce",
+        (&kafka, &registry, &input),
+        "order_v2.avsc",
+        dir.path(),
+        &second,
     );
     let got = read_json(&kafka, &output, 60);
     Command::new("kill")
@@ -294,20 +283,8 @@ async fn confluent_avro_bodies_go_through_rabbitmq_into_redis_values() {
         unique_name("avro-list"),
     );
     let sent = orders(25);
-    let lines = dir.path().join("orders.jsonl");
-    write_lines(&lines, &sent);
     let schema = here().join("order.avsc");
-    let payloads = confluent(
-        &py,
-        &[
-            "encode",
-            "-",
-            &registry,
-            &first,
-            schema.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
-    );
+    let payloads = confluent_encode(&py, &registry, &first, "order.avsc", dir.path(), &sent);
     // Both queues declared durable, the first one filled.
     let conn = lapin::Connection::connect(&amqp, Default::default())
         .await
@@ -458,19 +435,13 @@ async fn confluent_avro_example_fills_typed_postgres_columns() {
     let unique = unique_name("avro-example").replace('-', "_");
     topic(&kafka, &unique).await;
     let sent = orders(40);
-    let lines = dir.path().join("orders.jsonl");
-    write_lines(&lines, &sent);
-    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/order.avsc");
-    confluent(
+    confluent_produce(
         &py,
-        &[
-            "produce",
-            &kafka,
-            &registry,
-            &unique,
-            schema.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
+        "produce",
+        (&kafka, &registry, &unique),
+        "../../../examples/order.avsc",
+        dir.path(),
+        &sent,
     );
     let example =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/avro-kafka-to-postgres.toml");
@@ -555,20 +526,7 @@ async fn confluent_avro_fields_of_a_redis_stream_are_read() {
     let (stream, output) = (unique_name("avro-stream"), unique_name("avro-from-stream"));
     topic(&kafka, &output).await;
     let sent = orders(20);
-    let lines = dir.path().join("orders.jsonl");
-    write_lines(&lines, &sent);
-    let schema = here().join("order.avsc");
-    let payloads = confluent(
-        &py,
-        &[
-            "encode",
-            "-",
-            &registry,
-            &stream,
-            schema.to_str().unwrap(),
-            lines.to_str().unwrap(),
-        ],
-    );
+    let payloads = confluent_encode(&py, &registry, &stream, "order.avsc", dir.path(), &sent);
     let client = redis::Client::open(redis_url.as_str()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
     for p in payloads.lines() {

@@ -164,23 +164,14 @@ async fn confluent_protobuf_serializers_and_rivus_read_each_other() {
         topic(&kafka, t).await;
     }
     let sent = proto_orders(30);
-    confluent_produce(
+    let got = protobuf_read_by_rivus(
         &py,
-        "proto-produce",
-        (&kafka, &registry, &input),
+        (&kafka, &registry),
+        (&input, &middle),
         "order.proto",
         dir.path(),
         &sent,
     );
-    let source_format = format!("{{ type = \"protobuf\", {} }}", registry_table(&registry));
-    kafka_copy(
-        dir.path(),
-        &kafka,
-        (&input, &source_format),
-        (&middle, ""),
-        "letters.jsonl",
-    );
-    let got = read_json(&kafka, &middle, sent.len());
     for (i, (a, b)) in sent.iter().zip(&got).enumerate() {
         assert_eq!(a, b, "record {i} read from Confluent's ProtobufSerializer");
     }
@@ -239,22 +230,42 @@ async fn confluent_protobuf_imports_are_read_through_schema_references() {
             })
         })
         .collect();
-    confluent_produce(
+    let got = protobuf_read_by_rivus(
         &py,
-        "proto-produce",
-        (&kafka, &registry, &input),
+        (&kafka, &registry),
+        (&input, &output),
         "customer.proto",
         dir.path(),
         &sent,
     );
-    let source_format = format!("{{ type = \"protobuf\", {} }}", registry_table(&registry));
+    assert_eq!(got, sent, "read through the reference to address.proto");
+}
+
+/// Has Confluent's `ProtobufSerializer` produce `records` to `input` (the schema in `schema`),
+/// copies `input` to `output` with a job reading `protobuf`, and returns what `output` holds.
+fn protobuf_read_by_rivus(
+    py: &str,
+    (kafka, registry): (&str, &str),
+    (input, output): (&str, &str),
+    schema: &str,
+    dir: &std::path::Path,
+    records: &[Value],
+) -> Vec<Value> {
+    confluent_produce(
+        py,
+        "proto-produce",
+        (kafka, registry, input),
+        schema,
+        dir,
+        records,
+    );
+    let source_format = format!("{{ type = \"protobuf\", {} }}", registry_table(registry));
     kafka_copy(
-        dir.path(),
-        &kafka,
-        (&input, &source_format),
-        (&output, ""),
+        dir,
+        kafka,
+        (input, &source_format),
+        (output, ""),
         "letters.jsonl",
     );
-    let got = read_json(&kafka, &output, sent.len());
-    assert_eq!(got, sent, "read through the reference to address.proto");
+    read_json(kafka, output, records.len())
 }

@@ -32,31 +32,31 @@ async fn cdc_missing_publication_and_table_are_refused_naming_them() {
         return;
     };
     let backend = MemoryStateBackend::new();
-    let e = start_error(
-        &f.name,
+    let refused = |src, parts: &'static [&'static str]| {
+        let (name, backend) = (f.name.clone(), backend.clone());
+        async move {
+            let e = start_error(&name, src, &backend).await;
+            assert!(parts.iter().all(|p| e.contains(p)), "{parts:?} in {e}");
+        }
+    };
+    refused(
         source(&f, |b| b).with_publication("no_such_pub"),
-        &backend,
+        &[
+            "(at `publication`)",
+            "publication `no_such_pub` does not exist",
+            "CREATE PUBLICATION",
+        ],
     )
     .await;
-    assert!(
-        e.contains("(at `publication`)")
-            && e.contains("publication `no_such_pub` does not exist")
-            && e.contains("CREATE PUBLICATION"),
-        "{e}"
-    );
-
-    let e = start_error(
-        &f.name,
+    refused(
         source(&f, |b| b.tables(["public.not_published"])),
-        &backend,
+        &[
+            "(at `tables[0]`)",
+            "not in publication",
+            "ALTER PUBLICATION",
+        ],
     )
     .await;
-    assert!(
-        e.contains("(at `tables[0]`)")
-            && e.contains("not in publication")
-            && e.contains("ALTER PUBLICATION"),
-        "{e}"
-    );
 
     f.clean().await;
 }

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use rivus_connector_es::{AwsCredentials, EsAuth, EsConfig, EsSink, EsSource};
-use rivus_testkit::services::{python_with, require, unique_name, Service};
+use rivus_testkit::services::{python_with, require, Service};
 use serde_json::{json, Value};
 
 /// The front, stopped when dropped.
@@ -82,18 +82,7 @@ async fn round_trip(
 ) {
     let mut config = EsConfig::new(&front.url);
     config.auth = auth;
-    let index = unique_name("auth");
-    let ix = index.clone();
-    let sink = EsSink::builder(config.clone())
-        .batch_size(100)
-        .build(move |n: &u64, idx| {
-            idx.index(&ix, Some(n.to_string()), json!({ "n": n }));
-            Ok(())
-        })
-        .unwrap();
-    rivus_testkit::run_sequence_into("auth-sink", 300, 1, |_| sink.clone())
-        .await
-        .unwrap();
+    let index = common::write_numbers(&config, "auth", 300).await;
     common::refresh(upstream, &index).await;
     let source = EsSource::builder(config.clone())
         .index(&index)

@@ -5,7 +5,7 @@ mod common;
 
 use rivus_connector_es::{EsConfig, EsSink, EsSource};
 use rivus_core::tls::TlsFiles;
-use rivus_testkit::services::{require, tls_dir, unique_name, Service};
+use rivus_testkit::services::{require, tls_dir, Service};
 use rivus_testkit::tls_front::TlsFront;
 use serde_json::json;
 
@@ -29,18 +29,7 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
         client_cert: Some(d.join("client.crt")),
         client_key: Some(d.join("client.key")),
     };
-    let index = unique_name("tls");
-    let ix = index.clone();
-    let sink = EsSink::builder(config.clone())
-        .batch_size(100)
-        .build(move |n: &u64, idx| {
-            idx.index(&ix, Some(n.to_string()), json!({ "n": n }));
-            Ok(())
-        })
-        .unwrap();
-    rivus_testkit::run_sequence_into("es-tls", 500, 1, |_| sink.clone())
-        .await
-        .unwrap();
+    let index = common::write_numbers(&config, "tls", 500).await;
     assert!(front.verified() >= 1, "the sink came through the TLS front");
     // Make what was written searchable (on the plain port; reading goes through TLS again).
     common::refresh(&url, &index).await;

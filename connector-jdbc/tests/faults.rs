@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcConfig, JdbcSink, Row, RowChange};
 use rivus_core::DeliveryGuarantee;
-use rivus_testkit::fault_proxy::FaultProxy;
-use rivus_testkit::faults::{sink_under_fault, Fault};
+use rivus_testkit::faults::sink_under_fault;
 use rivus_testkit::services::unique_name;
 
 /// (rows, distinct ids, highest id), retried while the server is away (a failed query
@@ -38,13 +37,8 @@ async fn counts(db: &common::Db, table: &str) -> (u64, u64, i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_once_sink_rides_out_network_faults_and_server_restarts() {
     for db in common::servers() {
-        let service = if db.is("postgres") {
-            "postgres"
-        } else {
-            "mariadb"
-        };
-        let (proxy, url) = FaultProxy::in_front_of(&db.url).await.unwrap();
-        for fault in Fault::table(Fault::blackhole_from_env(), service) {
+        let (service, (proxy, url, faults)) = (db.name, db.under_faults().await);
+        for fault in faults {
             let table = unique_name("faults").replace('-', "_");
             db.exec(&format!("CREATE TABLE {table} (id BIGINT)")).await;
             let sink = {

@@ -212,16 +212,7 @@ async fn bounded_source_reads_every_row_once_and_resumes_from_its_checkpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tracking_columns_page_through_equal_timestamps() {
     for db in databases() {
-        let table = unique_name("ts").replace('-', "_");
-        let ts_type = if db.is("postgres") {
-            "TIMESTAMPTZ"
-        } else {
-            "DATETIME"
-        };
-        db.exec(&format!(
-            "CREATE TABLE {table} (id INT PRIMARY KEY, at {ts_type}, v VARCHAR(10))"
-        ))
-        .await;
+        let table = timed_table(&db, "ts", "TIMESTAMPTZ").await;
         let rows: Vec<String> = (1..=95)
             .map(|i| format!("({i}, '2024-05-01 10:00:{:02}', 'r{i}')", (95 - i) / 10))
             .collect();
@@ -292,17 +283,7 @@ fn source_configuration_is_checked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_source_splits_a_time_column() {
     for db in databases() {
-        let table = unique_name("times").replace('-', "_");
-        // SQLite keeps the text; the declared type tells the source it is a time.
-        let ts_type = if db.is("postgres") {
-            "TIMESTAMP"
-        } else {
-            "DATETIME"
-        };
-        db.exec(&format!(
-            "CREATE TABLE {table} (id INT PRIMARY KEY, at {ts_type}, v VARCHAR(10))"
-        ))
-        .await;
+        let table = timed_table(&db, "times", "TIMESTAMP").await;
         // 1000 rows over about 4 hours, 4 rows per timestamp.
         let rows: Vec<String> = (0..1000)
             .map(|i| {
@@ -360,4 +341,20 @@ async fn bounded_source_passes_the_bounded_source_suite_on_every_database() {
             panic!("{}: {f}", db.name);
         }
     }
+}
+
+/// A new table `(id, at, v)` whose `at` is a time: `pg_type` on PostgreSQL, `DATETIME`
+/// elsewhere (SQLite keeps the text; the declared type tells the source it is a time).
+async fn timed_table(db: &Db, prefix: &str, pg_type: &str) -> String {
+    let table = unique_name(prefix).replace('-', "_");
+    let ts_type = if db.is("postgres") {
+        pg_type
+    } else {
+        "DATETIME"
+    };
+    db.exec(&format!(
+        "CREATE TABLE {table} (id INT PRIMARY KEY, at {ts_type}, v VARCHAR(10))"
+    ))
+    .await;
+    table
 }

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcConfig, JdbcSource, Row};
 use rivus_core::schema::SchemaError;
-use rivus_testkit::fault_proxy::FaultProxy;
-use rivus_testkit::faults::{source_under_fault, Fault};
+use rivus_testkit::faults::source_under_fault;
 use rivus_testkit::services::unique_name;
 
 fn id_of(row: Row) -> Result<u64, SchemaError> {
@@ -23,13 +22,8 @@ fn id_of(row: Row) -> Result<u64, SchemaError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuous_source_rides_out_network_faults_and_server_restarts() {
     for db in common::servers() {
-        let service = if db.is("postgres") {
-            "postgres"
-        } else {
-            "mariadb"
-        };
-        let (proxy, url) = FaultProxy::in_front_of(&db.url).await.unwrap();
-        for fault in Fault::table(Fault::blackhole_from_env(), service) {
+        let (service, (proxy, url, faults)) = (db.name, db.under_faults().await);
+        for fault in faults {
             let table = unique_name("source_faults").replace('-', "_");
             db.exec(&format!("CREATE TABLE {table} (id BIGINT PRIMARY KEY)"))
                 .await;

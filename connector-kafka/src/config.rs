@@ -212,6 +212,40 @@ impl KafkaConfig {
     }
 }
 
+/// The connection setters the source and sink builders share (`tls`, `sasl`,
+/// `connect_timeout`, `property`), each writing the builder's `s.props`; the argument
+/// documents `property`.
+macro_rules! connection_setters {
+    ($property_doc:literal) => {
+        /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
+        /// for mutual TLS. See [`security`](crate::security).
+        pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
+            self.s.props.set_tls(tls);
+            self
+        }
+
+        /// Authenticates with SASL by user name and password, over TLS.
+        pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
+            self.s.props.set_sasl(sasl);
+            self
+        }
+
+        /// How long opening waits for the cluster's first answer (default 30 s); a refused
+        /// password or certificate fails at once, naming the endpoint.
+        pub fn connect_timeout(mut self, d: std::time::Duration) -> Self {
+            self.s.props.set_connect_timeout(d);
+            self
+        }
+
+        #[doc = $property_doc]
+        pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+            self.s.props.set(key, value);
+            self
+        }
+    };
+}
+pub(crate) use connection_setters;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,37 +296,3 @@ mod tests {
         assert_eq!(p.redact("x s3cr3t-pw y"), "x <redacted> y");
     }
 }
-
-/// The connection setters the source and sink builders share (`tls`, `sasl`,
-/// `connect_timeout`, `property`), each writing the builder's `s.props`; the argument
-/// documents `property`.
-macro_rules! connection_setters {
-    ($property_doc:literal) => {
-        /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
-        /// for mutual TLS. See [`security`](crate::security).
-        pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
-            self.s.props.set_tls(tls);
-            self
-        }
-
-        /// Authenticates with SASL by user name and password, over TLS.
-        pub fn sasl(mut self, sasl: crate::SaslAuth) -> Self {
-            self.s.props.set_sasl(sasl);
-            self
-        }
-
-        /// How long opening waits for the cluster's first answer (default 30 s); a refused
-        /// password or certificate fails at once, naming the endpoint.
-        pub fn connect_timeout(mut self, d: std::time::Duration) -> Self {
-            self.s.props.set_connect_timeout(d);
-            self
-        }
-
-        #[doc = $property_doc]
-        pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-            self.s.props.set(key, value);
-            self
-        }
-    };
-}
-pub(crate) use connection_setters;

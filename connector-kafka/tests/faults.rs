@@ -13,9 +13,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use rivus_connector_kafka::{KafkaSink, OutRecord};
 use rivus_core::DeliveryGuarantee;
-use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
-use rivus_testkit::services::{kafka_proxy_addr, require, unique_name, Service};
+use rivus_testkit::services::unique_name;
 
 /// The sum of the topic's high watermarks (markers included), retried while the broker is
 /// away; a topic not yet created counts 0.
@@ -47,15 +46,9 @@ async fn end_offsets(bootstrap: &str, topic: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_rides_out_network_faults_and_a_broker_restart() {
-    let (Some(bootstrap), Some(listener)) =
-        (require(Service::Kafka), require(Service::KafkaProxied))
-    else {
+    let Some((bootstrap, proxy, through)) = common::behind_a_fault_proxy().await else {
         return;
     };
-    let proxy = FaultProxy::start_on(kafka_proxy_addr(), &listener)
-        .await
-        .unwrap();
-    let through = proxy.addr().to_string();
     let logs = tempfile::tempdir().unwrap();
     for exactly_once in [false, true] {
         for fault in Fault::table(Fault::blackhole_from_env(), "kafka") {

@@ -8,21 +8,14 @@ mod common;
 
 use rivus_connector_kafka::{KafkaSource, StartOffsets, ValueDeserializer};
 use rivus_core::schema::JsonSchema;
-use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{source_under_fault, Fault};
-use rivus_testkit::services::{kafka_proxy_addr, require, unique_name, Service};
+use rivus_testkit::services::unique_name;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_rides_out_network_faults_and_a_broker_restart() {
-    let (Some(bootstrap), Some(listener)) =
-        (require(Service::Kafka), require(Service::KafkaProxied))
-    else {
+    let Some((bootstrap, proxy, through)) = common::behind_a_fault_proxy().await else {
         return;
     };
-    let proxy = FaultProxy::start_on(kafka_proxy_addr(), &listener)
-        .await
-        .unwrap();
-    let through = proxy.addr().to_string();
     let producer = common::producer(&bootstrap);
     for fault in Fault::table(Fault::blackhole_from_env(), "kafka") {
         let topic = unique_name("source-faults");

@@ -32,6 +32,24 @@ pub(crate) struct Cleanup {
     pub tables: Vec<String>,
 }
 
+impl Cleanup {
+    /// A fresh table name from `prefix` (also the slot's and publication's), and its
+    /// cleanup: the table, and a `{name}_copy` replica with `replica`.
+    pub(crate) fn table(pg: &str, prefix: &str, replica: bool) -> (String, Cleanup) {
+        let name = rivus_testkit::services::unique_name(prefix).replace('-', "_");
+        let mut tables = vec![name.clone()];
+        if replica {
+            tables.push(format!("{name}_copy"));
+        }
+        let cleanup = Cleanup {
+            pg: pg.to_owned(),
+            name: name.clone(),
+            tables,
+        };
+        (name, cleanup)
+    }
+}
+
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let (pg, name, tables) = (self.pg.clone(), self.name.clone(), self.tables.clone());

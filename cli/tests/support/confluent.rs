@@ -54,6 +54,33 @@ pub(crate) fn confluent_produce(
     );
 }
 
+/// Writes `records` as JSON lines into `dir`, and has `confluent.py` encode them with
+/// Confluent's Avro serializer and the schema in `schema` (a file under [`here`]), registered
+/// under `subject`: the payloads, one per line.
+pub(crate) fn confluent_encode(
+    py: &str,
+    registry: &str,
+    subject: &str,
+    schema: &str,
+    dir: &Path,
+    records: &[Value],
+) -> String {
+    let lines = dir.join(format!("{}.jsonl", unique_name("records")));
+    write_lines(&lines, records);
+    let schema = here().join(schema);
+    confluent(
+        py,
+        &[
+            "encode",
+            "-",
+            registry,
+            subject,
+            schema.to_str().unwrap(),
+            lines.to_str().unwrap(),
+        ],
+    )
+}
+
 /// Sends each of `payloads` to `topic` as it is (no key).
 pub(crate) async fn send_raw(kafka: &str, topic: &str, payloads: &[Vec<u8>]) {
     let p: FutureProducer = ClientConfig::new()

@@ -54,6 +54,24 @@ pub(crate) async fn create_index(url: &str, index: &str, body: Value) {
     call(url, Method::PUT, &format!("/{index}"), Some(body)).await;
 }
 
+/// Writes `{"n": n}` with id `n` for `n` in `0..count` into a new index (its name from
+/// `prefix`) through `config`, in bulks of 100: the index.
+pub(crate) async fn write_numbers(config: &EsConfig, prefix: &str, count: u64) -> String {
+    let index = rivus_testkit::services::unique_name(prefix);
+    let ix = index.clone();
+    let sink = EsSink::builder(config.clone())
+        .batch_size(100)
+        .build(move |n: &u64, idx| {
+            idx.index(&ix, Some(n.to_string()), json!({ "n": n }));
+            Ok(())
+        })
+        .unwrap();
+    run_sequence_into(prefix, count, 1, |_| sink.clone())
+        .await
+        .unwrap();
+    index
+}
+
 /// Indexes `{"v": n}` with id `n` — except record 77, which carries a string where the
 /// mapping of the test indexes wants a number.
 pub(crate) fn index_number(idx: &mut rivus_connector_es::RequestIndexer, index: &str, n: u64) {

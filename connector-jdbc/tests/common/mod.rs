@@ -99,6 +99,27 @@ impl Db {
         self.name == name
     }
 
+    /// A fault proxy in front of this server, the URL through it, and the faults to try
+    /// there (the server's restart among them).
+    #[allow(dead_code)] // the fault tests use it
+    pub(crate) async fn under_faults(
+        &self,
+    ) -> (
+        rivus_testkit::fault_proxy::FaultProxy,
+        String,
+        Vec<rivus_testkit::faults::Fault>,
+    ) {
+        use rivus_testkit::faults::Fault;
+        let (proxy, url) = rivus_testkit::fault_proxy::FaultProxy::in_front_of(&self.url)
+            .await
+            .unwrap();
+        (
+            proxy,
+            url,
+            Fault::table(Fault::blackhole_from_env(), self.name),
+        )
+    }
+
     /// The URL with the TLS files as the driver's parameters, for the test's own connections.
     pub(crate) fn conn_url(&self) -> String {
         rivus_connector_jdbc::config::url_with_tls(&self.url, &self.tls).unwrap()

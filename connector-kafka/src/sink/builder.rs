@@ -92,7 +92,9 @@ impl KafkaSinkBuilder {
             => s.txn.hook = Some(std::sync::Arc::new(hook));
     }
 
-    crate::config::connection_setters!("Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...).");
+    crate::config::connection_setters!(
+        "Any librdkafka producer property (`linger.ms`, `compression.codec`, `acks`, ...)."
+    );
 
     /// Checks the settings and returns the sink (clone it into each subtask).
     pub fn build<T: Send + 'static>(

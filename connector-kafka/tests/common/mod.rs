@@ -29,6 +29,24 @@ pub(crate) async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) 
     assert!(r[0].is_ok(), "{r:?}");
 }
 
+/// Kafka, a fault proxy on the listener that advertises the proxy's address, and that address
+/// (`None` when skipping was asked for).
+#[allow(dead_code)] // the fault tests use it
+pub(crate) async fn behind_a_fault_proxy(
+) -> Option<(String, rivus_testkit::fault_proxy::FaultProxy, String)> {
+    use rivus_testkit::services::{kafka_proxy_addr, require, Service};
+    let (Some(bootstrap), Some(listener)) =
+        (require(Service::Kafka), require(Service::KafkaProxied))
+    else {
+        return None;
+    };
+    let proxy = rivus_testkit::fault_proxy::FaultProxy::start_on(kafka_proxy_addr(), &listener)
+        .await
+        .unwrap();
+    let through = proxy.addr().to_string();
+    Some((bootstrap, proxy, through))
+}
+
 pub(crate) fn producer(bootstrap: &str) -> FutureProducer {
     ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
