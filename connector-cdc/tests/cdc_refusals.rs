@@ -17,6 +17,27 @@ use common::{job, source, Fixture};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
+/// Starts `src` checkpointed every `interval` and waits until the snapshot's three rows are
+/// committed: the job's handle and its task.
+async fn snapshot_read(
+    name: &str,
+    src: PostgresCdcSource,
+    backend: &MemoryStateBackend,
+    store: &TxnStore<Value>,
+    interval: Duration,
+) -> (JobHandle, tokio::task::JoinHandle<Result<JobSummary>>) {
+    let run = job(name, src, backend, store, interval, MS(0));
+    let handle = run.handle();
+    let running = tokio::spawn(run.run());
+    wait::until(
+        Duration::from_secs(30),
+        || async { store.committed_len() >= 3 },
+        || "the snapshot's rows".to_owned(),
+    )
+    .await;
+    (handle, running)
+}
+
 /// Runs `src` once with `backend` (it fails at start): the error's text.
 async fn start_error(name: &str, src: PostgresCdcSource, backend: &MemoryStateBackend) -> String {
     let run = job(name, src, backend, &TxnStore::new(), MS(100), MS(0));
@@ -67,15 +88,8 @@ async fn cdc_a_slot_dropped_under_a_checkpointed_job_says_a_new_snapshot_is_need
         return;
     };
     let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
-    let run = job(&f.name, source(&f, |b| b), &backend, &store, MS(50), MS(0));
-    let handle = run.handle();
-    let running = tokio::spawn(run.run());
-    wait::until(
-        Duration::from_secs(30),
-        || async { store.committed_len() >= 3 },
-        || "the snapshot's rows".to_owned(),
-    )
-    .await;
+    let (handle, running) =
+        snapshot_read(&f.name, source(&f, |b| b), &backend, &store, MS(50)).await;
     handle.stop();
     running.await.unwrap().unwrap();
     f.exec(&format!("SELECT pg_drop_replication_slot('{}')", f.name))
@@ -143,15 +157,7 @@ async fn cdc_heartbeats_move_an_idle_slot_and_a_forbidden_one_is_refused() {
     let src = source(&f, |b| {
         b.status_interval(MS(200)).heartbeat_query(beat.clone())
     });
-    let run = job(&f.name, src, &backend, &store, MS(100), MS(0));
-    let handle = run.handle();
-    let running = tokio::spawn(run.run());
-    wait::until(
-        Duration::from_secs(30),
-        || async { store.committed_len() >= 3 },
-        || "the snapshot's rows".to_owned(),
-    )
-    .await;
+    let (handle, running) = snapshot_read(&f.name, src, &backend, &store, MS(100)).await;
     let first = f.confirmed().await.expect("the slot");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -4,12 +4,8 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use common::*;
 use rivus_connector_files::{AvroCodec, FileFormat};
-use rivus_core::prelude::*;
 use serde_json::Value;
 
 const READ: &str = r##"
@@ -35,18 +31,7 @@ async fn avro_files_on_s3_read_by_fastavro_equal_what_was_written() {
         s.format(FileFormat::Avro(AvroCodec::Deflate))
             .target_file_size(16 * 1024)
     });
-    job(
-        &b.prefix,
-        n,
-        None,
-        Arc::default(),
-        sink,
-        &MemoryStateBackend::new(),
-        Duration::from_millis(100),
-    )
-    .run()
-    .await
-    .unwrap();
+    write_all(&b.prefix, n, sink).await;
     let dir = tempfile::tempdir().unwrap();
     let files = b.download(dir.path()).await;
     assert!(files.len() > 1, "rolled on size: {files:?}");

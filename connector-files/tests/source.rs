@@ -7,7 +7,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -29,18 +28,7 @@ async fn round_trip(format: FileFormat, read: ReadFormat) {
             .path("kind={kind}/")
             .target_file_size(64 * 1024)
     });
-    job(
-        &b.prefix,
-        n,
-        None,
-        Arc::default(),
-        sink,
-        &MemoryStateBackend::new(),
-        Duration::from_millis(100),
-    )
-    .run()
-    .await
-    .unwrap();
+    write_all(&b.prefix, n, sink).await;
     let collected = CollectingSink::<Value>::new();
     let out = collected.clone();
     let (url, opts) = (b.url(), b.options());

@@ -101,30 +101,29 @@ impl SourceExternal for TablesCtx {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuous_source_passes_the_conformance_suite_over_verified_tls() {
     for db in common::tls_servers() {
-        let mut suite = SourceSuite::new(TablesCtx {
-            db: db.clone(),
-            tables: vec![],
-            bounded: false,
-        })
-        .records_per_split(100);
-        if let Err(f) = suite.run_all().await {
-            panic!("{} over TLS: {f}", db.name);
-        }
+        passes_the_suite(db, 100, "over TLS").await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continuous_source_passes_the_conformance_suite_on_every_database() {
     for db in databases() {
-        let mut suite = SourceSuite::new(TablesCtx {
-            db: db.clone(),
-            tables: vec![],
-            bounded: false,
-        })
-        .records_per_split(200);
-        if let Err(f) = suite.run_all().await {
-            panic!("{}: {f}", db.name);
-        }
+        passes_the_suite(db, 200, "").await;
+    }
+}
+
+/// The continuous source over `db` passes the conformance suite (`per_split` records per
+/// table); a failure names the database and `how` it was reached.
+async fn passes_the_suite(db: Db, per_split: usize, how: &str) {
+    let name = db.name;
+    let mut suite = SourceSuite::new(TablesCtx {
+        db,
+        tables: vec![],
+        bounded: false,
+    })
+    .records_per_split(per_split);
+    if let Err(f) = suite.run_all().await {
+        panic!("{name} {how}: {f}");
     }
 }
 

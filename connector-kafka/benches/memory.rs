@@ -6,17 +6,10 @@
 //! `cargo bench -p rivus-connector-kafka --bench memory` (`RIVUS_BENCH_RECORDS`, default
 //! 2 000 000 records of 100 B over 2 partitions; `RIVUS_BENCH_ROUNDS`, default 3).
 
-use std::time::Instant;
-
 mod common;
-use rivus_connector_kafka::{
-    KafkaDeserializer, KafkaRecord, KafkaSource, StartOffsets, StopOffsets,
-};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+
 use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child};
 use rivus_testkit::services::{unique_name, Service};
-use rivus_testkit::CountingSink;
 
 /// (name, librdkafka properties) — `default` is the source's `PREFETCH` (20 000 messages /
 /// 4 MiB, backoff 10 ms); `before` what it set until the prefetch was bounded in bytes;
@@ -39,14 +32,6 @@ const SETTINGS: [(&str, &str); 6] = [
     ),
 ];
 
-struct Len;
-
-impl KafkaDeserializer<usize> for Len {
-    fn deserialize(&self, r: &KafkaRecord<'_>) -> Result<usize, SchemaError> {
-        Ok(r.value.map_or(0, <[u8]>::len))
-    }
-}
-
 /// In the child: read the whole topic with `props`, print "records/s peak-MiB".
 fn child(topic: &str, n: u64, props: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -54,26 +39,13 @@ fn child(topic: &str, n: u64, props: &str) {
         .enable_all()
         .build()
         .unwrap();
-    let mut b = KafkaSource::builder(Service::Kafka.url());
-    for kv in props.split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap();
-        b = b.property(k, v);
-    }
-    let source = b
-        .topics([topic])
-        .start(StartOffsets::Earliest)
-        .stop(StopOffsets::LatestAtStart)
-        .build(Len)
-        .unwrap();
-    let count = CountingSink::new();
-    let job = Pipeline::new("bench-source-memory")
-        .source("kafka", 1, |_| source.clone())
-        .sink("null", 1, |_| count.clone())
-        .unwrap();
-    let t = Instant::now();
-    rt.block_on(job.run()).unwrap();
-    assert_eq!(count.count(), n, "every record read");
-    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let rate = rt.block_on(common::read_to_end(
+        "bench-source-memory",
+        Service::Kafka.url(),
+        props,
+        topic,
+        n,
+    ));
     println!("{rate:.0} {:.1}", peak_rss_mib().unwrap_or(f64::NAN));
 }
 

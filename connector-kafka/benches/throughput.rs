@@ -16,16 +16,12 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{DefaultProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use rivus_connector_kafka::{
-    KafkaConfig, KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, SaslAuth,
-    StartOffsets, StopOffsets,
-};
+use rivus_connector_kafka::{KafkaConfig, KafkaSink, OutRecord, SaslAuth};
 use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
 use rivus_core::tls::TlsFiles;
 use rivus_testkit::bench::{compare, rounds, runs_raw, selected};
 use rivus_testkit::services::{kafka_sasl_user, tls_dir, Service};
-use rivus_testkit::{CountingSink, SequenceSource};
+use rivus_testkit::SequenceSource;
 
 mod common;
 
@@ -181,39 +177,9 @@ fn raw_consume(l: &Listener, topic: &str, n: u64) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-struct Len;
-
-impl KafkaDeserializer<usize> for Len {
-    fn deserialize(&self, r: &KafkaRecord<'_>) -> Result<usize, SchemaError> {
-        Ok(r.value.map_or(0, <[u8]>::len))
-    }
-}
-
 async fn rivus_consume(l: &Listener, topic: &str, n: u64) -> f64 {
-    let mut b = KafkaSource::builder(l.props.clone());
-    for kv in std::env::var("RIVUS_BENCH_CONSUMER_PROPS")
-        .unwrap_or_default()
-        .split(',')
-        .filter(|s| !s.is_empty())
-    {
-        let (k, v) = kv.split_once('=').unwrap();
-        b = b.property(k, v);
-    }
-    let source = b
-        .topics([topic])
-        .start(StartOffsets::Earliest)
-        .stop(StopOffsets::LatestAtStart)
-        .build(Len)
-        .unwrap();
-    let count = CountingSink::new();
-    let job = Pipeline::new("bench-source")
-        .source("kafka", 1, |_| source.clone())
-        .sink("null", 1, |_| count.clone())
-        .unwrap();
-    let t = Instant::now();
-    job.run().await.unwrap();
-    assert_eq!(count.count(), n, "every record read");
-    n as f64 / t.elapsed().as_secs_f64()
+    let props = std::env::var("RIVUS_BENCH_CONSUMER_PROPS").unwrap_or_default();
+    common::read_to_end("bench-source", l.props.clone(), &props, topic, n).await
 }
 
 fn main() {

@@ -132,12 +132,7 @@ pub(crate) fn records(
                 .with_batch_size(chunk)
                 .build(std::io::Cursor::new(text))
                 .map_err(|e| bad(&key, e))?;
-            Ok(Box::new(reader.map(move |b| {
-                let b = b.map_err(|e| bad(&key, e))?;
-                rows(&[b])
-                    .map(|r| r.into_iter().map(Ok).collect())
-                    .map_err(|e| bad(&key, e))
-            })))
+            Ok(arrow_rows(reader, key))
         }
         ReadFormat::Avro => {
             let reader =
@@ -164,12 +159,20 @@ pub(crate) fn records(
                 parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
                     .and_then(|b| b.with_batch_size(chunk).build())
                     .map_err(|e| bad(&key, e))?;
-            Ok(Box::new(reader.map(move |b| {
-                let b = b.map_err(|e| bad(&key, e))?;
-                rows(&[b])
-                    .map(|r| r.into_iter().map(Ok).collect())
-                    .map_err(|e| bad(&key, e))
-            })))
+            Ok(arrow_rows(reader, key))
         }
     }
+}
+
+/// The rows of Arrow record batches (CSV, Parquet), a chunk per batch; errors name `key`.
+fn arrow_rows<E: std::fmt::Display>(
+    batches: impl Iterator<Item = std::result::Result<arrow_array::RecordBatch, E>> + Send + 'static,
+    key: String,
+) -> Box<dyn Iterator<Item = Result<Vec<Item>>> + Send> {
+    Box::new(batches.map(move |b| {
+        let b = b.map_err(|e| bad(&key, e))?;
+        rows(&[b])
+            .map(|r| r.into_iter().map(Ok).collect())
+            .map_err(|e| bad(&key, e))
+    }))
 }

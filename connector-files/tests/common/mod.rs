@@ -209,6 +209,27 @@ pub(crate) fn sink_into(
 
 /// `n` records of `record` (a sequence source, paced when `per_second` is given) into `sink`,
 /// checkpoints every `interval` into `backend`.
+/// Writes `n` records through `sink` as fast as they come, checkpointed every 100 ms, to the
+/// end.
+pub(crate) async fn write_all(
+    name: &str,
+    n: u64,
+    sink: impl Fn() -> FilesSink + Send + Sync + 'static,
+) {
+    job(
+        name,
+        n,
+        None,
+        Arc::default(),
+        sink,
+        &MemoryStateBackend::new(),
+        Duration::from_millis(100),
+    )
+    .run()
+    .await
+    .unwrap();
+}
+
 pub(crate) fn job(
     name: &str,
     n: u64,

@@ -1,4 +1,5 @@
-//! What the Kafka benches share: topics made and removed, and a raw producer's send loop.
+//! What the Kafka benches share: topics made and removed, a raw producer's send loop, and a
+//! job that reads a topic to its end.
 #![allow(dead_code)]
 
 use std::time::Duration;
@@ -66,4 +67,49 @@ pub(crate) fn fill(bootstrap: &str, topic: &str, n: u64, size: usize) {
         .create()
         .unwrap();
     send_all(&p, topic, n, size);
+}
+
+/// Counts a record's value bytes: a deserializer that costs next to nothing.
+pub(crate) struct Len;
+
+impl rivus_connector_kafka::KafkaDeserializer<usize> for Len {
+    fn deserialize(
+        &self,
+        r: &rivus_connector_kafka::KafkaRecord<'_>,
+    ) -> Result<usize, rivus_core::schema::SchemaError> {
+        Ok(r.value.map_or(0, <[u8]>::len))
+    }
+}
+
+/// Reads `topic` from its start to the offsets that are the latest at start through `config`
+/// with the librdkafka properties `props` (`k=v,k=v`): records/s over `n` records, which
+/// must all arrive.
+pub(crate) async fn read_to_end(
+    name: &str,
+    config: impl Into<rivus_connector_kafka::KafkaConfig>,
+    props: &str,
+    topic: &str,
+    n: u64,
+) -> f64 {
+    use rivus_connector_kafka::{KafkaSource, StartOffsets, StopOffsets};
+    let mut b = KafkaSource::builder(config);
+    for kv in props.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap();
+        b = b.property(k, v);
+    }
+    let source = b
+        .topics([topic])
+        .start(StartOffsets::Earliest)
+        .stop(StopOffsets::LatestAtStart)
+        .build(Len)
+        .unwrap();
+    let count = rivus_testkit::CountingSink::new();
+    let job = rivus_core::Pipeline::new(name)
+        .source("kafka", 1, |_| source.clone())
+        .sink("null", 1, |_| count.clone())
+        .unwrap();
+    let t = std::time::Instant::now();
+    job.run().await.unwrap();
+    assert_eq!(count.count(), n, "every record read");
+    n as f64 / t.elapsed().as_secs_f64()
 }
