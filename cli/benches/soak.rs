@@ -25,6 +25,8 @@
 
 #[path = "../tests/support/committed.rs"]
 mod committed;
+#[path = "../tests/support/rabbit.rs"]
+mod rabbit;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -399,20 +401,7 @@ async fn rabbit_ids(queue: &str) -> BTreeMap<u64, u32> {
 }
 
 async fn declare_queue(name: &str) {
-    let conn = lapin::Connection::connect(&Service::RabbitMq.url(), Default::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    ch.queue_declare(
-        name.into(),
-        lapin::options::QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        Default::default(),
-    )
-    .await
-    .unwrap();
+    rabbit::durable_queues(&Service::RabbitMq.url(), &[name]).await;
 }
 
 /// The median of the samples in `[from, to)` of the run's length.

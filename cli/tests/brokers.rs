@@ -4,6 +4,8 @@
 
 #[path = "support/http.rs"]
 mod http;
+#[path = "support/rabbit.rs"]
+mod rabbit;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -44,34 +46,12 @@ async fn orders_go_through_rabbitmq_into_redis() {
         ),
     );
     // The queue must exist before the generator publishes to it.
-    let channel = lapin::Connection::connect(&amqp, Default::default())
-        .await
-        .unwrap()
-        .create_channel()
-        .await
-        .unwrap();
-    channel
-        .queue_declare(
-            queue.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .unwrap();
+    rabbit::durable_queues(&amqp, &[&queue]).await;
     let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", &to_queue])
         .current_dir(dir.path())
-        .output()
-        .unwrap();
+        .succeeds();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(
         stdout.contains(&format!("written     {n} records")),
         "{stdout}"
@@ -128,19 +108,8 @@ async fn orders_go_through_rabbitmq_into_redis() {
     let order7: serde_json::Value = serde_json::from_str(&order7).unwrap();
     assert_eq!(order7["id"], 7);
     assert_eq!(order7["user"], "user-7");
-    let depth = channel
-        .queue_declare(
-            queue.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .unwrap()
-        .message_count();
-    assert_eq!(depth, 0, "every message was acknowledged");
+    let depth = rabbit::depth(&amqp, &queue).await;
+    assert_eq!(depth, Some(0), "every message was acknowledged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,24 +217,9 @@ async fn the_rabbitmq_to_postgres_example_upserts_every_order() {
     // The consumer declares the queue; publish once it is there.
     // With the dashboard on: its status API follows the job.
     let consumer = run(&consume, &["--http", &format!("127.0.0.1:{port}")]);
-    let connection = lapin::Connection::connect(&amqp, Default::default())
-        .await
-        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        // A failed passive declare closes its channel: a new one per attempt.
-        let channel = connection.create_channel().await.unwrap();
-        let declared = channel
-            .queue_declare(
-                unique.as_str().into(),
-                lapin::options::QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await;
-        if declared.is_ok() {
+        if rabbit::depth(&amqp, &unique).await.is_some() {
             break;
         }
         assert!(Instant::now() < deadline, "the consumer declared the queue");

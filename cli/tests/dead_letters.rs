@@ -6,6 +6,9 @@
 //! its exact bytes (text, or base64 when not UTF-8), and a Redis entry's fields. Then the
 //! file's letters are replayed through the `dead-letters` source once the table is fixed.
 
+#[path = "support/rabbit.rs"]
+mod rabbit;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -263,26 +266,11 @@ async fn bad_records_from_every_source_keep_their_content_and_can_be_replayed() 
     let (queue, dlq) = (unique_name("dl-in"), unique_name("dl-out"));
     let table = unique_name("dl_rabbit").replace('-', "_");
     {
-        use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-        let conn = lapin::Connection::connect(&amqp, lapin::ConnectionProperties::default())
-            .await
-            .unwrap();
-        let ch = conn.create_channel().await.unwrap();
+        use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+        let ch = rabbit::durable_queues(&amqp, &[&queue, &dlq]).await;
         ch.confirm_select(ConfirmSelectOptions::default())
             .await
             .unwrap();
-        for q in [&queue, &dlq] {
-            ch.queue_declare(
-                q.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await
-            .unwrap();
-        }
         for r in &records {
             ch.basic_publish(
                 "".into(),
@@ -296,7 +284,7 @@ async fn bad_records_from_every_source_keep_their_content_and_can_be_replayed() 
             .await
             .unwrap();
         }
-        let _ = conn.close(200, "done".into()).await;
+        let _ = ch.close(200, "done".into()).await;
     }
     let file = write(
         dir.path(),
@@ -324,7 +312,8 @@ async fn bad_records_from_every_source_keep_their_content_and_can_be_replayed() 
     run_until(rivus(dir.path(), &file), || {
         let (amqp, dlq, pg_url, table) = (amqp.clone(), dlq.clone(), pg_url.clone(), table.clone());
         async move {
-            rows(&pg_url, &table).await.0 == GOOD as i64 && queue_depth(&amqp, &dlq).await == want
+            rows(&pg_url, &table).await.0 == GOOD as i64
+                && rabbit::depth(&amqp, &dlq).await.map(u64::from) == Some(want)
         }
     })
     .await;
@@ -478,30 +467,6 @@ async fn read_kafka(bootstrap: &str, topic: &str) -> Vec<String> {
     })
     .await
     .unwrap()
-}
-
-async fn queue_depth(amqp: &str, queue: &str) -> u64 {
-    let Ok(conn) = lapin::Connection::connect(amqp, lapin::ConnectionProperties::default()).await
-    else {
-        return 0;
-    };
-    let n = match conn.create_channel().await {
-        Ok(ch) => ch
-            .queue_declare(
-                queue.into(),
-                lapin::options::QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await
-            .map(|q| q.message_count() as u64)
-            .unwrap_or(0),
-        Err(_) => 0,
-    };
-    let _ = conn.close(200, "done".into()).await;
-    n
 }
 
 async fn drain_queue(amqp: &str, queue: &str) -> Vec<String> {

@@ -4,6 +4,10 @@
 //! reads whole, and no multipart upload is left open (listed through the S3 API); and files
 //! reach their target size whatever the checkpoint interval. Read back by pyarrow.
 
+#[path = "support/run.rs"]
+mod run;
+use run::Succeeds;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -268,14 +272,8 @@ format = "jsonl"
     let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap()])
         .current_dir(dir.path())
-        .output()
-        .unwrap();
+        .succeeds();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(stdout.contains("read        400000 records"), "{stdout}");
     let mut lines = 0;
     for e in std::fs::read_dir(&back).unwrap().flatten() {

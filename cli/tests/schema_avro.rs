@@ -20,6 +20,8 @@
 
 #[path = "support/confluent.rs"]
 mod confluent;
+#[path = "support/rabbit.rs"]
+mod rabbit;
 #[path = "support/topics.rs"]
 mod topics;
 
@@ -286,22 +288,7 @@ async fn confluent_avro_bodies_go_through_rabbitmq_into_redis_values() {
     let schema = here().join("order.avsc");
     let payloads = confluent_encode(&py, &registry, &first, "order.avsc", dir.path(), &sent);
     // Both queues declared durable, the first one filled.
-    let conn = lapin::Connection::connect(&amqp, Default::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    for q in [&first, &second] {
-        ch.queue_declare(
-            q.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    }
+    let ch = rabbit::durable_queues(&amqp, &[&first, &second]).await;
     for p in payloads.lines() {
         ch.basic_publish(
             "".into(),
