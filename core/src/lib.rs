@@ -57,8 +57,8 @@ pub use guarantee::DeliveryGuarantee;
 pub use positions_store::{PositionStore, Positions, PositionsInSink};
 pub use runtime::{
     CheckpointEvent, CheckpointHistory, CheckpointRecord, Job, JobHandle, JobSummary, Pipeline,
-    RestartStatus, RestartStrategy, SourceContext, Stall, StallSettings, Stream, Supervisor,
-    Waited,
+    RestartStatus, RestartStrategy, Routes, SourceContext, Stall, StallSettings, Stream,
+    Supervisor, Waited,
 };
 pub use share::Share;
 pub use state::Restored;
@@ -70,8 +70,8 @@ pub mod prelude {
     pub use crate::checkpoint::{CheckpointConfig, FsStateBackend, MemoryStateBackend};
     pub use crate::{
         CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
-        JobHandle, JobSummary, Pipeline, RestartStrategy, Restored, Result, RichFunction,
-        RuntimeContext, Share, SinkContext, SinkFunction, SourceContext, SourceFunction,
+        JobHandle, JobSummary, Pipeline, RestartStrategy, Restored, Result, RichFunction, Routes,
+        RuntimeContext, Share, SinkContext, SinkFunction, SourceContext, SourceFunction, Stream,
         Supervisor, Waited,
     };
 }

@@ -28,6 +28,7 @@ use crate::guarantee::DeliveryGuarantee;
 pub struct Job {
     plan: Plan,
     guarantee: DeliveryGuarantee,
+    sink_guarantees: Vec<(String, DeliveryGuarantee)>,
     restart: RestartStrategy,
     stop: watch::Sender<bool>,
     cancel: CancellationToken,
@@ -132,20 +133,32 @@ pub struct JobSummary {
 }
 
 impl Job {
-    pub(crate) fn new(plan: Plan, guarantee: DeliveryGuarantee, restart: RestartStrategy) -> Self {
+    pub(crate) fn new(
+        plan: Plan,
+        guarantee: DeliveryGuarantee,
+        sink_guarantees: Vec<(String, DeliveryGuarantee)>,
+        restart: RestartStrategy,
+    ) -> Self {
         Job {
             plan,
             guarantee,
+            sink_guarantees,
             restart,
             stop: watch::channel(false).0,
             cancel: CancellationToken::new(),
         }
     }
 
-    /// The end-to-end guarantee: the weakest of source and sink, or at-most-once without
-    /// checkpoints.
+    /// The end-to-end guarantee: the weakest over every path from a source to a sink, or
+    /// at-most-once without checkpoints.
     pub fn delivery_guarantee(&self) -> DeliveryGuarantee {
         self.guarantee
+    }
+
+    /// Each sink's end-to-end guarantee: the weakest of the sources and the sink on the paths
+    /// into it (the sink's own when it commits its source's positions with its records).
+    pub fn sink_guarantees(&self) -> &[(String, DeliveryGuarantee)] {
+        &self.sink_guarantees
     }
 
     /// How a [`Supervisor`](super::Supervisor) restarts this job after a failure.
@@ -232,6 +245,7 @@ impl Job {
             stop,
             cancel,
             guarantee: _,
+            sink_guarantees: _,
             restart: _,
         } = self;
         let mut summary = JobSummary {

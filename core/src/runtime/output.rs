@@ -193,3 +193,45 @@ impl<T: Send + 'static> Output<T> for ChannelOutput<T> {
         Ok(())
     }
 }
+
+/// Drops every record: the end of a discarded stream.
+pub(crate) struct Discard;
+
+#[async_trait]
+impl<T: Send + 'static> Output<T> for Discard {
+    fn push(&mut self, _: T, _: Option<i64>) -> bool {
+        false
+    }
+
+    fn buffered(&self) -> usize {
+        0
+    }
+
+    async fn open(&mut self, _: Option<&CompletedCheckpoint>) -> Result<()> {
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn watermark(&mut self, _: i64) -> Result<()> {
+        Ok(())
+    }
+
+    async fn barrier(&mut self, _: u64, _: &mut Snapshot) -> Result<()> {
+        Ok(())
+    }
+
+    async fn notify(&mut self, _: Notification) -> Result<()> {
+        Ok(())
+    }
+
+    async fn end_of_input(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,70 +1,79 @@
-//! The pipeline builder: source → map / filter / flat_map / key_by / rebalance → sink, each
-//! stage with its own parallelism. Operators chain into the task that feeds them; a change of
-//! parallelism, `key_by` or `rebalance` starts a new task behind bounded channels.
+//! The job builder. A [`Pipeline`] holds the job-wide settings and the graph built so far: any
+//! number of sources, each a [`Stream`] that operators extend, streams joined by
+//! [`union`](Stream::union), split by [`fan_out`](Stream::fan_out) and
+//! [`route`](Stream::route), and ended by sinks. [`Pipeline::build`] (or
+//! [`Stream::sink`] for a job of one sink) turns the graph into a [`Job`].
 
-use std::collections::HashSet;
-use std::hash::Hash;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use parking_lot::{Mutex, MutexGuard};
 
-use super::chain::Chained;
 use super::counters::Counters;
-use super::event::Event;
-use super::input_gate::InputGate;
 use super::job::Job;
-use super::output::{hash_key, ChannelOutput, Output, Partitioner};
 use super::plan::Plan;
 use super::restart::RestartStrategy;
-use super::sink_output::SinkOutput;
 use super::stall::StallSettings;
-use super::task::{run_exchange, run_source, TaskSpec};
+use super::stream::Stream;
+use super::task::TaskSpec;
 use crate::checkpoint::CheckpointConfig;
 use crate::context::{CompletedCheckpoints, RuntimeContext};
 use crate::error::{Error, Result};
-use crate::function::{SinkFunction, SourceFunction};
+use crate::function::SourceFunction;
 use crate::guarantee::DeliveryGuarantee;
 
-type OutputFactory<T> = Box<dyn FnMut(usize) -> Box<dyn Output<T>> + Send>;
-type PendingStage<T> = Box<dyn FnOnce(OutputFactory<T>) -> Vec<TaskSpec> + Send>;
-
-/// `stage -> sink` when a sink is chained into the stage, else the stage's name.
-fn task_name<T: Send + 'static>(stage: &str, out: &dyn Output<T>) -> String {
-    match out.sink_name() {
-        Some(sink) => format!("{stage} -> {sink}"),
-        None => stage.to_owned(),
-    }
+/// A job under construction: its settings and graph. Cloning it gives another handle on the
+/// same job (sources may be added through any).
+#[derive(Clone)]
+pub struct Pipeline {
+    graph: Arc<Mutex<Graph>>,
 }
 
-/// Job-wide settings and the tasks built so far.
-pub struct Pipeline {
-    pub(crate) name: String,
-    pub(crate) worker: Option<Arc<str>>,
-    pub(crate) checkpoint: Option<CheckpointConfig>,
+/// A sink added to the graph, for the job's guarantee.
+pub(super) struct SinkEnd {
+    pub(super) name: String,
+    /// The weakest guarantee of the sources and sink on the paths into it.
+    pub(super) path: DeliveryGuarantee,
+    pub(super) sink: DeliveryGuarantee,
+    /// The sink commits its sources' positions with its records.
+    pub(super) positions_in_sink: bool,
+}
+
+/// What the builder collects; streams write into it through their [`Pipeline`].
+pub(super) struct Graph {
+    pub(super) name: String,
+    pub(super) worker: Option<Arc<str>>,
+    pub(super) checkpoint: Option<CheckpointConfig>,
     restart: Option<RestartStrategy>,
     stall_threshold: Option<Duration>,
     stall_timeout: Option<Duration>,
-    pub(crate) batch_size: usize,
-    pub(crate) channel_capacity: usize,
-    pub(crate) buffer_timeout: Duration,
-    pub(crate) tasks: Vec<TaskSpec>,
-    pub(crate) operators: Vec<(String, usize)>,
-    pub(crate) counters: Arc<Counters>,
-    pub(crate) completed: Arc<tokio::sync::watch::Sender<Option<u64>>>,
+    pub(super) batch_size: usize,
+    pub(super) channel_capacity: usize,
+    buffer_timeout: Duration,
+    pub(super) tasks: Vec<TaskSpec>,
+    operators: Vec<(String, usize)>,
+    pub(super) counters: Arc<Counters>,
+    completed: Arc<tokio::sync::watch::Sender<Option<u64>>>,
     names: HashSet<String>,
-    errors: Vec<Error>,
+    pub(super) errors: Vec<Error>,
     exchanges: usize,
+    /// The streams not yet ended in a sink, by id: what they are, for errors.
+    open: BTreeMap<u64, String>,
+    next_stream: u64,
+    pub(super) sinks: Vec<SinkEnd>,
+    built: bool,
 }
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = self.graph.lock();
         f.debug_struct("Pipeline")
-            .field("name", &self.name)
-            .field("checkpoint", &self.checkpoint)
-            .field("batch_size", &self.batch_size)
-            .field("channel_capacity", &self.channel_capacity)
-            .field("tasks", &self.tasks.len())
+            .field("name", &g.name)
+            .field("checkpoint", &g.checkpoint)
+            .field("batch_size", &g.batch_size)
+            .field("channel_capacity", &g.channel_capacity)
+            .field("tasks", &g.tasks.len())
             .finish()
     }
 }
@@ -74,23 +83,42 @@ impl Pipeline {
     /// batches of 1024 records, channels of 8 batches, 100 ms buffer timeout.
     pub fn new(name: impl Into<String>) -> Self {
         Pipeline {
-            name: name.into(),
-            worker: None,
-            checkpoint: None,
-            restart: None,
-            stall_threshold: None,
-            stall_timeout: None,
-            batch_size: 1024,
-            channel_capacity: 8,
-            buffer_timeout: Duration::from_millis(100),
-            tasks: Vec::new(),
-            operators: Vec::new(),
-            counters: Arc::default(),
-            completed: Arc::new(tokio::sync::watch::channel(None).0),
-            names: HashSet::new(),
-            errors: Vec::new(),
-            exchanges: 0,
+            graph: Arc::new(Mutex::new(Graph {
+                name: name.into(),
+                worker: None,
+                checkpoint: None,
+                restart: None,
+                stall_threshold: None,
+                stall_timeout: None,
+                batch_size: 1024,
+                channel_capacity: 8,
+                buffer_timeout: Duration::from_millis(100),
+                tasks: Vec::new(),
+                operators: Vec::new(),
+                counters: Arc::default(),
+                completed: Arc::new(tokio::sync::watch::channel(None).0),
+                names: HashSet::new(),
+                errors: Vec::new(),
+                exchanges: 0,
+                open: BTreeMap::new(),
+                next_stream: 0,
+                sinks: Vec::new(),
+                built: false,
+            })),
         }
+    }
+
+    pub(super) fn graph(&self) -> MutexGuard<'_, Graph> {
+        self.graph.lock()
+    }
+
+    /// Whether `other` is a handle on the same job.
+    pub(super) fn same(&self, other: &Pipeline) -> bool {
+        Arc::ptr_eq(&self.graph, &other.graph)
+    }
+
+    fn refuse(&self, path: &str, why: impl Into<String>) {
+        self.graph().errors.push(Error::config(path, why.into()));
     }
 
     /// Runs this process as worker `id` of the job (`rivus run --worker ID`): several
@@ -99,93 +127,161 @@ impl Pipeline {
     /// competing RabbitMQ consumers); sources that cannot share refuse to open. Each worker
     /// needs its own checkpoint store (a directory or prefix per worker); its owner lock names
     /// the worker. Set it before the first source.
-    pub fn worker(mut self, id: impl Into<String>) -> Self {
+    pub fn worker(self, id: impl Into<String>) -> Self {
         let id: String = id.into();
         if id.is_empty()
             || !id
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         {
-            self.errors.push(Error::config(
+            self.refuse(
                 "pipeline.worker",
                 format!("`{id}`: use letters, digits, `-`, `_` or `.`"),
-            ));
+            );
         }
-        if !self.tasks.is_empty() {
-            self.errors.push(Error::config(
-                "pipeline.worker",
-                "set the worker before the first source",
-            ));
+        let started = self.graph().next_stream > 0;
+        if started {
+            self.refuse("pipeline.worker", "set the worker before the first source");
         }
-        self.worker = Some(id.into());
+        self.graph().worker = Some(id.into());
         self
     }
 
     /// Enables checkpoints.
-    pub fn checkpointing(mut self, config: CheckpointConfig) -> Self {
+    pub fn checkpointing(self, config: CheckpointConfig) -> Self {
         if let Err(e) = config.validate() {
-            self.errors.push(e);
+            self.graph().errors.push(e);
         }
-        self.checkpoint = Some(config);
+        self.graph().checkpoint = Some(config);
         self
     }
 
     /// How a [`Supervisor`](super::Supervisor) restarts the job after a failure (default:
     /// [`RestartStrategy::exponential_delay`] with checkpoints, none without).
-    pub fn restart_strategy(mut self, strategy: RestartStrategy) -> Self {
+    pub fn restart_strategy(self, strategy: RestartStrategy) -> Self {
         if let Err(e) = strategy.validate().map_err(|e| e.under("pipeline.restart")) {
-            self.errors.push(e);
+            self.graph().errors.push(e);
         }
-        self.restart = Some(strategy);
+        self.graph().restart = Some(strategy);
         self
     }
 
-    setters! {
-        /// How long a job may hand no record to its sinks and complete no checkpoint before it is
-        /// reported stalled (default: five checkpoint intervals, at least 30 s; 60 s without
-        /// checkpoints). See [`Stall`](super::Stall).
-        stall_threshold(d: Duration) => stall_threshold = Some(d);
+    /// How long a job may hand no record to its sinks and complete no checkpoint before it is
+    /// reported stalled (default: five checkpoint intervals, at least 30 s; 60 s without
+    /// checkpoints). See [`Stall`](super::Stall).
+    pub fn stall_threshold(self, d: Duration) -> Self {
+        self.graph().stall_threshold = Some(d);
+        self
+    }
 
-        /// Fails the attempt (a retryable [`Error::Stalled`]: the supervisor restarts the job from
-        /// its newest checkpoint) once it made no progress for `d`. Default: none, a stall is only
-        /// reported. At least the stall threshold.
-        stall_timeout(d: Duration) => stall_timeout = Some(d);
+    /// Fails the attempt (a retryable [`Error::Stalled`]: the supervisor restarts the job from
+    /// its newest checkpoint) once it made no progress for `d`. Default: none, a stall is only
+    /// reported. At least the stall threshold.
+    pub fn stall_timeout(self, d: Duration) -> Self {
+        self.graph().stall_timeout = Some(d);
+        self
     }
 
     /// Records per batch between tasks and into sinks (default 1024).
-    pub fn batch_size(mut self, n: usize) -> Self {
+    pub fn batch_size(self, n: usize) -> Self {
         if n == 0 {
-            self.errors
-                .push(Error::config("pipeline.batch_size", "must be at least 1"));
+            self.refuse("pipeline.batch_size", "must be at least 1");
         }
-        self.batch_size = n.max(1);
+        self.graph().batch_size = n.max(1);
         self
     }
 
     /// Batches buffered per channel between two subtasks (default 8). With the batch size this
     /// bounds the memory between tasks.
-    pub fn channel_capacity(mut self, n: usize) -> Self {
+    pub fn channel_capacity(self, n: usize) -> Self {
         if n == 0 {
-            self.errors.push(Error::config(
-                "pipeline.channel_capacity",
-                "must be at least 1",
-            ));
+            self.refuse("pipeline.channel_capacity", "must be at least 1");
         }
-        self.channel_capacity = n.max(1);
+        self.graph().channel_capacity = n.max(1);
         self
     }
 
     /// Longest time a record waits in a source's partly filled batch (default 100 ms).
-    pub fn buffer_timeout(mut self, d: Duration) -> Self {
+    pub fn buffer_timeout(self, d: Duration) -> Self {
         if d.is_zero() {
-            self.errors
-                .push(Error::config("pipeline.buffer_timeout", "must be positive"));
+            self.refuse("pipeline.buffer_timeout", "must be positive");
         }
-        self.buffer_timeout = d;
+        self.graph().buffer_timeout = d;
         self
     }
 
-    fn register(&mut self, name: &str, parallelism: usize, stateful: bool) {
+    /// Adds a source named `name` with `parallelism` subtasks; `factory(i)` creates subtask
+    /// `i`'s instance. A job may have several sources; each stream ends in a sink (directly,
+    /// or through a union, a fan-out or a route).
+    pub fn source<S, F>(&self, name: &str, parallelism: usize, factory: F) -> Stream<S::Out>
+    where
+        S: SourceFunction + 'static,
+        F: Fn(usize) -> S,
+    {
+        Stream::from_source(self.clone(), name, parallelism, factory)
+    }
+
+    /// Builds the job from every source, operator and sink added. Refused when a setting is
+    /// wrong or a stream ends in no sink (naming it).
+    pub fn build(&self) -> Result<Job> {
+        let mut g = self.graph();
+        if std::mem::replace(&mut g.built, true) {
+            return Err(Error::config("pipeline", "built already"));
+        }
+        if let Some(e) = g.errors.drain(..).next() {
+            return Err(e);
+        }
+        if let Some(what) = g.open.values().next() {
+            return Err(Error::config(
+                "pipeline",
+                format!("{what} ends in no sink (end it with `sink_to`, or `discard` it)"),
+            ));
+        }
+        if g.sinks.is_empty() {
+            return Err(Error::config("pipeline", "the job has no sink"));
+        }
+        let guarantee = g
+            .sinks
+            .iter()
+            .map(|s| g.end_to_end(s))
+            .fold(DeliveryGuarantee::ExactlyOnce, DeliveryGuarantee::weakest);
+        let sink_guarantees = g
+            .sinks
+            .iter()
+            .map(|s| (s.name.clone(), g.end_to_end(s)))
+            .collect();
+        let restart = g
+            .restart
+            .clone()
+            .unwrap_or_else(|| RestartStrategy::default_for(g.checkpoint.is_some()));
+        let mut stall = StallSettings::default_for(g.checkpoint.as_ref().map(|c| c.interval));
+        if let Some(t) = g.stall_threshold {
+            stall.threshold = t;
+        }
+        stall.timeout = g.stall_timeout;
+        super::stall::validate(&stall).map_err(|e| e.under("pipeline"))?;
+        let plan = Plan {
+            stall,
+            activities: Arc::default(),
+            stalls: Arc::new(tokio::sync::watch::channel(None).0),
+            name: g.name.clone(),
+            worker: g.worker.clone(),
+            checkpoint: g.checkpoint.clone(),
+            buffer_timeout: g.buffer_timeout,
+            tasks: std::mem::take(&mut g.tasks),
+            operators: std::mem::take(&mut g.operators),
+            counters: Arc::clone(&g.counters),
+            completed: Arc::clone(&g.completed),
+            history: Arc::default(),
+        };
+        Ok(Job::new(plan, guarantee, sink_guarantees, restart))
+    }
+}
+
+impl Graph {
+    /// Checks and records an operator's name and parallelism; a stateful one keys state in
+    /// checkpoints by its name.
+    pub(super) fn register(&mut self, name: &str, parallelism: usize, stateful: bool) {
         if parallelism == 0 {
             self.errors.push(Error::config(
                 format!("{name}.parallelism"),
@@ -203,9 +299,35 @@ impl Pipeline {
         }
     }
 
+    /// A name for the next exchange (a stage behind channels).
+    pub(super) fn exchange_name(&mut self) -> String {
+        self.exchanges += 1;
+        format!("exchange-{}", self.exchanges)
+    }
+
+    /// A new stream end, described by `what` until a sink ends it.
+    pub(super) fn open_stream(&mut self, what: String) -> u64 {
+        self.next_stream += 1;
+        self.open.insert(self.next_stream, what);
+        self.next_stream
+    }
+
+    /// What stream `id` is, for errors.
+    pub(super) fn describe(&self, id: u64) -> String {
+        self.open
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| "a stream".into())
+    }
+
+    /// Stream `id` ended (in a sink, a union, a fan-out or a route).
+    pub(super) fn close_stream(&mut self, id: u64) {
+        self.open.remove(&id);
+    }
+
     /// The contexts of an operator's `parallelism` subtasks, sharing one
     /// [`subtasks_shared`](RuntimeContext::subtasks_shared) map.
-    fn runtime_contexts(&self, name: &str, parallelism: usize) -> Vec<RuntimeContext> {
+    pub(super) fn runtime_contexts(&self, name: &str, parallelism: usize) -> Vec<RuntimeContext> {
         let shared = crate::TaskShared::default();
         (0..parallelism)
             .map(|i| {
@@ -224,300 +346,18 @@ impl Pipeline {
         ctx
     }
 
-    /// Adds a source named `name` with `parallelism` subtasks; `factory(i)` creates subtask
-    /// `i`'s instance.
-    pub fn source<S, F>(mut self, name: &str, parallelism: usize, factory: F) -> Stream<S::Out>
-    where
-        S: SourceFunction + 'static,
-        F: Fn(usize) -> S,
-    {
-        self.register(name, parallelism, true);
-        let sources: Vec<S> = (0..parallelism).map(factory).collect();
-        let guarantee = sources
-            .first()
-            .map(|s| s.delivery_guarantee())
-            .unwrap_or(DeliveryGuarantee::ExactlyOnce);
-        let positions_offered = sources
-            .first()
-            .is_some_and(|s| s.offers_positions_to_sink());
-        let contexts = self.runtime_contexts(name, parallelism);
-        let name = name.to_owned();
-        let counters = Arc::clone(&self.counters);
-        let stage: PendingStage<S::Out> = Box::new(move |mut outputs| {
-            sources
-                .into_iter()
-                .zip(contexts)
-                .enumerate()
-                .map(|(i, (src, rctx))| {
-                    let mut out = outputs(i);
-                    out.share_task(rctx.task_shared());
-                    let counters = Arc::clone(&counters);
-                    TaskSpec {
-                        name: task_name(&name, &*out),
-                        subtask: i,
-                        is_source: true,
-                        start: Box::new(move |env| {
-                            Box::pin(run_source(src, out, rctx, env, counters))
-                        }),
-                    }
-                })
-                .collect()
-        });
-        Stream {
-            pipeline: self,
-            parallelism,
-            stage,
-            guarantee,
-            positions_offered,
-        }
-    }
-}
-
-/// A stream of `T` under construction: the operators added so far, not yet connected to
-/// their output.
-pub struct Stream<T: Send + 'static> {
-    pipeline: Pipeline,
-    parallelism: usize,
-    stage: PendingStage<T>,
-    guarantee: DeliveryGuarantee,
-    /// The source offers its positions to a sink chained into its task (no exchange since).
-    positions_offered: bool,
-}
-
-impl<T: Send + 'static> std::fmt::Debug for Stream<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stream")
-            .field("pipeline", &self.pipeline.name)
-            .field("parallelism", &self.parallelism)
-            .finish()
-    }
-}
-
-impl<T: Send + 'static> Stream<T> {
-    /// Adds a chained operator; `make_op` creates one instance per subtask.
-    fn chain<U, F>(self, make_op: impl Fn() -> F + Send + 'static) -> Stream<U>
-    where
-        U: Send + 'static,
-        F: FnMut(T, Option<i64>, &mut dyn Output<U>) -> bool + Send + 'static,
-    {
-        let prev = self.stage;
-        let stage: PendingStage<U> = Box::new(move |mut outputs: OutputFactory<U>| {
-            prev(Box::new(move |i| {
-                Box::new(Chained::new(make_op(), outputs(i))) as Box<dyn Output<T>>
-            }))
-        });
-        Stream {
-            pipeline: self.pipeline,
-            parallelism: self.parallelism,
-            stage,
-            guarantee: self.guarantee,
-            positions_offered: self.positions_offered,
-        }
-    }
-
-    /// Transforms each record (chained: no channel, no copy).
-    pub fn map<U, F>(self, f: F) -> Stream<U>
-    where
-        U: Send + 'static,
-        F: Fn(T) -> U + Send + Sync + 'static,
-    {
-        let f = Arc::new(f);
-        self.chain(move || {
-            let f = Arc::clone(&f);
-            move |v: T, ts, out: &mut dyn Output<U>| out.push(f(v), ts)
-        })
-    }
-
-    /// Keeps the records for which `f` is true.
-    pub fn filter<F>(self, f: F) -> Stream<T>
-    where
-        F: Fn(&T) -> bool + Send + Sync + 'static,
-    {
-        let f = Arc::new(f);
-        self.chain(move || {
-            let f = Arc::clone(&f);
-            move |v: T, ts, out: &mut dyn Output<T>| f(&v) && out.push(v, ts)
-        })
-    }
-
-    /// Turns each record into zero or more records.
-    pub fn flat_map<U, I, F>(self, f: F) -> Stream<U>
-    where
-        U: Send + 'static,
-        I: IntoIterator<Item = U>,
-        F: Fn(T) -> I + Send + Sync + 'static,
-    {
-        let f = Arc::new(f);
-        self.chain(move || {
-            let f = Arc::clone(&f);
-            move |v: T, ts, out: &mut dyn Output<U>| {
-                let mut full = false;
-                for u in f(v) {
-                    full |= out.push(u, ts);
-                }
-                full
-            }
-        })
-    }
-
-    /// Starts a new stage of `parallelism` subtasks fed through bounded channels.
-    fn exchange(
-        mut self,
-        parallelism: usize,
-        partitioner: impl Fn() -> Partitioner<T> + Send + 'static,
-    ) -> Stream<T> {
-        self.pipeline.exchanges += 1;
-        let name = format!("exchange-{}", self.pipeline.exchanges);
-        self.pipeline.register(&name, parallelism, false);
-        let ups = self.parallelism;
-        let cap = self.pipeline.channel_capacity;
-        let batch_size = self.pipeline.batch_size;
-        let mut senders: Vec<Option<Vec<mpsc::Sender<Event<T>>>>> =
-            (0..ups).map(|_| Some(Vec::new())).collect();
-        let mut receivers: Vec<Vec<mpsc::Receiver<Event<T>>>> =
-            (0..parallelism).map(|_| Vec::new()).collect();
-        for up in senders.iter_mut() {
-            for down in receivers.iter_mut() {
-                let (tx, rx) = mpsc::channel(cap);
-                up.as_mut().expect("fresh").push(tx);
-                down.push(rx);
-            }
-        }
-        let up_contexts = self.pipeline.runtime_contexts(&name, ups);
-        let upstream = (self.stage)(Box::new(move |i| {
-            let tx = senders[i].take().expect("one output per upstream subtask");
-            Box::new(ChannelOutput::new(
-                tx,
-                partitioner(),
-                batch_size,
-                up_contexts[i].metrics(),
-            ))
-        }));
-        self.pipeline.tasks.extend(upstream);
-        let contexts = self.pipeline.runtime_contexts(&name, parallelism);
-        let stage: PendingStage<T> = Box::new(move |mut outputs| {
-            receivers
-                .into_iter()
-                .zip(contexts)
-                .enumerate()
-                .map(|(i, (rx, rctx))| {
-                    let mut out = outputs(i);
-                    out.share_task(rctx.task_shared());
-                    let gate = InputGate::new(rx);
-                    TaskSpec {
-                        name: task_name(&name, &*out),
-                        subtask: i,
-                        is_source: false,
-                        start: Box::new(move |env| Box::pin(run_exchange(gate, out, rctx, env))),
-                    }
-                })
-                .collect()
-        });
-        Stream {
-            pipeline: self.pipeline,
-            parallelism,
-            stage,
-            guarantee: self.guarantee,
-            // After an exchange a sink subtask gets records of several source subtasks.
-            positions_offered: false,
-        }
-    }
-
-    /// Repartitions by key over `parallelism` subtasks: records with equal keys go to the same
-    /// subtask, in order.
-    pub fn key_by<K, F>(self, key: F, parallelism: usize) -> Stream<T>
-    where
-        K: Hash,
-        F: Fn(&T) -> K + Send + Sync + 'static,
-    {
-        let key = Arc::new(move |v: &T| hash_key(&key(v)));
-        self.exchange(parallelism, move || Partitioner::Hash(key.clone()))
-    }
-
-    /// Redistributes whole batches round-robin over `parallelism` subtasks.
-    pub fn rebalance(self, parallelism: usize) -> Stream<T> {
-        self.exchange(parallelism, || Partitioner::RoundRobin { next: 0 })
-    }
-
-    /// Ends the stream in a sink named `name` with `parallelism` subtasks; `factory(i)` creates
-    /// subtask `i`'s instance. With the stream's parallelism the sink is chained into the
-    /// same tasks; otherwise records are rebalanced to it.
-    pub fn sink<S, F>(self, name: &str, parallelism: usize, factory: F) -> Result<Job>
-    where
-        S: SinkFunction<T> + 'static,
-        F: Fn(usize) -> S,
-    {
-        let stream = if parallelism == self.parallelism {
-            self
-        } else {
-            self.rebalance(parallelism)
-        };
-        let mut pipeline = stream.pipeline;
-        pipeline.register(name, parallelism, true);
-        let sinks: Vec<S> = (0..parallelism).map(factory).collect();
-        let sink_guarantee = sinks
-            .first()
-            .map(|s| s.delivery_guarantee())
-            .unwrap_or(DeliveryGuarantee::ExactlyOnce);
-        // The sink commits the source's positions with its records: one step, the sink's.
-        let positions_in_sink =
-            stream.positions_offered && sinks.first().is_some_and(|s| s.commits_source_positions());
-        let batch_size = pipeline.batch_size;
-        let counters = Arc::clone(&pipeline.counters);
-        let mut sinks: Vec<Option<(S, RuntimeContext)>> = sinks
-            .into_iter()
-            .zip(pipeline.runtime_contexts(name, parallelism))
-            .map(|(s, rctx)| Some((s, rctx.with_source_positions_offered(positions_in_sink))))
-            .collect();
-        let tasks = (stream.stage)(Box::new(move |i| {
-            let (sink, rctx) = sinks[i].take().expect("one sink per subtask");
-            Box::new(SinkOutput::new(
-                sink,
-                rctx,
-                batch_size,
-                Arc::clone(&counters),
-            ))
-        }));
-        pipeline.tasks.extend(tasks);
-        if let Some(e) = pipeline.errors.drain(..).next() {
-            return Err(e);
-        }
-        let guarantee = match (&pipeline.checkpoint, &pipeline.worker) {
+    /// The guarantee on the paths into `sink`: at-most-once without checkpoints; the sink's
+    /// own when it commits its source's positions; at most at-least-once across workers (a
+    /// record can be read again by the worker that takes its partition or redelivery over).
+    fn end_to_end(&self, sink: &SinkEnd) -> DeliveryGuarantee {
+        match (&self.checkpoint, &self.worker) {
             (None, _) => DeliveryGuarantee::AtMostOnce,
-            (Some(_), _) if positions_in_sink => sink_guarantee,
-            // Across workers a record can be read again by the worker that takes its partition
-            // or its redelivery over: at-least-once.
-            (Some(_), Some(_)) => stream
-                .guarantee
-                .weakest(sink_guarantee)
+            (Some(_), _) if sink.positions_in_sink => sink.sink,
+            (Some(_), Some(_)) => sink
+                .path
+                .weakest(sink.sink)
                 .weakest(DeliveryGuarantee::AtLeastOnce),
-            (Some(_), None) => stream.guarantee.weakest(sink_guarantee),
-        };
-        let restart = pipeline
-            .restart
-            .clone()
-            .unwrap_or_else(|| RestartStrategy::default_for(pipeline.checkpoint.is_some()));
-        let mut stall =
-            StallSettings::default_for(pipeline.checkpoint.as_ref().map(|c| c.interval));
-        if let Some(t) = pipeline.stall_threshold {
-            stall.threshold = t;
+            (Some(_), None) => sink.path.weakest(sink.sink),
         }
-        stall.timeout = pipeline.stall_timeout;
-        super::stall::validate(&stall).map_err(|e| e.under("pipeline"))?;
-        let plan = Plan {
-            stall,
-            activities: Arc::default(),
-            stalls: Arc::new(tokio::sync::watch::channel(None).0),
-            name: pipeline.name,
-            worker: pipeline.worker,
-            checkpoint: pipeline.checkpoint,
-            buffer_timeout: pipeline.buffer_timeout,
-            tasks: pipeline.tasks,
-            operators: pipeline.operators,
-            counters: pipeline.counters,
-            completed: pipeline.completed,
-            history: Arc::default(),
-        };
-        Ok(Job::new(plan, guarantee, restart))
     }
 }
