@@ -191,13 +191,13 @@ async fn a_router_sends_each_record_to_every_route_it_matches() {
         &["even", "threes", "unmatched"],
         |v: &u64| {
             let mut r = Routes::none();
-            if v % 2 == 0 {
+            if v.is_multiple_of(2) {
                 r = r.with(0);
             }
-            if v % 3 == 0 {
+            if v.is_multiple_of(3) {
                 r = r.with(1);
             }
-            if r.is_empty() && v % 5 != 0 {
+            if r.is_empty() && !v.is_multiple_of(5) {
                 r = r.with(2);
             }
             r
