@@ -116,11 +116,9 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             match build::build(&config, true).await {
                 Ok(_) => {
                     out(&format!(
-                        "{}: ok ({} → {} transform(s) → {})\n",
+                        "{}: ok\n{}\n",
                         file.display(),
-                        config.source.kind,
-                        config.transforms.len(),
-                        config.sink.kind
+                        indent(&config.graph.describe())
                     ));
                     ExitCode::SUCCESS
                 }
@@ -189,4 +187,12 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         }
     }
+}
+
+/// Each line of `text` indented by two spaces.
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -1,7 +1,10 @@
-//! Turns a [`PipelineConfig`] into a runnable job: checkpoint backend, error policy (with
-//! the dead-letter destination's section), source ([`crate::sources`]), transforms, sink
-//! ([`crate::sinks`]).
+//! Turns a [`PipelineConfig`] into a runnable job: checkpoint backend, error policies (with
+//! the dead-letter destinations' sections), then the graph — sources ([`crate::sources`]),
+//! transforms and routers in an order where each follows what it reads, sinks
+//! ([`crate::sinks`]). An output read by several components fans out; a component reading
+//! several outputs reads their union.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -10,9 +13,13 @@ use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 
-use crate::config::{CheckpointSection, PipelineConfig, PolicyName, TransformConfig};
+use crate::config::graph::{Output, UNMATCHED};
+use crate::config::{to_json, CompareOp};
+use crate::config::{
+    CheckpointSection, ErrorsSection, PipelineConfig, PolicyName, TransformConfig, TransformKind,
+};
 use crate::counted::Counts;
-use crate::transform::Transforms;
+use crate::transform::{keep, Transforms};
 
 /// A job ready to run, with what the status line and the report need.
 pub(crate) struct Built {
@@ -51,15 +58,21 @@ impl DeadLetterQueue for CountingQueue {
     }
 }
 
-async fn policy(config: &PipelineConfig, counts: &Arc<Counts>, dry: bool) -> Result<ErrorPolicy> {
-    let inner: Option<Arc<dyn DeadLetterQueue>> = match config.errors.policy {
+/// The error policy `errors` says.
+async fn policy(
+    errors: &ErrorsSection,
+    config: &PipelineConfig,
+    counts: &Arc<Counts>,
+    dry: bool,
+) -> Result<ErrorPolicy> {
+    let inner: Option<Arc<dyn DeadLetterQueue>> = match errors.policy {
         PolicyName::Fail => return Ok(ErrorPolicy::Fail),
         PolicyName::Skip => None,
         PolicyName::DeadLetter if dry => None,
-        PolicyName::DeadLetter => match &config.errors.destination {
+        PolicyName::DeadLetter => match &errors.destination {
             Some(d) => Some(d.build(&config.context(ErrorPolicy::Fail, dry))?),
             None => {
-                let path = config.errors.dead_letter.as_deref().unwrap_or_default();
+                let path = errors.dead_letter.as_deref().unwrap_or_default();
                 Some(Arc::new(FileDeadLetterQueue::open(path).await?))
             }
         },
@@ -132,7 +145,7 @@ pub(crate) async fn build_counting(
     dry: bool,
     counts: Arc<Counts>,
 ) -> Result<Built> {
-    let policy = policy(config, &counts, dry).await?;
+    let policy = policy(&config.errors, config, &counts, dry).await?;
     let mut pipeline = Pipeline::new(config.name.clone());
     if let Some(w) = &config.worker {
         pipeline = pipeline.worker(w.clone());
@@ -150,28 +163,173 @@ pub(crate) async fn build_counting(
     if let Some(t) = config.stall_timeout {
         pipeline = pipeline.stall_timeout(t);
     }
-    let (stream, total) = crate::sources::attach(pipeline, config, &policy, dry).await?;
-    let read = Arc::clone(&counts);
-    let stream = stream.map(move |v| {
-        read.read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        v
-    });
-    let transforms = Transforms::new(&config.transforms);
-    let check_errors = transforms.can_fail();
-    let mut stream = if transforms.is_empty() {
-        stream
-    } else {
-        stream.flat_map(move |v| transforms.apply(v))
+    let graph = &config.graph;
+    let mut outputs = Outputs {
+        readers: graph.readers(),
+        streams: HashMap::new(),
     };
-    for t in &config.transforms {
-        if let TransformConfig::Key { field } = t {
-            let field = field.clone();
-            stream = stream.key_by(
-                move |v: &Value| v.get(&field).map(Value::to_string).unwrap_or_default(),
-                config.parallelism,
-            );
+    let mut total = Some(0u64);
+    for s in &graph.sources {
+        let (stream, n) = crate::sources::attach(&pipeline, config, s, &policy, dry).await?;
+        total = total.zip(n).map(|(a, b)| a + b);
+        let read = Arc::clone(&counts);
+        let stream = stream.map(move |v| {
+            read.read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            v
+        });
+        outputs.place(output(&s.name, None), stream);
+    }
+    let mut check_errors = false;
+    let order = graph
+        .transform_order()
+        .map_err(|e| Error::config("transforms", e))?;
+    for t in order {
+        let input = outputs.read(&t.inputs);
+        match &t.kind {
+            TransformKind::Steps(steps) => {
+                let transforms = Transforms::new(steps);
+                check_errors |= transforms.can_fail();
+                let mut stream = if transforms.is_empty() {
+                    input
+                } else {
+                    input.flat_map(move |v| transforms.apply(v))
+                };
+                for step in steps {
+                    if let TransformConfig::Key { field } = step {
+                        let field = field.clone();
+                        stream = stream.key_by(
+                            move |v: &Value| {
+                                v.get(&field).map(Value::to_string).unwrap_or_default()
+                            },
+                            config.parallelism,
+                        );
+                    }
+                }
+                outputs.place(output(&t.name, None), stream);
+            }
+            TransformKind::Route(routes) => {
+                let unmatched = output(&t.name, Some(UNMATCHED));
+                let unmatched_read = outputs.readers.contains_key(&unmatched);
+                let mut names: Vec<&str> = routes.iter().map(|(r, _)| r.as_str()).collect();
+                names.push(UNMATCHED);
+                let pick = Router::new(routes, unmatched_read);
+                let streams = input.route(&names, move |v| pick.routes(v));
+                for (name, stream) in names.iter().zip(streams) {
+                    if *name == UNMATCHED && !unmatched_read {
+                        stream.discard();
+                    } else {
+                        outputs.place(output(&t.name, Some(name)), stream);
+                    }
+                }
+            }
         }
     }
-    let job = crate::sinks::attach(stream, config, &counts, &policy, check_errors, dry).await?;
+    for s in &graph.sinks {
+        let input = outputs.read(&s.inputs);
+        let policy = match &s.errors {
+            Some(errors) => self::policy(errors, config, &counts, dry).await?,
+            None => policy.clone(),
+        };
+        crate::sinks::attach(input, config, s, &counts, &policy, check_errors, dry).await?;
+    }
+    let job = pipeline.build()?;
     Ok(Built { job, counts, total })
+}
+
+fn output(component: &str, route: Option<&str>) -> Output {
+    Output {
+        component: component.to_owned(),
+        route: route.map(str::to_owned),
+    }
+}
+
+/// The streams of the outputs built so far, one per reader still to come.
+struct Outputs {
+    readers: BTreeMap<Output, Vec<String>>,
+    streams: HashMap<Output, Vec<Stream<Value>>>,
+}
+
+impl Outputs {
+    /// Keeps `stream` as `output`, fanned out to as many branches as it has readers.
+    fn place(&mut self, output: Output, stream: Stream<Value>) {
+        let n = self.readers.get(&output).map_or(0, Vec::len);
+        let branches = match n {
+            0 | 1 => vec![stream],
+            n => stream.branches(n),
+        };
+        self.streams.insert(output, branches);
+    }
+
+    /// A reader's stream of `inputs`: the one output's branch, or the union of several.
+    fn read(&mut self, inputs: &[Output]) -> Stream<Value> {
+        let mut streams = inputs.iter().map(|i| {
+            self.streams
+                .get_mut(i)
+                .and_then(Vec::pop)
+                .expect("the graph is checked: every input is built before its readers")
+        });
+        let first = streams
+            .next()
+            .expect("the graph is checked: inputs are not empty");
+        let rest: Vec<Stream<Value>> = streams.collect();
+        if rest.is_empty() {
+            first
+        } else {
+            first.union(rest)
+        }
+    }
+}
+
+/// A router's conditions, compiled.
+struct Router {
+    conditions: Vec<(String, CompareOp, Value)>,
+    /// Where records go that meet no condition: `_unmatched`, the last route.
+    unmatched: Routes,
+    /// Where error records of an earlier transform go to meet the error policy: `_unmatched`
+    /// when something reads it, else the first route.
+    errors: Routes,
+}
+
+impl Router {
+    fn new(routes: &[(String, crate::config::graph::Condition)], unmatched_read: bool) -> Self {
+        let unmatched = Routes::only(routes.len());
+        Router {
+            conditions: routes
+                .iter()
+                .map(|(_, c)| {
+                    (
+                        c.field.clone(),
+                        c.op,
+                        c.value.as_ref().map(to_json).unwrap_or(Value::Null),
+                    )
+                })
+                .collect(),
+            unmatched,
+            errors: if unmatched_read {
+                unmatched
+            } else {
+                Routes::only(0)
+            },
+        }
+    }
+
+    fn routes(&self, v: &Value) -> Routes {
+        let Some(m) = v.as_object() else {
+            return self.unmatched;
+        };
+        if m.contains_key(crate::transform::ERROR_FIELD) {
+            return self.errors;
+        }
+        let picked = self
+            .conditions
+            .iter()
+            .enumerate()
+            .filter(|(_, (field, op, value))| keep(m, field, *op, value))
+            .fold(Routes::none(), |r, (i, _)| r.with(i));
+        if picked.is_empty() {
+            self.unmatched
+        } else {
+            picked
+        }
+    }
 }

@@ -10,16 +10,16 @@ use crate::config::PipelineConfig;
 
 /// One endpoint's result.
 pub(crate) struct Reach {
-    pub role: &'static str,
+    pub role: String,
     pub kind: &'static str,
     pub address: String,
     pub outcome: Result<String, String>,
 }
 
 impl Reach {
-    fn of(role: &'static str, h: Health) -> Self {
+    fn of(role: &str, h: Health) -> Self {
         Reach {
-            role,
+            role: role.to_owned(),
             kind: h.kind,
             address: h.address,
             outcome: h.outcome,
@@ -62,15 +62,23 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
     })
 }
 
-/// Checks the source, the sink, the dead-letter destination and the checkpoint store of
+/// Checks every source and sink, the dead-letter destination and the checkpoint store of
 /// `config`.
 pub(crate) async fn check(config: &PipelineConfig) -> Vec<Reach> {
     let ctx = config.context(ErrorPolicy::Fail, true);
-    let (source, sink) = (&config.source, &config.sink);
-    let mut out = vec![
-        Reach::of("source", source.options.check(&ctx).await),
-        Reach::of("sink", sink.options.check(&ctx).await),
-    ];
+    let mut out = Vec::new();
+    for s in &config.graph.sources {
+        out.push(Reach::of(
+            &s.section.path,
+            s.section.options.check(&ctx).await,
+        ));
+    }
+    for s in &config.graph.sinks {
+        out.push(Reach::of(
+            &s.section.path,
+            s.section.options.check(&ctx).await,
+        ));
+    }
     if let Some(d) = &config.errors.destination {
         out.push(Reach::of("dead letters", d.options.check(&ctx).await));
     }

@@ -114,10 +114,11 @@ impl Dashboard {
         counts: &Arc<Counts>,
         job: Watched,
     ) -> Result<Self, String> {
-        let lag = [
-            config.source.options.metrics().lag,
-            config.sink.options.metrics().lag,
-        ];
+        let g = &config.graph;
+        let lag: Vec<&'static str> = (g.sources.iter().map(|s| s.section.options.metrics().lag))
+            .chain(g.sinks.iter().map(|s| s.section.options.metrics().lag))
+            .flatten()
+            .collect();
         let snapshot = Arc::new(
             http::Snapshot::new(
                 config.name.clone(),
@@ -130,7 +131,7 @@ impl Dashboard {
                 job.restarts,
                 job.stalls,
             )
-            .with_lag_metrics(lag.into_iter().flatten().collect()),
+            .with_lag_metrics(lag),
         );
         let server = http::serve(addr, token, Arc::clone(&snapshot), job.handle).await?;
         let sampler = tokio::spawn(Arc::clone(&snapshot).sample_forever());
@@ -167,13 +168,17 @@ fn guarantee_name(job: &rivus_core::Job) -> &'static str {
 /// The sections' reports after a successful run (the SQL sink's table).
 async fn reports(config: &PipelineConfig) -> String {
     let ctx = config.context(ErrorPolicy::Fail, false);
-    let (source, sink) = (&config.source, &config.sink);
+    let g = &config.graph;
     let mut text = String::new();
-    if let Some(r) = source.options.report(&ctx).await {
-        text.push_str(&r);
+    for s in &g.sources {
+        if let Some(r) = s.section.options.report(&ctx).await {
+            text.push_str(&r);
+        }
     }
-    if let Some(r) = sink.options.report(&ctx).await {
-        text.push_str(&r);
+    for s in &g.sinks {
+        if let Some(r) = s.section.options.report(&ctx).await {
+            text.push_str(&r);
+        }
     }
     text
 }

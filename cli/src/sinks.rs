@@ -1,5 +1,5 @@
-//! Ends a pipeline in the file's `[sink]`, whatever connector's section it is, each subtask's
-//! sink wrapped in [`Counted`].
+//! Ends a stream in a sink component of the file, whatever connector's section it is, each
+//! subtask's sink wrapped in [`Counted`].
 
 use std::sync::Arc;
 
@@ -7,34 +7,35 @@ use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
-use rivus_core::runtime::Stream;
 
-use crate::config::PipelineConfig;
+use crate::config::{PipelineConfig, SinkNode};
 use crate::counted::{Counted, Counts};
 
-/// Ends `stream` in the sink of `config`. Without `dry`, the section's `prepare` hook (the
-/// SQL sink's `setup`) runs first.
+/// Ends `stream` in `sink`, its operator named as the component. Without `dry`, the section's
+/// `prepare` hook (the SQL sink's `setup`) runs first.
 pub(crate) async fn attach(
     stream: Stream<Value>,
     config: &PipelineConfig,
+    sink: &SinkNode,
     counts: &Arc<Counts>,
     policy: &ErrorPolicy,
     check_errors: bool,
     dry: bool,
-) -> Result<Job> {
-    let sink = &config.sink;
+) -> Result<()> {
+    let section = &sink.section;
     let ctx = config.context(policy.clone(), dry);
-    let plan = sink.build(&ctx)?;
+    let plan = section.build(&ctx)?;
     if !dry {
-        sink.prepare(&ctx).await?;
+        section.prepare(&ctx).await?;
     }
     let counts = Arc::clone(counts);
     let policy = policy.clone();
-    stream.sink("sink", config.parallelism, move |i| Counted {
+    stream.sink_to(&sink.name, config.parallelism, move |i| Counted {
         inner: plan.make(i),
         counts: Arc::clone(&counts),
         policy: policy.clone(),
         check_errors,
         handler: None,
-    })
+    });
+    Ok(())
 }

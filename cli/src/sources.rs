@@ -1,28 +1,32 @@
-//! Starts a pipeline at the file's `[source]`, whatever connector's section it is.
+//! Starts a stream at a source component of the file, whatever connector's section it is.
 
 use serde_json::Value;
 
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;
-use rivus_core::runtime::Stream;
 
+use crate::config::graph::SourceNode;
 use crate::config::PipelineConfig;
 
-/// Starts `pipeline` at the source of `config`; also returns how many records it will emit
-/// when that is known (a bounded generator). Without `dry`, the section's `prepare` hook runs
-/// first.
+/// Starts a stream of `pipeline` at `source`, its operator named as the component; also
+/// returns how many records it will emit when that is known (a bounded generator). Without
+/// `dry`, the section's `prepare` hook runs first.
 pub(crate) async fn attach(
-    pipeline: Pipeline,
+    pipeline: &Pipeline,
     config: &PipelineConfig,
+    source: &SourceNode,
     policy: &ErrorPolicy,
     dry: bool,
 ) -> Result<(Stream<Value>, Option<u64>)> {
-    let source = &config.source;
+    let section = &source.section;
     let ctx = config.context(policy.clone(), dry);
-    let plan = source.build(&ctx)?;
+    let plan = section.build(&ctx)?;
     if !dry {
-        source.prepare(&ctx).await?;
+        section.prepare(&ctx).await?;
     }
     let total = plan.total();
-    Ok((plan.attach(pipeline, "source", config.parallelism), total))
+    Ok((
+        plan.attach(pipeline.clone(), &source.name, config.parallelism),
+        total,
+    ))
 }

@@ -33,7 +33,7 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
-fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, value: &Value) -> bool {
+pub(crate) fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, value: &Value) -> bool {
     let got = record.get(field);
     match op {
         CompareOp::Exists => got.is_some_and(|v| !v.is_null()),
@@ -171,11 +171,14 @@ mod tests {
         let text = format!(
             "name = \"t\"\n[source]\ntype = \"generator\"\n[sink]\ntype = \"stdout\"\n{toml}"
         );
-        Transforms::new(
-            &parse(&text, &crate::registry::Registry::new())
-                .unwrap()
-                .transforms,
-        )
+        let config = parse(&text, &crate::registry::Registry::new()).unwrap();
+        match &config.graph.transforms[..] {
+            [t] => match &t.kind {
+                crate::config::TransformKind::Steps(steps) => Transforms::new(steps),
+                crate::config::TransformKind::Route(_) => unreachable!("no router here"),
+            },
+            _ => Transforms::new(&[]),
+        }
     }
 
     #[test]

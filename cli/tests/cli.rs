@@ -239,7 +239,11 @@ fn broken_files_are_refused_with_the_path_of_the_bad_field() {
     std::fs::write(&file, GOOD).unwrap();
     let out = rivus(dir.path(), &["validate", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("ok (generator → 0 transform(s) → stdout)"));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(": ok\n  source (generator)\n  sink (stdout) <- source"),
+        "{stdout}"
+    );
 }
 
 #[test]

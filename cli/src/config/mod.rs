@@ -1,7 +1,8 @@
 //! The pipeline file: TOML read into typed settings, with `${VAR}` references to the
 //! environment expanded first and every error naming the path of the bad field. The
-//! connector sections (`[source]`, `[sink]`, `[errors.destination]`) are parsed by the type
-//! their `type` names in the [`Registry`].
+//! connector sections (`[source]`, `[sink]`, `[sources.NAME]`, `[sinks.NAME]`,
+//! `[errors.destination]`) are parsed by the type their `type` names in the [`Registry`];
+//! how the components connect is [`graph`]'s.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,12 +11,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::registry::{AnyDestination, AnySink, AnySource, Registry, Section};
+use crate::registry::{AnyDestination, Registry, Section};
 
 mod env;
+pub(crate) mod graph;
 mod restart;
 
 pub(crate) use env::expand_env;
+pub(crate) use graph::{Graph, SinkNode, TransformKind};
 pub(crate) use restart::{RestartConfig, RestartSection};
 pub(crate) use rivus_pipeline_file::{duration, parse_duration};
 
@@ -35,14 +38,10 @@ pub(crate) struct PipelineConfig {
     pub stall_threshold: Option<Duration>,
     /// `[restart] stall_timeout`: a stalled job is restarted after this long.
     pub stall_timeout: Option<Duration>,
-    /// What to do with records that cannot be read or written.
+    /// What to do with records that cannot be read or written (a sink may have its own).
     pub errors: ErrorsSection,
-    /// Where records come from.
-    pub source: Section<dyn AnySource>,
-    /// Built-in transforms, in order.
-    pub transforms: Vec<TransformConfig>,
-    /// Where records go.
-    pub sink: Section<dyn AnySink>,
+    /// The sources, transforms and sinks, and how they connect.
+    pub graph: Graph,
     /// `rivus run --worker ID`: this process is one worker of the job (not in the file).
     pub worker: Option<String>,
 }
@@ -65,15 +64,31 @@ impl PipelineConfig {
     }
 }
 
-/// The JSON Schema of a whole pipeline file with `registry`'s sections: `[source]`, `[sink]`
-/// and `[errors.destination]` one of the registered types each (by `type`), every option
-/// described by its doc comment — for editors (`#:schema` in the file) and `rivus schema`.
+/// The JSON Schema of a whole pipeline file with `registry`'s sections: `[source]`, `[sink]`,
+/// `[sources.NAME]`, `[sinks.NAME]` and `[errors.destination]` one of the registered types
+/// each (by `type`), every option described by its doc comment — for editors (`#:schema` in
+/// the file) and `rivus schema`.
 pub(crate) fn schema(registry: &Registry) -> Value {
     let mut g = schemars::SchemaGenerator::default();
     let mut file = <RawPipeline as schemars::JsonSchema>::json_schema(&mut g).to_value();
     let [sources, sinks, destinations] = registry.section_schemas(&mut g);
-    file["properties"]["source"] = sources;
-    file["properties"]["sink"] = sinks;
+    let errors = g.subschema_for::<RawErrors>().to_value();
+    let inputs = g.subschema_for::<Vec<String>>().to_value();
+    let transform = g.subschema_for::<TransformConfig>().to_value();
+    let route = g.subschema_for::<graph::RouteConfig>().to_value();
+    file["properties"]["source"] = sources.clone();
+    file["properties"]["sink"] = sinks.clone();
+    file["properties"]["sources"]["additionalProperties"] = sources;
+    file["properties"]["sinks"]["additionalProperties"] = with_properties(
+        sinks,
+        &[("inputs", &inputs, true), ("errors", &errors, false)],
+    );
+    file["properties"]["transforms"]["additionalProperties"] = serde_json::json!({
+        "anyOf": [
+            with_properties(inline(&g, transform), &[("inputs", &inputs, true)]),
+            route,
+        ]
+    });
     if let Some(errors) = file_ref_target(&mut file, "errors") {
         errors["properties"]["destination"] = destinations;
     }
@@ -86,6 +101,37 @@ pub(crate) fn schema(registry: &Registry) -> Value {
     file["$schema"] = Value::from("https://json-schema.org/draft/2020-12/schema");
     file["title"] = Value::from("rivus pipeline file");
     file
+}
+
+/// A `$ref` replaced by the definition it names.
+fn inline(g: &schemars::SchemaGenerator, schema: Value) -> Value {
+    let target = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| g.definitions().get(r.strip_prefix("#/$defs/")?).cloned());
+    target.unwrap_or(schema)
+}
+
+/// `choices` (a `oneOf` of sections, or one schema with `oneOf` variants) with the properties
+/// `extra` added to each choice (`(name, schema, required)`): a named component's `inputs`.
+fn with_properties(mut choices: Value, extra: &[(&str, &Value, bool)]) -> Value {
+    let add = |choice: &mut Value| {
+        for (name, schema, required) in extra {
+            choice["properties"][*name] = (*schema).clone();
+            if *required {
+                if let Some(r) = choice["required"].as_array_mut() {
+                    r.push(Value::from(*name));
+                } else {
+                    choice["required"] = serde_json::json!([name]);
+                }
+            }
+        }
+    };
+    match choices.get_mut("oneOf").and_then(Value::as_array_mut) {
+        Some(list) => list.iter_mut().for_each(add),
+        None => add(&mut choices),
+    }
+    choices
 }
 
 /// The schema of property `name` of `file` itself (not a `$ref` to it: the `errors` table is
@@ -124,15 +170,28 @@ struct RawPipeline {
     /// What to do with records that cannot be read or written.
     #[serde(default)]
     pub errors: RawErrors,
-    /// Where records come from.
-    #[schemars(with = "serde_json::Map<String, Value>")]
-    pub source: toml::Table,
-    /// Built-in transforms, in order.
+    /// Where records come from, in a pipeline of one path.
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    pub source: Option<toml::Table>,
+    /// Built-in transforms, in order, in a pipeline of one path.
     #[serde(default, rename = "transform")]
     pub transforms: Vec<TransformConfig>,
-    /// Where records go.
-    #[schemars(with = "serde_json::Map<String, Value>")]
-    pub sink: toml::Table,
+    /// Where records go, in a pipeline of one path.
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    pub sink: Option<toml::Table>,
+    /// Named sources: `[sources.NAME]`.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Map<String, Value>>")]
+    pub sources: BTreeMap<String, toml::Table>,
+    /// Named transforms, each with the `inputs` it reads: `[transforms.NAME]`.
+    #[serde(default, rename = "transforms")]
+    #[schemars(with = "BTreeMap<String, serde_json::Map<String, Value>>")]
+    pub named_transforms: BTreeMap<String, toml::Table>,
+    /// Named sinks, each with the `inputs` it reads and its own `errors` if it differs from
+    /// the job's: `[sinks.NAME]`.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Map<String, Value>>")]
+    pub sinks: BTreeMap<String, toml::Table>,
 }
 
 fn one() -> usize {
@@ -287,7 +346,7 @@ pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, St
         ),
         None => e.message().to_owned(),
     })?;
-    let raw: RawPipeline = serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut raw: RawPipeline = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let message = inner.message().to_owned();
@@ -297,25 +356,16 @@ pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, St
             format!("{}: {message}", refine(&text, &path, &message))
         }
     })?;
+    let graph = components(&mut raw, registry)?;
     let config = PipelineConfig {
-        source: registry.parse_source("source", raw.source)?,
-        sink: registry.parse_sink("sink", raw.sink)?,
-        errors: ErrorsSection {
-            policy: raw.errors.policy,
-            dead_letter: raw.errors.dead_letter,
-            destination: raw
-                .errors
-                .destination
-                .map(|d| registry.parse_destination("errors.destination", d))
-                .transpose()?,
-        },
+        errors: errors_section(raw.errors, "errors", registry)?,
         name: raw.name,
         parallelism: raw.parallelism,
         checkpoint: raw.checkpoint,
         restart: raw.restart.as_ref().and_then(|r| r.strategy.clone()),
         stall_threshold: raw.stall_threshold,
         stall_timeout: raw.restart.and_then(|r| r.stall_timeout),
-        transforms: raw.transforms,
+        graph,
         worker: None,
     };
     if config.parallelism == 0 {
@@ -343,34 +393,166 @@ pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, St
             stall.threshold
         ));
     }
-    if config.errors.policy == PolicyName::DeadLetter {
-        match (&config.errors.dead_letter, &config.errors.destination) {
+    config.graph.check()?;
+    Ok(config)
+}
+
+/// `[errors]` (or a sink's `errors`) at `path`, its destination parsed; the dead-letter
+/// policy needs one place for its letters.
+fn errors_section(
+    raw: RawErrors,
+    path: &str,
+    registry: &Registry,
+) -> Result<ErrorsSection, String> {
+    let errors = ErrorsSection {
+        policy: raw.policy,
+        dead_letter: raw.dead_letter,
+        destination: raw
+            .destination
+            .map(|d| registry.parse_destination(&format!("{path}.destination"), d))
+            .transpose()?,
+    };
+    if errors.policy == PolicyName::DeadLetter {
+        match (&errors.dead_letter, &errors.destination) {
             (None, None) => {
-                return Err(
-                    "errors.dead_letter: the dead-letter policy needs a file (or an \
-                     errors.destination)"
-                        .into(),
-                )
+                return Err(format!(
+                    "{path}.dead_letter: the dead-letter policy needs a file (or an \
+                     {path}.destination)"
+                ))
             }
             (Some(_), Some(_)) => {
-                return Err(
-                    "errors.destination: give either a dead_letter file or a destination".into(),
-                )
+                return Err(format!(
+                    "{path}.destination: give either a dead_letter file or a destination"
+                ))
             }
             _ => {}
         }
     }
-    for (i, t) in config.transforms.iter().enumerate() {
-        if let TransformConfig::Filter { op, value, .. } = t {
-            let needs = !matches!(op, CompareOp::Exists | CompareOp::Missing);
-            if needs && value.is_none() {
-                return Err(format!(
-                    "transform[{i}].value: this comparison needs a value"
-                ));
+    Ok(errors)
+}
+
+/// A comparison needs a value unless it is `exists` or `missing`.
+fn check_comparison(op: CompareOp, value: &Option<toml::Value>, path: &str) -> Result<(), String> {
+    let needs = !matches!(op, CompareOp::Exists | CompareOp::Missing);
+    if needs && value.is_none() {
+        return Err(format!("{path}.value: this comparison needs a value"));
+    }
+    Ok(())
+}
+
+/// Reads a component table at `path` with serde; errors name the field below `path`.
+fn component<T: serde::de::DeserializeOwned>(table: toml::Table, path: &str) -> Result<T, String> {
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let at = e.path().to_string();
+        let message = e.into_inner().message().to_owned();
+        if at == "." {
+            format!("{path}: {message}")
+        } else {
+            format!("{path}.{at}: {message}")
+        }
+    })
+}
+
+/// The sources, transforms and sinks of the file: the single-path form or named components
+/// (not both).
+fn components(raw: &mut RawPipeline, registry: &Registry) -> Result<Graph, String> {
+    let named =
+        !(raw.sources.is_empty() && raw.named_transforms.is_empty() && raw.sinks.is_empty());
+    let single = raw.source.is_some() || raw.sink.is_some() || !raw.transforms.is_empty();
+    if named && single {
+        return Err(
+            "sources: give either [source], [[transform]] and [sink] (one path) or named \
+             [sources.NAME], [transforms.NAME] and [sinks.NAME], not both"
+                .into(),
+        );
+    }
+    if !named {
+        let source = raw
+            .source
+            .take()
+            .ok_or("source: missing: give [source] (or [sources.NAME])")?;
+        let sink = raw
+            .sink
+            .take()
+            .ok_or("sink: missing: give [sink] (or [sinks.NAME])")?;
+        for (i, t) in raw.transforms.iter().enumerate() {
+            if let TransformConfig::Filter { op, value, .. } = t {
+                check_comparison(*op, value, &format!("transform[{i}]"))?;
             }
         }
+        return Ok(Graph::path(
+            registry.parse_source("source", source)?,
+            std::mem::take(&mut raw.transforms),
+            registry.parse_sink("sink", sink)?,
+        ));
     }
-    Ok(config)
+    let mut graph = Graph::default();
+    for (name, table) in std::mem::take(&mut raw.sources) {
+        let section = registry.parse_source(&format!("sources.{name}"), table)?;
+        graph.sources.push(graph::SourceNode { name, section });
+    }
+    for (name, mut table) in std::mem::take(&mut raw.named_transforms) {
+        let path = format!("transforms.{name}");
+        let (inputs, kind) = if table.get("type").and_then(toml::Value::as_str) == Some("route") {
+            let route: graph::RouteConfig = component(table, &path)?;
+            for (r, c) in &route.route {
+                check_comparison(c.op, &c.value, &format!("{path}.route.{r}"))?;
+            }
+            (
+                route.inputs,
+                TransformKind::Route(route.route.into_iter().collect()),
+            )
+        } else {
+            let inputs = inputs_of(&mut table, &path)?;
+            let t: TransformConfig = component(table, &path)?;
+            if let TransformConfig::Filter { op, value, .. } = &t {
+                check_comparison(*op, value, &path)?;
+            }
+            (inputs, TransformKind::Steps(vec![t]))
+        };
+        graph.transforms.push(graph::TransformNode {
+            name,
+            inputs: graph::outputs(&inputs),
+            path,
+            kind,
+        });
+    }
+    for (name, mut table) in std::mem::take(&mut raw.sinks) {
+        let path = format!("sinks.{name}");
+        let inputs = inputs_of(&mut table, &path)?;
+        let errors = match table.remove("errors") {
+            Some(toml::Value::Table(t)) => {
+                let at = format!("{path}.errors");
+                Some(errors_section(component(t, &at)?, &at, registry)?)
+            }
+            Some(_) => return Err(format!("{path}.errors: a table")),
+            None => None,
+        };
+        let section = registry.parse_sink(&path, table)?;
+        graph.sinks.push(SinkNode {
+            name,
+            inputs: graph::outputs(&inputs),
+            section,
+            errors,
+        });
+    }
+    Ok(graph)
+}
+
+/// Takes a component's `inputs` (a list of names) out of its table.
+fn inputs_of(table: &mut toml::Table, path: &str) -> Result<Vec<String>, String> {
+    /// A component's `inputs`.
+    #[derive(Deserialize)]
+    struct Inputs {
+        inputs: Vec<String>,
+    }
+    match table.remove("inputs") {
+        Some(v) => component(toml::Table::from_iter([("inputs".to_owned(), v)]), path)
+            .map(|w: Inputs| w.inputs),
+        None => Err(format!(
+            "{path}.inputs: missing: name the components it reads"
+        )),
+    }
 }
 
 /// Inside a section chosen by `type` or `strategy`, serde reports the section, not the field:

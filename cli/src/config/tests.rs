@@ -148,3 +148,138 @@ fn syntax_errors_name_the_line() {
     assert!(e.starts_with("line 2: "), "{e}");
     assert!(parse(VALID).is_ok(), "{:?}", parse(VALID).err());
 }
+
+/// Two sources, a router and three sinks, as named components.
+const GRAPH: &str = "name = \"g\"\n\
+    [sources.orders]\ntype = \"generator\"\ncount = 10\n\
+    [sources.more]\ntype = \"generator\"\ncount = 5\n\
+    [transforms.split]\ntype = \"route\"\ninputs = [\"orders\", \"more\"]\n\
+    route.big = { field = \"amount\", op = \">\", value = 100 }\n\
+    route.paid = { field = \"status\", op = \"==\", value = \"PAID\" }\n\
+    [transforms.tidy]\ntype = \"drop\"\ninputs = [\"split.big\"]\nfields = [\"ts\"]\n\
+    [sinks.large]\ntype = \"stdout\"\ninputs = [\"tidy\"]\n\
+    [sinks.paid]\ntype = \"stdout\"\ninputs = [\"split.paid\", \"split._unmatched\"]\n\
+    [sinks.paid.errors]\npolicy = \"skip\"\n\
+    [sinks.all]\ntype = \"stdout\"\ninputs = [\"orders\"]\n";
+
+#[test]
+fn named_components_make_a_graph() {
+    let c = parse(GRAPH).unwrap();
+    let g = &c.graph;
+    let names = |v: Vec<&str>| v.join(",");
+    assert_eq!(
+        names(g.sources.iter().map(|s| s.name.as_str()).collect()),
+        "more,orders"
+    );
+    assert_eq!(
+        names(g.sinks.iter().map(|s| s.name.as_str()).collect()),
+        "all,large,paid"
+    );
+    assert_eq!(g.sinks[2].section.path, "sinks.paid");
+    assert_eq!(
+        g.sinks[2].errors.as_ref().map(|e| e.policy),
+        Some(PolicyName::Skip)
+    );
+    let readers = g.readers();
+    let orders = graph::Output {
+        component: "orders".into(),
+        route: None,
+    };
+    assert_eq!(readers[&orders], ["split", "all"], "orders fans out");
+    let order: Vec<&str> = g
+        .transform_order()
+        .unwrap()
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(order, ["split", "tidy"]);
+    let text = g.describe();
+    assert!(
+        text.contains("transforms.split (route: big, paid) <- orders, more"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sinks.paid (stdout) <- split.paid, split._unmatched"),
+        "{text}"
+    );
+}
+
+#[test]
+fn graph_refusals_name_the_component() {
+    let cases: [(&str, &str, &str); 9] = [
+        (
+            "inputs = [\"tidy\"]",
+            "inputs = [\"tdy\"]",
+            "sinks.large.inputs[0]: no component named \"tdy\"",
+        ),
+        (
+            "inputs = [\"split.big\"]",
+            "inputs = [\"split.huge\"]",
+            "transforms.tidy.inputs[0]: router \"split\" has no route \"huge\" (it has big, paid)",
+        ),
+        (
+            "inputs = [\"split.big\"]",
+            "inputs = [\"split\"]",
+            "transforms.tidy.inputs[0]: \"split\" is a router: name one of its routes",
+        ),
+        (
+            "inputs = [\"split.big\"]",
+            "inputs = [\"large\"]",
+            "transforms.tidy.inputs[0]: \"large\" is a sink",
+        ),
+        (
+            "inputs = [\"orders\"]\n",
+            "inputs = []\n",
+            "sinks.all.inputs: empty",
+        ),
+        (
+            "inputs = [\"split.big\"]",
+            "inputs = [\"split.big\", \"tidy\"]",
+            "transforms.tidy.inputs: a cycle among transforms tidy",
+        ),
+        (
+            "[sinks.all]\ntype = \"stdout\"\ninputs = [\"orders\"]\n",
+            "",
+            "sources.more: its records go nowhere",
+        ),
+        (
+            "inputs = [\"split.paid\", \"split._unmatched\"]",
+            "inputs = [\"split._unmatched\"]",
+            "transforms.split.route.paid: nothing reads \"split.paid\"",
+        ),
+        (
+            "[sinks.large]\ntype = \"stdout\"",
+            "[sinks.more]\ntype = \"stdout\"",
+            "sinks.more: the name is taken by sources.more",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(GRAPH.contains(from), "{from}");
+        let file = GRAPH.replacen(from, to, 1);
+        // Without `all`, `orders` is read by the router alone and `more` stays read.
+        let file = if to.is_empty() {
+            file.replace("inputs = [\"orders\", \"more\"]", "inputs = [\"orders\"]")
+        } else {
+            file
+        };
+        let e = parse(&file).unwrap_err();
+        assert!(e.contains(want), "want `{want}`, got `{e}`");
+    }
+    let e = parse(&format!("{GRAPH}[sink]\ntype = \"stdout\"\n")).unwrap_err();
+    assert!(e.contains("not both"), "{e}");
+    let e = parse(&GRAPH.replace(
+        "[sinks.paid.errors]\npolicy = \"skip\"\n",
+        "[sinks.paid.errors]\npolicy = \"dead-letter\"\n",
+    ))
+    .unwrap_err();
+    assert!(e.starts_with("sinks.paid.errors.dead_letter:"), "{e}");
+    let e =
+        parse(&GRAPH.replace("fields = [\"ts\"]", "fields = [\"ts\"]\nfeilds = 1")).unwrap_err();
+    assert!(e.starts_with("transforms.tidy"), "{e}");
+    assert!(e.contains("feilds"), "{e}");
+    let e = parse(&GRAPH.replace("value = \"PAID\" }", "}")).unwrap_err();
+    assert_eq!(
+        e,
+        "transforms.split.route.paid.value: this comparison needs a value"
+    );
+}
