@@ -110,7 +110,7 @@ impl Dashboard {
         config: &PipelineConfig,
         (addr, token): (std::net::SocketAddr, Option<http::Token>),
         prometheus: PrometheusHandle,
-        guarantee: &'static str,
+        guarantee: &str,
         counts: &Arc<Counts>,
         job: Watched,
     ) -> Result<Self, String> {
@@ -156,13 +156,24 @@ impl Dashboard {
     }
 }
 
-/// The end-to-end guarantee as the summary and the dashboard say it.
-fn guarantee_name(job: &rivus_core::Job) -> &'static str {
-    match job.delivery_guarantee() {
+/// The end-to-end guarantee as the summary and the dashboard say it; with sinks of different
+/// guarantees, each sink's too (`at-least-once (lake exactly-once, search at-least-once)`).
+fn guarantee_name(job: &rivus_core::Job) -> String {
+    let name = |g: rivus_core::DeliveryGuarantee| match g {
         rivus_core::DeliveryGuarantee::ExactlyOnce => "exactly-once",
         rivus_core::DeliveryGuarantee::AtLeastOnce => "at-least-once",
         _ => "at-most-once (no checkpoints)",
+    };
+    let sinks = job.sink_guarantees();
+    let whole = name(job.delivery_guarantee());
+    if sinks.iter().all(|(_, g)| *g == job.delivery_guarantee()) {
+        return whole.to_owned();
     }
+    let each: Vec<String> = sinks
+        .iter()
+        .map(|(sink, g)| format!("{sink} {}", name(*g)))
+        .collect();
+    format!("{whole} ({})", each.join(", "))
 }
 
 /// The sections' reports after a successful run (the SQL sink's table).
@@ -216,7 +227,7 @@ fn setup(o: &RunOptions, registry: &Registry) -> Result<Setup, ExitCode> {
 async fn conclude(
     config: &PipelineConfig,
     counts: &Arc<Counts>,
-    guarantee: &'static str,
+    guarantee: &str,
     result: rivus_core::Result<rivus_core::JobSummary>,
 ) -> ExitCode {
     match result {
@@ -309,7 +320,7 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
                 stalls: supervisor.stalls(),
                 handle: supervisor.handle(),
             };
-            match Dashboard::start(&config, h, p, guarantee, &counts, job).await {
+            match Dashboard::start(&config, h, p, &guarantee, &counts, job).await {
                 Ok(d) => Some(d),
                 Err(e) => {
                     eprintln!("{e}");
@@ -334,5 +345,5 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
         d.end(&result);
     }
     status::clear();
-    conclude(&config, &counts, guarantee, result).await
+    conclude(&config, &counts, &guarantee, result).await
 }

@@ -640,6 +640,14 @@ fn the_schema_accepts_every_example_and_refuses_what_the_command_refuses() {
             format!("{base}[sink]\ntype = \"stdout\"\n[restart]\nstrategy = \"fixed-delay\"\n"),
             "a restart strategy without its required setting",
         ),
+        (
+            "name = \"t\"\n[sources.a]\ntype = \"generator\"\n[sinks.b]\ntype = \"stdout\"\ninptus = [\"a\"]\n".to_owned(),
+            "a named sink with a misspelt key",
+        ),
+        (
+            "name = \"t\"\n[sources.a]\ntype = \"generator\"\n[transforms.r]\ntype = \"route\"\ninputs = [\"a\"]\nroute.x = { field = \"f\", op = \"=>\", value = 1 }\n[sinks.b]\ntype = \"stdout\"\ninputs = [\"r.x\"]\n".to_owned(),
+            "a route with an unknown comparison",
+        ),
     ] {
         // The TOML above puts `[checkpoint]` before `name`: keep `name` at the top level.
         let bad = if bad.starts_with('[') {

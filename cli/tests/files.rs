@@ -4,8 +4,11 @@
 //! reads whole, and no multipart upload is left open (listed through the S3 API); and files
 //! reach their target size whatever the checkpoint interval. Read back by pyarrow.
 
+#[path = "support/parquet.rs"]
+mod parquet;
 #[path = "support/run.rs"]
 mod run;
+use parquet::read;
 use run::Succeeds;
 
 use std::path::Path;
@@ -15,63 +18,6 @@ use std::time::{Duration, Instant};
 use rivus_testkit::services::{
     python_with, require, s3_credentials, s3_open_uploads, unique_name, Service,
 };
-
-/// What pyarrow finds under `prefix`: per committed file its size and rows, and all ids.
-const READ: &str = r#"
-import json, sys, pyarrow.fs as pfs, pyarrow.parquet as pq
-endpoint, bucket, prefix, access, secret = sys.argv[1:6]
-fs = pfs.S3FileSystem(endpoint_override=endpoint, access_key=access, secret_key=secret,
-                      scheme="http", region="us-east-1")
-files = [f for f in fs.get_file_info(pfs.FileSelector(f"{bucket}/{prefix}", recursive=True))
-         if f.type == pfs.FileType.File and "/_rivus/" not in f.path]
-out = {"files": [], "ids": []}
-for f in sorted(files, key=lambda f: f.path):
-    t = pq.read_table(f.path, filesystem=fs)
-    out["files"].append([f.path, f.size, t.num_rows])
-    out["ids"].extend(t.column("id").to_pylist())
-print(json.dumps(out))
-"#;
-
-struct Found {
-    /// (path, bytes, rows) per committed file.
-    files: Vec<(String, u64, u64)>,
-    ids: Vec<u64>,
-}
-
-fn read(py: &str, endpoint: &str, prefix: &str) -> Found {
-    let (bucket, access, secret) = s3_credentials();
-    let host = endpoint.trim_start_matches("http://");
-    let out = Command::new(py)
-        .args(["-c", READ, host, &bucket, prefix, &access, &secret])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyarrow: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    Found {
-        files: v["files"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                (
-                    f[0].as_str().unwrap().to_owned(),
-                    f[1].as_u64().unwrap(),
-                    f[2].as_u64().unwrap(),
-                )
-            })
-            .collect(),
-        ids: v["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i.as_u64().unwrap())
-            .collect(),
-    }
-}
 
 /// A generator → files pipeline file in `dir`.
 fn pipeline(

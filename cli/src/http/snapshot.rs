@@ -100,7 +100,7 @@ impl Sampled {
 pub(crate) struct Snapshot {
     pub name: String,
     pub worker: Option<String>,
-    pub guarantee: &'static str,
+    pub guarantee: String,
     pub pipeline: Value,
     started: Instant,
     counts: Arc<Counts>,
@@ -134,7 +134,7 @@ impl Snapshot {
     pub(crate) fn new(
         name: String,
         worker: Option<String>,
-        guarantee: &'static str,
+        guarantee: &str,
         pipeline: Value,
         counts: Arc<Counts>,
         render: Box<dyn Fn() -> String + Send + Sync>,
@@ -145,7 +145,7 @@ impl Snapshot {
         Snapshot {
             name,
             worker,
-            guarantee,
+            guarantee: guarantee.to_owned(),
             pipeline,
             started: Instant::now(),
             counts,
