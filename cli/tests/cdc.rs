@@ -455,3 +455,90 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     }
     stop(job, dir.path(), "run");
 }
+
+/// `examples/postgres-cdc-fan-out.toml`: one change stream into a PostgreSQL replica and an
+/// Elasticsearch index while a writer inserts, updates and deletes; the job is SIGKILLed once
+/// mid-stream and started again. Both copies end equal to the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_fanned_out_to_a_replica_and_an_index_survives_kill_nine_and_both_equal_the_table() {
+    let (Some(pg), Some(cdc), Some(es)) = (
+        require(Service::Postgres),
+        require(Service::PostgresCdc),
+        require(Service::Elasticsearch),
+    ) else {
+        return;
+    };
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_fan", true);
+    let replica = format!("{name}_copy");
+    table(&pg, &name, 5_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/postgres-cdc-fan-out.toml");
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace(
+            "name = \"postgres-cdc-fan-out\"",
+            &format!("name = \"{name}\""),
+        )
+        .replace("interval = \"1s\"", "interval = \"300ms\"")
+        .replace("target/examples/postgres-cdc-fan-out", "state")
+        .replace("\"orders_fan_out\"", &format!("\"{name}\""))
+        .replace("\"rivus_orders_fan_out\"", &format!("\"{name}\""))
+        .replace("orders_replica", &replica)
+        .replace("\"orders-live\"", &format!("\"{name}\""));
+    let file = dir.path().join("job.toml");
+    std::fs::write(&file, text).unwrap();
+    let env = [
+        ("RIVUS_PG_CDC_URL", cdc.as_str()),
+        ("RIVUS_PG_URL", pg.as_str()),
+        ("RIVUS_ES_URL", es.as_str()),
+    ];
+    let mut db = PgConnection::connect(&pg).await.unwrap();
+    let (done, halt) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let writing = writer(
+        pg.clone(),
+        name.clone(),
+        2_000,
+        Arc::clone(&halt),
+        Arc::clone(&done),
+    );
+    let mut job = rivus(dir.path(), &file, "run1", &env);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(&mut db, &replica).await < 2_000 {
+        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
+        assert!(Instant::now() < deadline, "the replica did not fill");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job.kill();
+    let job = rivus(dir.path(), &file, "run2", &env);
+    halt.store(true, Ordering::SeqCst);
+    writing.await.unwrap();
+    let want = table_rows(&pg, &name).await;
+    let index = Index::connect(&es).await;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let copy = table_rows(&pg, &replica).await;
+        let got: BTreeMap<String, (String, String)> = index
+            .docs(&name, "id", &["body", "amount"])
+            .await
+            .into_iter()
+            .map(|(id, mut f)| (id, (f.remove(0), f.remove(0))))
+            .collect();
+        if copy == want && got == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the table has {} rows; the replica {} ({} equal), the index {} ({} equal)",
+            want.len(),
+            copy.len(),
+            copy.iter().filter(|(k, v)| want.get(*k) == Some(v)).count(),
+            got.len(),
+            got.iter().filter(|(k, v)| want.get(*k) == Some(v)).count(),
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop(job, dir.path(), "run2");
+}
