@@ -29,14 +29,7 @@ async fn stalled_sink_stops_the_source_with_bounded_buffers() {
     let running = tokio::spawn(job.run());
 
     // Wait until the source is blocked: its count stops moving for a while.
-    let mut last = u64::MAX;
-    let mut stable = 0;
-    while stable < 10 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = emitted.load(Ordering::Relaxed);
-        stable = if now == last { stable + 1 } else { 0 };
-        last = now;
-    }
+    let last = rivus_testkit::wait::until_still(&emitted, Duration::from_secs(30)).await;
     // Hold the stall for two more seconds: nothing more may be emitted.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let held = emitted.load(Ordering::Relaxed);

@@ -336,14 +336,7 @@ async fn a_stalled_branch_slows_the_source_and_buffers_stay_bounded() {
     );
     let handle = job.handle();
     let running = tokio::spawn(job.run());
-    let mut last = u64::MAX;
-    let mut stable = 0;
-    while stable < 10 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = emitted.load(Ordering::Relaxed);
-        stable = if now == last { stable + 1 } else { 0 };
-        last = now;
-    }
+    let last = rivus_testkit::wait::until_still(&emitted, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let held = emitted.load(Ordering::Relaxed);
     assert_eq!(held, last, "the source emitted while a branch was stalled");

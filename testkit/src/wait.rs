@@ -20,6 +20,25 @@ where
     }
 }
 
+/// Polls `counter` every 50 ms until it has not moved for ten polls in a row (half a
+/// second): what it holds then — how far a source got before back-pressure stopped it.
+/// Panics once `timeout` has passed with the counter still moving.
+pub async fn until_still(counter: &std::sync::atomic::AtomicU64, timeout: Duration) -> u64 {
+    let deadline = Instant::now() + timeout;
+    let (mut last, mut still) = (u64::MAX, 0);
+    while still < 10 {
+        assert!(
+            Instant::now() < deadline,
+            "the counter kept moving for {timeout:?} (at {last})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = counter.load(std::sync::atomic::Ordering::Relaxed);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
