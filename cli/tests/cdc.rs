@@ -75,6 +75,16 @@ async fn table_rows(pg: &str, name: &str) -> BTreeMap<String, (String, String)> 
         .collect()
 }
 
+/// The documents of index `name` as the table's rows by id (`body`, `amount`).
+async fn index_rows(index: &Index, name: &str) -> BTreeMap<String, (String, String)> {
+    index
+        .docs(name, "id", &["body", "amount"])
+        .await
+        .into_iter()
+        .map(|(id, mut f)| (id, (f.remove(0), f.remove(0))))
+        .collect()
+}
+
 /// Inserts, updates and deletes on `name`, a transaction every few milliseconds, until `rounds`
 /// are done or `stop` is set; `done` counts them.
 fn writer(
@@ -435,12 +445,7 @@ async fn cdc_to_elasticsearch_example_indexes_and_deletes_like_the_table() {
     let index = Index::connect(&es).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let got: BTreeMap<String, (String, String)> = index
-            .docs(&name, "id", &["body", "amount"])
-            .await
-            .into_iter()
-            .map(|(id, mut f)| (id, (f.remove(0), f.remove(0))))
-            .collect();
+        let got = index_rows(&index, &name).await;
         if got == want {
             break;
         }
@@ -520,12 +525,7 @@ async fn cdc_fanned_out_to_a_replica_and_an_index_survives_kill_nine_and_both_eq
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let copy = table_rows(&pg, &replica).await;
-        let got: BTreeMap<String, (String, String)> = index
-            .docs(&name, "id", &["body", "amount"])
-            .await
-            .into_iter()
-            .map(|(id, mut f)| (id, (f.remove(0), f.remove(0))))
-            .collect();
+        let got = index_rows(&index, &name).await;
         if copy == want && got == want {
             break;
         }

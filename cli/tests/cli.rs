@@ -4,24 +4,16 @@
 #[path = "support/http.rs"]
 mod http;
 
+#[path = "support/run.rs"]
+mod run;
+use run::{rivus, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{require, Service};
 use sqlx::{Connection, Row};
-
-fn rivus(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rivus"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 async fn sqlite_strings(db: &Path, sql: &str) -> Vec<String> {
     let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", db.display()))
@@ -307,12 +299,7 @@ async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
         assert!(Instant::now() < deadline, "rows arrive");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "graceful stop: {}", text(&out.stderr));
+    run::interrupt(child);
     let first = count().await;
     assert!(first < n, "stopped mid-stream ({first} of {n})");
     let out = spawn().wait_with_output().unwrap();

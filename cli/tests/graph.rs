@@ -4,24 +4,16 @@
 //! graceful stop and a rerun that resumes from the checkpoint. `rivus validate` prints the
 //! graph and refuses a cycle and an unknown input, naming the components.
 
+#[path = "support/run.rs"]
+mod run;
+use run::{rivus, text};
+
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sqlx::{Connection, Row};
-
-fn rivus(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rivus"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// The generator's amount of record `n` (`cli/src/sections/generator.rs`).
 fn amount(n: u64) -> f64 {
@@ -134,12 +126,7 @@ async fn a_graph_stopped_with_ctrl_c_resumes_every_branch_without_loss_or_repeat
         assert!(Instant::now() < deadline, "rows arrive");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "graceful stop: {}", text(&out.stderr));
+    run::interrupt(child);
     let first = rows(dir.path(), "all").await.1 as u64;
     assert!(first < na, "stopped mid-stream ({first} of {na})");
     let out = spawn().wait_with_output().unwrap();

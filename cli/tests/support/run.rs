@@ -1,6 +1,8 @@
-//! A command a test expects to succeed.
+//! Running the `rivus` command in tests: a run that must succeed, or any run's output.
+#![allow(dead_code)] // each includer uses a part
 
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::{Child, Command, Output};
 
 /// Runs a command and returns its output, failing the test with its stderr when it did not
 /// succeed: `Command::new(env!("CARGO_BIN_EXE_rivus")).args(["run", &file]).succeeds()`.
@@ -20,4 +22,29 @@ impl Succeeds for Command {
         );
         out
     }
+}
+
+/// `rivus ARGS` run in `dir`: its output, whatever its status.
+pub(crate) fn rivus(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Output bytes as text.
+pub(crate) fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Interrupts a running `rivus` (SIGINT, as Ctrl-C does) and waits for it: it must stop
+/// gracefully.
+pub(crate) fn interrupt(child: Child) {
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "graceful stop: {}", text(&out.stderr));
 }

@@ -68,13 +68,12 @@ pub(super) struct Graph {
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let g = self.graph.lock();
-        f.debug_struct("Pipeline")
-            .field("name", &g.name)
-            .field("checkpoint", &g.checkpoint)
-            .field("batch_size", &g.batch_size)
-            .field("channel_capacity", &g.channel_capacity)
-            .field("tasks", &g.tasks.len())
-            .finish()
+        let (tasks, open) = (g.tasks.len(), g.open.len());
+        write!(
+            f,
+            "Pipeline `{}` ({tasks} tasks, {open} open streams)",
+            g.name
+        )
     }
 }
 

@@ -9,6 +9,7 @@
 use std::hash::Hash;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -20,7 +21,7 @@ use super::output::{hash_key, ChannelOutput, Discard, Output, Partitioner};
 use super::pipeline::{Pipeline, SinkEnd};
 use super::sink_output::SinkOutput;
 use super::split::{Pick, Routes, Split};
-use super::task::{run_exchange, run_source, TaskSpec};
+use super::task::{run_exchange, run_source, TaskEnv, TaskSpec};
 use crate::context::RuntimeContext;
 use crate::error::{Error, Result};
 use crate::function::{SinkFunction, SourceFunction};
@@ -35,6 +36,40 @@ fn task_name<T: Send + 'static>(stage: &str, out: &dyn Output<T>) -> String {
         Some(sink) => format!("{stage} -> {sink}"),
         None => stage.to_owned(),
     }
+}
+
+/// A stage of one task per subtask: subtask `i`'s part (its source function, or its input
+/// channels) and context, with the output it is given, become a task that `start` runs.
+fn tasks_of<T, P>(
+    name: String,
+    parts: Vec<(P, RuntimeContext)>,
+    is_source: bool,
+    start: impl Fn(P, Box<dyn Output<T>>, RuntimeContext, TaskEnv) -> BoxFuture<'static, Result<()>>
+        + Send
+        + Clone
+        + 'static,
+) -> PendingStage<T>
+where
+    T: Send + 'static,
+    P: Send + 'static,
+{
+    Box::new(move |mut outputs| {
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (part, rctx))| {
+                let mut out = outputs(i);
+                out.share_task(rctx.task_shared());
+                let start = start.clone();
+                TaskSpec {
+                    name: task_name(&name, &*out),
+                    subtask: i,
+                    is_source,
+                    start: Box::new(move |env| start(part, out, rctx, env)),
+                }
+            })
+            .collect()
+    })
 }
 
 /// A stream of `T` under construction: the operators added so far, not yet connected to
@@ -91,26 +126,9 @@ impl<T: Send + 'static> Stream<T> {
                 Arc::clone(&g.counters),
             )
         };
-        let name = name.to_owned();
-        let stage: PendingStage<T> = Box::new(move |mut outputs| {
-            sources
-                .into_iter()
-                .zip(contexts)
-                .enumerate()
-                .map(|(i, (src, rctx))| {
-                    let mut out = outputs(i);
-                    out.share_task(rctx.task_shared());
-                    let counters = Arc::clone(&counters);
-                    TaskSpec {
-                        name: task_name(&name, &*out),
-                        subtask: i,
-                        is_source: true,
-                        start: Box::new(move |env| {
-                            Box::pin(run_source(src, out, rctx, env, counters))
-                        }),
-                    }
-                })
-                .collect()
+        let parts = sources.into_iter().zip(contexts).collect();
+        let stage = tasks_of(name.to_owned(), parts, true, move |src, out, rctx, env| {
+            Box::pin(run_source(src, out, rctx, env, Arc::clone(&counters)))
         });
         Stream {
             pipeline,
@@ -247,23 +265,9 @@ impl<T: Send + 'static> Stream<T> {
             g.tasks.extend(tasks);
             (g.open_stream(what), g.runtime_contexts(&name, parallelism))
         };
-        let stage: PendingStage<T> = Box::new(move |mut outputs| {
-            receivers
-                .into_iter()
-                .zip(contexts)
-                .enumerate()
-                .map(|(i, (rx, rctx))| {
-                    let mut out = outputs(i);
-                    out.share_task(rctx.task_shared());
-                    let gate = InputGate::new(rx);
-                    TaskSpec {
-                        name: task_name(&name, &*out),
-                        subtask: i,
-                        is_source: false,
-                        start: Box::new(move |env| Box::pin(run_exchange(gate, out, rctx, env))),
-                    }
-                })
-                .collect()
+        let parts = receivers.into_iter().zip(contexts).collect();
+        let stage = tasks_of(name, parts, false, |rx, out, rctx, env| {
+            Box::pin(run_exchange(InputGate::new(rx), out, rctx, env))
         });
         Stream {
             pipeline,
