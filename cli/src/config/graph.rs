@@ -365,7 +365,8 @@ impl Graph {
         Ok(())
     }
 
-    /// The graph in words, one component a line: `sinks.lake (files) <- split.big`.
+    /// The graph in words, one component a line, each transform after what it reads:
+    /// `sinks.lake (files) <- split.big`.
     pub(crate) fn describe(&self) -> String {
         let from = |inputs: &[Output]| {
             let names: Vec<String> = inputs.iter().map(ToString::to_string).collect();
@@ -375,7 +376,10 @@ impl Graph {
         for s in &self.sources {
             lines.push(format!("{} ({})", s.section.path, s.section.kind));
         }
-        for t in &self.transforms {
+        let order = self
+            .transform_order()
+            .unwrap_or_else(|_| self.transforms.iter().collect());
+        for t in order {
             let kind = match &t.kind {
                 TransformKind::Steps(steps) => {
                     let kinds: Vec<&str> = steps.iter().map(TransformConfig::kind).collect();
