@@ -1,5 +1,6 @@
 //! Runtime throughput: in-memory source → map → null sink on 100-byte records, chained in one
-//! task and across a task boundary, next to a plain loop doing the same work.
+//! task and across a task boundary, and fanned out to two null sinks (chained, and with one
+//! branch behind a task boundary), next to a plain loop doing the same work.
 //!
 //! Run with `cargo bench -p rivus-core --bench pipeline` (set `RIVUS_BENCH_RECORDS` to change
 //! the record count).
@@ -62,6 +63,22 @@ async fn run(n: u64, boundary: bool) -> (f64, u64) {
     (n as f64 / secs, count.count())
 }
 
+/// Source → map → fan-out into two null sinks, the second behind a task boundary when
+/// `boundary`: records per second per output.
+async fn fan_out(n: u64, boundary: bool) -> (f64, [u64; 2]) {
+    let (a, b) = (CountingSink::new(), CountingSink::new());
+    let p = Pipeline::new("bench-fan-out");
+    let [x, y] = p.source("gen", 1, |_| Gen { n }).map(map).fan_out();
+    x.sink_to("a", 1, |_| a.clone());
+    let y = if boundary { y.rebalance(1) } else { y };
+    y.sink_to("b", 1, |_| b.clone());
+    let job = p.build().unwrap();
+    let t = Instant::now();
+    job.run().await.unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    (n as f64 / secs, [a.count(), b.count()])
+}
+
 fn raw_loop(n: u64) -> f64 {
     let t = Instant::now();
     let mut batch = Vec::with_capacity(1024);
@@ -94,6 +111,9 @@ fn main() {
     let (chained, c1) = rt.block_on(run(n, false));
     let (boundary, c2) = rt.block_on(run(n, true));
     assert_eq!((c1, c2), (n, n), "every record reached the sink");
+    let (fanned, f1) = rt.block_on(fan_out(n, false));
+    let (fanned_boundary, f2) = rt.block_on(fan_out(n, true));
+    assert_eq!((f1, f2), ([n, n], [n, n]), "every record reached both sinks");
     println!("records: {n} x 100 bytes");
     println!(
         "plain loop (no runtime)      {:>8.2} M records/s",
@@ -108,5 +128,15 @@ fn main() {
         "across a task boundary       {:>8.2} M records/s  ({:.2} of plain loop)",
         boundary / 1e6,
         boundary / raw
+    );
+    println!(
+        "fan-out to two sinks         {:>8.2} M records/s per output  ({:.2} of chained)",
+        fanned / 1e6,
+        fanned / chained
+    );
+    println!(
+        "fan-out, one branch behind   {:>8.2} M records/s per output  ({:.2} of the boundary)",
+        fanned_boundary / 1e6,
+        fanned_boundary / boundary
     );
 }
