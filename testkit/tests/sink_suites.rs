@@ -45,8 +45,10 @@ async fn sink_suite_certifies_the_transactional_sink() {
     })
     .records_per_split(200);
     let report = suite.run_all().await.unwrap_or_else(|f| panic!("{f}"));
-    // Four cases without parallelism variants (write_all twice), three at 1 and 2 subtasks.
-    assert_eq!(report.passed(), 10, "{report}");
+    // Five cases without parallelism variants (write_all twice), three at 1 and 2 subtasks.
+    assert_eq!(report.passed(), 11, "{report}");
+    let row = report.row("sink::in_a_fan_out", 2).expect("ran");
+    assert_eq!((row.written, row.read, row.duplicates), (800, 800, 0));
     assert_eq!(
         report.skipped(),
         vec![(

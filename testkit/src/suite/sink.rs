@@ -13,10 +13,10 @@ use super::observed::{Faults, LifecycleLog, ObservedSink};
 use super::records::{test_record, verify};
 use super::report::{CaseError, Recorder, SuiteReport};
 use super::{failure, MemoryDeadLetters, SinkExternal, SuiteFailure};
-use crate::VecSource;
+use crate::{TransactionalSink, TxnStore, VecSource};
 
-/// Splits of input records, each tagged (with its split, or with whether it is followed by a
-/// bad record).
+/// Splits of input records, each tagged (with its split and index, or with whether it is
+/// followed by a bad record).
 type Splits<Tag, R> = Arc<Vec<Vec<(Tag, R)>>>;
 
 /// Runs the sink cases against one [`SinkExternal`].
@@ -38,6 +38,9 @@ pub(super) struct SinkRun {
     pub unbounded: bool,
     /// Faults injected around the sink under test.
     pub faults: Faults,
+    /// The input fanned out: the sink under test on one branch, an exactly-once in-memory
+    /// sink of each record's (split, index) on the other.
+    pub beside: Option<TxnStore<(usize, usize)>>,
 }
 
 impl SinkRun {
@@ -83,6 +86,7 @@ impl<C: SinkExternal> SinkSuite<C> {
         let _ = self.write_all(3).await;
         let _ = self.kill_and_restart().await;
         let _ = self.rescale().await;
+        let _ = self.in_a_fan_out().await;
         for p in [1, 2] {
             let _ = self.failure_after_checkpoints(p).await;
             let _ = self.failure_in_snapshot(p).await;
@@ -99,12 +103,12 @@ impl<C: SinkExternal> SinkSuite<C> {
             .collect()
     }
 
-    fn input(&self, rounds: usize) -> Splits<usize, C::Record> {
+    fn input(&self, rounds: usize) -> Splits<(usize, usize), C::Record> {
         Arc::new(
             (0..4)
                 .map(|s| {
                     (0..rounds * self.per_split)
-                        .map(|i| (s, self.ctx.to_record(&test_record(s, i))))
+                        .map(|i| ((s, i), self.ctx.to_record(&test_record(s, i))))
                         .collect()
                 })
                 .collect(),
@@ -129,12 +133,13 @@ impl<C: SinkExternal> SinkSuite<C> {
         let emitted = Arc::new(AtomicUsize::new(0));
         let ctx = &self.ctx;
         let p = spec.parallelism;
-        let job = Pipeline::new("sink-suite")
+        let pipeline = Pipeline::new("sink-suite")
             .batch_size(32)
             .checkpointing(CheckpointConfig::new(
                 Duration::from_millis(20),
                 Arc::new(backend.clone()),
-            ))
+            ));
+        let keyed = pipeline
             .source("input", 2, |i| {
                 let mut s = VecSource::new(Arc::clone(&data), i, 2);
                 s = if spec.unbounded {
@@ -149,16 +154,26 @@ impl<C: SinkExternal> SinkSuite<C> {
                     None => s,
                 }
             })
-            .key_by(|(s, _): &(usize, C::Record)| *s, p)
-            .map(|(_, r)| r)
-            .sink("sink", p, |i| {
-                ObservedSink::new(
-                    ctx.create_sink(i, p, ErrorPolicy::Fail),
-                    i,
-                    lifecycle.clone(),
-                )
-                .with_faults(spec.faults.clone())
-            })?;
+            .key_by(|((s, _), _): &((usize, usize), C::Record)| *s, p);
+        let under_test = match &spec.beside {
+            None => keyed,
+            Some(store) => {
+                let [under_test, beside] = keyed.fan_out();
+                beside
+                    .map(|(tag, _)| tag)
+                    .sink_to("beside", p, |i| TransactionalSink::new(store.clone(), i));
+                under_test
+            }
+        };
+        under_test.map(|(_, r)| r).sink_to("sink", p, |i| {
+            ObservedSink::new(
+                ctx.create_sink(i, p, ErrorPolicy::Fail),
+                i,
+                lifecycle.clone(),
+            )
+            .with_faults(spec.faults.clone())
+        });
+        let job = pipeline.build()?;
         let handle = job.handle();
         let run = tokio::time::timeout(super::ARRIVAL_TIMEOUT, job.run());
         match run.await {
@@ -253,6 +268,46 @@ impl<C: SinkExternal> SinkSuite<C> {
         self.recorder.end(case, 1, r)
     }
 
+    /// The sink on one branch of a fan-out, an exactly-once in-memory sink on the other, the
+    /// job killed twice and finished: the sink keeps its guarantee, and the other branch holds
+    /// every record once — the checkpoint is the whole job's.
+    pub async fn in_a_fan_out(&mut self) -> Result<(), SuiteFailure> {
+        let case = "sink::in_a_fan_out";
+        let total = 4 * self.per_split;
+        self.recorder.begin();
+        let beside = TxnStore::new();
+        let r = self
+            .killed_then_finished_with(
+                case,
+                &[(2, total / 5), (2, total / 4)],
+                2,
+                Some(beside.clone()),
+            )
+            .await
+            .and_then(|()| {
+                let mut got = beside.committed();
+                got.sort_unstable();
+                let want: Vec<(usize, usize)> = (0..4)
+                    .flat_map(|s| (0..self.per_split).map(move |i| (s, i)))
+                    .collect();
+                if got != want || !beside.prepared().is_empty() {
+                    return Err(failure(
+                        case,
+                        format!(
+                            "the other branch holds {} records ({} wanted, {} transactions \
+                             left open): the checkpoint did not cover both branches",
+                            got.len(),
+                            want.len(),
+                            beside.prepared().len()
+                        ),
+                    )
+                    .into());
+                }
+                Ok(())
+            });
+        self.recorder.end(case, 2, r)
+    }
+
     /// Runs killed after `kill` records with `parallelism` subtasks, each restoring from the
     /// last, then a run to the end with `final_parallelism`; judges what arrived.
     async fn killed_then_finished(
@@ -261,12 +316,26 @@ impl<C: SinkExternal> SinkSuite<C> {
         killed: &[(usize, usize)],
         final_parallelism: usize,
     ) -> Result<(), CaseError> {
+        self.killed_then_finished_with(case, killed, final_parallelism, None)
+            .await
+    }
+
+    /// [`killed_then_finished`](Self::killed_then_finished), the input fanned out beside the
+    /// sink into `beside` when given.
+    async fn killed_then_finished_with(
+        &mut self,
+        case: &str,
+        killed: &[(usize, usize)],
+        final_parallelism: usize,
+        beside: Option<TxnStore<(usize, usize)>>,
+    ) -> Result<(), CaseError> {
         self.prepare(case).await?;
         let backend = MemoryStateBackend::new();
         for &(parallelism, kill) in killed {
             let lifecycle = LifecycleLog::default();
             let mut spec = SinkRun::new(parallelism, 1);
             spec.kill = Some(kill);
+            spec.beside = beside.clone();
             if self.run(&backend, spec, &lifecycle).await.is_ok() {
                 return Err(failure(case, "the injected failure did not fail the job").into());
             }
@@ -275,7 +344,9 @@ impl<C: SinkExternal> SinkSuite<C> {
                 .map_err(|e| failure(case, format!("lifecycle after a failure: {e}")))?;
         }
         let lifecycle = LifecycleLog::default();
-        self.run(&backend, SinkRun::new(final_parallelism, 1), &lifecycle)
+        let mut last = SinkRun::new(final_parallelism, 1);
+        last.beside = beside;
+        self.run(&backend, last, &lifecycle)
             .await
             .map_err(|e| {
                 failure(
@@ -325,7 +396,7 @@ impl<C: SinkExternal> SinkSuite<C> {
                         split
                             .iter()
                             .enumerate()
-                            .map(|(i, (s, r))| (*s == 0 && i == 0, r.clone()))
+                            .map(|(i, ((s, _), r))| (*s == 0 && i == 0, r.clone()))
                             .collect()
                     })
                     .collect(),
