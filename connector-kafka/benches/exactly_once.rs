@@ -16,11 +16,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_connector_kafka::{
-    KafkaDeserializer, KafkaRecord, KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets,
-};
+use rivus_connector_kafka::{KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets};
 use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
 use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child, selected};
 use rivus_testkit::services::{unique_name, Service};
 use rivus_testkit::SequenceSource;
@@ -39,19 +36,6 @@ const CASES: [(&str, usize, u64, u64); 5] = [
     ("1KiB/1s", 1024, 1000, 3),
     ("k2k-100B-1s", 100, 1000, 20),
 ];
-
-/// Values of the Kafka → Kafka case, copied as they are.
-struct Copy;
-
-impl KafkaDeserializer<OutRecord> for Copy {
-    fn deserialize(&self, r: &KafkaRecord<'_>) -> Result<OutRecord, SchemaError> {
-        Ok(OutRecord {
-            key: r.key.map(<[u8]>::to_vec),
-            value: r.value.map(<[u8]>::to_vec),
-            ..Default::default()
-        })
-    }
-}
 
 /// Figures of one child run.
 struct Run {
@@ -130,7 +114,7 @@ fn child(
                 .topics([input])
                 .start(StartOffsets::Earliest)
                 .stop(StopOffsets::LatestAtStart)
-                .build(Copy)
+                .build(common::Copy)
                 .unwrap();
             let sink = sink.build(|r: &OutRecord| Ok(r.clone())).unwrap();
             pipeline
@@ -187,11 +171,6 @@ fn run(case: &str, topic: &str, input: &str) -> Run {
         log: f[3].parse().unwrap(),
         checkpoints: f[4].parse().unwrap(),
     }
-}
-
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
 fn main() {
@@ -275,13 +254,13 @@ fn main() {
             ckpt.push(eo.checkpoint as f64);
             logs.push(eo.log as f64);
         }
-        let (r, rlo, rhi) = median(ratios);
-        let (ar, _, _) = median(alo_rate);
-        let (er, _, _) = median(eo_rate);
-        let (a, _, ahi) = median(alo_rss);
-        let (e, _, ehi) = median(eo_rss);
-        let (c, _, chi) = median(ckpt);
-        let (l, _, _) = median(logs);
+        let (r, rlo, rhi) = common::median(ratios);
+        let (ar, _, _) = common::median(alo_rate);
+        let (er, _, _) = common::median(eo_rate);
+        let (a, _, ahi) = common::median(alo_rss);
+        let (e, _, ehi) = common::median(eo_rss);
+        let (c, _, chi) = common::median(ckpt);
+        let (l, _, _) = common::median(logs);
         println!(
             "{label}: exactly-once / at-least-once throughput {r:.2} ({rlo:.2}–{rhi:.2}; medians {:.0} k and {:.0} k rec/s); peak RSS at-least-once {a:.0} MiB (max {ahi:.0}), exactly-once {e:.0} MiB (max {ehi:.0}); largest checkpoint {c:.0} B (max {chi:.0}); largest transaction log {:.1} MiB",
             er / 1000.0,

@@ -113,7 +113,11 @@ fn main() {
     assert_eq!((c1, c2), (n, n), "every record reached the sink");
     let (fanned, f1) = rt.block_on(fan_out(n, false));
     let (fanned_boundary, f2) = rt.block_on(fan_out(n, true));
-    assert_eq!((f1, f2), ([n, n], [n, n]), "every record reached both sinks");
+    assert_eq!(
+        (f1, f2),
+        ([n, n], [n, n]),
+        "every record reached both sinks"
+    );
     println!("records: {n} x 100 bytes");
     println!(
         "plain loop (no runtime)      {:>8.2} M records/s",

@@ -113,3 +113,25 @@ pub(crate) async fn read_to_end(
     assert_eq!(count.count(), n, "every record read");
     n as f64 / t.elapsed().as_secs_f64()
 }
+
+/// Kafka records copied as they are, key and value: a source of Kafka → Kafka jobs.
+pub(crate) struct Copy;
+
+impl rivus_connector_kafka::KafkaDeserializer<rivus_connector_kafka::OutRecord> for Copy {
+    fn deserialize(
+        &self,
+        r: &rivus_connector_kafka::KafkaRecord<'_>,
+    ) -> Result<rivus_connector_kafka::OutRecord, rivus_core::schema::SchemaError> {
+        Ok(rivus_connector_kafka::OutRecord {
+            key: r.key.map(<[u8]>::to_vec),
+            value: r.value.map(<[u8]>::to_vec),
+            ..Default::default()
+        })
+    }
+}
+
+/// The median of `v`, with its least and greatest.
+pub(crate) fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}

@@ -133,12 +133,13 @@ impl<C: SinkExternal> SinkSuite<C> {
         let emitted = Arc::new(AtomicUsize::new(0));
         let ctx = &self.ctx;
         let p = spec.parallelism;
-        let pipeline = Pipeline::new("sink-suite")
-            .batch_size(32)
-            .checkpointing(CheckpointConfig::new(
-                Duration::from_millis(20),
-                Arc::new(backend.clone()),
-            ));
+        let pipeline =
+            Pipeline::new("sink-suite")
+                .batch_size(32)
+                .checkpointing(CheckpointConfig::new(
+                    Duration::from_millis(20),
+                    Arc::new(backend.clone()),
+                ));
         let keyed = pipeline
             .source("input", 2, |i| {
                 let mut s = VecSource::new(Arc::clone(&data), i, 2);
@@ -346,14 +347,12 @@ impl<C: SinkExternal> SinkSuite<C> {
         let lifecycle = LifecycleLog::default();
         let mut last = SinkRun::new(final_parallelism, 1);
         last.beside = beside;
-        self.run(&backend, last, &lifecycle)
-            .await
-            .map_err(|e| {
-                failure(
-                    case,
-                    format!("the final run ({final_parallelism} subtasks) failed: {e}"),
-                )
-            })?;
+        self.run(&backend, last, &lifecycle).await.map_err(|e| {
+            failure(
+                case,
+                format!("the final run ({final_parallelism} subtasks) failed: {e}"),
+            )
+        })?;
         self.judge(case, &lifecycle, 1).await?;
         Ok(())
     }
