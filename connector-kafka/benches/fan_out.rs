@@ -37,7 +37,11 @@ fn child(input: &str, outputs: &[&str], n: u64) {
         .stop(StopOffsets::LatestAtStart)
         .build(common::Copy)
         .unwrap();
-    let stream = p.source("kafka-in", PARALLELISM, |_| source.clone());
+    // Records shared between the branches (an `Arc`): the split clones a pointer, and each
+    // sink's serializer reads the one record.
+    let stream = p
+        .source("kafka-in", PARALLELISM, |_| source.clone())
+        .map(std::sync::Arc::new);
     let branches = match outputs.len() {
         1 => vec![stream],
         n => stream.branches(n),
@@ -46,7 +50,7 @@ fn child(input: &str, outputs: &[&str], n: u64) {
         let sink = KafkaSink::builder(Service::Kafka.url())
             .topic(*topic)
             .guarantee(DeliveryGuarantee::AtLeastOnce)
-            .build(|r: &OutRecord| Ok(r.clone()))
+            .build(|r: &std::sync::Arc<OutRecord>| Ok(OutRecord::clone(r)))
             .unwrap();
         branch.sink_to(topic, PARALLELISM, |_| sink.clone());
     }
