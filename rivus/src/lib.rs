@@ -17,8 +17,8 @@
 pub use rivus_core::{
     async_trait, prelude, CheckpointEvent, CheckpointListener, CheckpointedFunction,
     DeliveryGuarantee, Error, Job, JobHandle, JobSummary, Pipeline, RestartStrategy, Restored,
-    Result, RichFunction, RuntimeContext, SinkContext, SinkFunction, SourceContext, SourceFunction,
-    Stream, Supervisor, Waited,
+    Result, RichFunction, Routes, RuntimeContext, SinkContext, SinkFunction, SourceContext,
+    SourceFunction, Stream, Supervisor, Waited,
 };
 
 /// Checkpoint settings and the state backends that keep them.
