@@ -72,11 +72,7 @@ fn child(
     interval_ms: u64,
     delivery: DeliveryGuarantee,
 ) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = std::env::temp_dir().join(unique_name("rivus-bench-eo"));
     let backend = Arc::new(FsStateBackend::new(&dir, 3).unwrap());
     // Watch the largest log while the job runs: logs are emptied as transactions commit.

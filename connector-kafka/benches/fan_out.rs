@@ -21,11 +21,7 @@ const PARALLELISM: usize = 2;
 /// In the child: read `input` to its end into `outputs` (one topic: a single path; two: a
 /// fan-out); print records per second per output and the peak RSS.
 fn child(input: &str, outputs: &[&str], n: u64) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = std::env::temp_dir().join(unique_name("rivus-bench-fan-out"));
     let p = Pipeline::new("bench-fan-out").checkpointing(CheckpointConfig::new(
         Duration::from_secs(1),

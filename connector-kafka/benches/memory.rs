@@ -34,11 +34,7 @@ const SETTINGS: [(&str, &str); 6] = [
 
 /// In the child: read the whole topic with `props`, print "records/s peak-MiB".
 fn child(topic: &str, n: u64, props: &str) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let rate = rt.block_on(common::read_to_end(
         "bench-source-memory",
         Service::Kafka.url(),

@@ -189,11 +189,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let rounds = rounds(3);
     for size in [100usize, 1024] {
         let n = if size == 100 { base } else { base / 2 };
