@@ -75,7 +75,11 @@ fn the_example_pipeline_copies_the_files_once() {
 
     let check = custom_rivus(work.path(), &["validate", file]);
     assert!(check.status.success(), "{}", text(&check.stderr));
-    assert!(text(&check.stdout).contains("ok (file → 1 transform(s) → file)"));
+    let stdout = text(&check.stdout);
+    assert!(
+        stdout.contains(": ok\n  source (file)\n") && stdout.contains("  sink (file) <- transform"),
+        "{stdout}"
+    );
 
     let run = custom_rivus(work.path(), &["run", file]);
     assert!(run.status.success(), "{}", text(&run.stderr));
