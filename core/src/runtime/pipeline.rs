@@ -1,8 +1,7 @@
 //! The job builder. A [`Pipeline`] holds the job-wide settings and the graph built so far: any
-//! number of sources, each a [`Stream`] that operators extend, streams joined by
-//! [`union`](Stream::union), split by [`fan_out`](Stream::fan_out) and
-//! [`route`](Stream::route), and ended by sinks. [`Pipeline::build`] (or
-//! [`Stream::sink`] for a job of one sink) turns the graph into a [`Job`].
+//! number of sources, each a stream that operators extend, streams joined, split and ended by
+//! sinks (`stream.rs`, which also adds `Pipeline::source`). [`Pipeline::build`] turns the
+//! graph into a [`Job`].
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -15,12 +14,10 @@ use super::job::Job;
 use super::plan::Plan;
 use super::restart::RestartStrategy;
 use super::stall::StallSettings;
-use super::stream::Stream;
 use super::task::TaskSpec;
 use crate::checkpoint::CheckpointConfig;
 use crate::context::{CompletedCheckpoints, RuntimeContext};
 use crate::error::{Error, Result};
-use crate::function::SourceFunction;
 use crate::guarantee::DeliveryGuarantee;
 
 /// A job under construction: its settings and graph. Cloning it gives another handle on the
@@ -207,17 +204,6 @@ impl Pipeline {
         }
         self.graph().buffer_timeout = d;
         self
-    }
-
-    /// Adds a source named `name` with `parallelism` subtasks; `factory(i)` creates subtask
-    /// `i`'s instance. A job may have several sources; each stream ends in a sink (directly,
-    /// or through a union, a fan-out or a route).
-    pub fn source<S, F>(&self, name: &str, parallelism: usize, factory: F) -> Stream<S::Out>
-    where
-        S: SourceFunction + 'static,
-        F: Fn(usize) -> S,
-    {
-        Stream::from_source(self.clone(), name, parallelism, factory)
     }
 
     /// Builds the job from every source, operator and sink added. Refused when a setting is

@@ -72,6 +72,19 @@ where
     })
 }
 
+impl Pipeline {
+    /// Adds a source named `name` with `parallelism` subtasks; `factory(i)` creates subtask
+    /// `i`'s instance. A job may have several sources; each stream ends in a sink (directly,
+    /// or through a union, a fan-out or a route).
+    pub fn source<S, F>(&self, name: &str, parallelism: usize, factory: F) -> Stream<S::Out>
+    where
+        S: SourceFunction + 'static,
+        F: Fn(usize) -> S,
+    {
+        Stream::from_source(self.clone(), name, parallelism, factory)
+    }
+}
+
 /// A stream of `T` under construction: the operators added so far, not yet connected to
 /// their output. Every stream ends in a sink (or [`discard`](Stream::discard)), directly or
 /// through a union, a fan-out or a route.
