@@ -13,9 +13,10 @@ use rivus_testkit::services::{require, Service};
 mod common;
 use common::{assert_exactly_once, create_topic, produce, producer};
 
-/// Enough for a run of about a second at 100 ms checkpoints: the crash, at the second
-/// checkpoint, comes long before the end of the input (a run that ends without reaching it
-/// fails the test, naming the exit).
+/// With a crash point, `kafka-copy` paces itself to about 100 000 records a second: this is
+/// a run of about 1.2 s at 100 ms checkpoints, so the crash, at the second checkpoint, comes
+/// long before the end of the input (a run that ends without reaching it fails the test,
+/// naming the exit).
 const RECORDS: usize = 120_000;
 
 /// Runs `kafka-copy` at parallelism 1 from `from` to `to` with its state in `dir`.

@@ -9,7 +9,10 @@
 //! `KAFKA_COPY_CRASH=<step>:<n>` kills the process with SIGKILL the `n`-th time a sink
 //! transaction of a checkpoint reaches `<step>` (`pre-commit`, `commit` or `committed`, see
 //! [`TxnStep`]), after printing `crash at <step> <checkpoint>`. Every transaction restored and written again
-//! from its log prints `recovered <checkpoint>`.
+//! from its log prints `recovered <checkpoint>`. A run with a crash point is paced to about
+//! 100 000 records a second (a pause of a millisecond every 100 records), so that a crash
+//! point at the `n`-th checkpoint comes before the end of a bounded input however fast the
+//! copy itself is; a run without one copies at full speed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,6 +86,7 @@ async fn main() -> Result<()> {
     }
     let (bootstrap, from, to, dir, prefix) = (&args[0], &args[1], &args[2], &args[3], &args[4]);
     let parallelism: usize = args.get(5).and_then(|p| p.parse().ok()).unwrap_or(2);
+    let crash = std::env::var("KAFKA_COPY_CRASH").ok();
     let source = KafkaSource::builder(bootstrap)
         .topics([from.clone()])
         .start(StartOffsets::Earliest)
@@ -93,13 +97,22 @@ async fn main() -> Result<()> {
         .guarantee(DeliveryGuarantee::ExactlyOnce)
         .transactional_id_prefix(prefix.clone())
         .property("linger.ms", "5")
-        .transaction_hook(crash_hook(std::env::var("KAFKA_COPY_CRASH").ok()))
+        .transaction_hook(crash_hook(crash.clone()))
         .build(|r: &OutRecord| Ok(r.clone()))?;
     let backend = Arc::new(FsStateBackend::new(dir, 3)?);
-    let job = Pipeline::new("kafka-copy")
-        .checkpointing(CheckpointConfig::new(Duration::from_millis(100), backend))
-        .source("from", parallelism, |_| source.clone())
-        .sink("to", parallelism, |_| sink.clone())?;
+    let pipeline = Pipeline::new("kafka-copy")
+        .checkpointing(CheckpointConfig::new(Duration::from_millis(100), backend));
+    let mut stream = pipeline.source("from", parallelism, |_| source.clone());
+    if crash.is_some() {
+        let copied = AtomicU64::new(0);
+        stream = stream.map(move |r: OutRecord| {
+            if copied.fetch_add(1, Ordering::Relaxed) % 100 == 99 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            r
+        });
+    }
+    let job = stream.sink("to", parallelism, |_| sink.clone())?;
     job.handle().stop_on_signals();
     let summary = job.run().await?;
     println!("done: {summary:?}");
