@@ -5,6 +5,7 @@
 //! several outputs reads their union.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -167,6 +168,7 @@ pub(crate) async fn build_counting(
     let mut outputs = Outputs {
         readers: graph.readers(),
         streams: HashMap::new(),
+        counts: Arc::clone(&counts),
     };
     let mut total = Some(0u64);
     for s in &graph.sources {
@@ -174,7 +176,7 @@ pub(crate) async fn build_counting(
         total = total.zip(n).map(|(a, b)| a + b);
         let read = Arc::clone(&counts);
         let stream = stream.map(move |v| {
-            read.read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            read.read.fetch_add(1, Ordering::Relaxed);
             v
         });
         outputs.place(output(&s.name, None), stream);
@@ -247,11 +249,18 @@ fn output(component: &str, route: Option<&str>) -> Output {
 struct Outputs {
     readers: BTreeMap<Output, Vec<String>>,
     streams: HashMap<Output, Vec<Stream<Value>>>,
+    /// Where each output's records are counted.
+    counts: Arc<Counts>,
 }
 
 impl Outputs {
-    /// Keeps `stream` as `output`, fanned out to as many branches as it has readers.
+    /// Keeps `stream` as `output`, counted, fanned out to as many branches as it has readers.
     fn place(&mut self, output: Output, stream: Stream<Value>) {
+        let flow = self.counts.output(&output.to_string());
+        let stream = stream.map(move |v| {
+            flow.records.fetch_add(1, Ordering::Relaxed);
+            v
+        });
         let n = self.readers.get(&output).map_or(0, Vec::len);
         let branches = match n {
             0 | 1 => vec![stream],

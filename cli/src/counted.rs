@@ -1,6 +1,7 @@
 //! The sink every pipeline ends in: counts what it writes, hands error records from the
 //! transforms to the error policy, and delegates everything else to the connector's sink.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -12,14 +13,16 @@ use rivus_core::Restored;
 
 use crate::transform::ERROR_FIELD;
 
-/// Live counts of a run, read by the status line.
+/// Live counts of a run, read by the status line and the status API.
 #[derive(Debug, Default)]
 pub(crate) struct Counts {
     pub read: AtomicU64,
     pub written: AtomicU64,
     pub errors: AtomicU64,
     /// Errors by where they happened (`source`, `transform`, `sink`).
-    pub by_kind: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
+    pub by_kind: parking_lot::Mutex<BTreeMap<String, u64>>,
+    /// Each component output's figures, by output (`orders`, `by_amount.big`).
+    pub outputs: parking_lot::Mutex<BTreeMap<String, Arc<Flow>>>,
 }
 
 impl Counts {
@@ -28,12 +31,44 @@ impl Counts {
         self.errors.fetch_add(1, Ordering::Relaxed);
         *self.by_kind.lock().entry(kind.to_owned()).or_default() += 1;
     }
+
+    /// The figures of the output (or sink) `name`, the same for every attempt of the job.
+    pub(crate) fn output(&self, name: &str) -> Arc<Flow> {
+        Arc::clone(self.outputs.lock().entry(name.to_owned()).or_default())
+    }
+}
+
+/// What passed one output of a component (a sink: what it wrote), and — a sink — how many of
+/// its subtasks are in a call to their connector now, which the status API samples to say how
+/// busy each sink is: the slow branch of a graph is the one whose sink is always in a call.
+#[derive(Debug, Default)]
+pub(crate) struct Flow {
+    pub records: AtomicU64,
+    pub in_call: AtomicU64,
+}
+
+impl Flow {
+    /// Marks a call to the connector until the guard drops (also when the call is cancelled).
+    fn busy(&self) -> InCall<'_> {
+        self.in_call.fetch_add(1, Ordering::Relaxed);
+        InCall(self)
+    }
+}
+
+struct InCall<'a>(&'a Flow);
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.in_call.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A sink that counts and filters error records before `S`.
 pub(crate) struct Counted<S> {
     pub inner: S,
     pub counts: Arc<Counts>,
+    /// This sink's own figures.
+    pub flow: Arc<Flow>,
     pub policy: ErrorPolicy,
     pub check_errors: bool,
     pub handler: Option<ErrorHandler>,
@@ -91,6 +126,7 @@ impl<S: SinkFunction<Value>> CheckpointedFunction for Counted<S> {
     }
 
     async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<S::State> {
+        let _busy = self.flow.busy();
         self.inner.snapshot_state(checkpoint_id).await
     }
 }
@@ -98,6 +134,7 @@ impl<S: SinkFunction<Value>> CheckpointedFunction for Counted<S> {
 #[async_trait]
 impl<S: SinkFunction<Value>> CheckpointListener for Counted<S> {
     async fn notify_checkpoint_complete(&mut self, id: u64) -> Result<()> {
+        let _busy = self.flow.busy();
         self.inner.notify_checkpoint_complete(id).await
     }
 
@@ -120,8 +157,12 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
         if self.check_errors && is_error(&value) {
             return divert(self.handler.clone(), value).await;
         }
-        self.inner.invoke(value, ctx).await?;
+        {
+            let _busy = self.flow.busy();
+            self.inner.invoke(value, ctx).await?;
+        }
         self.counts.written.fetch_add(1, Ordering::Relaxed);
+        self.flow.records.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -140,12 +181,17 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
             values
         };
         let n = values.len() as u64;
-        self.inner.invoke_batch(values, ctx).await?;
+        {
+            let _busy = self.flow.busy();
+            self.inner.invoke_batch(values, ctx).await?;
+        }
         self.counts.written.fetch_add(n, Ordering::Relaxed);
+        self.flow.records.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
 
     async fn finish(&mut self) -> Result<()> {
+        let _busy = self.flow.busy();
         self.inner.finish().await
     }
 }

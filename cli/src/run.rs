@@ -131,7 +131,11 @@ impl Dashboard {
                 job.restarts,
                 job.stalls,
             )
-            .with_lag_metrics(lag),
+            .with_lag_metrics(lag)
+            .with_sinks(
+                config.graph.sinks.iter().map(|s| s.name.clone()).collect(),
+                config.parallelism,
+            ),
         );
         let server = http::serve(addr, token, Arc::clone(&snapshot), job.handle).await?;
         let sampler = tokio::spawn(Arc::clone(&snapshot).sample_forever());

@@ -28,11 +28,13 @@ pub(crate) async fn attach(
     if !dry {
         section.prepare(&ctx).await?;
     }
+    let flow = counts.output(&sink.name);
     let counts = Arc::clone(counts);
     let policy = policy.clone();
     stream.sink_to(&sink.name, config.parallelism, move |i| Counted {
         inner: plan.make(i),
         counts: Arc::clone(&counts),
+        flow: Arc::clone(&flow),
         policy: policy.clone(),
         check_errors,
         handler: None,

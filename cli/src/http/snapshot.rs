@@ -55,6 +55,17 @@ pub(super) struct Stage {
     pub subtasks: Vec<Subtask>,
 }
 
+/// One output of a component (`orders`, `by_amount.big`) or one sink: records through it,
+/// their rate, and — a sink — the share of the last second its subtasks spent in a call to
+/// their connector (1: always: this branch is the slow one).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct FlowFigures {
+    pub records: u64,
+    pub per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy: Option<f64>,
+}
+
 /// One throughput point.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Point {
@@ -82,6 +93,10 @@ struct Sampled {
     /// (task, subtask) → (records in, records out, back-pressure µs) a second ago.
     previous: BTreeMap<(String, u32), (u64, u64, u64)>,
     last_failure: Option<String>,
+    flows: BTreeMap<String, FlowFigures>,
+    /// Per sink: the sum of its subtasks in a call at each busy sample, and the samples taken,
+    /// since the last second's figures.
+    busy: BTreeMap<String, (u64, u64)>,
 }
 
 impl Sampled {
@@ -112,6 +127,9 @@ pub(crate) struct Snapshot {
     sampled: Mutex<Sampled>,
     /// The gauges shown as lag.
     lag_metrics: Vec<&'static str>,
+    /// The sinks' names and subtasks, for their busy share.
+    sinks: Vec<String>,
+    parallelism: usize,
 }
 
 pub(super) fn now_ms() -> u64 {
@@ -156,6 +174,8 @@ impl Snapshot {
             state: Mutex::new(None),
             sampled: Mutex::default(),
             lag_metrics: Vec::new(),
+            sinks: Vec::new(),
+            parallelism: 1,
         }
     }
 
@@ -163,6 +183,13 @@ impl Snapshot {
     /// what the pipeline's sections name in their [`SectionMetrics`](rivus_pipeline_file::SectionMetrics).
     pub(crate) fn with_lag_metrics(mut self, names: Vec<&'static str>) -> Self {
         self.lag_metrics = names;
+        self
+    }
+
+    /// The sinks whose busy share the API reports, each run by `parallelism` subtasks.
+    pub(crate) fn with_sinks(mut self, sinks: Vec<String>, parallelism: usize) -> Self {
+        self.sinks = sinks;
+        self.parallelism = parallelism.max(1);
         self
     }
 
@@ -179,12 +206,30 @@ impl Snapshot {
         }
     }
 
-    /// Samples the metrics every second until aborted.
+    /// Samples the metrics every second, and whether each sink is in a call fifty times a
+    /// second, until aborted.
     pub(crate) async fn sample_forever(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut busy_tick = tokio::time::interval(Duration::from_millis(20));
         loop {
-            tick.tick().await;
-            self.sample();
+            tokio::select! {
+                _ = tick.tick() => self.sample(),
+                _ = busy_tick.tick() => self.sample_busy(),
+            }
+        }
+    }
+
+    /// Adds one sample of how many subtasks of each sink are in a call now.
+    pub(crate) fn sample_busy(&self) {
+        let flows = self.counts.outputs.lock();
+        let mut s = self.sampled.lock();
+        for sink in &self.sinks {
+            let n = flows
+                .get(sink)
+                .map_or(0, |f| f.in_call.load(Ordering::Relaxed));
+            let e = s.busy.entry(sink.clone()).or_default();
+            e.0 += n;
+            e.1 += 1;
         }
     }
 
@@ -217,6 +262,30 @@ impl Snapshot {
             });
         }
         s.last = Some((now, read, written));
+        let flows: Vec<(String, u64)> = self
+            .counts
+            .outputs
+            .lock()
+            .iter()
+            .map(|(name, f)| (name.clone(), f.records.load(Ordering::Relaxed)))
+            .collect();
+        let busy = std::mem::take(&mut s.busy);
+        for (name, records) in flows {
+            let before = s.flows.get(&name).map_or(records, |f| f.records);
+            let share = busy.get(&name).map(|(sum, n)| {
+                (*sum as f64 / (*n).max(1) as f64 / self.parallelism as f64).clamp(0.0, 1.0)
+            });
+            s.flows.insert(
+                name,
+                FlowFigures {
+                    records,
+                    per_second: span.map_or(0.0, |sp| {
+                        records.saturating_sub(before) as f64 / sp.max(1e-3)
+                    }),
+                    busy: share,
+                },
+            );
+        }
         let (stages, current) = stages(&samples, &s.previous, span);
         s.stages = stages;
         s.previous = current;
@@ -292,6 +361,7 @@ impl Snapshot {
                 "dead_lettered": s.dead_letters,
             },
             "stages": s.stages,
+            "flows": s.flows,
             "checkpoints": {
                 "completed": completed,
                 "aborted": aborted,
