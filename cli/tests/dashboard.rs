@@ -140,8 +140,14 @@ fn the_status_api_reports_a_running_job() {
     // how busy it is.
     let flows = &later["flows"];
     for name in ["source", "transform", "sink"] {
-        assert!(flows[name]["records"].as_u64().unwrap() > 0, "{name}: {flows}");
-        assert!(flows[name]["per_second"].as_f64().unwrap() > 0.0, "{name}: {flows}");
+        assert!(
+            flows[name]["records"].as_u64().unwrap() > 0,
+            "{name}: {flows}"
+        );
+        assert!(
+            flows[name]["per_second"].as_f64().unwrap() > 0.0,
+            "{name}: {flows}"
+        );
     }
     assert!(
         flows["sink"]["records"].as_u64() <= flows["transform"]["records"].as_u64(),
@@ -149,7 +155,10 @@ fn the_status_api_reports_a_running_job() {
     );
     let busy = flows["sink"]["busy"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&busy), "{flows}");
-    assert!(flows["source"]["busy"].is_null(), "only sinks are sampled: {flows}");
+    assert!(
+        flows["source"]["busy"].is_null(),
+        "only sinks are sampled: {flows}"
+    );
     assert!(
         later["checkpoints"]["completed"].as_u64().unwrap()
             > first["checkpoints"]["completed"].as_u64().unwrap()
@@ -320,7 +329,10 @@ fn the_dashboard_draws_in_a_headless_browser() {
     assert!(dom.contains(">running<"), "{dom}");
     // The graph shows each component's rate, and the sink's busy share.
     assert!(dom.contains("data-slow=\"false\""), "{dom}");
-    assert!(dom.contains("/s · busy "), "no sink figures in the graph: {dom}");
+    assert!(
+        dom.contains("/s · busy "),
+        "no sink figures in the graph: {dom}"
+    );
 
     let shot = std::env::var("RIVUS_DASHBOARD_SCREENSHOT")
         .map_or_else(|_| dir.path().join("dashboard.png"), PathBuf::from);
