@@ -2,7 +2,8 @@
 //! against Kafka → fan-out → two Kafka sinks (two output topics), both at-least-once with
 //! checkpoints every second, parallelism 2, one child process per job so each peak RSS is its
 //! own, rounds alternating which goes first. Prints records per second per output, the ratio
-//! fan-out / single path, and both peak RSS. Needs the broker from `dev/services up kafka`.
+//! fan-out / single path, both peak RSS, and the job process's CPU seconds per million records
+//! written (single | fan-out). Needs the broker from `dev/services up kafka`.
 //!
 //! `cargo bench -p rivus-connector-kafka --bench fan_out` (`RIVUS_BENCH_RECORDS`, default
 //! 1 000 000 records of 100 B on 2 partitions; `RIVUS_BENCH_ROUNDS`, default 3).
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rivus_connector_kafka::{KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets};
 use rivus_core::prelude::*;
-use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child};
+use rivus_testkit::bench::{child_case, cpu_seconds, peak_rss_mib, rounds, run_child};
 use rivus_testkit::services::{unique_name, Service};
 
 mod common;
@@ -60,11 +61,16 @@ fn child(input: &str, outputs: &[&str], n: u64) {
         n * outputs.len() as u64,
         "every record into every output"
     );
-    println!("{rate:.0} {:.1}", peak_rss_mib().unwrap_or(f64::NAN));
+    println!(
+        "{rate:.0} {:.1} {:.2}",
+        peak_rss_mib().unwrap_or(f64::NAN),
+        cpu_seconds().unwrap_or(f64::NAN) * 1e6 / (n * outputs.len() as u64) as f64
+    );
 }
 
-/// One child run of `case` (`single` or `fan-out`): (records/s per output, peak RSS MiB).
-fn run(case: &str, input: &str, outputs: &[String]) -> (f64, f64) {
+/// One child run of `case` (`single` or `fan-out`): (records/s per output, peak RSS MiB, CPU
+/// seconds of the job's process per million records written).
+fn run(case: &str, input: &str, outputs: &[String]) -> (f64, f64, f64) {
     let line = run_child(
         case,
         &[
@@ -73,7 +79,7 @@ fn run(case: &str, input: &str, outputs: &[String]) -> (f64, f64) {
         ],
     );
     let f: Vec<f64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
-    (f[0], f[1])
+    (f[0], f[1], f[2])
 }
 
 fn main() {
@@ -94,8 +100,14 @@ fn main() {
     common::fill(&bootstrap, &input, n, 100);
     println!("Kafka → Kafka, {n} records of 100 B, parallelism {PARALLELISM}, checkpoints every 1 s, at-least-once; one process per job");
     println!(
-        "{:<6} {:>16} {:>16} {:>7} {:>11} {:>11}",
-        "round", "single rec/s", "fan-out rec/s", "ratio", "single MiB", "fan-out MiB"
+        "{:<6} {:>16} {:>16} {:>7} {:>11} {:>11} {:>13}",
+        "round",
+        "single rec/s",
+        "fan-out rec/s",
+        "ratio",
+        "single MiB",
+        "fan-out MiB",
+        "CPU s/M s|f"
     );
     let (mut ratios, mut rss_ratios) = (Vec::new(), Vec::new());
     let mut made = vec![input.clone()];
@@ -105,7 +117,7 @@ fn main() {
         let all: Vec<&str> = single.iter().chain(&fanned).map(String::as_str).collect();
         common::create_topics(&bootstrap, &all);
         made.extend(all.iter().map(|t| t.to_string()));
-        let ((s, s_rss), (f, f_rss)) = if round % 2 == 0 {
+        let ((s, s_rss, s_cpu), (f, f_rss, f_cpu)) = if round % 2 == 0 {
             let s = run("single", &input, &single);
             (s, run("fan-out", &input, &fanned))
         } else {
@@ -113,7 +125,7 @@ fn main() {
             (run("single", &input, &single), f)
         };
         println!(
-            "{round:<6} {s:>16.0} {f:>16.0} {:>7.2} {s_rss:>11.0} {f_rss:>11.0}",
+            "{round:<6} {s:>16.0} {f:>16.0} {:>7.2} {s_rss:>11.0} {f_rss:>11.0} {s_cpu:>6.2}|{f_cpu:<6.2}",
             f / s
         );
         ratios.push(f / s);

@@ -113,6 +113,18 @@ pub fn peak_rss_mib() -> Option<f64> {
     rss_mib("self").map(|(_, peak)| peak)
 }
 
+/// The CPU time (user and system) of this process so far, in seconds (`utime` and `stime`
+/// of `/proc/self/stat`, in clock ticks of 1/100 s; `None` where there is no such file).
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // pid (comm) state ...: comm may hold spaces; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// The current and the peak resident set of process `pid` (a number, or `self`), in MiB
 /// (`VmRSS` and `VmHWM` of `/proc/<pid>/status`; `None` where there is no such file).
 pub fn rss_mib(pid: &str) -> Option<(f64, f64)> {
