@@ -37,12 +37,6 @@ fn rows() -> i64 {
     cdc::env_count("RIVUS_CDC_ROWS", 20_000)
 }
 
-/// The two tests that SIGKILL a job feeding a PostgreSQL replica run one at a time: together,
-/// a restarted job can meet the temporary snapshot slot of the one killed before it while the
-/// server has not yet noticed that connection's end (`replication slot "…_snapshot" already
-/// exists`), and the replica then lagged past the test's deadline in one run of a dozen.
-static ONE_REPLICA_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// A table `name` with `n` rows, published as `name`, readable by the CDC user.
 async fn table(pg: &str, name: &str, n: i64) {
     let mut c = PgConnection::connect(pg).await.unwrap();
@@ -334,7 +328,6 @@ async fn cdc_to_a_postgres_replica_survives_kill_nine_and_equals_the_table() {
     let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
         return;
     };
-    let _alone = ONE_REPLICA_AT_A_TIME.lock().await;
     let n = rows();
     let (name, _cleanup) = Cleanup::table(&pg, "cdc_replica", true);
     let replica = format!("{name}_copy");
@@ -480,7 +473,6 @@ async fn cdc_fanned_out_to_a_replica_and_an_index_survives_kill_nine_and_both_eq
     ) else {
         return;
     };
-    let _alone = ONE_REPLICA_AT_A_TIME.lock().await;
     let (name, _cleanup) = Cleanup::table(&pg, "cdc_fan", true);
     let replica = format!("{name}_copy");
     table(&pg, &name, 5_000).await;

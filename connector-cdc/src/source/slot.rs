@@ -139,6 +139,19 @@ pub(crate) fn lost(name: &str) -> Error {
     )
 }
 
+/// A name for one attempt's temporary snapshot slot, `<slot>_snapshot_<pid>_<n>` (the slot's
+/// name shortened to fit 63 characters): distinct for each attempt, so that a restart never
+/// meets the temporary slot of a killed attempt, which the server drops only once it notices
+/// that attempt's connection is gone.
+pub(crate) fn temporary_name(slot: &str) -> String {
+    static ATTEMPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let suffix = format!("_snapshot_{}_{n}", std::process::id());
+    let keep = 63usize.saturating_sub(suffix.len());
+    let head: String = slot.chars().take(keep).collect();
+    format!("{head}{suffix}")
+}
+
 /// Creates `slot` (pgoutput); with `export`, the snapshot of its consistent point is exported
 /// and stays valid while `c` runs nothing else: (consistent point, snapshot name).
 pub(crate) async fn create(
@@ -240,4 +253,20 @@ pub(crate) async fn report(s: &super::Settings) -> Result<String> {
         s.publication,
         tables.len()
     ))
+}
+
+#[cfg(test)]
+mod temporary_name_tests {
+    use super::temporary_name;
+
+    #[test]
+    fn each_attempt_has_its_own_name_within_63_characters() {
+        let (a, b) = (temporary_name("orders"), temporary_name("orders"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("orders_snapshot_"), "{a}");
+        let long = "s".repeat(80);
+        let name = temporary_name(&long);
+        assert!(name.len() <= 63, "{name}: {} characters", name.len());
+        assert!(name.contains("_snapshot_"), "{name}");
+    }
 }

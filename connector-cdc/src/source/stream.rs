@@ -208,7 +208,7 @@ async fn snapshot_again(
     tables: &[(String, String)],
 ) -> Result<Option<Connection>> {
     let s = source.s.clone();
-    let temp = format!("{}_snapshot", s.slot);
+    let temp = slot::temporary_name(&s.slot);
     let (at, name) = slot::create(&mut repl, &temp, true, true).await?;
     let name = name.ok_or_else(|| {
         Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
