@@ -14,13 +14,13 @@ use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 
+use crate::config::condition::Test;
 use crate::config::graph::{Output, UNMATCHED};
-use crate::config::{to_json, CompareOp};
 use crate::config::{
     CheckpointSection, ErrorsSection, PipelineConfig, PolicyName, TransformConfig, TransformKind,
 };
 use crate::counted::Counts;
-use crate::transform::{keep, Transforms};
+use crate::transform::Transforms;
 
 /// A job ready to run, with what the status line and the report need.
 pub(crate) struct Built {
@@ -189,7 +189,7 @@ pub(crate) async fn build_counting(
         let input = outputs.read(&t.inputs);
         match &t.kind {
             TransformKind::Steps(steps) => {
-                let transforms = Transforms::new(steps);
+                let transforms = Transforms::new(steps, &t.path);
                 check_errors |= transforms.can_fail();
                 let mut stream = if transforms.is_empty() {
                     input
@@ -214,7 +214,7 @@ pub(crate) async fn build_counting(
                 let unmatched_read = outputs.readers.contains_key(&unmatched);
                 let mut names: Vec<&str> = routes.iter().map(|(r, _)| r.as_str()).collect();
                 names.push(UNMATCHED);
-                let pick = Router::new(routes, unmatched_read);
+                let pick = Router::new(&t.path, routes, unmatched_read);
                 let streams = input.route(&names, move |v| pick.routes(v));
                 for (name, stream) in names.iter().zip(streams) {
                     if *name == UNMATCHED && !unmatched_read {
@@ -291,7 +291,9 @@ impl Outputs {
 
 /// A router's conditions, compiled.
 struct Router {
-    conditions: Vec<(String, CompareOp, Value)>,
+    /// Where it stands in the file, named in its metrics.
+    component: String,
+    conditions: Vec<(String, Test)>,
     /// Where records go that meet no condition: `_unmatched`, the last route.
     unmatched: Routes,
     /// Where error records of an earlier transform go to meet the error policy: `_unmatched`
@@ -300,19 +302,11 @@ struct Router {
 }
 
 impl Router {
-    fn new(routes: &[(String, crate::config::graph::Condition)], unmatched_read: bool) -> Self {
+    fn new(component: &str, routes: &[(String, Test)], unmatched_read: bool) -> Self {
         let unmatched = Routes::only(routes.len());
         Router {
-            conditions: routes
-                .iter()
-                .map(|(_, c)| {
-                    (
-                        c.field.clone(),
-                        c.op,
-                        c.value.as_ref().map(to_json).unwrap_or(Value::Null),
-                    )
-                })
-                .collect(),
+            component: component.to_owned(),
+            conditions: routes.to_vec(),
             unmatched,
             errors: if unmatched_read {
                 unmatched
@@ -322,18 +316,27 @@ impl Router {
         }
     }
 
+    /// The routes `v` meets. A VRL condition that fails on a record counts as not met (as in
+    /// Vector), counted in `rivus_route_condition_errors_total`.
     fn routes(&self, v: &Value) -> Routes {
-        let Some(m) = v.as_object() else {
-            return self.unmatched;
-        };
-        if m.contains_key(crate::transform::ERROR_FIELD) {
+        if v.get(crate::transform::ERROR_FIELD).is_some() {
             return self.errors;
         }
         let picked = self
             .conditions
             .iter()
             .enumerate()
-            .filter(|(_, (field, op, value))| keep(m, field, *op, value))
+            .filter(|(_, (route, test))| match test.matches(v) {
+                Ok(met) => met,
+                Err(e) => {
+                    metrics::counter!("rivus_route_condition_errors_total",
+                        "component" => self.component.clone(), "route" => route.clone())
+                    .increment(1);
+                    tracing::debug!(component = %self.component, %route, error = %e,
+                        "a route's condition failed: not met");
+                    false
+                }
+            })
             .fold(Routes::none(), |r, (i, _)| r.with(i));
         if picked.is_empty() {
             self.unmatched

@@ -28,6 +28,7 @@ mod console;
 mod counted;
 mod http;
 mod registry;
+mod remap;
 mod run;
 pub mod scaffold;
 mod sections;

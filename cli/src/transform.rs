@@ -6,13 +6,22 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
+use std::sync::Arc;
+
+use crate::config::condition::Test;
 use crate::config::{to_json, CompareOp, TransformConfig};
+use crate::remap::{Outcome, Program};
 
 /// The field that marks an error record.
 pub(crate) const ERROR_FIELD: &str = "__rivus_transform_error";
 
 enum Step {
-    Filter(String, CompareOp, Value),
+    Filter(Test),
+    Remap {
+        program: Arc<Program>,
+        drop_on_error: bool,
+        drop_on_abort: bool,
+    },
     Rename(Vec<(String, String)>),
     Drop(Vec<String>),
     Add(Vec<(String, Value)>),
@@ -22,6 +31,8 @@ enum Step {
 /// The compiled chain.
 pub(crate) struct Transforms {
     steps: Vec<Step>,
+    /// Where it stands in the file (`transforms.clean`), named in its errors and metrics.
+    component: String,
 }
 
 fn compare(a: &Value, b: &Value) -> Option<Ordering> {
@@ -68,17 +79,28 @@ pub(crate) fn error_record(reason: String, record: Value) -> Value {
 }
 
 impl Transforms {
-    /// Compiles `configs` (the `key` transform is not a step: it places records).
-    pub(crate) fn new(configs: &[TransformConfig]) -> Self {
+    /// Compiles `configs` of the component at `component` (the `key` transform is not a step:
+    /// it places records).
+    pub(crate) fn new(configs: &[TransformConfig], component: &str) -> Self {
         let steps = configs
             .iter()
             .filter_map(|t| {
                 Some(match t {
-                    TransformConfig::Filter { field, op, value } => Step::Filter(
-                        field.clone(),
-                        *op,
-                        value.as_ref().map(to_json).unwrap_or(Value::Null),
-                    ),
+                    TransformConfig::Filter { test, .. } => {
+                        Step::Filter(test.clone().expect("compiled when the file was read"))
+                    }
+                    TransformConfig::Remap {
+                        program,
+                        drop_on_error,
+                        drop_on_abort,
+                        ..
+                    } => Step::Remap {
+                        program: Arc::clone(
+                            program.as_ref().expect("compiled when the file was read"),
+                        ),
+                        drop_on_error: *drop_on_error,
+                        drop_on_abort: *drop_on_abort,
+                    },
                     TransformConfig::Rename { fields } => {
                         Step::Rename(fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect())
                     }
@@ -94,12 +116,20 @@ impl Transforms {
                 })
             })
             .collect();
-        Transforms { steps }
+        Transforms {
+            steps,
+            component: component.to_owned(),
+        }
     }
 
     /// True when a step can produce error records.
     pub(crate) fn can_fail(&self) -> bool {
-        self.steps.iter().any(|s| matches!(s, Step::ParseJson(_)))
+        self.steps.iter().any(|s| {
+            matches!(
+                s,
+                Step::ParseJson(_) | Step::Filter(Test::Vrl(_)) | Step::Remap { .. }
+            )
+        })
     }
 
     /// True when there is nothing to do.
@@ -107,24 +137,41 @@ impl Transforms {
         self.steps.is_empty()
     }
 
-    /// Runs the chain: `None` when a filter drops the record.
-    pub(crate) fn apply(&self, record: Value) -> Option<Value> {
+    /// Runs the chain on `record`: the records it becomes (none when a filter or an `abort`
+    /// drops it; several when a remap makes `.` an array).
+    pub(crate) fn apply(&self, record: Value) -> Out {
+        self.run(0, record)
+    }
+
+    /// Runs the steps from `from` on.
+    fn run(&self, from: usize, record: Value) -> Out {
+        if from == self.steps.len() {
+            return Out::One(Some(record));
+        }
         let Value::Object(mut m) = record else {
-            return if self.steps.is_empty() {
-                Some(record)
-            } else {
-                Some(error_record(
-                    "the record is not a JSON object".into(),
-                    record,
-                ))
-            };
+            return Out::One(Some(error_record(
+                "the record is not a JSON object".into(),
+                record,
+            )));
         };
-        for step in &self.steps {
+        for (i, step) in self.steps.iter().enumerate().skip(from) {
             match step {
-                Step::Filter(field, op, value) => {
-                    if !keep(&m, field, *op, value) {
-                        return None;
+                Step::Filter(test) => {
+                    let record = Value::Object(m);
+                    match test.matches(&record) {
+                        Ok(true) => {}
+                        Ok(false) => return Out::One(None),
+                        Err(e) => {
+                            return Out::One(Some(error_record(
+                                format!("{}: filter: {e}", self.component),
+                                record,
+                            )))
+                        }
                     }
+                    let Value::Object(back) = record else {
+                        unreachable!("an object was put in")
+                    };
+                    m = back;
                 }
                 Step::Rename(pairs) => {
                     for (from, to) in pairs {
@@ -152,12 +199,84 @@ impl Transforms {
                         Ok(v) => {
                             m.insert(field.clone(), v);
                         }
-                        Err(reason) => return Some(error_record(reason, Value::Object(m))),
+                        Err(reason) => return Out::One(Some(error_record(reason, Value::Object(m)))),
+                    }
+                }
+                Step::Remap {
+                    program,
+                    drop_on_error,
+                    drop_on_abort,
+                } => {
+                    let record = Value::Object(m);
+                    // The record as it came, for the error policy or to pass on after an
+                    // `abort`: kept only where the program can fail or abort.
+                    let original = (program.fallible()
+                        || (program.abortable() && !*drop_on_abort))
+                        .then(|| record.clone());
+                    match program.remap(record) {
+                        Outcome::Records(mut records) if records.len() == 1 => {
+                            match records.pop() {
+                                Some(Value::Object(next)) => m = next,
+                                Some(other) => return self.run(i + 1, other),
+                                None => unreachable!("one record"),
+                            }
+                        }
+                        Outcome::Records(records) => {
+                            return Out::Many(
+                                records
+                                    .into_iter()
+                                    .flat_map(|r| self.run(i + 1, r))
+                                    .collect::<Vec<_>>()
+                                    .into_iter(),
+                            )
+                        }
+                        Outcome::Aborted(_) if *drop_on_abort => {
+                            self.dropped("abort");
+                            return Out::One(None);
+                        }
+                        Outcome::Aborted(_) => match original {
+                            Some(Value::Object(o)) => m = o,
+                            _ => unreachable!("kept: the program can abort"),
+                        },
+                        Outcome::Failed(_, _) if *drop_on_error => {
+                            self.dropped("error");
+                            return Out::One(None);
+                        }
+                        Outcome::Failed(message, left) => {
+                            return Out::One(Some(error_record(
+                                format!("{}: {message}", self.component),
+                                original.unwrap_or(left),
+                            )))
+                        }
                     }
                 }
             }
         }
-        Some(Value::Object(m))
+        Out::One(Some(Value::Object(m)))
+    }
+
+    /// Counts a record a remap dropped, by why.
+    fn dropped(&self, why: &'static str) {
+        metrics::counter!("rivus_transform_dropped_total",
+            "component" => self.component.clone(), "reason" => why)
+        .increment(1);
+    }
+}
+
+/// The records one record became.
+pub(crate) enum Out {
+    One(Option<Value>),
+    Many(std::vec::IntoIter<Value>),
+}
+
+impl Iterator for Out {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        match self {
+            Out::One(v) => v.take(),
+            Out::Many(i) => i.next(),
+        }
     }
 }
 
@@ -174,11 +293,18 @@ mod tests {
         let config = parse(&text, &crate::registry::Registry::new()).unwrap();
         match &config.graph.transforms[..] {
             [t] => match &t.kind {
-                crate::config::TransformKind::Steps(steps) => Transforms::new(steps),
+                crate::config::TransformKind::Steps(steps) => Transforms::new(steps, &t.path),
                 crate::config::TransformKind::Route(_) => unreachable!("no router here"),
             },
-            _ => Transforms::new(&[]),
+            _ => Transforms::new(&[], "transform"),
         }
+    }
+
+    /// The one record (or none) `v` becomes.
+    fn one(t: &Transforms, v: Value) -> Option<Value> {
+        let mut out: Vec<Value> = t.apply(v).collect();
+        assert!(out.len() <= 1, "{out:?}");
+        out.pop()
     }
 
     #[test]
@@ -189,9 +315,9 @@ mod tests {
              [[transform]]\ntype = \"drop\"\nfields = [\"secret\"]\n\
              [[transform]]\ntype = \"add\"\nfields = { origin = \"test\" }\n",
         );
-        assert_eq!(t.apply(json!({"amount": 3})), None);
+        assert_eq!(one(&t, json!({"amount": 3})), None);
         assert_eq!(
-            t.apply(json!({"amount": 10.5, "user": "u1", "secret": "x"})),
+            one(&t, json!({"amount": 10.5, "user": "u1", "secret": "x"})),
             Some(json!({"amount": 10.5, "customer": "u1", "origin": "test"}))
         );
     }
@@ -200,14 +326,63 @@ mod tests {
     fn text_that_is_not_json_becomes_an_error_record() {
         let t = chain("[[transform]]\ntype = \"parse-json\"\nfield = \"payload\"\n");
         assert_eq!(
-            t.apply(json!({"payload": "{\"a\": 1}"})),
+            one(&t, json!({"payload": "{\"a\": 1}"})),
             Some(json!({"payload": {"a": 1}}))
         );
-        let bad = t.apply(json!({"payload": "{oops"})).unwrap();
+        let bad = one(&t, json!({"payload": "{oops"})).unwrap();
         assert!(bad[ERROR_FIELD]
             .as_str()
             .unwrap()
             .contains("field `payload` is not JSON"));
         assert_eq!(bad["record"], json!({"payload": "{oops"}));
+    }
+
+    #[test]
+    fn a_remap_a_vrl_filter_and_the_fixed_steps_run_in_order() {
+        let t = chain(
+            "[[transform]]\ntype = \"parse-json\"\nfield = \"payload\"\n\
+             [[transform]]\ntype = \"remap\"\nsource = '''\n\
+             .amount = to_float!(.payload.amount)\n\
+             .kind = downcase(string!(.payload.kind))\n\
+             if .kind == \"test\" { abort }\n\
+             del(.payload)\n'''\n\
+             [[transform]]\ntype = \"filter\"\ncondition = \"(.amount > 10) ?? false\"\n",
+        );
+        assert_eq!(
+            one(&t, json!({"payload": "{\"amount\": \"12.5\", \"kind\": \"SALE\"}"})),
+            Some(json!({"amount": 12.5, "kind": "sale"}))
+        );
+        // Filtered out; aborted (dropped and counted).
+        assert_eq!(one(&t, json!({"payload": "{\"amount\": 3, \"kind\": \"sale\"}"})), None);
+        assert_eq!(one(&t, json!({"payload": "{\"amount\": 30, \"kind\": \"Test\"}"})), None);
+        // A failure: an error record naming the component and VRL's message, holding the
+        // record as it reached the remap.
+        let bad = one(&t, json!({"payload": "{\"amount\": \"much\", \"kind\": \"x\"}"})).unwrap();
+        let reason = bad[ERROR_FIELD].as_str().unwrap();
+        assert!(reason.starts_with("transform: ") && reason.contains("to_float"), "{reason}");
+        assert_eq!(bad["record"], json!({"payload": {"amount": "much", "kind": "x"}}));
+    }
+
+    #[test]
+    fn remap_options_decide_what_an_abort_and_an_error_do() {
+        let t = chain(
+            "[[transform]]\ntype = \"remap\"\ndrop_on_abort = false\ndrop_on_error = true\n\
+             source = '''\nif .skip == true { abort }\n.n = to_int!(.n)\n'''\n",
+        );
+        // `abort` with drop_on_abort = false: the record passes unchanged.
+        assert_eq!(one(&t, json!({"skip": true, "n": "x"})), Some(json!({"skip": true, "n": "x"})));
+        // An error with drop_on_error = true: dropped.
+        assert_eq!(one(&t, json!({"skip": false, "n": "x"})), None);
+        assert_eq!(one(&t, json!({"skip": false, "n": "7"})), Some(json!({"skip": false, "n": 7})));
+    }
+
+    #[test]
+    fn a_remap_making_an_array_makes_one_record_per_element_for_the_next_steps() {
+        let t = chain(
+            "[[transform]]\ntype = \"remap\"\nsource = \". = .items\"\n\
+             [[transform]]\ntype = \"add\"\nfields = { seen = true }\n",
+        );
+        let out: Vec<Value> = t.apply(json!({"items": [{"a": 1}, {"a": 2}]})).collect();
+        assert_eq!(out, vec![json!({"a": 1, "seen": true}), json!({"a": 2, "seen": true})]);
     }
 }

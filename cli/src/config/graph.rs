@@ -71,10 +71,11 @@ pub(crate) enum TransformKind {
     /// Built-in transforms applied in order (`key` places records after the others).
     Steps(Vec<TransformConfig>),
     /// Each record to every route whose condition it meets, the rest to `_unmatched`.
-    Route(Vec<(String, Condition)>),
+    Route(Vec<(String, super::condition::Test)>),
 }
 
-/// A route's condition: a comparison of one field, as a `filter` transform's.
+/// A route's condition written as a comparison of one field, as a `filter` transform's (the
+/// other form is a VRL boolean expression, as text).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Condition {
@@ -87,6 +88,17 @@ pub(crate) struct Condition {
     pub value: Option<toml::Value>,
 }
 
+/// A route's condition, as the JSON Schema describes it.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // the schema's only
+pub(crate) enum RouteCondition {
+    /// A VRL boolean expression.
+    Vrl(String),
+    /// A comparison of one field.
+    Compare(Condition),
+}
+
 /// `[transforms.NAME] type = "route"` as serde reads it.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -96,9 +108,11 @@ pub(crate) struct RouteConfig {
     /// `route`.
     #[serde(rename = "type")]
     pub _type: RouteType,
-    /// The routes by name, each with its condition; a record goes to every route it meets,
-    /// to `_unmatched` when it meets none.
-    pub route: BTreeMap<String, Condition>,
+    /// The routes by name, each with its condition — a VRL boolean expression (text) or a
+    /// comparison (`{ field, op, value }`); a record goes to every route it meets, to
+    /// `_unmatched` when it meets none.
+    #[schemars(with = "BTreeMap<String, RouteCondition>")]
+    pub route: BTreeMap<String, toml::Value>,
 }
 
 /// The `type` of a router.

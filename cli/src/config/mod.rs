@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::registry::{AnyDestination, Registry, Section};
 
+pub(crate) mod condition;
 mod env;
 pub(crate) mod graph;
 mod restart;
@@ -198,6 +199,10 @@ fn one() -> usize {
     1
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// `[checkpoint]`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -266,13 +271,47 @@ pub(crate) enum PolicyName {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) enum TransformConfig {
-    /// Keep records whose field compares true.
+    /// Keep records whose field compares true (`field`, `op`, `value`), or for which a VRL
+    /// boolean expression is true (`condition`).
     Filter {
-        field: String,
-        op: CompareOp,
+        field: Option<String>,
+        op: Option<CompareOp>,
         /// The value compared with (not needed for `exists` / `missing`).
         #[schemars(with = "Option<Value>")]
         value: Option<toml::Value>,
+        /// A VRL boolean expression (`.amount > 10 && .status == "paid"`), instead of
+        /// `field`, `op` and `value`.
+        condition: Option<String>,
+        /// Compiled when the file is read.
+        #[serde(skip)]
+        #[schemars(skip)]
+        test: Option<condition::Test>,
+    },
+    /// A VRL program run on each record (`source`, or `file`): it may change, add and remove
+    /// fields, `abort` (the record is dropped and counted), or fail (the record goes to the
+    /// error policy with VRL's message); a record whose `.` becomes an array becomes one record
+    /// per element.
+    Remap {
+        /// The program's text.
+        source: Option<String>,
+        /// A file holding the program, instead of `source`.
+        file: Option<String>,
+        /// Drop (and count) a record whose program failed, instead of handing it to the error
+        /// policy.
+        #[serde(default)]
+        drop_on_error: bool,
+        /// Drop (and count) a record whose program called `abort` (the default); `false`
+        /// passes it on unchanged.
+        #[serde(default = "yes")]
+        drop_on_abort: bool,
+        /// Let the program read environment variables (`get_env_var`); off, so that a program
+        /// reads no secret it was not given.
+        #[serde(default)]
+        allow_env: bool,
+        /// Compiled when the file is read.
+        #[serde(skip)]
+        #[schemars(skip)]
+        program: Option<std::sync::Arc<crate::remap::Program>>,
     },
     /// Rename fields: `{ old = "new" }`.
     Rename { fields: BTreeMap<String, String> },
@@ -294,6 +333,7 @@ impl TransformConfig {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             TransformConfig::Filter { .. } => "filter",
+            TransformConfig::Remap { .. } => "remap",
             TransformConfig::Rename { .. } => "rename",
             TransformConfig::Drop { .. } => "drop",
             TransformConfig::Add { .. } => "add",
@@ -431,11 +471,63 @@ fn errors_section(
     Ok(errors)
 }
 
-/// A comparison needs a value unless it is `exists` or `missing`.
-fn check_comparison(op: CompareOp, value: &Option<toml::Value>, path: &str) -> Result<(), String> {
-    let needs = !matches!(op, CompareOp::Exists | CompareOp::Missing);
-    if needs && value.is_none() {
-        return Err(format!("{path}.value: this comparison needs a value"));
+/// Compiles what a transform at `path` says in VRL or as a comparison, refusing a filter that
+/// says both or neither and a remap without a program.
+fn compile(t: &mut TransformConfig, path: &str) -> Result<(), String> {
+    match t {
+        TransformConfig::Filter {
+            field,
+            op,
+            value,
+            condition,
+            test,
+        } => {
+            *test = Some(match (condition.as_deref(), field.as_deref(), op) {
+                (Some(c), None, None) if value.is_none() => {
+                    condition::Test::vrl(c, &format!("{path}.condition"))?
+                }
+                (None, Some(f), Some(op)) => condition::Test::compare(f, *op, value.as_ref(), path)?,
+                (Some(_), _, _) => {
+                    return Err(format!(
+                        "{path}.condition: give either `condition` (VRL) or `field`, `op` and                          `value`, not both"
+                    ))
+                }
+                (None, None, _) => {
+                    return Err(format!(
+                        "{path}: give `condition` (a VRL boolean expression) or `field`, `op`                          and `value`"
+                    ))
+                }
+                (None, Some(_), None) => return Err(format!("{path}.op: missing")),
+            });
+        }
+        TransformConfig::Remap {
+            source,
+            file,
+            allow_env,
+            program,
+            ..
+        } => {
+            let (text, at) = match (source.as_deref(), file.as_deref()) {
+                (Some(s), None) => (s.to_owned(), format!("{path}.source")),
+                (None, Some(f)) => (
+                    std::fs::read_to_string(f)
+                        .map_err(|e| format!("{path}.file: cannot read `{f}`: {e}"))?,
+                    f.to_owned(),
+                ),
+                (Some(_), Some(_)) => {
+                    return Err(format!("{path}.file: give either `source` or `file`, not both"))
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "{path}.source: missing: give the program (`source`) or a file holding                          it (`file`)"
+                    ))
+                }
+            };
+            let compiled = crate::remap::Program::compile(&text, &at, *allow_env)
+                .map_err(|e| format!("{path}: {e}"))?;
+            *program = Some(std::sync::Arc::new(compiled));
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -475,10 +567,8 @@ fn components(raw: &mut RawPipeline, registry: &Registry) -> Result<Graph, Strin
             .sink
             .take()
             .ok_or("sink: missing: give [sink] (or [sinks.NAME])")?;
-        for (i, t) in raw.transforms.iter().enumerate() {
-            if let TransformConfig::Filter { op, value, .. } = t {
-                check_comparison(*op, value, &format!("transform[{i}]"))?;
-            }
+        for (i, t) in raw.transforms.iter_mut().enumerate() {
+            compile(t, &format!("transform[{i}]"))?;
         }
         return Ok(Graph::path(
             registry.parse_source("source", source)?,
@@ -495,19 +585,33 @@ fn components(raw: &mut RawPipeline, registry: &Registry) -> Result<Graph, Strin
         let path = format!("transforms.{name}");
         let (inputs, kind) = if table.get("type").and_then(toml::Value::as_str) == Some("route") {
             let route: graph::RouteConfig = component(table, &path)?;
-            for (r, c) in &route.route {
-                check_comparison(c.op, &c.value, &format!("{path}.route.{r}"))?;
+            let mut routes = Vec::with_capacity(route.route.len());
+            for (r, c) in route.route {
+                let at = format!("{path}.route.{r}");
+                let test = match c {
+                    toml::Value::String(vrl) => condition::Test::vrl(&vrl, &at)?,
+                    other => {
+                        let c: graph::Condition = component(
+                            match other {
+                                toml::Value::Table(t) => t,
+                                _ => {
+                                    return Err(format!(
+                                        "{at}: a VRL condition (text) or a comparison                                          ({{ field, op, value }})"
+                                    ))
+                                }
+                            },
+                            &at,
+                        )?;
+                        condition::Test::compare(&c.field, c.op, c.value.as_ref(), &at)?
+                    }
+                };
+                routes.push((r, test));
             }
-            (
-                route.inputs,
-                TransformKind::Route(route.route.into_iter().collect()),
-            )
+            (route.inputs, TransformKind::Route(routes))
         } else {
             let inputs = inputs_of(&mut table, &path)?;
-            let t: TransformConfig = component(table, &path)?;
-            if let TransformConfig::Filter { op, value, .. } = &t {
-                check_comparison(*op, value, &path)?;
-            }
+            let mut t: TransformConfig = component(table, &path)?;
+            compile(&mut t, &path)?;
             (inputs, TransformKind::Steps(vec![t]))
         };
         graph.transforms.push(graph::TransformNode {

@@ -1,0 +1,57 @@
+//! The condition of a `filter` transform or of a route: a comparison of one field
+//! (`field`, `op`, `value`), or a VRL boolean expression, compiled when the file is read.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{to_json, CompareOp};
+use crate::remap::Program;
+
+/// A compiled condition.
+#[derive(Debug, Clone)]
+pub(crate) enum Test {
+    Compare {
+        field: String,
+        op: CompareOp,
+        value: Value,
+    },
+    Vrl(Arc<Program>),
+}
+
+impl Test {
+    /// A comparison; it needs a value unless it is `exists` or `missing`.
+    pub(crate) fn compare(
+        field: &str,
+        op: CompareOp,
+        value: Option<&toml::Value>,
+        path: &str,
+    ) -> Result<Test, String> {
+        let needs = !matches!(op, CompareOp::Exists | CompareOp::Missing);
+        if needs && value.is_none() {
+            return Err(format!("{path}.value: this comparison needs a value"));
+        }
+        Ok(Test::Compare {
+            field: field.to_owned(),
+            op,
+            value: value.map(to_json).unwrap_or(Value::Null),
+        })
+    }
+
+    /// A VRL boolean expression; `path` names it in the diagnostics.
+    pub(crate) fn vrl(source: &str, path: &str) -> Result<Test, String> {
+        crate::remap::condition(source, path)
+            .map(|p| Test::Vrl(Arc::new(p)))
+            .map_err(|e| format!("{path}: {e}"))
+    }
+
+    /// Whether `record` meets the condition; an error says why a VRL condition failed.
+    pub(crate) fn matches(&self, record: &Value) -> Result<bool, String> {
+        match self {
+            Test::Compare { field, op, value } => Ok(record
+                .as_object()
+                .is_some_and(|m| crate::transform::keep(m, field, *op, value))),
+            Test::Vrl(p) => p.test(record),
+        }
+    }
+}

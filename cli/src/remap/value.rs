@@ -1,0 +1,110 @@
+//! Records and VRL values. JSON → VRL keeps every value: numbers that fit an `i64` become
+//! integers, other numbers floats (an integer above `i64::MAX` becomes a float, as VRL has no
+//! wider integer), text becomes VRL strings. VRL → JSON: timestamps become RFC 3339 text in UTC
+//! (`2026-12-06T10:00:00.123Z`), regular expressions their pattern; bytes that are not UTF-8
+//! cannot be JSON text and are an error naming the field, never replaced.
+
+use serde_json::Value as Json;
+use vrl::value::{KeyString, Value as Vrl};
+
+/// A record as a VRL value.
+pub(crate) fn to_vrl(v: Json) -> Vrl {
+    match v {
+        Json::Null => Vrl::Null,
+        Json::Bool(b) => Vrl::Boolean(b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Vrl::Integer(i),
+            // JSON has no NaN: nothing becomes the zero this falls back to.
+            None => Vrl::from_f64_or_zero(n.as_f64().unwrap_or_default()),
+        },
+        Json::String(s) => Vrl::from(s),
+        Json::Array(items) => Vrl::Array(items.into_iter().map(to_vrl).collect()),
+        Json::Object(m) => Vrl::Object(
+            m.into_iter()
+                .map(|(k, v)| (KeyString::from(k), to_vrl(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// A VRL value as a record; an error names the path of a value JSON cannot hold. (By
+/// reference: its text is copied either way, as VRL keeps it in shared buffers.)
+pub(crate) fn from_vrl(v: &Vrl) -> Result<Json, String> {
+    to_json(v, &mut String::from("."))
+}
+
+fn to_json(v: &Vrl, path: &mut String) -> Result<Json, String> {
+    Ok(match v {
+        Vrl::Null => Json::Null,
+        Vrl::Boolean(b) => Json::Bool(*b),
+        Vrl::Integer(i) => Json::from(*i),
+        Vrl::Float(f) => serde_json::Number::from_f64(f.into_inner()).map_or(Json::Null, Json::Number),
+        Vrl::String(s) => Json::String(s.to_string()),
+        Vrl::Bytes(b) => match String::from_utf8(b.to_vec()) {
+            Ok(s) => Json::String(s),
+            Err(_) => {
+                return Err(format!(
+                    "`{path}` holds {} bytes that are not UTF-8 text, which a JSON record cannot \
+                     hold (encode them, e.g. with encode_base64)",
+                    b.len()
+                ))
+            }
+        },
+        Vrl::Regex(r) => Json::String(r.as_str().to_owned()),
+        Vrl::Timestamp(t) => Json::String(vrl::value::value::timestamp_to_string(t)),
+        Vrl::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                out.push(to_json(item, path)?);
+                path.truncate(len);
+            }
+            Json::Array(out)
+        }
+        Vrl::Object(m) => {
+            let mut out = serde_json::Map::with_capacity(m.len());
+            for (k, v) in m {
+                let len = path.len();
+                if !path.ends_with('.') {
+                    path.push('.');
+                }
+                path.push_str(k.as_str());
+                let v = to_json(v, path)?;
+                path.truncate(len);
+                out.insert(k.as_str().to_owned(), v);
+            }
+            Json::Object(out)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_json_value_comes_back_as_it_went() {
+        let v = json!({
+            "int": -42, "big": 9_007_199_254_740_993_i64, "float": 12.5, "text": "é ✓",
+            "yes": true, "none": null, "list": [1, "two", [3.25], {"four": 4}],
+            "nested": {"a": {"b": "c"}}, "decimal": "12345678901234567890.0123456789",
+        });
+        assert_eq!(from_vrl(&to_vrl(v.clone())).unwrap(), v);
+    }
+
+    #[test]
+    fn bytes_that_are_not_text_are_refused_by_path() {
+        let bad = Vrl::Object(
+            [(
+                "a".into(),
+                Vrl::Array(vec![Vrl::Null, Vrl::Bytes(vec![0xff, 0xfe].into())]),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        let e = from_vrl(&bad).unwrap_err();
+        assert!(e.contains("`.a[1]`") && e.contains("2 bytes"), "{e}");
+    }
+}
