@@ -199,7 +199,9 @@ impl Transforms {
                         Ok(v) => {
                             m.insert(field.clone(), v);
                         }
-                        Err(reason) => return Out::One(Some(error_record(reason, Value::Object(m)))),
+                        Err(reason) => {
+                            return Out::One(Some(error_record(reason, Value::Object(m))))
+                        }
                     }
                 }
                 Step::Remap {
@@ -210,8 +212,7 @@ impl Transforms {
                     let record = Value::Object(m);
                     // The record as it came, for the error policy or to pass on after an
                     // `abort`: kept only where the program can fail or abort.
-                    let original = (program.fallible()
-                        || (program.abortable() && !*drop_on_abort))
+                    let original = (program.fallible() || (program.abortable() && !*drop_on_abort))
                         .then(|| record.clone());
                     match program.remap(record) {
                         Outcome::Records(mut records) if records.len() == 1 => {
@@ -349,18 +350,43 @@ mod tests {
              [[transform]]\ntype = \"filter\"\ncondition = \"(.amount > 10) ?? false\"\n",
         );
         assert_eq!(
-            one(&t, json!({"payload": "{\"amount\": \"12.5\", \"kind\": \"SALE\"}"})),
+            one(
+                &t,
+                json!({"payload": "{\"amount\": \"12.5\", \"kind\": \"SALE\"}"})
+            ),
             Some(json!({"amount": 12.5, "kind": "sale"}))
         );
         // Filtered out; aborted (dropped and counted).
-        assert_eq!(one(&t, json!({"payload": "{\"amount\": 3, \"kind\": \"sale\"}"})), None);
-        assert_eq!(one(&t, json!({"payload": "{\"amount\": 30, \"kind\": \"Test\"}"})), None);
+        assert_eq!(
+            one(
+                &t,
+                json!({"payload": "{\"amount\": 3, \"kind\": \"sale\"}"})
+            ),
+            None
+        );
+        assert_eq!(
+            one(
+                &t,
+                json!({"payload": "{\"amount\": 30, \"kind\": \"Test\"}"})
+            ),
+            None
+        );
         // A failure: an error record naming the component and VRL's message, holding the
         // record as it reached the remap.
-        let bad = one(&t, json!({"payload": "{\"amount\": \"much\", \"kind\": \"x\"}"})).unwrap();
+        let bad = one(
+            &t,
+            json!({"payload": "{\"amount\": \"much\", \"kind\": \"x\"}"}),
+        )
+        .unwrap();
         let reason = bad[ERROR_FIELD].as_str().unwrap();
-        assert!(reason.starts_with("transform: ") && reason.contains("to_float"), "{reason}");
-        assert_eq!(bad["record"], json!({"payload": {"amount": "much", "kind": "x"}}));
+        assert!(
+            reason.starts_with("transform: ") && reason.contains("to_float"),
+            "{reason}"
+        );
+        assert_eq!(
+            bad["record"],
+            json!({"payload": {"amount": "much", "kind": "x"}})
+        );
     }
 
     #[test]
@@ -370,10 +396,16 @@ mod tests {
              source = '''\nif .skip == true { abort }\n.n = to_int!(.n)\n'''\n",
         );
         // `abort` with drop_on_abort = false: the record passes unchanged.
-        assert_eq!(one(&t, json!({"skip": true, "n": "x"})), Some(json!({"skip": true, "n": "x"})));
+        assert_eq!(
+            one(&t, json!({"skip": true, "n": "x"})),
+            Some(json!({"skip": true, "n": "x"}))
+        );
         // An error with drop_on_error = true: dropped.
         assert_eq!(one(&t, json!({"skip": false, "n": "x"})), None);
-        assert_eq!(one(&t, json!({"skip": false, "n": "7"})), Some(json!({"skip": false, "n": 7})));
+        assert_eq!(
+            one(&t, json!({"skip": false, "n": "7"})),
+            Some(json!({"skip": false, "n": 7}))
+        );
     }
 
     #[test]
@@ -383,6 +415,9 @@ mod tests {
              [[transform]]\ntype = \"add\"\nfields = { seen = true }\n",
         );
         let out: Vec<Value> = t.apply(json!({"items": [{"a": 1}, {"a": 2}]})).collect();
-        assert_eq!(out, vec![json!({"a": 1, "seen": true}), json!({"a": 2, "seen": true})]);
+        assert_eq!(
+            out,
+            vec![json!({"a": 1, "seen": true}), json!({"a": 2, "seen": true})]
+        );
     }
 }

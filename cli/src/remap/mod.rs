@@ -169,8 +169,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            p.remap(json!({"amount": "12.50", "ms": 1_765_000_000_123_i64, "user": "ALICE",
-                "payload": "{\"a\": [1, 2]}"})),
+            p.remap(
+                json!({"amount": "12.50", "ms": 1_765_000_000_123_i64, "user": "ALICE",
+                "payload": "{\"a\": [1, 2]}"})
+            ),
             Outcome::Records(vec![json!({
                 "amount": 12.5, "at": "2025-12-06T05:46:40.123Z", "user": "alice",
                 "parsed": {"a": [1, 2]},
@@ -200,7 +202,10 @@ mod tests {
             false,
         )
         .unwrap();
-        assert!(matches!(p.remap(json!({"drop": true})), Outcome::Aborted(_)));
+        assert!(matches!(
+            p.remap(json!({"drop": true})),
+            Outcome::Aborted(_)
+        ));
         assert_eq!(
             p.remap(json!({})),
             Outcome::Records(vec![json!({"n": 1}), json!({"n": 2})])
@@ -209,8 +214,8 @@ mod tests {
 
     #[test]
     fn diagnostics_name_the_component_line_and_column() {
-        let e = Program::compile(".a = 1\n.b = upcase(.a)", "transforms.up.source", false)
-            .unwrap_err();
+        let e =
+            Program::compile(".a = 1\n.b = upcase(.a)", "transforms.up.source", false).unwrap_err();
         assert!(e.contains("transforms.up.source:2:"), "{e}");
         assert!(e.contains("error[E"), "{e}");
     }
@@ -224,7 +229,10 @@ mod tests {
         assert!(e.contains("not a condition"), "{e}");
         // `.amount` may not be a number: VRL wants the error handled.
         let e = condition(".amount > 10", "transforms.f.condition").unwrap_err();
-        assert!(e.contains("error[E100]") && e.contains("transforms.f.condition:1:1"), "{e}");
+        assert!(
+            e.contains("error[E100]") && e.contains("transforms.f.condition:1:1"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -38,7 +38,9 @@ fn to_json(v: &Vrl, path: &mut String) -> Result<Json, String> {
         Vrl::Null => Json::Null,
         Vrl::Boolean(b) => Json::Bool(*b),
         Vrl::Integer(i) => Json::from(*i),
-        Vrl::Float(f) => serde_json::Number::from_f64(f.into_inner()).map_or(Json::Null, Json::Number),
+        Vrl::Float(f) => {
+            serde_json::Number::from_f64(f.into_inner()).map_or(Json::Null, Json::Number)
+        }
         Vrl::String(s) => Json::String(s.to_string()),
         Vrl::Bytes(b) => match String::from_utf8(b.to_vec()) {
             Ok(s) => Json::String(s),

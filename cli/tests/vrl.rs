@@ -1,0 +1,178 @@
+//! VRL in pipeline files against the real broker: `examples/kafka-vrl.toml` reads orders from
+//! a topic, reshapes them with a `remap` (types converted, a timestamp, a hash), drops new
+//! orders with a VRL `filter` and routes gold orders to their own topic with a VRL `route`.
+//! Every output record is the remapped input, in the topic its route names; orders whose
+//! amount is not a number reach the dead-letter file with VRL's message and the component.
+//! `rivus validate` refuses a program with a type error, naming the line and column.
+
+#[path = "support/run.rs"]
+mod run;
+#[path = "support/topics.rs"]
+mod topics;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::ClientConfig;
+use rivus_core::error_policy::DeadLetter;
+use rivus_testkit::services::{require, unique_name, Service};
+use serde_json::{json, Value};
+
+/// The generator's record `n` (`cli/src/sections/generator.rs`).
+fn order(n: u64) -> Value {
+    let status = ["new", "paid", "shipped"][(n % 3) as usize];
+    json!({
+        "id": n,
+        "user": format!("user-{}", n % 100),
+        "amount": ((n.wrapping_mul(7919)) % 100_000) as f64 / 100.0,
+        "status": status,
+        "ts": 1_700_000_000_000u64 + n * 1000,
+    })
+}
+
+/// `examples/kafka-vrl.toml` with its topics, group, state and name made unique.
+fn example(dir: &Path, input: &str, gold: &str, standard: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/kafka-vrl.toml");
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("name = \"kafka-vrl\"", &format!("name = \"{input}\""))
+        .replace("topics = [\"orders\"]", &format!("topics = [\"{input}\"]"))
+        .replace("rivus-orders-vrl", input)
+        .replace("\"orders-gold\"", &format!("\"{gold}\""))
+        .replace("\"orders-standard\"", &format!("\"{standard}\""));
+    let file = dir.join("kafka-vrl.toml");
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vrl_example_remaps_filters_and_routes_orders_and_dead_letters_failures() {
+    let Some(kafka) = require(Service::Kafka) else {
+        return;
+    };
+    let (input, gold, standard) = (
+        unique_name("vrl-in"),
+        unique_name("vrl-gold"),
+        unique_name("vrl-standard"),
+    );
+    for t in [&input, &gold, &standard] {
+        topics::topic(&kafka, t).await;
+    }
+    let n = 3_000u64;
+    let bad: Vec<Value> = (0..3)
+        .map(|i| json!({"id": 1_000_000 + i, "user": "x", "amount": "lots", "status": "paid", "ts": 1}))
+        .collect();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .create()
+        .unwrap();
+    for v in (0..n).map(order).chain(bad.iter().cloned()) {
+        producer
+            .send(
+                FutureRecord::<(), _>::to(&input).payload(&v.to_string()),
+                Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = example(dir.path(), &input, &gold, &standard);
+    let out = run::rivus(dir.path(), &["run", &file]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        run::text(&out.stdout),
+        run::text(&out.stderr)
+    );
+
+    // What the program makes of each order that is not new, by its topic.
+    let mut want: BTreeMap<&str, BTreeMap<u64, Value>> = BTreeMap::new();
+    for i in (0..n).filter(|i| i % 3 != 0) {
+        let o = order(i);
+        let cents = (o["amount"].as_f64().unwrap() * 100.0).round() as i64;
+        let tier = if cents >= 50_000 { "gold" } else { "standard" };
+        want.entry(tier).or_default().insert(
+            i,
+            json!({
+                "id": i, "amount_cents": cents, "status": o["status"], "tier": tier,
+                "user": o["user"].as_str().unwrap().to_uppercase(),
+            }),
+        );
+    }
+    for (tier, topic) in [("gold", &gold), ("standard", &standard)] {
+        let want = &want[tier];
+        let got: BTreeMap<u64, Value> = topics::read(&kafka, topic, want.len())
+            .iter()
+            .map(|p| {
+                let v: Value = serde_json::from_slice(p).unwrap();
+                (v["id"].as_u64().unwrap(), v)
+            })
+            .collect();
+        assert_eq!(got.len(), want.len(), "{tier}: one record per order");
+        for (id, v) in &got {
+            let w = want
+                .get(id)
+                .unwrap_or_else(|| panic!("{tier}: order {id} does not belong"));
+            for field in ["amount_cents", "status", "tier", "user"] {
+                assert_eq!(v[field], w[field], "{tier}: order {id}: `{field}`: {v}");
+            }
+            assert!(v.get("amount").is_none() && v.get("ts").is_none(), "{v}");
+            let r = v["ref"].as_str().unwrap();
+            assert!(
+                r.len() == 12 && r.chars().all(|c| c.is_ascii_hexdigit()),
+                "{v}"
+            );
+        }
+        // Timestamps: `ts` 1 700 000 000 000 ms is 2023-11-14T22:13:20Z, each order a second on.
+        for (id, at) in [
+            (1, "2023-11-14T22:13:21+00:00"),
+            (100, "2023-11-14T22:15:00+00:00"),
+        ] {
+            if let Some(v) = got.get(&id) {
+                assert_eq!(v["at"], at, "order {id}");
+            }
+        }
+    }
+
+    // The failures: each order kept whole, with VRL's message and the component.
+    let letters: Vec<DeadLetter> = std::fs::read_to_string(
+        dir.path()
+            .join("target/examples/kafka-vrl.dead-letters.jsonl"),
+    )
+    .unwrap()
+    .lines()
+    .map(|l| DeadLetter::from_json(l.as_bytes()).unwrap())
+    .collect();
+    assert_eq!(letters.len(), bad.len(), "{letters:?}");
+    for l in &letters {
+        assert!(
+            l.reason.contains("transforms.enrich") && l.reason.contains("to_float"),
+            "{l:?}"
+        );
+        let payload: Value = serde_json::from_slice(&l.payload).unwrap();
+        assert!(bad.contains(&payload), "the order kept whole: {payload}");
+    }
+}
+
+#[test]
+fn validate_refuses_a_vrl_type_error_naming_the_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        "name = \"bad\"\n[sources.orders]\ntype = \"generator\"\n\
+         [transforms.enrich]\ntype = \"remap\"\ninputs = [\"orders\"]\n\
+         source = '''\n.n = 1\n.shout = upcase(.n)\n'''\n\
+         [sinks.out]\ntype = \"stdout\"\ninputs = [\"enrich\"]\n",
+    )
+    .unwrap();
+    let out = run::rivus(dir.path(), &["validate", file.to_str().unwrap()]);
+    let said = format!("{}{}", run::text(&out.stdout), run::text(&out.stderr));
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("transforms.enrich.source:2:"), "{said}");
+    assert!(said.contains("error[E110]"), "{said}");
+    assert!(said.contains("upcase"), "{said}");
+}
