@@ -43,6 +43,9 @@ enum Command {
     Validate { file: PathBuf },
     /// Connect to every endpoint of a pipeline file.
     Check { file: PathBuf },
+    /// Run a pipeline file's `[[tests]]` through its transforms (no source, no sink): exits
+    /// non-zero naming each failing test and the field that differs.
+    Test { file: PathBuf },
     /// List the connectors and transforms a pipeline file can use.
     Connectors,
     /// Print the JSON Schema of pipeline files (every section this `rivus` knows), for
@@ -104,6 +107,54 @@ pub fn main_with(registry: Registry) -> ExitCode {
     code
 }
 
+/// `rivus test`: a line per test, the differences under a failing one.
+fn test_command(file: &std::path::Path, config: &crate::config::PipelineConfig) -> ExitCode {
+    if config.tests.is_empty() {
+        eprintln!("{}: no [[tests]] to run", file.display());
+        return ExitCode::from(2);
+    }
+    let reports = match crate::testing::run(config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("invalid pipeline: {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let failed = reports.iter().filter(|r| !r.failures.is_empty()).count();
+    for r in &reports {
+        if r.failures.is_empty() {
+            out(&format!(
+                "test {} ... ok
+",
+                r.name
+            ));
+        } else {
+            out(&format!(
+                "test {} ... FAILED
+",
+                r.name
+            ));
+            for f in &r.failures {
+                out(&format!(
+                    "    {f}
+"
+                ));
+            }
+        }
+    }
+    out(&format!(
+        "{}: {} passed, {failed} failed
+",
+        file.display(),
+        reports.len() - failed
+    ));
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
     init_logs(cli.log_format);
     match cli.command {
@@ -127,6 +178,13 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+        Command::Test { file } => {
+            let config = match load(&file, registry) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            test_command(&file, &config)
         }
         Command::Check { file } => {
             let config = match load(&file, registry) {

@@ -14,12 +14,12 @@ use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
 use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 
-use crate::config::condition::Test;
 use crate::config::graph::{Output, UNMATCHED};
 use crate::config::{
     CheckpointSection, ErrorsSection, PipelineConfig, PolicyName, TransformConfig, TransformKind,
 };
 use crate::counted::Counts;
+use crate::route::Router;
 use crate::transform::Transforms;
 
 /// A job ready to run, with what the status line and the report need.
@@ -285,63 +285,6 @@ impl Outputs {
             first
         } else {
             first.union(rest)
-        }
-    }
-}
-
-/// A router's conditions, compiled.
-struct Router {
-    /// Where it stands in the file, named in its metrics.
-    component: String,
-    conditions: Vec<(String, Test)>,
-    /// Where records go that meet no condition: `_unmatched`, the last route.
-    unmatched: Routes,
-    /// Where error records of an earlier transform go to meet the error policy: `_unmatched`
-    /// when something reads it, else the first route.
-    errors: Routes,
-}
-
-impl Router {
-    fn new(component: &str, routes: &[(String, Test)], unmatched_read: bool) -> Self {
-        let unmatched = Routes::only(routes.len());
-        Router {
-            component: component.to_owned(),
-            conditions: routes.to_vec(),
-            unmatched,
-            errors: if unmatched_read {
-                unmatched
-            } else {
-                Routes::only(0)
-            },
-        }
-    }
-
-    /// The routes `v` meets. A VRL condition that fails on a record counts as not met (as in
-    /// Vector), counted in `rivus_route_condition_errors_total`.
-    fn routes(&self, v: &Value) -> Routes {
-        if v.get(crate::transform::ERROR_FIELD).is_some() {
-            return self.errors;
-        }
-        let picked = self
-            .conditions
-            .iter()
-            .enumerate()
-            .filter(|(_, (route, test))| match test.matches(v) {
-                Ok(met) => met,
-                Err(e) => {
-                    metrics::counter!("rivus_route_condition_errors_total",
-                        "component" => self.component.clone(), "route" => route.clone())
-                    .increment(1);
-                    tracing::debug!(component = %self.component, %route, error = %e,
-                        "a route's condition failed: not met");
-                    false
-                }
-            })
-            .fold(Routes::none(), |r, (i, _)| r.with(i));
-        if picked.is_empty() {
-            self.unmatched
-        } else {
-            picked
         }
     }
 }

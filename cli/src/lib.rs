@@ -29,6 +29,7 @@ mod counted;
 mod http;
 mod registry;
 mod remap;
+mod route;
 mod run;
 pub mod scaffold;
 mod sections;
@@ -36,6 +37,7 @@ mod sinks;
 mod sources;
 mod status;
 mod store;
+mod testing;
 mod transform;
 
 pub use app::main_with;

@@ -176,3 +176,45 @@ fn validate_refuses_a_vrl_type_error_naming_the_line_and_column() {
     assert!(said.contains("error[E110]"), "{said}");
     assert!(said.contains("upcase"), "{said}");
 }
+
+#[test]
+fn rivus_test_runs_the_examples_tests_and_names_the_field_that_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/kafka-vrl.toml");
+    let env = [("RIVUS_KAFKA_BOOTSTRAP", "127.0.0.1:1")];
+    let test = |file: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rivus"))
+            .args(["test", file.to_str().unwrap()])
+            .envs(env)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = test(&example);
+    let said = run::text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", run::text(&out.stderr));
+    assert!(said.contains("3 passed, 0 failed"), "{said}");
+
+    // One expectation changed: that test fails, naming the output, record and field.
+    let changed = std::fs::read_to_string(&example)
+        .unwrap()
+        .replace("amount_cents = 61250", "amount_cents = 61251");
+    let file = dir.path().join("changed.toml");
+    std::fs::write(&file, changed).unwrap();
+    let out = test(&file);
+    let said = run::text(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "test a paid order over 500 is gold, in whole cents, with its time ... FAILED"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "outputs `by_tier.gold` record 0: field `amount_cents`: expected 61251, got 61250"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("2 passed, 1 failed"), "{said}");
+}

@@ -34,7 +34,7 @@ impl std::fmt::Display for Output {
 }
 
 impl Output {
-    fn parse(text: &str) -> Output {
+    pub(crate) fn parse(text: &str) -> Output {
         match text.split_once('.') {
             Some((c, r)) => Output {
                 component: c.to_owned(),

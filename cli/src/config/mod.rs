@@ -17,6 +17,7 @@ pub(crate) mod condition;
 mod env;
 pub(crate) mod graph;
 mod restart;
+pub(crate) mod transform_tests;
 
 pub(crate) use env::expand_env;
 pub(crate) use graph::{Graph, SinkNode, TransformKind};
@@ -45,6 +46,8 @@ pub(crate) struct PipelineConfig {
     pub graph: Graph,
     /// `rivus run --worker ID`: this process is one worker of the job (not in the file).
     pub worker: Option<String>,
+    /// `[[tests]]`: unit tests of the transforms, for `rivus test`.
+    pub tests: Vec<transform_tests::TransformTest>,
 }
 
 impl PipelineConfig {
@@ -156,6 +159,9 @@ fn file_ref_target<'a>(file: &'a mut Value, name: &str) -> Option<&'a mut Value>
 struct RawPipeline {
     /// The job's name (keys its checkpoints).
     pub name: String,
+    /// Unit tests of the transforms, which `rivus test FILE` runs (no source, no sink).
+    #[serde(default)]
+    pub tests: Vec<transform_tests::TransformTest>,
     /// Subtasks per stage (default 1).
     #[serde(default = "one")]
     pub parallelism: usize,
@@ -407,6 +413,7 @@ pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, St
         stall_timeout: raw.restart.and_then(|r| r.stall_timeout),
         graph,
         worker: None,
+        tests: raw.tests,
     };
     if config.parallelism == 0 {
         return Err("parallelism: must be at least 1".into());
@@ -434,6 +441,7 @@ pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, St
         ));
     }
     config.graph.check()?;
+    transform_tests::check(&config.tests, &config.graph)?;
     Ok(config)
 }
 
