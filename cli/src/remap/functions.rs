@@ -16,3 +16,44 @@ pub(crate) fn enabled(allow_env: bool) -> Vec<Box<dyn Function>> {
 
 /// The functions that read the process's environment.
 const ENV: &[&str] = &["get_env_var"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/vrl.md` lists every enabled function, one per line between its markers.
+    #[test]
+    fn the_docs_list_exactly_the_enabled_functions() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/vrl.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let listed: Vec<&str> = doc
+            .split("<!-- functions -->")
+            .nth(1)
+            .and_then(|rest| rest.split("<!-- /functions -->").next())
+            .unwrap_or_default()
+            .split(|c: char| c == '`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        let all = enabled(true);
+        let mut names: Vec<&str> = all.iter().map(|f| f.identifier()).collect();
+        names.sort_unstable();
+        let block: String = names
+            .chunks(6)
+            .map(|c| {
+                c.iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .collect::<Vec<_>>()
+            .join(",\n");
+        assert_eq!(
+            listed, names,
+            "docs/vrl.md lists other functions; between its markers it should read:\n{block}"
+        );
+        assert!(!enabled(false)
+            .iter()
+            .any(|f| f.identifier() == "get_env_var"));
+    }
+}
