@@ -11,7 +11,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorPolicy, FileDeadLetterQueue};
+use rivus_core::error_policy::{
+    DeadLetter, DeadLetterQueue, ErrorHandler, ErrorPolicy, FileDeadLetterQueue,
+};
 use rivus_core::prelude::*;
 
 use crate::config::graph::{Output, UNMATCHED};
@@ -181,7 +183,6 @@ pub(crate) async fn build_counting(
         });
         outputs.place(output(&s.name, None), stream);
     }
-    let mut check_errors = false;
     let order = graph
         .transform_order()
         .map_err(|e| Error::config("transforms", e))?;
@@ -190,11 +191,15 @@ pub(crate) async fn build_counting(
         match &t.kind {
             TransformKind::Steps(steps) => {
                 let transforms = Transforms::new(steps, &t.path);
-                check_errors |= transforms.can_fail();
                 let mut stream = if transforms.is_empty() {
                     input
                 } else {
-                    input.flat_map(move |v| transforms.apply(v))
+                    // Rejected records go to the job's error policy from this task.
+                    let handler =
+                        ErrorHandler::new(policy.clone(), t.path.clone()).connector("transform");
+                    input
+                        .flat_map(move |v| transforms.apply(v))
+                        .reject_to(handler)
                 };
                 for step in steps {
                     if let TransformConfig::Key { field } = step {
@@ -214,7 +219,7 @@ pub(crate) async fn build_counting(
                 let unmatched_read = outputs.readers.contains_key(&unmatched);
                 let mut names: Vec<&str> = routes.iter().map(|(r, _)| r.as_str()).collect();
                 names.push(UNMATCHED);
-                let pick = Router::new(&t.path, routes, unmatched_read);
+                let pick = Router::new(&t.path, routes);
                 let streams = input.route(&names, move |v| pick.routes(v));
                 for (name, stream) in names.iter().zip(streams) {
                     if *name == UNMATCHED && !unmatched_read {
@@ -232,7 +237,7 @@ pub(crate) async fn build_counting(
             Some(errors) => self::policy(errors, config, &counts, dry).await?,
             None => policy.clone(),
         };
-        crate::sinks::attach(input, config, s, &counts, &policy, check_errors, dry).await?;
+        crate::sinks::attach(input, config, s, &counts, &policy, dry).await?;
     }
     let job = pipeline.build()?;
     Ok(Built { job, counts, total })

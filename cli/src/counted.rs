@@ -1,5 +1,5 @@
-//! The sink every pipeline ends in: counts what it writes, hands error records from the
-//! transforms to the error policy, and delegates everything else to the connector's sink.
+//! The sink every pipeline ends in: counts what it writes, marks the calls into the
+//! connector's sink (the status API's busy share), and delegates everything to it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,11 +7,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
 use rivus_core::prelude::*;
 use rivus_core::Restored;
-
-use crate::transform::ERROR_FIELD;
 
 /// Live counts of a run, read by the status line and the status API.
 #[derive(Debug, Default)]
@@ -63,52 +60,17 @@ impl Drop for InCall<'_> {
     }
 }
 
-/// A sink that counts and filters error records before `S`.
+/// A sink that counts what `S` writes.
 pub(crate) struct Counted<S> {
     pub inner: S,
     pub counts: Arc<Counts>,
     /// This sink's own figures.
     pub flow: Arc<Flow>,
-    pub policy: ErrorPolicy,
-    pub check_errors: bool,
-    pub handler: Option<ErrorHandler>,
-}
-
-/// Hands an error record from the transforms to the error policy (which counts it).
-async fn divert(handler: Option<ErrorHandler>, record: Value) -> Result<()> {
-    let reason = record[ERROR_FIELD]
-        .as_str()
-        .unwrap_or("transform failed")
-        .to_owned();
-    let original = record.get("record").cloned().unwrap_or(Value::Null);
-    let payload = serde_json::to_vec(&original).unwrap_or_default();
-    let handler = handler.ok_or(Error::Closed("sink"))?;
-    handler
-        .handle(
-            format!("transform, record {}", short(&original)),
-            reason,
-            &payload,
-        )
-        .await
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    match s.char_indices().nth(80) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s,
-    }
-}
-
-fn is_error(v: &Value) -> bool {
-    v.get(ERROR_FIELD).is_some()
 }
 
 #[async_trait]
 impl<S: SinkFunction<Value>> RichFunction for Counted<S> {
     async fn open(&mut self, ctx: &RuntimeContext) -> Result<()> {
-        self.handler =
-            Some(ErrorHandler::new(self.policy.clone(), ctx.display_name()).connector("transform"));
         self.inner.open(ctx).await
     }
 
@@ -154,9 +116,6 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
     }
 
     async fn invoke(&mut self, value: Value, ctx: &SinkContext) -> Result<()> {
-        if self.check_errors && is_error(&value) {
-            return divert(self.handler.clone(), value).await;
-        }
         {
             let _busy = self.flow.busy();
             self.inner.invoke(value, ctx).await?;
@@ -167,19 +126,6 @@ impl<S: SinkFunction<Value>> SinkFunction<Value> for Counted<S> {
     }
 
     async fn invoke_batch(&mut self, values: Vec<Value>, ctx: &mut SinkContext) -> Result<()> {
-        let values = if self.check_errors && values.iter().any(is_error) {
-            let mut kept = Vec::with_capacity(values.len());
-            for v in values {
-                if is_error(&v) {
-                    divert(self.handler.clone(), v).await?;
-                } else {
-                    kept.push(v);
-                }
-            }
-            kept
-        } else {
-            values
-        };
         let n = values.len() as u64;
         {
             let _busy = self.flow.busy();

@@ -14,32 +14,20 @@ pub(crate) struct Router {
     conditions: Vec<(String, Test)>,
     /// Where records go that meet no condition: `_unmatched`, the last route.
     unmatched: Routes,
-    /// Where error records of an earlier transform go to meet the error policy: `_unmatched`
-    /// when something reads it, else the first route.
-    errors: Routes,
 }
 
 impl Router {
-    pub(crate) fn new(component: &str, routes: &[(String, Test)], unmatched_read: bool) -> Self {
-        let unmatched = Routes::only(routes.len());
+    pub(crate) fn new(component: &str, routes: &[(String, Test)]) -> Self {
         Router {
             component: component.to_owned(),
             conditions: routes.to_vec(),
-            unmatched,
-            errors: if unmatched_read {
-                unmatched
-            } else {
-                Routes::only(0)
-            },
+            unmatched: Routes::only(routes.len()),
         }
     }
 
     /// The routes `v` meets. A VRL condition that fails on a record counts as not met (as in
     /// Vector), counted in `rivus_route_condition_errors_total`.
     pub(crate) fn routes(&self, v: &Value) -> Routes {
-        if v.get(crate::transform::ERROR_FIELD).is_some() {
-            return self.errors;
-        }
         let picked = self
             .conditions
             .iter()

@@ -19,7 +19,6 @@ pub(crate) async fn attach(
     sink: &SinkNode,
     counts: &Arc<Counts>,
     policy: &ErrorPolicy,
-    check_errors: bool,
     dry: bool,
 ) -> Result<()> {
     let section = &sink.section;
@@ -30,14 +29,10 @@ pub(crate) async fn attach(
     }
     let flow = counts.output(&sink.name);
     let counts = Arc::clone(counts);
-    let policy = policy.clone();
     stream.sink_to(&sink.name, config.parallelism, move |i| Counted {
         inner: plan.make(i),
         counts: Arc::clone(&counts),
         flow: Arc::clone(&flow),
-        policy: policy.clone(),
-        check_errors,
-        handler: None,
     });
     Ok(())
 }

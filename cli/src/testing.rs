@@ -10,7 +10,7 @@ use crate::config::graph::{Output, UNMATCHED};
 use crate::config::transform_tests::TransformTest;
 use crate::config::{to_json, PipelineConfig, TransformKind};
 use crate::route::Router;
-use crate::transform::{Transforms, ERROR_FIELD};
+use crate::transform::Transforms;
 
 /// One test's result: its name, and what differed (empty: it passed).
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub(crate) fn run(config: &PipelineConfig) -> Result<Vec<Report>, String> {
             let c = match &t.kind {
                 TransformKind::Steps(steps) => Compiled::Steps(Transforms::new(steps, &t.path)),
                 TransformKind::Route(routes) => Compiled::Route(
-                    Router::new(&t.path, routes, true),
+                    Router::new(&t.path, routes),
                     routes.iter().map(|(r, _)| r.clone()).collect(),
                 ),
             };
@@ -76,15 +76,18 @@ fn run_one(
             .push(v)
         };
         for record in input {
-            let outs: Vec<Value> = match c {
+            let outs: Vec<Result<Value, rivus_core::Rejected>> = match c {
                 Compiled::Steps(t) => t.apply(record).collect(),
-                Compiled::Route(..) => vec![record],
+                Compiled::Route(..) => vec![Ok(record)],
             };
             for v in outs {
-                if let Some(reason) = v.get(ERROR_FIELD) {
-                    errors.push(reason.as_str().unwrap_or_default().to_owned());
-                    continue;
-                }
+                let v = match v {
+                    Ok(v) => v,
+                    Err(rejected) => {
+                        errors.push(rejected.reason);
+                        continue;
+                    }
+                };
                 match c {
                     Compiled::Steps(_) => place(None, v),
                     Compiled::Route(router, names) => {

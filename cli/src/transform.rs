@@ -1,6 +1,7 @@
-//! The built-in transforms of a pipeline file, compiled into one function over JSON records.
-//! A record a transform cannot handle (text that is not JSON) becomes an error record that the
-//! sink hands to the error policy, so nothing is dropped silently.
+//! The transforms of a pipeline file, compiled into one function over JSON records. A record a
+//! transform cannot handle (text that is not JSON, a VRL program that fails) is rejected: the
+//! task hands it to the error policy with the component and the reason, beside the records
+//! (`Stream::reject_to`), so nothing is dropped silently and nothing marks the records.
 
 use std::cmp::Ordering;
 
@@ -11,9 +12,7 @@ use std::sync::Arc;
 use crate::config::condition::Test;
 use crate::config::{to_json, CompareOp, TransformConfig};
 use crate::remap::{Outcome, Program};
-
-/// The field that marks an error record.
-pub(crate) const ERROR_FIELD: &str = "__rivus_transform_error";
+use rivus_core::Rejected;
 
 enum Step {
     Filter(Test),
@@ -70,14 +69,6 @@ pub(crate) fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, valu
     }
 }
 
-/// An error record carrying `record` and why it failed.
-pub(crate) fn error_record(reason: String, record: Value) -> Value {
-    let mut m = Map::new();
-    m.insert(ERROR_FIELD.into(), Value::String(reason));
-    m.insert("record".into(), record);
-    Value::Object(m)
-}
-
 impl Transforms {
     /// Compiles `configs` of the component at `component` (the `key` transform is not a step:
     /// it places records).
@@ -122,23 +113,13 @@ impl Transforms {
         }
     }
 
-    /// True when a step can produce error records.
-    pub(crate) fn can_fail(&self) -> bool {
-        self.steps.iter().any(|s| {
-            matches!(
-                s,
-                Step::ParseJson(_) | Step::Filter(Test::Vrl(_)) | Step::Remap { .. }
-            )
-        })
-    }
-
     /// True when there is nothing to do.
     pub(crate) fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }
 
     /// Runs the chain on `record`: the records it becomes (none when a filter or an `abort`
-    /// drops it; several when a remap makes `.` an array).
+    /// drops it; several when a remap makes `.` an array), or its rejection.
     pub(crate) fn apply(&self, record: Value) -> Out {
         self.run(0, record)
     }
@@ -146,13 +127,10 @@ impl Transforms {
     /// Runs the steps from `from` on.
     fn run(&self, from: usize, record: Value) -> Out {
         if from == self.steps.len() {
-            return Out::One(Some(record));
+            return Out::One(Some(Ok(record)));
         }
         let Value::Object(mut m) = record else {
-            return Out::One(Some(error_record(
-                "the record is not a JSON object".into(),
-                record,
-            )));
+            return self.reject("the record is not a JSON object".into(), &record);
         };
         for (i, step) in self.steps.iter().enumerate().skip(from) {
             match step {
@@ -161,12 +139,7 @@ impl Transforms {
                     match test.matches(&record) {
                         Ok(true) => {}
                         Ok(false) => return Out::One(None),
-                        Err(e) => {
-                            return Out::One(Some(error_record(
-                                format!("{}: filter: {e}", self.component),
-                                record,
-                            )))
-                        }
+                        Err(e) => return self.reject(format!("filter: {e}"), &record),
                     }
                     let Value::Object(back) = record else {
                         unreachable!("an object was put in")
@@ -199,9 +172,7 @@ impl Transforms {
                         Ok(v) => {
                             m.insert(field.clone(), v);
                         }
-                        Err(reason) => {
-                            return Out::One(Some(error_record(reason, Value::Object(m))))
-                        }
+                        Err(reason) => return self.reject(reason, &Value::Object(m)),
                     }
                 }
                 Step::Remap {
@@ -244,16 +215,22 @@ impl Transforms {
                             return Out::One(None);
                         }
                         Outcome::Failed(message, left) => {
-                            return Out::One(Some(error_record(
-                                format!("{}: {message}", self.component),
-                                original.unwrap_or(left),
-                            )))
+                            return self.reject(message, &original.unwrap_or(left))
                         }
                     }
                 }
             }
         }
-        Out::One(Some(Value::Object(m)))
+        Out::One(Some(Ok(Value::Object(m))))
+    }
+
+    /// Rejects `record`: the error policy gets it with this component and `reason`.
+    fn reject(&self, reason: String, record: &Value) -> Out {
+        Out::One(Some(Err(Rejected {
+            position: format!("transform {}, record {}", self.component, short(record)),
+            reason: format!("{}: {reason}", self.component),
+            payload: serde_json::to_vec(record).unwrap_or_default(),
+        })))
     }
 
     /// Counts a record a remap dropped, by why.
@@ -264,16 +241,25 @@ impl Transforms {
     }
 }
 
-/// The records one record became.
+/// The records one record became, or its rejection.
 pub(crate) enum Out {
-    One(Option<Value>),
-    Many(std::vec::IntoIter<Value>),
+    One(Option<Result<Value, Rejected>>),
+    Many(std::vec::IntoIter<Result<Value, Rejected>>),
+}
+
+/// A record, shortened for a position.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
 }
 
 impl Iterator for Out {
-    type Item = Value;
+    type Item = Result<Value, Rejected>;
 
-    fn next(&mut self) -> Option<Value> {
+    fn next(&mut self) -> Option<Self::Item> {
         match self {
             Out::One(v) => v.take(),
             Out::Many(i) => i.next(),
@@ -303,9 +289,17 @@ mod tests {
 
     /// The one record (or none) `v` becomes.
     fn one(t: &Transforms, v: Value) -> Option<Value> {
-        let mut out: Vec<Value> = t.apply(v).collect();
+        let mut out: Vec<Value> = t.apply(v).map(|r| r.unwrap()).collect();
         assert!(out.len() <= 1, "{out:?}");
         out.pop()
+    }
+
+    /// The rejection of `v`.
+    fn rejected(t: &Transforms, v: Value) -> Rejected {
+        match t.apply(v).collect::<Vec<_>>().pop() {
+            Some(Err(r)) => r,
+            other => panic!("not rejected: {other:?}"),
+        }
     }
 
     #[test]
@@ -324,18 +318,25 @@ mod tests {
     }
 
     #[test]
-    fn text_that_is_not_json_becomes_an_error_record() {
+    fn text_that_is_not_json_is_rejected_whole() {
         let t = chain("[[transform]]\ntype = \"parse-json\"\nfield = \"payload\"\n");
         assert_eq!(
             one(&t, json!({"payload": "{\"a\": 1}"})),
             Some(json!({"payload": {"a": 1}}))
         );
-        let bad = one(&t, json!({"payload": "{oops"})).unwrap();
-        assert!(bad[ERROR_FIELD]
-            .as_str()
-            .unwrap()
-            .contains("field `payload` is not JSON"));
-        assert_eq!(bad["record"], json!({"payload": "{oops"}));
+        let bad = rejected(&t, json!({"payload": "{oops"}));
+        assert!(
+            bad.reason.contains("field `payload` is not JSON"),
+            "{bad:?}"
+        );
+        assert!(
+            bad.position.starts_with("transform transform, record "),
+            "{bad:?}"
+        );
+        assert_eq!(
+            serde_json::from_slice::<Value>(&bad.payload).unwrap(),
+            json!({"payload": "{oops"})
+        );
     }
 
     #[test]
@@ -371,20 +372,18 @@ mod tests {
             ),
             None
         );
-        // A failure: an error record naming the component and VRL's message, holding the
-        // record as it reached the remap.
-        let bad = one(
+        // A failure: rejected, naming the component and VRL's message, holding the record as
+        // it reached the remap.
+        let bad = rejected(
             &t,
             json!({"payload": "{\"amount\": \"much\", \"kind\": \"x\"}"}),
-        )
-        .unwrap();
-        let reason = bad[ERROR_FIELD].as_str().unwrap();
+        );
         assert!(
-            reason.starts_with("transform: ") && reason.contains("to_float"),
-            "{reason}"
+            bad.reason.starts_with("transform: ") && bad.reason.contains("to_float"),
+            "{bad:?}"
         );
         assert_eq!(
-            bad["record"],
+            serde_json::from_slice::<Value>(&bad.payload).unwrap(),
             json!({"payload": {"amount": "much", "kind": "x"}})
         );
     }
@@ -414,7 +413,10 @@ mod tests {
             "[[transform]]\ntype = \"remap\"\nsource = \". = .items\"\n\
              [[transform]]\ntype = \"add\"\nfields = { seen = true }\n",
         );
-        let out: Vec<Value> = t.apply(json!({"items": [{"a": 1}, {"a": 2}]})).collect();
+        let out: Vec<Value> = t
+            .apply(json!({"items": [{"a": 1}, {"a": 2}]}))
+            .map(|r| r.unwrap())
+            .collect();
         assert_eq!(
             out,
             vec![json!({"a": 1, "seen": true}), json!({"a": 2, "seen": true})]

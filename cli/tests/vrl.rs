@@ -152,6 +152,13 @@ async fn the_vrl_example_remaps_filters_and_routes_orders_and_dead_letters_failu
             l.reason.contains("transforms.enrich") && l.reason.contains("to_float"),
             "{l:?}"
         );
+        // Handed over by the transform's own task, not by a sink.
+        assert_eq!(l.connector, "transform", "{l:?}");
+        assert!(
+            l.position
+                .starts_with("transform transforms.enrich, record "),
+            "{l:?}"
+        );
         let payload: Value = serde_json::from_slice(&l.payload).unwrap();
         assert!(bad.contains(&payload), "the order kept whole: {payload}");
     }

@@ -57,7 +57,7 @@ pub use guarantee::DeliveryGuarantee;
 pub use positions_store::{PositionStore, Positions, PositionsInSink};
 pub use runtime::{
     CheckpointEvent, CheckpointHistory, CheckpointRecord, Job, JobHandle, JobSummary, Pipeline,
-    RestartStatus, RestartStrategy, Routes, SourceContext, Stall, StallSettings, Stream,
+    Rejected, RestartStatus, RestartStrategy, Routes, SourceContext, Stall, StallSettings, Stream,
     Supervisor, Waited,
 };
 pub use share::Share;
@@ -70,8 +70,8 @@ pub mod prelude {
     pub use crate::checkpoint::{CheckpointConfig, FsStateBackend, MemoryStateBackend};
     pub use crate::{
         CheckpointEvent, CheckpointListener, CheckpointedFunction, DeliveryGuarantee, Error, Job,
-        JobHandle, JobSummary, Pipeline, RestartStrategy, Restored, Result, RichFunction, Routes,
-        RuntimeContext, Share, SinkContext, SinkFunction, SourceContext, SourceFunction, Stream,
-        Supervisor, Waited,
+        JobHandle, JobSummary, Pipeline, Rejected, RestartStrategy, Restored, Result, RichFunction,
+        Routes, RuntimeContext, Share, SinkContext, SinkFunction, SourceContext, SourceFunction,
+        Stream, Supervisor, Waited,
     };
 }

@@ -31,7 +31,7 @@ mod tests {
             .nth(1)
             .and_then(|rest| rest.split("<!-- /functions -->").next())
             .unwrap_or_default()
-            .split(|c: char| c == '`')
+            .split('`')
             .skip(1)
             .step_by(2)
             .collect();

@@ -19,11 +19,13 @@ use super::input_gate::InputGate;
 use super::job::Job;
 use super::output::{hash_key, ChannelOutput, Discard, Output, Partitioner};
 use super::pipeline::{Pipeline, SinkEnd};
+use super::reject::{Rejected, Rejecting};
 use super::sink_output::SinkOutput;
 use super::split::{Pick, Routes, Split};
 use super::task::{run_exchange, run_source, TaskEnv, TaskSpec};
 use crate::context::RuntimeContext;
 use crate::error::{Error, Result};
+use crate::error_policy::ErrorHandler;
 use crate::function::{SinkFunction, SourceFunction};
 use crate::guarantee::DeliveryGuarantee;
 
@@ -497,5 +499,29 @@ impl<T: Clone + Send + 'static> Joint<T> {
             let outputs = factories.iter_mut().map(|f| f(i)).collect();
             Box::new(Split::new(outputs, pick.clone()))
         }))
+    }
+}
+
+impl<U: Send + 'static> Stream<std::result::Result<U, Rejected>> {
+    /// Hands each `Err` record to `handler`'s error policy (skip with a count, a dead letter,
+    /// or failing the job) inside this task, and passes the `Ok` ones on: the side output of an
+    /// operator that can reject records. A rejected record is dealt with at the task's next
+    /// flush, before a checkpoint barrier passes it; each subtask uses a clone of `handler`.
+    pub fn reject_to(self, handler: ErrorHandler) -> Stream<U> {
+        let prev = self.stage;
+        let stage: PendingStage<U> = Box::new(move |mut outputs: OutputFactory<U>| {
+            prev(Box::new(move |i| {
+                Box::new(Rejecting::new(handler.clone(), outputs(i)))
+                    as Box<dyn Output<std::result::Result<U, Rejected>>>
+            }))
+        });
+        Stream {
+            pipeline: self.pipeline,
+            id: self.id,
+            parallelism: self.parallelism,
+            stage,
+            guarantee: self.guarantee,
+            positions_offered: self.positions_offered,
+        }
     }
 }

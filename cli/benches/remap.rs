@@ -1,0 +1,140 @@
+//! VRL's cost, side by side in one run: the same bounded `rivus run` job (Kafka → Kafka, JSON,
+//! a 2-partition topic of the generator's records, parallelism 1) with no transform, with a
+//! `remap` that leaves the record as it is (`.`: what converting each record to a VRL value
+//! and back costs), and with a typical program (five assignments, a type conversion, a
+//! timestamp, a condition); rounds rotating the order. Records/s (wall time of the whole run,
+//! start-up included), CPU per record (user + system of the process), and each case's ratio
+//! to the job without a transform.
+//!
+//! `cargo bench -p rivus-cli --bench remap` after `dev/services up kafka`
+//! (`RIVUS_REMAP_RECORDS`, default 300 000; `RIVUS_REMAP_ROUNDS`, default 3).
+
+#[path = "../tests/support/topics.rs"]
+mod topics;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use rivus_testkit::services::{unique_name, Service};
+
+/// The typical program of the comparison.
+const TYPICAL: &str = r#"
+.amount_cents = to_int(round(to_float!(.amount) * 100))
+.at = format_timestamp!(from_unix_timestamp!(.ts, unit: "milliseconds"), format: "%+")
+.user = upcase!(.user)
+.tier = if .amount_cents >= 50000 { "gold" } else { "standard" }
+.paid = .status == "paid"
+del(.ts)
+"#;
+
+/// The cases: name and the transform section (none for the baseline).
+fn cases() -> Vec<(&'static str, String)> {
+    let remap =
+        |source: &str| format!("[[transform]]\ntype = \"remap\"\nsource = '''{source}'''\n");
+    vec![
+        ("none", String::new()),
+        ("remap `.`", remap(".")),
+        ("remap typical", remap(TYPICAL)),
+    ]
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU seconds (user + system) of the waited-for children so far.
+fn children_cpu() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Runs one pipeline file to its end: (wall seconds, CPU seconds).
+fn run(dir: &Path, name: &str, body: &str) -> (f64, f64) {
+    let file = dir.join("job.toml");
+    std::fs::write(&file, format!("name = \"{}\"\n{body}", unique_name(name))).unwrap();
+    let cpu = children_cpu();
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let wall = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (wall, children_cpu() - cpu)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let n = env_usize("RIVUS_REMAP_RECORDS", 300_000);
+    let rounds = env_usize("RIVUS_REMAP_ROUNDS", 3);
+    let kafka = Service::Kafka.url();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let input = unique_name("bench-remap");
+    rt.block_on(topics::topic(&kafka, &input));
+    run(
+        dir.path(),
+        "fill",
+        &format!(
+            "[source]\ntype = \"generator\"\ncount = {n}\n\
+             [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{input}\"\n"
+        ),
+    );
+    let cases = cases();
+    let mut results: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for round in 0..rounds {
+        let mut order: Vec<&(&str, String)> = cases.iter().collect();
+        order.rotate_left(round % cases.len());
+        for (name, transform) in order {
+            let out = unique_name("bench-remap-out");
+            rt.block_on(topics::topic(&kafka, &out));
+            let r = run(
+                dir.path(),
+                "remap",
+                &format!(
+                    "[source]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\n\
+                     topics = [\"{input}\"]\nstart = \"earliest\"\nbounded = true\n{transform}\
+                     [sink]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{out}\"\n"
+                ),
+            );
+            println!(
+                "round {round} {name:<14}: {:>8.0} records/s, {:.2} µs CPU per record",
+                n as f64 / r.0,
+                r.1 * 1e6 / n as f64
+            );
+            results.entry(name).or_default().push(r);
+        }
+    }
+    let rate = |c: &str| median(results[c].iter().map(|r| n as f64 / r.0).collect());
+    let cpu = |c: &str| median(results[c].iter().map(|r| r.1 * 1e6 / n as f64).collect());
+    println!(
+        "\n| Kafka → Kafka, {n} JSON records | records/s (median) | CPU µs/record | of none |"
+    );
+    println!("|---|---|---|---|");
+    for (c, _) in &cases {
+        println!(
+            "| {c} | {:.0} | {:.2} | {:.2}× |",
+            rate(c),
+            cpu(c),
+            rate(c) / rate("none")
+        );
+    }
+}
