@@ -3,7 +3,7 @@
 //! accepted record once and the dead-letter queue every rejected one (at least once, its
 //! content whole); with `ErrorPolicy::Fail` the job fails naming the record's position.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ impl DeadLetterQueue for Letters {
 
 /// Multiples of 7 are rejected.
 fn check(v: u64) -> std::result::Result<u64, Rejected> {
-    if v % 7 == 0 {
+    if v.is_multiple_of(7) {
         Err(Rejected {
             position: format!("check, record {v}"),
             reason: "a multiple of seven".into(),
