@@ -340,6 +340,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "vrl")]
     fn a_remap_a_vrl_filter_and_the_fixed_steps_run_in_order() {
         let t = chain(
             "[[transform]]\ntype = \"parse-json\"\nfield = \"payload\"\n\
@@ -389,6 +390,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "vrl")]
     fn remap_options_decide_what_an_abort_and_an_error_do() {
         let t = chain(
             "[[transform]]\ntype = \"remap\"\ndrop_on_abort = false\ndrop_on_error = true\n\
@@ -408,6 +410,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "vrl")]
     fn a_remap_making_an_array_makes_one_record_per_element_for_the_next_steps() {
         let t = chain(
             "[[transform]]\ntype = \"remap\"\nsource = \". = .items\"\n\
