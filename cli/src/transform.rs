@@ -3,14 +3,12 @@
 //! task hands it to the error policy with the component and the reason, beside the records
 //! (`Stream::reject_to`), so nothing is dropped silently and nothing marks the records.
 
-use std::cmp::Ordering;
-
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use std::sync::Arc;
 
 use crate::config::condition::Test;
-use crate::config::{to_json, CompareOp, TransformConfig};
+use crate::config::{to_json, TransformConfig};
 use crate::remap::{Outcome, Program};
 use rivus_core::Rejected;
 
@@ -32,41 +30,6 @@ pub(crate) struct Transforms {
     steps: Vec<Step>,
     /// Where it stands in the file (`transforms.clean`), named in its errors and metrics.
     component: String,
-}
-
-fn compare(a: &Value, b: &Value) -> Option<Ordering> {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
-        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
-        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
-    }
-}
-
-pub(crate) fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, value: &Value) -> bool {
-    let got = record.get(field);
-    match op {
-        CompareOp::Exists => got.is_some_and(|v| !v.is_null()),
-        CompareOp::Missing => got.is_none_or(Value::is_null),
-        CompareOp::Eq => got == Some(value),
-        CompareOp::Ne => got != Some(value),
-        CompareOp::Contains => match (got, value) {
-            (Some(Value::String(s)), Value::String(p)) => s.contains(p.as_str()),
-            (Some(Value::Array(items)), v) => items.contains(v),
-            _ => false,
-        },
-        CompareOp::Gt | CompareOp::Ge | CompareOp::Lt | CompareOp::Le => {
-            let Some(ord) = got.and_then(|g| compare(g, value)) else {
-                return false;
-            };
-            match op {
-                CompareOp::Gt => ord == Ordering::Greater,
-                CompareOp::Ge => ord != Ordering::Less,
-                CompareOp::Lt => ord == Ordering::Less,
-                _ => ord != Ordering::Greater,
-            }
-        }
-    }
 }
 
 impl Transforms {

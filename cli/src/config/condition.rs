@@ -1,9 +1,10 @@
 //! The condition of a `filter` transform or of a route: a comparison of one field
 //! (`field`, `op`, `value`), or a VRL boolean expression, compiled when the file is read.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{to_json, CompareOp};
 use crate::remap::Program;
@@ -50,8 +51,43 @@ impl Test {
         match self {
             Test::Compare { field, op, value } => Ok(record
                 .as_object()
-                .is_some_and(|m| crate::transform::keep(m, field, *op, value))),
+                .is_some_and(|m| keep(m, field, *op, value))),
             Test::Vrl(p) => p.test(record),
+        }
+    }
+}
+
+fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, value: &Value) -> bool {
+    let got = record.get(field);
+    match op {
+        CompareOp::Exists => got.is_some_and(|v| !v.is_null()),
+        CompareOp::Missing => got.is_none_or(Value::is_null),
+        CompareOp::Eq => got == Some(value),
+        CompareOp::Ne => got != Some(value),
+        CompareOp::Contains => match (got, value) {
+            (Some(Value::String(s)), Value::String(p)) => s.contains(p.as_str()),
+            (Some(Value::Array(items)), v) => items.contains(v),
+            _ => false,
+        },
+        CompareOp::Gt | CompareOp::Ge | CompareOp::Lt | CompareOp::Le => {
+            let Some(ord) = got.and_then(|g| compare(g, value)) else {
+                return false;
+            };
+            match op {
+                CompareOp::Gt => ord == Ordering::Greater,
+                CompareOp::Ge => ord != Ordering::Less,
+                CompareOp::Lt => ord == Ordering::Less,
+                _ => ord != Ordering::Greater,
+            }
         }
     }
 }

@@ -8,11 +8,11 @@
 use serde_json::Value;
 
 #[cfg(feature = "vrl")]
+mod compiled;
+#[cfg(feature = "vrl")]
 pub(crate) mod functions;
 #[cfg(feature = "vrl")]
 pub(crate) mod value;
-#[cfg(feature = "vrl")]
-mod compiled;
 #[cfg(feature = "vrl")]
 pub(crate) use compiled::{condition, Program};
 
