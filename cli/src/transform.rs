@@ -145,10 +145,14 @@ impl Transforms {
                 } => {
                     let record = Value::Object(m);
                     // The record as it came, for the error policy or to pass on after an
-                    // `abort`: kept only where the program can fail or abort.
-                    let original = (program.fallible() || (program.abortable() && !*drop_on_abort))
-                        .then(|| record.clone());
-                    match program.remap(record) {
+                    // `abort`: kept (the program gets a copy) only where it can fail or abort.
+                    let keep = program.fallible() || (program.abortable() && !*drop_on_abort);
+                    let (outcome, original) = if keep {
+                        (program.remap_copy(&record), Some(record))
+                    } else {
+                        (program.remap(record), None)
+                    };
+                    match outcome {
                         Outcome::Records(mut records) if records.len() == 1 => {
                             match records.pop() {
                                 Some(Value::Object(next)) => m = next,

@@ -28,6 +28,10 @@ impl Program {
         match *self {}
     }
 
+    pub(crate) fn remap_copy(&self, _record: &Value) -> Outcome {
+        match *self {}
+    }
+
     pub(crate) fn test(&self, _record: &Value) -> Result<bool, String> {
         match *self {}
     }

@@ -63,7 +63,16 @@ impl Program {
 
     /// Runs a `remap` program on `record`.
     pub(crate) fn remap(&self, record: Value) -> Outcome {
-        let mut target = target(value::to_vrl(record));
+        self.remap_target(target(value::to_vrl(record)))
+    }
+
+    /// Runs a `remap` program on a copy of `record`, which the caller keeps (for the error
+    /// policy, or to pass on after an `abort`).
+    pub(crate) fn remap_copy(&self, record: &Value) -> Outcome {
+        self.remap_target(target(value::to_vrl_ref(record)))
+    }
+
+    fn remap_target(&self, mut target: TargetValue) -> Outcome {
         let failed = |message: String, left: &Vrl| {
             let left = value::from_vrl(left).unwrap_or_else(|_| Value::String(left.to_string()));
             Outcome::Failed(message, left)
@@ -93,7 +102,7 @@ impl Program {
 
     /// Runs a condition on `record` (which it cannot change): its result, or why it failed.
     pub(crate) fn test(&self, record: &Value) -> Result<bool, String> {
-        let mut target = target(value::to_vrl(record.clone()));
+        let mut target = target(value::to_vrl_ref(record));
         match self.resolve(&mut target) {
             Ok(Vrl::Boolean(b)) => Ok(b),
             Ok(other) => Err(format!(

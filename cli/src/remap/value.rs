@@ -27,6 +27,25 @@ pub(crate) fn to_vrl(v: Json) -> Vrl {
     }
 }
 
+/// A record as a VRL value, the record kept (its text copied).
+pub(crate) fn to_vrl_ref(v: &Json) -> Vrl {
+    match v {
+        Json::String(s) => Vrl::from(s.as_str()),
+        Json::Array(items) => Vrl::Array(items.iter().map(to_vrl_ref).collect()),
+        Json::Object(m) => Vrl::Object(
+            m.iter()
+                .map(|(k, v)| (KeyString::from(k.as_str()), to_vrl_ref(v)))
+                .collect(),
+        ),
+        Json::Null => Vrl::Null,
+        Json::Bool(b) => Vrl::Boolean(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Vrl::Integer(i),
+            None => Vrl::from_f64_or_zero(n.as_f64().unwrap_or_default()),
+        },
+    }
+}
+
 /// A VRL value as a record; an error names the path of a value JSON cannot hold. (By
 /// reference: its text is copied either way, as VRL keeps it in shared buffers.)
 pub(crate) fn from_vrl(v: &Vrl) -> Result<Json, String> {
@@ -94,6 +113,7 @@ mod tests {
             "nested": {"a": {"b": "c"}}, "decimal": "12345678901234567890.0123456789",
         });
         assert_eq!(from_vrl(&to_vrl(v.clone())).unwrap(), v);
+        assert_eq!(from_vrl(&to_vrl_ref(&v)).unwrap(), v);
     }
 
     #[test]
