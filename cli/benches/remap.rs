@@ -9,13 +9,14 @@
 //! `cargo bench -p rivus-cli --bench remap` after `dev/services up kafka`
 //! (`RIVUS_REMAP_RECORDS`, default 300 000; `RIVUS_REMAP_ROUNDS`, default 3).
 
+#[path = "support/jobs.rs"]
+mod jobs;
 #[path = "../tests/support/topics.rs"]
 mod topics;
 
+use jobs::{env_usize, median, run};
+
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use rivus_testkit::services::{unique_name, Service};
 
@@ -38,48 +39,6 @@ fn cases() -> Vec<(&'static str, String)> {
         ("remap `.`", remap(".")),
         ("remap typical", remap(TYPICAL)),
     ]
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// CPU seconds (user + system) of the waited-for children so far.
-fn children_cpu() -> f64 {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the struct it is given.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
-}
-
-/// Runs one pipeline file to its end: (wall seconds, CPU seconds).
-fn run(dir: &Path, name: &str, body: &str) -> (f64, f64) {
-    let file = dir.join("job.toml");
-    std::fs::write(&file, format!("name = \"{}\"\n{body}", unique_name(name))).unwrap();
-    let cpu = children_cpu();
-    let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_rivus"))
-        .args(["run", file.to_str().unwrap()])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    let wall = t.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (wall, children_cpu() - cpu)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {
