@@ -161,11 +161,21 @@ impl<T: Send + 'static> Stream<T> {
         U: Send + 'static,
         F: FnMut(T, Option<i64>, &mut dyn Output<U>) -> bool + Send + 'static,
     {
+        self.wrap(move |inner| Box::new(Chained::new(make_op(), inner)))
+    }
+
+    /// Puts an output of this stream's task around each subtask's next output (`wrap` runs
+    /// once per subtask): how chained operators join the task.
+    fn wrap<U>(
+        self,
+        wrap: impl Fn(Box<dyn Output<U>>) -> Box<dyn Output<T>> + Send + 'static,
+    ) -> Stream<U>
+    where
+        U: Send + 'static,
+    {
         let prev = self.stage;
         let stage: PendingStage<U> = Box::new(move |mut outputs: OutputFactory<U>| {
-            prev(Box::new(move |i| {
-                Box::new(Chained::new(make_op(), outputs(i))) as Box<dyn Output<T>>
-            }))
+            prev(Box::new(move |i| wrap(outputs(i))))
         });
         Stream {
             pipeline: self.pipeline,
@@ -508,20 +518,6 @@ impl<U: Send + 'static> Stream<std::result::Result<U, Rejected>> {
     /// operator that can reject records. A rejected record is dealt with at the task's next
     /// flush, before a checkpoint barrier passes it; each subtask uses a clone of `handler`.
     pub fn reject_to(self, handler: ErrorHandler) -> Stream<U> {
-        let prev = self.stage;
-        let stage: PendingStage<U> = Box::new(move |mut outputs: OutputFactory<U>| {
-            prev(Box::new(move |i| {
-                Box::new(Rejecting::new(handler.clone(), outputs(i)))
-                    as Box<dyn Output<std::result::Result<U, Rejected>>>
-            }))
-        });
-        Stream {
-            pipeline: self.pipeline,
-            id: self.id,
-            parallelism: self.parallelism,
-            stage,
-            guarantee: self.guarantee,
-            positions_offered: self.positions_offered,
-        }
+        self.wrap(move |inner| Box::new(Rejecting::new(handler.clone(), inner)))
     }
 }
