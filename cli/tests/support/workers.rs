@@ -310,3 +310,24 @@ impl Watched {
         (status, log)
     }
 }
+
+/// Stops Kafka workers gracefully (SIGINT): each ends with success and got partitions from
+/// the group. Returns each one's log.
+pub(crate) fn stop_kafka_workers(workers: Vec<(&str, Child)>) -> Vec<(String, String)> {
+    for (_, w) in &workers {
+        interrupt(w);
+    }
+    workers
+        .into_iter()
+        .map(|(id, w)| {
+            let out = w.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{id}: {err}");
+            assert!(
+                err.contains("the group assigned partitions"),
+                "{id} never got partitions: {err}"
+            );
+            (id.to_owned(), err)
+        })
+        .collect()
+}
