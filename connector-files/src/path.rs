@@ -9,88 +9,37 @@
 
 use serde_json::Value;
 
-use rivus_core::calendar;
+use rivus_core::template::Template;
 use rivus_core::{Error, Result};
 
+/// A parsed partition template: core's [`Template`] whose fields must each make one path
+/// segment, ending in `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Field {
-        name: String,
-        format: Option<String>,
-    },
+pub struct PathTemplate {
+    template: Template,
 }
 
-/// A parsed partition template.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PathTemplate {
-    pieces: Vec<Piece>,
+impl Default for PathTemplate {
+    fn default() -> Self {
+        PathTemplate::parse("", "path").expect("the empty template parses")
+    }
 }
 
 impl PathTemplate {
     /// Parses `template`; errors name `path` (the option holding it).
     pub fn parse(template: &str, path: &str) -> Result<PathTemplate> {
-        let mut pieces = Vec::new();
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            if open > 0 {
-                pieces.push(Piece::Text(rest[..open].to_owned()));
-            }
-            let close = rest[open..].find('}').ok_or_else(|| {
-                Error::config(path, format!("`{template}`: a `{{` without its `}}`"))
-            })? + open;
-            let inner = &rest[open + 1..close];
-            let (name, format) = match inner.split_once(':') {
-                Some((n, f)) => (n, Some(f.to_owned())),
-                None => (inner, None),
-            };
-            if name.is_empty() {
-                return Err(Error::config(
-                    path,
-                    format!("`{template}`: an empty field name"),
-                ));
-            }
-            if let Some(f) = &format {
-                calendar::check_format(f)
-                    .map_err(|e| Error::config(path, format!("`{template}`: {e}")))?;
-            } else if name == "event_time" || name == "processing_time" {
-                return Err(Error::config(
-                    path,
-                    format!(
-                        "`{template}`: `{{{name}}}` needs a format, e.g. `{{{name}:%Y-%m-%d}}`"
-                    ),
-                ));
-            }
-            pieces.push(Piece::Field {
-                name: name.to_owned(),
-                format,
-            });
-            rest = &rest[close + 1..];
+        let mut text = template.to_owned();
+        if !text.is_empty() && !text.ends_with('/') {
+            text.push('/');
         }
-        if !rest.is_empty() {
-            pieces.push(Piece::Text(rest.to_owned()));
-        }
-        let mut t = PathTemplate { pieces };
-        if let Some(Piece::Text(last)) = t.pieces.last_mut() {
-            if !last.ends_with('/') {
-                last.push('/');
-            }
-        } else if !t.pieces.is_empty() {
-            t.pieces.push(Piece::Text("/".into()));
-        }
-        Ok(t)
+        let template = Template::parse(&text)
+            .map_err(|e| Error::config(path, format!("`{template}`: {e}")))?;
+        Ok(PathTemplate { template })
     }
 
     /// The directory of every record when the template has no field.
     pub fn fixed(&self) -> Option<String> {
-        let mut out = String::new();
-        for p in &self.pieces {
-            match p {
-                Piece::Text(t) => out.push_str(t),
-                Piece::Field { .. } => return None,
-            }
-        }
-        Some(out)
+        self.template.fixed().map(str::to_owned)
     }
 
     /// The directory of `record` (`event_time`: its timestamp, ms), or why it has none.
@@ -99,64 +48,15 @@ impl PathTemplate {
         record: &Value,
         event_time: Option<i64>,
     ) -> std::result::Result<String, String> {
-        let mut out = String::new();
-        for p in &self.pieces {
-            match p {
-                Piece::Text(t) => out.push_str(t),
-                Piece::Field { name, format } => {
-                    let ms = |v: &Value| -> std::result::Result<i64, String> {
-                        match v {
-                            Value::Number(n) => n
-                                .as_i64()
-                                .ok_or_else(|| format!("`{name}` = {n} is not milliseconds")),
-                            Value::String(s) => calendar::parse_instant(s, 1000)
-                                .or_else(|| calendar::parse_date(s).map(|d| d * 86_400_000))
-                                .ok_or_else(|| format!("`{name}` = \"{s}\" is not a time")),
-                            other => Err(format!("`{name}` = {other} is not a time")),
-                        }
-                    };
-                    let text = match (name.as_str(), format) {
-                        ("event_time", Some(f)) => {
-                            let t = event_time.ok_or("the record has no event time")?;
-                            calendar::format(t, f)
-                        }
-                        ("processing_time", Some(f)) => calendar::format(calendar::now_ms(), f),
-                        (_, f) => {
-                            let v = field(record, name)
-                                .ok_or_else(|| format!("field `{name}` is missing or null"))?;
-                            match f {
-                                Some(f) => calendar::format(ms(v)?, f),
-                                None => match v {
-                                    Value::String(s) => s.clone(),
-                                    Value::Number(_) | Value::Bool(_) => v.to_string(),
-                                    _ => {
-                                        return Err(format!(
-                                            "field `{name}` is not a text, number or boolean"
-                                        ))
-                                    }
-                                },
-                            }
-                        }
-                    };
-                    if text.is_empty() || text.contains('/') || text == "." || text == ".." {
-                        return Err(format!(
-                            "field `{name}` = \"{text}\" cannot be a path segment"
-                        ));
-                    }
-                    out.push_str(&text);
-                }
+        self.template.render_with(record, event_time, |name, text| {
+            if text.is_empty() || text.contains('/') || text == "." || text == ".." {
+                return Err(format!(
+                    "field `{name}` = \"{text}\" cannot be a path segment"
+                ));
             }
-        }
-        Ok(out)
+            Ok(())
+        })
     }
-}
-
-fn field<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
-    let mut v = record;
-    for part in name.split('.') {
-        v = v.get(part)?;
-    }
-    (!v.is_null()).then_some(v)
 }
 
 /// A file's name: `part-<attempt>-<job tag>-<subtask>-<sequence>.<ext>` — unique per job,

@@ -44,6 +44,7 @@ pub mod share;
 
 pub mod state;
 pub mod task_shared;
+pub mod template;
 pub mod tls;
 pub mod two_phase;
 
