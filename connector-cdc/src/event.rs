@@ -81,7 +81,8 @@ pub(crate) fn row(rel: &Relation, datums: &[Datum]) -> Map<String, Value> {
         .collect()
 }
 
-/// The record of one change.
+/// The record of one change; `types`: the table's columns (`crate::types`), carried by a
+/// Debezium envelope as `columns` when given.
 pub(crate) fn record(
     envelope: Envelope,
     op: Op,
@@ -89,9 +90,35 @@ pub(crate) fn record(
     before: Option<Map<String, Value>>,
     after: Option<Map<String, Value>>,
     origin: &Origin<'_>,
+    types: Option<&Value>,
 ) -> Value {
     match envelope {
-        Envelope::Debezium => json!({
+        Envelope::Debezium => {
+            let mut v = debezium(op, (schema, table), before, after, origin);
+            if let (Some(t), Value::Object(m)) = (types, &mut v) {
+                m.insert("columns".into(), t.clone());
+            }
+            v
+        }
+        Envelope::Flat => {
+            let deleted = op == Op::Delete;
+            let mut row = if deleted { before } else { after }.unwrap_or_default();
+            row.insert("__op".into(), Value::from(op.code()));
+            row.insert("__deleted".into(), Value::Bool(deleted));
+            Value::Object(row)
+        }
+    }
+}
+
+fn debezium(
+    op: Op,
+    (schema, table): (&str, &str),
+    before: Option<Map<String, Value>>,
+    after: Option<Map<String, Value>>,
+    origin: &Origin<'_>,
+) -> Value {
+    {
+        json!({
             "before": before,
             "after": after,
             "source": {
@@ -106,14 +133,7 @@ pub(crate) fn record(
             },
             "op": op.code(),
             "ts_ms": rivus_core::calendar::now_ms(),
-        }),
-        Envelope::Flat => {
-            let deleted = op == Op::Delete;
-            let mut row = if deleted { before } else { after }.unwrap_or_default();
-            row.insert("__op".into(), Value::from(op.code()));
-            row.insert("__deleted".into(), Value::Bool(deleted));
-            Value::Object(row)
-        }
+        })
     }
 }
 
@@ -137,13 +157,16 @@ mod tests {
                     key: true,
                     name: "id".into(),
                     type_oid: 23,
+                    type_mod: -1,
                 },
                 Column {
                     key: false,
                     name: "body".into(),
                     type_oid: 25,
+                    type_mod: -1,
                 },
             ],
+            types: Value::Null,
         }
     }
 
@@ -176,6 +199,7 @@ mod tests {
             Some(before.clone()),
             None,
             &origin,
+            None,
         );
         assert_eq!(
             v,
@@ -188,7 +212,9 @@ mod tests {
             Some(before),
             None,
             &origin,
+            Some(&json!([{"name": "id", "type": "integer", "key": true}])),
         );
+        assert_eq!(v["columns"][0]["type"], "integer");
         assert_eq!(v["op"], "d");
         assert_eq!(v["after"], Value::Null);
         assert_eq!(v["source"]["lsn"], 5);

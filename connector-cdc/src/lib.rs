@@ -11,7 +11,8 @@
 //!
 //! - `wire/`: a small PostgreSQL client for replication connections and simple queries;
 //! - `pgoutput.rs`: the replication stream's messages;
-//! - `value.rs`: column values as JSON; `event.rs`: change records;
+//! - `value.rs`: column values as JSON; `event.rs`: change records; `types.rs`: column
+//!   types in records;
 //! - `source/`: the source (checks and slot, snapshot, stream);
 //! - `lsn.rs`: WAL positions.
 
@@ -22,6 +23,7 @@ mod pgoutput;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod source;
+mod types;
 mod value;
 pub mod wire;
 

@@ -74,6 +74,8 @@ pub(crate) struct Column {
     pub name: String,
     /// Type oid.
     pub type_oid: u32,
+    /// Type modifier (-1: none).
+    pub type_mod: i32,
 }
 
 /// A table as the stream describes it (sent before its first change and after it changes).
@@ -89,6 +91,8 @@ pub(crate) struct Relation {
     pub replica_identity: u8,
     /// Columns in order.
     pub columns: Vec<Column>,
+    /// The columns' names, types and key as records carry them (`crate::types`).
+    pub types: serde_json::Value,
 }
 
 /// One value of a row in the stream.
@@ -193,19 +197,25 @@ pub(crate) fn logical(mut b: Bytes) -> std::io::Result<Logical> {
                 let key = b.get_u8() & 1 == 1;
                 let name = cstr(&mut b)?;
                 let type_oid = get_i32(&mut b)? as u32;
-                get_i32(&mut b)?; // type modifier
+                let type_mod = get_i32(&mut b)?;
                 columns.push(Column {
                     key,
                     name,
                     type_oid,
+                    type_mod,
                 });
             }
+            let types = crate::types::columns_value(columns.iter().map(|c| {
+                let ty = crate::types::type_name(c.type_oid, c.type_mod);
+                (c.name.as_str(), ty, c.key)
+            }));
             Logical::Relation(Relation {
                 oid,
                 schema,
                 name,
                 replica_identity,
                 columns,
+                types,
             })
         }
         b'I' => {

@@ -39,6 +39,10 @@ pub struct PostgresCdcSection {
     /// `debezium` (default) or `flat`.
     #[serde(default)]
     pub envelope: EnvelopeOption,
+    /// Each Debezium envelope carries its table's columns, types and key (`columns`), for a
+    /// sink that creates the tables (the SQL sink's `schema_evolution`).
+    #[serde(default)]
+    pub column_types: bool,
     /// How often the position is reported to the server when idle (10 s).
     #[serde(default, deserialize_with = "opt_duration")]
     #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
@@ -127,7 +131,8 @@ impl PostgresCdcSection {
             .envelope(match self.envelope {
                 EnvelopeOption::Debezium => Envelope::Debezium,
                 EnvelopeOption::Flat => Envelope::Flat,
-            });
+            })
+            .column_types(self.column_types);
         if let Some(t) = &self.tables {
             b = b.tables(t.clone());
         }

@@ -43,12 +43,17 @@ impl Dialect {
     /// `name` quoted as an identifier; a dotted name (`schema.table`) is quoted part by part.
     pub fn quote(self, name: &str) -> String {
         name.split('.')
-            .map(|part| match self {
-                Dialect::MySql => format!("`{}`", part.replace('`', "``")),
-                _ => format!("\"{}\"", part.replace('"', "\"\"")),
-            })
+            .map(|part| self.quote_one(part))
             .collect::<Vec<_>>()
             .join(".")
+    }
+
+    /// `name` quoted as one identifier, dots and all (a column).
+    pub fn quote_one(self, name: &str) -> String {
+        match self {
+            Dialect::MySql => format!("`{}`", name.replace('`', "``")),
+            _ => format!("\"{}\"", name.replace('"', "\"\"")),
+        }
     }
 
     /// The placeholder for parameter `n` (1-based), cast to `cast` on PostgreSQL.

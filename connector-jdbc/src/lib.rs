@@ -22,6 +22,7 @@ mod copy;
 mod db;
 mod dialect;
 mod error;
+mod evolve;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod sink;
@@ -33,6 +34,7 @@ mod value;
 pub use admin::{run_script, table_report};
 pub use config::JdbcConfig;
 pub use dialect::Dialect;
+pub use evolve::SchemaEvolution;
 pub use sink::{JdbcSink, JdbcSinkBuilder, JdbcSinkState, Row, RowChange};
 pub use source::{JdbcSource, JdbcSourceBuilder, JdbcSourceState, SplitPosition};
 pub use statement::{PgMethod, WriteMode};

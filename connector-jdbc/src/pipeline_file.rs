@@ -69,8 +69,15 @@ pub enum JdbcSourceMode {
 pub struct JdbcSinkSection {
     /// `postgres://`, `mysql://` or `sqlite:` URL.
     pub url: String,
-    /// The table written to.
+    /// The table written to: a name (`schema.table` qualified), or a template over the record
+    /// choosing one per record (`replica.{source.table}`, `orders_{at:%Y%m}`).
     pub table: String,
+    /// `none` (default) or `basic`: create a missing table and add a missing column (with
+    /// the source's types when the records carry them, else from the JSON values).
+    #[serde(default)]
+    pub schema_evolution: JdbcSchemaEvolution,
+    /// Tables kept open at once with a table template (1 000).
+    pub max_open_tables: Option<usize>,
     /// `insert` (default) or `upsert`.
     #[serde(default)]
     pub mode: JdbcWriteMode,
@@ -132,6 +139,19 @@ impl From<JdbcBytesEncoding> for crate::BytesText {
             JdbcBytesEncoding::Hex => crate::BytesText::Hex,
         }
     }
+}
+
+/// Whether tables follow the records.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum JdbcSchemaEvolution {
+    /// Tables must exist with every column.
+    #[default]
+    None,
+    /// Create missing tables, add missing columns; never drop or narrow.
+    Basic,
 }
 
 /// Insert or upsert.
@@ -216,7 +236,14 @@ impl JdbcSinkSection {
             })
             .ignore_unknown_fields(self.ignore_unknown_fields)
             .apply_changes(self.apply_changes)
+            .schema_evolution(match self.schema_evolution {
+                JdbcSchemaEvolution::None => crate::SchemaEvolution::None,
+                JdbcSchemaEvolution::Basic => crate::SchemaEvolution::Basic,
+            })
             .error_policy(policy);
+        if let Some(n) = self.max_open_tables {
+            b = b.max_open_tables(n);
+        }
         if let Some(e) = self.bytes_encoding {
             b = b.bytes_encoding(e.into());
         }
@@ -248,9 +275,18 @@ impl JdbcSinkSection {
         table_report(&url_with_tls(&self.url, &self.tls)?, &self.table, limit).await
     }
 
-    /// Connects; counts the table's rows unless the setup script may still create it.
+    /// One table written by every record (no template).
+    fn fixed_table(&self) -> Option<&str> {
+        (!self.table.contains('{')).then_some(self.table.as_str())
+    }
+
+    /// Connects; counts the table's rows unless the setup script or the sink may still create
+    /// it, or the table is chosen per record.
     pub async fn healthcheck(&self) -> Health {
-        let table = self.setup.is_none().then_some(self.table.as_str());
+        let evolves = self.schema_evolution != JdbcSchemaEvolution::None;
+        let table = self
+            .fixed_table()
+            .filter(|_| self.setup.is_none() && !evolves);
         healthcheck(&self.url, &self.tls, table).await
     }
 }
@@ -300,7 +336,7 @@ impl SinkSection for JdbcSinkSection {
 
     /// How many rows the table holds now, and the first three.
     async fn report(&self, _ctx: &SectionContext) -> Option<String> {
-        let table = &self.table;
+        let table = self.fixed_table()?;
         Some(match self.table_report(3).await {
             Ok((n, rows)) => {
                 let mut text = format!("  table `{table}` now holds {n} rows; the first:\n");

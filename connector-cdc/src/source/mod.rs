@@ -98,6 +98,7 @@ pub(crate) struct Settings {
     pub(crate) snapshot: SnapshotMode,
     pub(crate) chunk_rows: usize,
     pub(crate) envelope: Envelope,
+    pub(crate) column_types: bool,
     pub(crate) status_interval: Duration,
     pub(crate) heartbeat: Option<String>,
     pub(crate) timeout: Duration,
@@ -143,6 +144,7 @@ impl PostgresCdcSource {
                 snapshot: SnapshotMode::Initial,
                 chunk_rows: 10_000,
                 envelope: Envelope::Debezium,
+                column_types: false,
                 status_interval: Duration::from_secs(10),
                 heartbeat: None,
                 timeout: Duration::from_secs(10),
@@ -182,6 +184,12 @@ impl PostgresCdcSourceBuilder {
         /// Debezium's envelope (default) or flat records.
         envelope(e: Envelope) => s.envelope;
 
+        /// Each Debezium envelope carries its table's columns, PostgreSQL type names and key:
+        /// `"columns": [{"name": "id", "type": "integer", "key": true}, …]` — what a sink
+        /// creating the table downstream needs (the SQL sink's schema evolution). Default off
+        /// (it adds to every record); flat records never carry them.
+        column_types(on: bool) => s.column_types;
+
         /// How often the source reports its confirmed position to the server when nothing else
         /// happens (default 10 s; the server drops a replication connection silent for
         /// `wal_sender_timeout`, 60 s by default).
@@ -202,6 +210,12 @@ impl PostgresCdcSourceBuilder {
     /// Checks the settings; errors name the field (`slot`, `tables[0]`).
     pub fn build(mut self) -> Result<PostgresCdcSource> {
         self.s.params = ConnParams::parse(&self.url, "url")?;
+        if self.s.column_types && self.s.envelope == Envelope::Flat {
+            return Err(Error::config(
+                "column_types",
+                "column types ride in Debezium's envelope: set envelope = \"debezium\"",
+            ));
+        }
         let ident = |v: &str, field: &str| -> Result<()> {
             let ok = !v.is_empty()
                 && v.len() <= 63

@@ -44,6 +44,38 @@ async fn emit(ctx: &mut SourceContext<Value, CdcState>, p: Pending) -> Result<()
     ctx.collect(p.record).await
 }
 
+/// The columns of `qualified` (`crate::types`), `key` marking its key, read inside the
+/// snapshot: `format_type` names for built-in types, `text` for the database's own.
+async fn column_types(
+    c: &mut Connection,
+    qualified: &str,
+    key: &[String],
+) -> std::result::Result<Value, crate::wire::WireError> {
+    let rows = c
+        .query(&format!(
+            "SELECT a.attname::text AS name, CASE WHEN a.atttypid < {} AND \
+             (t.typelem = 0 OR t.typelem < {}) THEN format_type(a.atttypid, a.atttypmod) \
+             ELSE 'text' END AS ty FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
+             WHERE a.attrelid = {}::regclass AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+            crate::types::FIRST_USER_OID,
+            crate::types::FIRST_USER_OID,
+            literal(qualified)
+        ))
+        .await?;
+    let columns: Vec<(String, String)> = (0..rows.rows.len())
+        .map(|r| {
+            (
+                rows.text(r, "name").unwrap_or_default(),
+                rows.text(r, "ty").unwrap_or_else(|| "text".into()),
+            )
+        })
+        .collect();
+    Ok(crate::types::columns_value(columns.iter().map(|(n, t)| {
+        (n.as_str(), t.clone(), key.contains(n))
+    })))
+}
+
 /// A connection inside the exported snapshot `name`.
 pub(crate) async fn import(source: &PostgresCdcSource, name: &str) -> Result<Connection> {
     let s = &source.s;
@@ -102,6 +134,12 @@ pub(crate) async fn read(
             .as_ref()
             .map(|to| format!("({order}) <= ({})", row_of(to)));
         let mut after: Option<Vec<String>> = part.resume_after().cloned();
+        let types = match s.column_types {
+            true => Some(column_types(c, &qualified, &key).await.map_err(|e| {
+                wire_error(format!("postgres-cdc: the columns of {schema}.{table}"), e)
+            })?),
+            false => None,
+        };
         loop {
             let lower = after
                 .as_ref()
@@ -146,6 +184,7 @@ pub(crate) async fn read(
                     None,
                     Some(row),
                     &origin,
+                    types.as_ref(),
                 );
                 // Each row goes out once the next is known, so that the very last one can be
                 // marked `last`.

@@ -531,6 +531,7 @@ async fn emit(
         before,
         after,
         &origin,
+        s.column_types.then_some(&rel.types),
     );
     if let Some(c) = changes {
         c.increment(1);

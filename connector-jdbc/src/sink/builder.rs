@@ -8,11 +8,13 @@ use serde_json::Value;
 use rivus_core::bulk::BulkConfig;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::schema::SchemaError;
+use rivus_core::template::Template;
 use rivus_core::{DeliveryGuarantee, Error, Result};
 
 use super::{JdbcSink, RowChange};
 use crate::config::JdbcConfig;
 use crate::dialect::Dialect;
+use crate::evolve::SchemaEvolution;
 use crate::statement::{PgMethod, WriteMode};
 use crate::value::BytesText;
 
@@ -35,6 +37,8 @@ pub(super) struct Settings {
     /// Set by [`JdbcSinkBuilder::bytes_encoding`]; else UTF-8, or base64 for change records.
     pub(super) bytes_text: Option<BytesText>,
     pub(super) apply_changes: bool,
+    pub(super) evolution: SchemaEvolution,
+    pub(super) max_open_tables: usize,
 }
 
 /// Builds a [`JdbcSink`].
@@ -121,6 +125,17 @@ impl JdbcSinkBuilder {
 
         /// Drop fields that name no column instead of refusing the record.
         ignore_unknown_fields(on: bool) => s.ignore_unknown;
+
+        /// Whether tables follow the records ([`SchemaEvolution::Basic`]: a missing table is
+        /// created — with the source's column types and key when the records carry them, a
+        /// `postgres-cdc` source's `column_types` — and a missing column added; never a drop).
+        /// Default [`SchemaEvolution::None`]. Not with exactly-once on MySQL/MariaDB, whose
+        /// DDL cannot join an XA transaction.
+        schema_evolution(evolution: SchemaEvolution) => s.evolution;
+
+        /// Tables whose plans are kept at once when the table is a template (default 1 000;
+        /// the least recently used is dropped and read again when needed).
+        max_open_tables(n: usize) => s.max_open_tables;
     }
 
     fn validate(&self) -> Result<Dialect> {
@@ -128,6 +143,33 @@ impl JdbcSinkBuilder {
         let dialect = Dialect::of_url(&s.url)?;
         if s.table.trim().is_empty() {
             return Err(Error::config("table", "must not be empty"));
+        }
+        let template = Template::parse(&s.table).map_err(|e| Error::config("table", e))?;
+        if template.fixed().is_none() && matches!(s.mode, WriteMode::Statement { .. }) {
+            return Err(Error::config(
+                "table",
+                "a sink running its own statement has no table to choose per record",
+            ));
+        }
+        if s.max_open_tables == 0 {
+            return Err(Error::config("max_open_tables", "must be at least 1"));
+        }
+        if s.evolution == SchemaEvolution::Basic {
+            if matches!(s.mode, WriteMode::Statement { .. }) {
+                return Err(Error::config(
+                    "schema_evolution",
+                    "a sink running its own statement has no table to evolve",
+                ));
+            }
+            if s.exactly_once && dialect == Dialect::MySql {
+                return Err(Error::config(
+                    "schema_evolution",
+                    "MySQL/MariaDB commit DDL at once and cannot run it inside an XA \
+                     transaction (an added column would wait for the checkpoint's own \
+                     transaction): use exactly_once = false with mode = \"upsert\" (rewrites \
+                     are harmless), or create the tables ahead",
+                ));
+            }
         }
         s.bulk.validate()?;
         if s.exactly_once && dialect == Dialect::Sqlite {
@@ -175,6 +217,20 @@ impl JdbcSinkBuilder {
     /// Checks the settings; `mapper` turns each record into a [`RowChange`] (a missing or
     /// mistyped field is a `SchemaError` naming the record and the field).
     pub fn build<T: Send + 'static>(
+        self,
+        mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
+    ) -> Result<JdbcSink<T>> {
+        let fixed = Template::parse(&self.s.table).map(|t| t.fixed().is_some());
+        if fixed == Ok(false) {
+            return Err(Error::config(
+                "table",
+                "a table template reads the records' fields: use build_json",
+            ));
+        }
+        self.build_any(mapper)
+    }
+
+    fn build_any<T: Send + 'static>(
         mut self,
         mapper: impl Fn(&T) -> Result<RowChange, SchemaError> + Send + Sync + 'static,
     ) -> Result<JdbcSink<T>> {
@@ -188,13 +244,21 @@ impl JdbcSinkBuilder {
         Ok(JdbcSink {
             settings: Arc::new(self.s),
             mapper: Arc::new(mapper),
+            as_json: None,
             open: None,
             restored: None,
         })
     }
 
-    /// A sink of JSON objects: each object is a row written (or upserted).
+    /// A sink of JSON objects: each object is a row written (or upserted). The table may be
+    /// a template over the record (`replica.{source.table}`: [`Template`]).
     pub fn build_json(self) -> Result<JdbcSink<Value>> {
+        let mut sink = self.build_json_rows()?;
+        sink.as_json = Some(|v: &Value| v);
+        Ok(sink)
+    }
+
+    fn build_json_rows(self) -> Result<JdbcSink<Value>> {
         if self.s.apply_changes {
             if self.s.mode != WriteMode::Upsert {
                 return Err(Error::config(
@@ -202,7 +266,7 @@ impl JdbcSinkBuilder {
                     "applying changes needs mode = \"upsert\" (a change rewrites its row)",
                 ));
             }
-            return self.build(|v: &Value| match rivus_core::change::Change::of(v) {
+            return self.build_any(|v: &Value| match rivus_core::change::Change::of(v) {
                 Ok(rivus_core::change::Change::Write { row, unchanged })
                     if unchanged.is_empty() =>
                 {
@@ -215,7 +279,7 @@ impl JdbcSinkBuilder {
                 Err(e) => Err(SchemaError::new("json", "record", e)),
             });
         }
-        self.build(|v: &Value| match v {
+        self.build_any(|v: &Value| match v {
             Value::Object(row) => Ok(RowChange::Write(row.clone())),
             other => Err(SchemaError::new(
                 "json",
@@ -273,6 +337,8 @@ impl JdbcSink<()> {
                 positions_table: "rivus_source_positions".to_owned(),
                 bytes_text: None,
                 apply_changes: false,
+                evolution: SchemaEvolution::None,
+                max_open_tables: 1000,
             },
             tls: config.tls,
         }

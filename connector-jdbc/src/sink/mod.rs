@@ -8,6 +8,7 @@ mod builder;
 mod positions;
 mod prepared;
 mod rows;
+mod tables;
 mod writer;
 
 use std::sync::Arc;
@@ -22,12 +23,11 @@ use rivus_core::schema::SchemaError;
 use rivus_core::{CompletedCheckpoints, Restored};
 
 use crate::db::Pool;
-use crate::statement::{Plan, WriteMode};
-use crate::table::describe as describe_table;
+use crate::statement::WriteMode;
 
-pub(crate) use crate::change::Change;
 use prepared::Prepared;
-use writer::Writer;
+use tables::{Planned, Tables};
+use writer::{Routed, Writer};
 
 pub use builder::JdbcSinkBuilder;
 use builder::Settings;
@@ -44,7 +44,8 @@ pub struct JdbcSinkState {
 
 struct Open {
     pool: Pool,
-    processor: BulkProcessor<Change>,
+    processor: BulkProcessor<Routed>,
+    tables: Tables,
     writer: Arc<Writer>,
     handler: ErrorHandler,
     delivery: Delivery,
@@ -144,6 +145,9 @@ impl Refusal {
 pub struct JdbcSink<T> {
     settings: Arc<Settings>,
     mapper: Arc<Mapper<T>>,
+    /// The record as JSON, for a table template and the source's column types
+    /// ([`JdbcSinkBuilder::build_json`]).
+    as_json: Option<fn(&T) -> &Value>,
     open: Option<Open>,
     restored: Option<Restored<Vec<String>>>,
 }
@@ -164,6 +168,7 @@ impl<T> Clone for JdbcSink<T> {
         JdbcSink {
             settings: Arc::clone(&self.settings),
             mapper: Arc::clone(&self.mapper),
+            as_json: self.as_json,
             open: None,
             restored: None,
         }
@@ -175,37 +180,56 @@ impl<T: Send + 'static> JdbcSink<T> {
         self.open.as_ref().ok_or(Error::Closed("jdbc sink"))
     }
 
-    /// The record as a change, or why it cannot be written (for the error policy).
-    fn change(&self, plan: &Plan, value: T) -> std::result::Result<Change, Refusal> {
-        let change = (self.mapper)(&value).map_err(Refusal::Schema)?;
-        rows::to_change(plan, self.settings.ignore_unknown, change).map_err(|(reason, row)| {
-            let position = format!(
-                "table {}, record {}",
-                self.settings.table,
-                crate::value::short(&Value::Object(row.clone()))
-            );
-            let payload = serde_json::to_vec(&row).unwrap_or_default();
+    /// The record as a change into its table, or why it cannot be written (for the error
+    /// policy); `None` when there is nothing to write.
+    async fn route(&mut self, value: T) -> Result<std::result::Result<Option<Routed>, Refusal>> {
+        let mut change = match (self.mapper)(&value) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(Refusal::Schema(e))),
+        };
+        let json = self.as_json.map(|f| f(&value));
+        let open = self.open.as_mut().ok_or(Error::Closed("jdbc sink"))?;
+        let refused = |reason: String, table: &str| {
+            let record = json.cloned().unwrap_or(Value::Null);
             Refusal::Row {
-                position,
+                position: format!("table {table}, record {}", crate::value::short(&record)),
                 reason,
-                payload,
+                payload: serde_json::to_vec(&record).unwrap_or_default(),
             }
-        })
+        };
+        let table = match open.tables.name(json) {
+            Ok(t) => t.into_owned(),
+            Err(reason) => return Ok(Err(refused(reason, &self.settings.table))),
+        };
+        let plan = match open
+            .tables
+            .plan(&table, json, &mut change, &open.writer)
+            .await?
+        {
+            Planned::Plan(p) => p,
+            Planned::Nothing => return Ok(Ok(None)),
+            Planned::Refused(reason) => return Ok(Err(refused(reason, &table))),
+        };
+        Ok(
+            match rows::to_change(&plan, self.settings.ignore_unknown, change) {
+                Ok(change) => Ok(Some(Routed { plan, change })),
+                Err((reason, row)) => Err(Refusal::Row {
+                    position: format!(
+                        "table {table}, record {}",
+                        crate::value::short(&Value::Object(row.clone()))
+                    ),
+                    reason,
+                    payload: serde_json::to_vec(&row).unwrap_or_default(),
+                }),
+            },
+        )
     }
 
-    /// The record as a change, or `None` when it went to the error policy.
-    async fn convert(&self, value: T) -> Result<Option<Change>> {
-        let open = self.opened()?;
-        match self.change(&open.writer.plan, value) {
-            Ok(c) => Ok(Some(c)),
-            Err(refusal) => refusal.handle(&open.handler).await.map(|()| None),
-        }
-    }
-
-    async fn add(&mut self, value: T) -> Result<()> {
-        match self.convert(value).await? {
-            Some(c) => self.opened()?.processor.add(c).await,
-            None => Ok(()),
+    /// The record as a change, or `None` when it went to the error policy or does nothing.
+    async fn convert(&mut self, value: T) -> Result<Option<Routed>> {
+        match self.route(value).await? {
+            Ok(c) => Ok(c),
+            Err(refusal) => refusal.handle(&self.opened()?.handler).await.map(|()| None),
         }
     }
 }
@@ -229,23 +253,6 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             .acquire()
             .await
             .map_err(|e| crate::error::sql_error("jdbc sink: connecting", &e))?;
-        let table = if matches!(s.mode, WriteMode::Statement { .. }) {
-            crate::table::TableSchema {
-                name: s.table.clone(),
-                columns: Vec::new(),
-                primary_key: Vec::new(),
-            }
-        } else {
-            describe_table(&mut conn, dialect, &s.table)
-                .await
-                .map_err(|e| {
-                    crate::error::sql_error(format!("jdbc sink: reading table `{}`", s.table), &e)
-                })?
-        };
-        let (columns, keys) = match &s.mode {
-            WriteMode::Statement { params, .. } => (rows::statement_columns(params), Vec::new()),
-            _ => rows::resolve_columns(&s, &table)?,
-        };
         let mut delivery = match (s.exactly_once, keep_positions) {
             (false, _) => Delivery::Plain,
             (true, false) => Delivery::Prepared {
@@ -295,28 +302,12 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             }
         };
         drop(conn);
-        let computed: Vec<String> = table
-            .columns
-            .iter()
-            .filter(|c| c.computed)
-            .map(|c| c.name.clone())
-            .collect();
         let handler = ErrorHandler::new(s.policy.clone(), ctx.display_name()).connector("jdbc");
         let metrics = ctx.metrics().with_label("table", s.table.clone());
         let writer = Arc::new(Writer {
             pool: pool.clone(),
-            plan: Arc::new(
-                Plan::new(
-                    dialect,
-                    &s.table,
-                    columns,
-                    keys,
-                    s.mode.clone(),
-                    s.method,
-                    s.bulk.max_actions.max(1),
-                )
-                .with_computed(computed),
-            ),
+            dialect,
+            label: s.table.clone(),
             handler: handler.clone(),
             txn: delivery
                 .transactions(&pool, ctx.subtask_index())
@@ -326,18 +317,32 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
             deadline: s.statement_timeout,
         });
+        let template = rivus_core::template::Template::parse(&s.table)
+            .map_err(|e| Error::config("table", e))?;
+        let fixed = template.fixed().map(str::to_owned);
+        let mut tables = Tables::new(Arc::clone(&s), template, pool.clone());
+        match (&s.mode, fixed) {
+            (WriteMode::Statement { params, .. }, Some(name)) => {
+                tables.open_statement(&name, params)
+            }
+            (_, Some(name)) if s.evolution == crate::evolve::SchemaEvolution::None => {
+                tables.open_fixed(&name).await?
+            }
+            _ => {}
+        }
         let processor = BulkProcessor::with_parts(
             ctx.display_name(),
             s.bulk.clone(),
             Arc::clone(&writer) as Arc<_>,
             Arc::new(NoopListener),
-            Arc::new(Change::size),
+            Arc::new(Routed::size),
         )?;
         let completed = ctx.completed_checkpoints();
         delivery.start(&completed, s.statement_timeout);
         self.open = Some(Open {
             pool,
             processor,
+            tables,
             writer,
             handler,
             delivery,
@@ -474,22 +479,23 @@ impl<T: Send + 'static> SinkFunction<T> for JdbcSink<T> {
         if let Some(p) = self.opened()?.delivery.prepared() {
             p.check()?;
         }
-        self.add(value).await
+        match self.convert(value).await? {
+            Some(c) => self.opened()?.processor.add(c).await,
+            None => Ok(()),
+        }
     }
 
     async fn invoke_batch(&mut self, values: Vec<T>, _: &mut SinkContext) -> Result<()> {
         if let Some(p) = self.opened()?.delivery.prepared() {
             p.check()?;
         }
-        let open = self.opened()?;
         let mut changes = Vec::with_capacity(values.len());
         for v in values {
-            match self.change(&open.writer.plan, v) {
-                Ok(c) => changes.push(c),
-                Err(refusal) => refusal.handle(&open.handler).await?,
+            if let Some(c) = self.convert(v).await? {
+                changes.push(c);
             }
         }
-        open.processor.add_all(changes).await
+        self.opened()?.processor.add_all(changes).await
     }
 
     /// Flushes; with transactions and no checkpoint ever taken (a job without checkpoints),

@@ -57,7 +57,7 @@ pub(super) fn resolve_columns(
     if table.columns.is_empty() {
         return Err(Error::config(
             "table",
-            format!("table `{}` does not exist", s.table),
+            format!("table `{}` does not exist", table.name),
         ));
     }
     let key: Vec<String> = s.key.clone().unwrap_or_else(|| table.primary_key.clone());
@@ -65,7 +65,7 @@ pub(super) fn resolve_columns(
         if table.column(k).is_none() {
             return Err(Error::config(
                 "key",
-                format!("table `{}` has no column `{k}`", s.table),
+                format!("table `{}` has no column `{k}`", table.name),
             ));
         }
     }
@@ -77,7 +77,7 @@ pub(super) fn resolve_columns(
                 table.column(n).cloned().ok_or_else(|| {
                     Error::config(
                         format!("columns[{i}]"),
-                        format!("table `{}` has no column `{n}`", s.table),
+                        format!("table `{}` has no column `{n}`", table.name),
                     )
                 })
             })
@@ -95,7 +95,7 @@ pub(super) fn resolve_columns(
             format!(
                 "column `{}` of `{}` is computed by the database (GENERATED ALWAYS AS) and \
                  cannot be written",
-                c.name, s.table
+                c.name, table.name
             ),
         ));
     }
@@ -141,7 +141,7 @@ pub(super) fn resolve_columns(
             "key",
             format!(
                 "upsert needs a key and table `{}` has no primary key: set one",
-                s.table
+                table.name
             ),
         ));
     }

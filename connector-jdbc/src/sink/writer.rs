@@ -39,9 +39,50 @@ pub(crate) struct OpenTxn {
     xid: Option<String>,
 }
 
+/// One change and the table it goes to: what the sink's batches hold.
+#[derive(Debug, Clone)]
+pub(crate) struct Routed {
+    pub plan: Arc<Plan>,
+    pub change: Change,
+}
+
+impl Routed {
+    pub(crate) fn size(&self) -> usize {
+        self.change.size()
+    }
+}
+
+/// A batch's changes by table, in the order each table first appears (a table's changes
+/// keep their order; changes of different tables commute).
+fn by_table(items: Vec<Routed>) -> Vec<(Arc<Plan>, Vec<Change>)> {
+    let mut groups: Vec<(Arc<Plan>, Vec<Change>)> = Vec::new();
+    for Routed { plan, change } in items {
+        match groups.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &plan)) {
+            Some((_, changes)) => changes.push(change),
+            None => groups.push((plan, vec![change])),
+        }
+    }
+    groups
+}
+
+/// The batch again, for a retry.
+fn routed(groups: Vec<(Arc<Plan>, Vec<Change>)>) -> Vec<Routed> {
+    groups
+        .into_iter()
+        .flat_map(|(plan, changes)| {
+            changes.into_iter().map(move |change| Routed {
+                plan: Arc::clone(&plan),
+                change,
+            })
+        })
+        .collect()
+}
+
 pub(crate) struct Writer {
     pub pool: Pool,
-    pub plan: Arc<Plan>,
+    pub dialect: Dialect,
+    /// The table, or the template of the tables, for errors.
+    pub label: String,
     pub handler: ErrorHandler,
     /// Exactly-once: the prepared-transaction protocol, and the open transaction of the
     /// current checkpoint.
@@ -80,8 +121,7 @@ impl Writer {
     }
 
     /// How the failing record is named in errors and dead letters.
-    fn position(&self, change: &Change) -> String {
-        let plan = &self.plan;
+    fn position(&self, plan: &Plan, change: &Change) -> String {
         let shown: serde_json::Map<String, serde_json::Value> = if plan.keys.is_empty() {
             plan.columns
                 .iter()
@@ -99,9 +139,8 @@ impl Writer {
     }
 
     /// The dead letter's content: the row, a kept column as the placeholder it came with.
-    fn payload(&self, change: &Change) -> Vec<u8> {
-        let row: serde_json::Map<String, serde_json::Value> = self
-            .plan
+    fn payload(&self, plan: &Plan, change: &Change) -> Vec<u8> {
+        let row: serde_json::Map<String, serde_json::Value> = plan
             .columns
             .iter()
             .zip(&change.values)
@@ -118,28 +157,28 @@ impl Writer {
         serde_json::to_vec(&row).unwrap_or_default()
     }
 
-    fn key_values<'a>(&'a self, change: &'a Change) -> impl Iterator<Item = &'a SqlValue> + 'a {
-        self.plan.keys.iter().map(move |&k| &change.values[k])
+    fn key_values<'a>(plan: &'a Plan, change: &'a Change) -> impl Iterator<Item = &'a SqlValue> + 'a {
+        plan.keys.iter().map(move |&k| &change.values[k])
     }
 
     /// Runs `items` with the fewest statements. Upserts: the batch reduced to one change per
     /// key ([`net_changes`]), then every delete in one go and the writes of each shape
     /// together (changes of different keys commute). Otherwise consecutive writes together,
     /// consecutive deletes together.
-    async fn write_fast(&self, conn: &mut Conn, items: &[Change]) -> Result<(), sqlx::Error> {
-        if self.plan.mode == WriteMode::Upsert && !self.plan.keys.is_empty() {
+    async fn write_fast(&self, conn: &mut Conn, plan: &Plan, items: &[Change]) -> Result<(), sqlx::Error> {
+        if plan.mode == WriteMode::Upsert && !plan.keys.is_empty() {
             // The common batch: full writes of distinct keys, as they are.
             if items.iter().all(|c| !c.delete && c.kept.is_empty())
-                && distinct_keys(items, &self.plan.keys)
+                && distinct_keys(items, &plan.keys)
             {
-                return self.write_rows(conn, items).await;
+                return self.write_rows(conn, plan, items).await;
             }
-            let (deletes, writes) = net_changes(items, &self.plan.keys);
+            let (deletes, writes) = net_changes(items, &plan.keys);
             if !deletes.is_empty() {
-                self.delete_rows(conn, &deletes).await?;
+                self.delete_rows(conn, plan, &deletes).await?;
             }
             for shape in writes {
-                self.write_rows(conn, &shape).await?;
+                self.write_rows(conn, plan, &shape).await?;
             }
             return Ok(());
         }
@@ -152,26 +191,35 @@ impl Writer {
                 .map_or(items.len(), |n| start + n);
             let run = &items[start..end];
             if delete {
-                self.delete_rows(conn, run).await?;
+                self.delete_rows(conn, plan, run).await?;
             } else {
-                self.write_rows(conn, run).await?;
+                self.write_rows(conn, plan, run).await?;
             }
             start = end;
         }
         Ok(())
     }
 
-    async fn delete_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
-        for chunk in run.chunks(self.plan.max_delete_rows()) {
-            let sql = self.plan.delete_sql(chunk.len());
-            let binds = chunk.iter().flat_map(|c| self.key_values(c));
+    async fn delete_rows(
+        &self,
+        conn: &mut Conn,
+        plan: &Plan,
+        run: &[Change],
+    ) -> Result<(), sqlx::Error> {
+        for chunk in run.chunks(plan.max_delete_rows()) {
+            let sql = plan.delete_sql(chunk.len());
+            let binds = chunk.iter().flat_map(|c| Self::key_values(plan, c));
             conn.execute(&sql, binds).await?;
         }
         Ok(())
     }
 
-    async fn write_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
-        let plan = &self.plan;
+    async fn write_rows(
+        &self,
+        conn: &mut Conn,
+        plan: &Plan,
+        run: &[Change],
+    ) -> Result<(), sqlx::Error> {
         if let WriteMode::Statement { sql, .. } = &plan.mode {
             for change in run {
                 conn.execute(sql, &change.values).await?;
@@ -191,19 +239,24 @@ impl Writer {
                 }
                 PgMethod::Values => {}
             }
-            return self.values_rows(conn, run).await;
+            return self.values_rows(conn, plan, run).await;
         }
-        self.values_rows(conn, run).await
+        self.values_rows(conn, plan, run).await
     }
 
     /// Multi-row VALUES of `run`, whose changes all have the shape of the first.
-    async fn values_rows(&self, conn: &mut Conn, run: &[Change]) -> Result<(), sqlx::Error> {
+    async fn values_rows(
+        &self,
+        conn: &mut Conn,
+        plan: &Plan,
+        run: &[Change],
+    ) -> Result<(), sqlx::Error> {
         let kept = run.first().map_or(&[][..], |c| &c.kept[..]);
-        for chunk in run.chunks(self.plan.max_rows) {
-            let sql = self.plan.write_sql(chunk.len(), kept);
+        for chunk in run.chunks(plan.max_rows) {
+            let sql = plan.write_sql(chunk.len(), kept);
             let values = chunk
                 .iter()
-                .flat_map(|c| self.plan.written(kept).map(move |i| &c.values[i]));
+                .flat_map(|c| plan.written(kept).map(move |i| &c.values[i]));
             conn.execute(&sql, values).await?;
         }
         Ok(())
@@ -214,6 +267,7 @@ impl Writer {
     async fn write_one_by_one(
         &self,
         conn: &mut Conn,
+        plan: &Plan,
         items: &[Change],
         in_txn: bool,
     ) -> Result<(), WriteError> {
@@ -222,9 +276,11 @@ impl Writer {
                 conn.raw("SAVEPOINT rivus_row").await?;
             }
             let r = if change.delete {
-                self.delete_rows(conn, std::slice::from_ref(change)).await
+                self.delete_rows(conn, plan, std::slice::from_ref(change))
+                    .await
             } else {
-                self.write_rows(conn, std::slice::from_ref(change)).await
+                self.write_rows(conn, plan, std::slice::from_ref(change))
+                    .await
             };
             match r {
                 Ok(()) => {
@@ -232,13 +288,14 @@ impl Writer {
                         conn.raw("RELEASE SAVEPOINT rivus_row").await?;
                     }
                 }
-                Err(e) if classify(self.plan.dialect, &e) == Statement::Data => {
+                Err(e) if classify(plan.dialect, &e) == Statement::Data => {
                     if in_txn {
                         conn.raw("ROLLBACK TO SAVEPOINT rivus_row").await?;
                     }
                     self.refused.increment(1);
+                    let payload = self.payload(plan, change);
                     self.handler
-                        .handle(self.position(change), describe(&e), &self.payload(change))
+                        .handle(self.position(plan, change), describe(&e), &payload)
                         .await
                         .map_err(WriteError::Policy)?;
                 }
@@ -248,44 +305,82 @@ impl Writer {
         Ok(())
     }
 
+    /// Every table's changes of the batch, fast.
+    async fn write_groups(
+        &self,
+        conn: &mut Conn,
+        groups: &[(Arc<Plan>, Vec<Change>)],
+    ) -> Result<(), sqlx::Error> {
+        for (plan, changes) in groups {
+            self.write_fast(conn, plan, changes).await?;
+        }
+        Ok(())
+    }
+
+    /// Every table's changes of the batch, row by row (after the fast way met a bad row).
+    async fn write_groups_one_by_one(
+        &self,
+        conn: &mut Conn,
+        groups: &[(Arc<Plan>, Vec<Change>)],
+        in_txn: bool,
+    ) -> Result<(), WriteError> {
+        for (plan, changes) in groups {
+            self.write_one_by_one(conn, plan, changes, in_txn).await?;
+        }
+        Ok(())
+    }
+
     /// At-least-once: the batch is its own transaction.
-    async fn write_autocommit(&self, conn: &mut Conn, items: &[Change]) -> Result<(), WriteError> {
-        let writes_only = items.iter().all(|c| !c.delete);
-        let arrays = self.plan.dialect == Dialect::Postgres && self.plan.method != PgMethod::Values;
-        let single = writes_only
-            && match self.plan.mode {
-                // One statement per record.
-                WriteMode::Statement { .. } => items.len() == 1,
-                _ => arrays || items.len() <= self.plan.max_rows,
-            };
+    async fn write_autocommit(
+        &self,
+        conn: &mut Conn,
+        groups: &[(Arc<Plan>, Vec<Change>)],
+    ) -> Result<(), WriteError> {
+        let single = match groups {
+            [(plan, items)] => {
+                let writes_only = items.iter().all(|c| !c.delete);
+                let arrays = plan.dialect == Dialect::Postgres && plan.method != PgMethod::Values;
+                writes_only
+                    && match plan.mode {
+                        // One statement per record.
+                        WriteMode::Statement { .. } => items.len() == 1,
+                        _ => arrays || items.len() <= plan.max_rows,
+                    }
+            }
+            _ => false,
+        };
         if !single {
             conn.raw("BEGIN").await?;
         }
-        match self.write_fast(conn, items).await {
+        match self.write_groups(conn, groups).await {
             Ok(()) => {
                 if !single {
                     conn.raw("COMMIT").await?;
                 }
                 Ok(())
             }
-            Err(e) if classify(self.plan.dialect, &e) == Statement::Data => {
+            Err(e) if classify(self.dialect, &e) == Statement::Data => {
                 if !single {
                     conn.raw("ROLLBACK").await?;
                 }
-                self.write_one_by_one(conn, items, false).await
+                self.write_groups_one_by_one(conn, groups, false).await
             }
             Err(e) => Err(e.into()),
         }
     }
 
     /// Exactly-once: the batch joins the checkpoint's transaction behind a savepoint.
-    async fn write_in_txn(&self, conn: &mut Conn, items: &[Change]) -> Result<(), WriteError> {
+    async fn write_in_txn(
+        &self,
+        conn: &mut Conn,
+        groups: &[(Arc<Plan>, Vec<Change>)],
+    ) -> Result<(), WriteError> {
         conn.raw("SAVEPOINT rivus_batch").await?;
-        match self.write_fast(conn, items).await {
+        match self.write_groups(conn, groups).await {
             Ok(()) => Ok(conn.raw("RELEASE SAVEPOINT rivus_batch").await?),
-            Err(e) if classify(self.plan.dialect, &e) == Statement::Data => {
+            Err(e) if classify(self.dialect, &e) == Statement::Data => {
                 conn.raw("ROLLBACK TO SAVEPOINT rivus_batch").await?;
-                self.write_one_by_one(conn, items, true).await
+                self.write_groups_one_by_one(conn, groups, true).await
             }
             Err(e) => Err(e.into()),
         }
@@ -295,9 +390,44 @@ impl Writer {
         match e {
             WriteError::Policy(e) => e,
             WriteError::Sql(e) => {
-                crate::error::sql_error(format!("jdbc sink: {what} {}", self.plan.table), &e)
+                crate::error::sql_error(format!("jdbc sink: {what} {}", self.label), &e)
             }
         }
+    }
+
+    /// Runs `sql` (schema evolution on PostgreSQL with transactions: DDL is transactional
+    /// there) in the checkpoint's open transaction, beginning one if none is open, and reads
+    /// `table` back inside it — a column added there is seen by nobody else before the
+    /// commit.
+    pub(super) async fn alter_in_open(
+        &self,
+        sql: &str,
+        table: &str,
+    ) -> Result<crate::table::TableSchema> {
+        let Some((prepared, slot)) = &self.txn else {
+            return Err(Error::connector("jdbc sink", "no transaction to alter the table in"));
+        };
+        let mut guard = slot.lock().await;
+        if guard.is_none() {
+            *guard = Some(
+                self.begin(prepared)
+                    .await
+                    .map_err(|e| crate::error::sql_error("jdbc sink: beginning", &e))?,
+            );
+        }
+        let open = guard.as_mut().expect("set above");
+        let done = self
+            .within("jdbc: ALTER TABLE", async {
+                open.conn.raw(sql).await?;
+                crate::table::describe(&mut open.conn, self.dialect, table).await
+            })
+            .await;
+        done.map_err(|e| {
+            if let Some(open) = guard.take() {
+                open.conn.discard();
+            }
+            crate::error::sql_error(format!("jdbc sink: `{sql}`"), &e)
+        })
     }
 
     /// Exactly-once: prepares the open transaction for `checkpoint`. Returns the id and the session to park with it, or `None` when
@@ -405,9 +535,10 @@ impl Writer {
 }
 
 #[async_trait]
-impl BulkSender<Change> for Writer {
-    async fn send(&self, items: Vec<Change>) -> SendOutcome<Change> {
-        let dialect = self.plan.dialect;
+impl BulkSender<Routed> for Writer {
+    async fn send(&self, items: Vec<Routed>) -> SendOutcome<Routed> {
+        let count = items.len() as u64;
+        let groups = by_table(items);
         let Some(slot) = &self.txn else {
             let kept = self.kept.lock().pop();
             let mut conn = match kept {
@@ -416,7 +547,7 @@ impl BulkSender<Change> for Writer {
                     Ok(c) => c,
                     Err(e) => {
                         return SendOutcome::Retry {
-                            items,
+                            items: routed(groups),
                             reason: describe(&e),
                         }
                     }
@@ -425,19 +556,19 @@ impl BulkSender<Change> for Writer {
             let written = self
                 .within(
                     "jdbc: writing a batch",
-                    self.write_autocommit(&mut conn, &items),
+                    self.write_autocommit(&mut conn, &groups),
                 )
                 .await;
             return match written {
                 Ok(()) => {
-                    self.rows.increment(items.len() as u64);
+                    self.rows.increment(count);
                     self.kept.lock().push(conn);
                     SendOutcome::Done
                 }
-                Err(WriteError::Sql(e)) if classify(dialect, &e) == Statement::Retry => {
+                Err(WriteError::Sql(e)) if classify(self.dialect, &e) == Statement::Retry => {
                     conn.discard();
                     SendOutcome::Retry {
-                        items,
+                        items: routed(groups),
                         reason: describe(&e),
                     }
                 }
@@ -454,7 +585,7 @@ impl BulkSender<Change> for Writer {
                 Ok(c) => *guard = Some(c),
                 Err(e) => {
                     return SendOutcome::Retry {
-                        items,
+                        items: routed(groups),
                         reason: describe(&e),
                     }
                 }
@@ -463,11 +594,11 @@ impl BulkSender<Change> for Writer {
         let open = guard.as_mut().expect("set above");
         let written = self.within(
             "jdbc: writing a batch",
-            self.write_in_txn(&mut open.conn, &items),
+            self.write_in_txn(&mut open.conn, &groups),
         );
         match written.await {
             Ok(()) => {
-                self.rows.increment(items.len() as u64);
+                self.rows.increment(count);
                 SendOutcome::Done
             }
             Err(e) => {
@@ -477,7 +608,7 @@ impl BulkSender<Change> for Writer {
                 let mut err = self.failed(e, "writing to");
                 if matches!(err, Error::Connector { .. }) {
                     err = Error::connector(
-                        format!("jdbc sink: transaction on {}", self.plan.table),
+                        format!("jdbc sink: transaction on {}", self.label),
                         format!(
                             "{err}; the open transaction is lost, the job must restart from \
                              its last checkpoint"
