@@ -94,7 +94,9 @@ fn array_element(oid: u32) -> Option<u32> {
 }
 
 /// The `columns` value of a table: (name, type name, in the key) in table order.
-pub(crate) fn columns_value<'a>(columns: impl IntoIterator<Item = (&'a str, String, bool)>) -> Value {
+pub(crate) fn columns_value<'a>(
+    columns: impl IntoIterator<Item = (&'a str, String, bool)>,
+) -> Value {
     Value::Array(
         columns
             .into_iter()

@@ -62,11 +62,7 @@ impl SourceColumns {
 
     /// The key columns, in table order.
     pub(crate) fn key(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .filter(|c| c.2)
-            .map(|c| c.0.clone())
-            .collect()
+        self.0.iter().filter(|c| c.2).map(|c| c.0.clone()).collect()
     }
 
     fn type_of(&self, name: &str) -> Option<&str> {
@@ -148,7 +144,9 @@ pub(crate) fn new_table(
                 key: is_key,
             });
         } else if is_key {
-            return Err(format!("key column `{name}` has no value to take a type from"));
+            return Err(format!(
+                "key column `{name}` has no value to take a type from"
+            ));
         }
     }
     if let Some(k) = key.iter().find(|k| !out.iter().any(|c| &c.name == *k)) {
@@ -340,8 +338,14 @@ mod tests {
 
     #[test]
     fn postgres_types_become_mysql_types_and_odd_names_are_refused() {
-        assert_eq!(mysql_type("timestamp(3) with time zone", false), "DATETIME(3)");
-        assert_eq!(mysql_type("timestamp without time zone", false), "DATETIME(6)");
+        assert_eq!(
+            mysql_type("timestamp(3) with time zone", false),
+            "DATETIME(3)"
+        );
+        assert_eq!(
+            mysql_type("timestamp without time zone", false),
+            "DATETIME(6)"
+        );
         assert_eq!(mysql_type("character varying(20)", false), "VARCHAR(20)");
         assert_eq!(mysql_type("text", true), "VARCHAR(255)");
         assert_eq!(mysql_type("integer[]", false), "JSON");

@@ -141,7 +141,12 @@ async fn schema_evolution_creates_each_tables_from_the_sources_types_and_adds_co
             "mariadb" => ("decimal(12,2)", "varchar(40)"),
             _ => ("numeric(12,2)", "character varying(40)"),
         };
-        assert_eq!(column_type(&db, &orders, "amount").await, amount, "{}", db.name);
+        assert_eq!(
+            column_type(&db, &orders, "amount").await,
+            amount,
+            "{}",
+            db.name
+        );
         assert_eq!(column_type(&db, &orders, "note").await, note, "{}", db.name);
         // The key is the source's: a second run of the same changes leaves the same rows.
         run_changes(&db, &format!("{prefix}_{{source.table}}"), changes(), false).await;
@@ -197,7 +202,12 @@ async fn schema_evolution_from_json_values_waits_for_a_value_to_type_a_column() 
             _ => ("integer", "real"),
         };
         assert_eq!(column_type(&db, &table, "later").await, int, "{}", db.name);
-        assert_eq!(column_type(&db, &table, "score").await, float, "{}", db.name);
+        assert_eq!(
+            column_type(&db, &table, "score").await,
+            float,
+            "{}",
+            db.name
+        );
         assert_eq!(db.count(&table).await, 4, "{}", db.name);
     }
 }
@@ -206,8 +216,10 @@ async fn schema_evolution_from_json_values_waits_for_a_value_to_type_a_column() 
 async fn records_without_a_table_go_to_the_error_policy_with_their_content() {
     for db in databases() {
         let prefix = unique_name("sem").replace('-', "_");
-        db.exec(&format!("CREATE TABLE {prefix}_a (id INT PRIMARY KEY, v INT)"))
-            .await;
+        db.exec(&format!(
+            "CREATE TABLE {prefix}_a (id INT PRIMARY KEY, v INT)"
+        ))
+        .await;
         let records = vec![
             json!({"t": "a", "id": 1, "v": 1}),
             json!({"id": 2, "v": 2}),

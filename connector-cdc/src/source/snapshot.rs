@@ -71,9 +71,11 @@ async fn column_types(
             )
         })
         .collect();
-    Ok(crate::types::columns_value(columns.iter().map(|(n, t)| {
-        (n.as_str(), t.clone(), key.contains(n))
-    })))
+    Ok(crate::types::columns_value(
+        columns
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.clone(), key.contains(n))),
+    ))
 }
 
 /// A connection inside the exported snapshot `name`.

@@ -127,8 +127,7 @@ impl Tables {
                     }
                     let source = record.and_then(SourceColumns::of);
                     let key = self.settings.key.as_deref();
-                    let columns = match evolve::new_table(self.dialect, row, source.as_ref(), key)
-                    {
+                    let columns = match evolve::new_table(self.dialect, row, source.as_ref(), key) {
                         Ok(c) => c,
                         Err(e) => {
                             return Ok(Planned::Refused(format!("creating table `{table}`: {e}")))
@@ -245,17 +244,13 @@ impl Tables {
             if let Err(e) = done {
                 // Added meanwhile by another subtask (MySQL has no IF NOT EXISTS here)?
                 if schema.column(&column.name).is_none() {
-                    return Err(crate::error::sql_error(
-                        format!("jdbc sink: `{sql}`"),
-                        &e,
-                    ));
+                    return Err(crate::error::sql_error(format!("jdbc sink: `{sql}`"), &e));
                 }
             }
             schema
         };
         tracing::info!(table, column = %column.name, ty = %column.ty, "jdbc sink: column added");
-        metrics::counter!("rivus_jdbc_schema_changes_total", "change" => "add_column")
-            .increment(1);
+        metrics::counter!("rivus_jdbc_schema_changes_total", "change" => "add_column").increment(1);
         Ok(schema)
     }
 

@@ -157,7 +157,10 @@ impl Writer {
         serde_json::to_vec(&row).unwrap_or_default()
     }
 
-    fn key_values<'a>(plan: &'a Plan, change: &'a Change) -> impl Iterator<Item = &'a SqlValue> + 'a {
+    fn key_values<'a>(
+        plan: &'a Plan,
+        change: &'a Change,
+    ) -> impl Iterator<Item = &'a SqlValue> + 'a {
         plan.keys.iter().map(move |&k| &change.values[k])
     }
 
@@ -165,7 +168,12 @@ impl Writer {
     /// key ([`net_changes`]), then every delete in one go and the writes of each shape
     /// together (changes of different keys commute). Otherwise consecutive writes together,
     /// consecutive deletes together.
-    async fn write_fast(&self, conn: &mut Conn, plan: &Plan, items: &[Change]) -> Result<(), sqlx::Error> {
+    async fn write_fast(
+        &self,
+        conn: &mut Conn,
+        plan: &Plan,
+        items: &[Change],
+    ) -> Result<(), sqlx::Error> {
         if plan.mode == WriteMode::Upsert && !plan.keys.is_empty() {
             // The common batch: full writes of distinct keys, as they are.
             if items.iter().all(|c| !c.delete && c.kept.is_empty())
@@ -405,7 +413,10 @@ impl Writer {
         table: &str,
     ) -> Result<crate::table::TableSchema> {
         let Some((prepared, slot)) = &self.txn else {
-            return Err(Error::connector("jdbc sink", "no transaction to alter the table in"));
+            return Err(Error::connector(
+                "jdbc sink",
+                "no transaction to alter the table in",
+            ));
         };
         let mut guard = slot.lock().await;
         if guard.is_none() {
