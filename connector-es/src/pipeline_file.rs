@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use rivus_core::template::Template;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -23,7 +24,8 @@ use crate::{AwsCredentials, Cluster, EsAuth, EsClient, EsConfig, EsSink};
 pub struct EsSinkSection {
     /// `http://` or `https://` URL of a node.
     pub url: String,
-    /// The index written to.
+    /// The index written to: a name, or a template choosing it per record
+    /// (`orders-{at:%Y.%m}`, `cdc-{source.table}`).
     pub index: String,
     /// The field whose value is the document id (replays then overwrite).
     pub id_field: Option<String>,
@@ -87,7 +89,17 @@ impl EsSinkSection {
         if let Some(n) = self.max_actions {
             b = b.batch_size(n);
         }
-        let (index, id_field) = (self.index.clone(), self.id_field.clone());
+        let template =
+            Template::parse(&self.index).map_err(|e| rivus_core::Error::config("index", e))?;
+        // The index of a record: the section's, or the template's for this record (a record
+        // it cannot name goes to the error policy).
+        let index_of = move |v: &Value| {
+            template
+                .render(v)
+                .map(|i| i.into_owned())
+                .map_err(|e| SchemaError::new("json", "record", format!("index `{template}`: {e}")))
+        };
+        let id_field = self.id_field.clone();
         let id_of = move |v: &Value| {
             id_field.as_ref().and_then(|f| match v.get(f) {
                 Some(Value::String(s)) => Some(s.clone()),
@@ -114,6 +126,7 @@ impl EsSinkSection {
                     }
                     rivus_core::change::Change::Delete(row) => (true, false, Value::Object(row)),
                 };
+                let index = index_of(v)?;
                 let Some(id) = id_of(&row) else {
                     return Err(SchemaError::new(
                         "json",
@@ -122,17 +135,17 @@ impl EsSinkSection {
                     ));
                 };
                 if delete {
-                    idx.delete(index.clone(), id);
+                    idx.delete(index, id);
                 } else if partial {
-                    idx.update(index.clone(), id, row);
+                    idx.update(index, id, row);
                 } else {
-                    idx.index(index.clone(), Some(id), row);
+                    idx.index(index, Some(id), row);
                 }
                 Ok(())
             });
         }
         b.build(move |v: &Value, idx| {
-            idx.index(index.clone(), id_of(v), v.clone());
+            idx.index(index_of(v)?, id_of(v), v.clone());
             Ok(())
         })
     }

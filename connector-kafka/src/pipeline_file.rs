@@ -12,9 +12,10 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::template::Template;
 use rivus_core::tls::TlsFiles;
-use rivus_core::{DeliveryGuarantee, Result};
-use rivus_formats::{Codec, Format, Role};
+use rivus_core::{DeliveryGuarantee, Error, Result};
+use rivus_formats::{Codec, Format, Role, SubjectStrategy};
 use rivus_pipeline_file::{
     text_of, CatalogEntry, DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan,
     SinkSection, SourcePlan, SourceSection,
@@ -83,7 +84,9 @@ pub enum KafkaStart {
 pub struct KafkaSinkSection {
     /// `host:port[,host:port...]`.
     pub bootstrap_servers: String,
-    /// The topic written to.
+    /// The topic written to: a name, or a template choosing it per record
+    /// (`cdc.{source.schema}.{source.table}`; a record it cannot name goes to the error
+    /// policy).
     pub topic: String,
     /// The field whose value is the message key.
     pub key_field: Option<String>,
@@ -131,6 +134,8 @@ pub struct KafkaDestinationSection {
 /// Values (and keys) encoded by the section's formats; a format with a schema resolves it at
 /// open.
 struct CodecSerializer {
+    /// The topic per record, when the section's topic is a template.
+    topic: Option<Template>,
     value: Codec,
     /// The key's field, and its codec when not written as text.
     key: Option<(String, Option<Codec>)>,
@@ -141,6 +146,33 @@ struct CodecSerializer {
 #[async_trait::async_trait]
 impl KafkaSerializer<Value> for CodecSerializer {
     fn serialize(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
+        let mut out = self.change(v)?;
+        if let Some(t) = &self.topic {
+            let topic = t
+                .render(v)
+                .map_err(|e| SchemaError::new("kafka", "record", format!("topic `{t}`: {e}")))?;
+            out.topic = Some(topic.into_owned());
+        }
+        Ok(out)
+    }
+
+    async fn open(&self, topic: Option<&str>) -> Result<()> {
+        // A template's records share one writer schema, whose subject does not come from
+        // the topic (checked when the sink is built).
+        let topic = topic
+            .or(self.topic.as_ref().map(Template::as_str))
+            .unwrap_or_default();
+        self.value.open_writer(topic, Role::Value).await?;
+        if let Some((_, Some(k))) = &self.key {
+            k.open_writer(topic, Role::Key).await?;
+        }
+        Ok(())
+    }
+}
+
+impl CodecSerializer {
+    /// `v` as a record: a change record's row or tombstone with `apply_changes`, else `v`.
+    fn change(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
         if self.apply_changes {
             return match rivus_core::change::Change::of(v) {
                 // Kafka consumers of change streams expect Debezium's placeholder for a
@@ -160,17 +192,6 @@ impl KafkaSerializer<Value> for CodecSerializer {
         self.record(v, true)
     }
 
-    async fn open(&self, topic: Option<&str>) -> Result<()> {
-        let topic = topic.unwrap_or_default();
-        self.value.open_writer(topic, Role::Value).await?;
-        if let Some((_, Some(k))) = &self.key {
-            k.open_writer(topic, Role::Key).await?;
-        }
-        Ok(())
-    }
-}
-
-impl CodecSerializer {
     /// `v`'s record: its key, and its value unless it is a tombstone.
     fn record(&self, v: &Value, with_value: bool) -> std::result::Result<OutRecord, SchemaError> {
         let key = match &self.key {
@@ -195,6 +216,23 @@ impl CodecSerializer {
             ..Default::default()
         })
     }
+}
+
+/// A topic chosen per record cannot name the subject of a registry format: the records share
+/// one writer schema.
+fn refuse_topic_subjects(format: Option<&Format>, path: &str) -> Result<()> {
+    let spec = match format {
+        Some(Format::Avro(s) | Format::JsonSchema(s) | Format::Protobuf(s)) => s,
+        _ => return Ok(()),
+    };
+    if spec.subject.is_none() && spec.subject_strategy != SubjectStrategy::Record {
+        return Err(Error::config(
+            format!("{path}.subject"),
+            "with a topic chosen per record the subject cannot come from the topic: set \
+             `subject`, or `subject_strategy = \"record\"`",
+        ));
+    }
+    Ok(())
 }
 
 /// The client properties of a section: bootstrap servers, TLS, SASL, then raw properties.
@@ -284,8 +322,19 @@ impl KafkaSinkSection {
     /// The sink, records in the section's format, the key from `key_field`, bad records to
     /// `policy`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<KafkaSink<Value>> {
-        let b = KafkaSink::builder(self.properties())
-            .topic(&self.topic)
+        let template = Template::parse(&self.topic).map_err(|e| Error::config("topic", e))?;
+        let mut b = KafkaSink::builder(self.properties());
+        if let Some(t) = template.fixed() {
+            b = b.topic(t);
+        } else {
+            for (format, path) in [
+                (Some(&self.format), "format"),
+                (self.key_format.as_ref(), "key_format"),
+            ] {
+                refuse_topic_subjects(format, path)?;
+            }
+        }
+        let b = b
             .guarantee(if self.exactly_once {
                 DeliveryGuarantee::ExactlyOnce
             } else {
@@ -315,6 +364,7 @@ impl KafkaSinkSection {
             ));
         }
         b.build(CodecSerializer {
+            topic: template.fixed().is_none().then_some(template),
             value,
             key,
             apply_changes: self.apply_changes,

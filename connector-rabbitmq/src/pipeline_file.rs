@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
+use rivus_core::template::Template;
 use rivus_core::tls::TlsFiles;
 use rivus_core::Result;
 use rivus_formats::{Codec, Format, Role};
@@ -60,11 +62,10 @@ pub struct RabbitSinkSection {
     /// The exchange (default: the default exchange, routing straight to a queue).
     #[serde(default)]
     pub exchange: String,
-    /// Routing key (for the default exchange: the queue).
+    /// Routing key (for the default exchange: the queue): a name, or a template choosing it
+    /// per record (`orders.{region}`, `{source.table}`).
     #[serde(default)]
     pub routing_key: String,
-    /// Take the routing key from this field instead.
-    pub routing_key_field: Option<String>,
     /// Set the correlation id from this field (a rivus RabbitMQ source can then drop
     /// redeliveries).
     pub correlation_id_field: Option<String>,
@@ -148,20 +149,32 @@ impl RabbitSinkSection {
         } else {
             self.routing_key.clone()
         };
-        let (rk_field, cid_field) = (
-            self.routing_key_field.clone(),
-            self.correlation_id_field.clone(),
-        );
+        let cid_field = self.correlation_id_field.clone();
+        let template = Template::parse(&self.routing_key)
+            .map_err(|e| rivus_core::Error::config("routing_key", e))?;
+        let fixed = template.fixed().unwrap_or_default().to_owned();
+        let per_record = template.fixed().is_none().then_some(template);
         RabbitSink::builder(config(&self.uri, &self.tls))
             .exchange(&self.exchange)
-            .routing_key(&self.routing_key)
+            .routing_key(fixed)
             .error_policy(policy)
             .build(move |v: &Value| {
                 codec.prepare_blocking(&target, Role::Value)?;
                 let mut body = Vec::new();
                 codec.encode(v, &mut body)?;
                 Ok(OutMessage {
-                    routing_key: rk_field.as_deref().map(|f| field_text(v, f)).transpose()?,
+                    routing_key: per_record
+                        .as_ref()
+                        .map(|t| {
+                            t.render(v).map(|k| k.into_owned()).map_err(|e| {
+                                SchemaError::new(
+                                    "record",
+                                    "record",
+                                    format!("routing key `{t}`: {e}"),
+                                )
+                            })
+                        })
+                        .transpose()?,
                     correlation_id: cid_field.as_deref().map(|f| field_text(v, f)).transpose()?,
                     body,
                     content_type: Some(codec.content_type().into()),

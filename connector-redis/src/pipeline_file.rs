@@ -13,12 +13,13 @@ use rivus_core::error_policy::DeadLetterQueue;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::schema::SchemaError;
 use rivus_core::secrets::redact_url;
+use rivus_core::template::Template;
 use rivus_core::tls::TlsFiles;
 use rivus_core::{Error, Result};
 use rivus_formats::{Codec, Format, Role};
 use rivus_pipeline_file::{
-    template, text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan,
-    SinkSection, SourcePlan, SourceSection,
+    text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
+    SourcePlan, SourceSection,
 };
 
 use crate::{RedisCommand, RedisConfig, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
@@ -200,20 +201,24 @@ impl RedisSinkSection {
             return Err(Error::config("field", "hset needs a hash field"));
         }
         let codec = Codec::new(&self.format, "format")?;
-        let (command, key, field, ttl, maxlen) = (
-            self.command,
-            self.key.clone(),
-            self.field.clone(),
-            self.ttl_secs,
-            self.maxlen,
-        );
+        let parse =
+            |text: &str, path: &str| Template::parse(text).map_err(|e| Error::config(path, e));
+        let key_template = parse(&self.key, "key")?;
+        let field_template = parse(self.field.as_deref().unwrap_or_default(), "field")?;
+        let render = |t: &Template, v: &Value| {
+            t.render(v)
+                .map(|s| s.into_owned())
+                .map_err(|e| SchemaError::new("record", "record", format!("`{t}`: {e}")))
+        };
+        let (command, key, ttl, maxlen) =
+            (self.command, self.key.clone(), self.ttl_secs, self.maxlen);
         RedisSink::builder(endpoint(&self.url, self.cluster, &self.tls))
             .error_policy(policy)
             .build(move |v: &Value| {
                 // The subject of a format with a schema: `{key template}-value`, unless the
                 // format names its `subject`.
                 codec.prepare_blocking(&key, Role::Value)?;
-                let key = template(&key, v)?;
+                let key = render(&key_template, v)?;
                 let body = || {
                     let mut out = Vec::new();
                     codec.encode(v, &mut out).map(|()| out)
@@ -226,7 +231,7 @@ impl RedisSinkSection {
                     },
                     RedisCommandName::Hset => RedisCommand::HSet {
                         key,
-                        field: template(field.as_deref().unwrap_or_default(), v)?,
+                        field: render(&field_template, v)?,
                         value: body()?,
                         ttl_secs: ttl,
                     },

@@ -293,4 +293,35 @@ mod tests {
             .unwrap_err()
             .contains("not a time"));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Any template over any record: refused at parse, filled in, or refused naming the
+        /// missing field — never a panic.
+        #[test]
+        fn templates_never_panic_and_name_the_missing_field(
+            t in "[a-z{}:.%Y]{0,30}",
+            fields in proptest::collection::btree_map("[a-z]{1,3}", ".{0,8}", 0..4),
+        ) {
+            let record = Value::Object(fields.iter().map(|(k, v)| (k.clone(), json!(v))).collect());
+            let Ok(template) = Template::parse(&t) else { return Ok(()) };
+            match template.render(&record) {
+                Ok(out) => {
+                    if !t.contains(['{', '}']) {
+                        proptest::prop_assert_eq!(out, t);
+                    }
+                }
+                Err(e) => {
+                    let missing = e
+                        .split("field `")
+                        .nth(1)
+                        .and_then(|r| r.split('`').next())
+                        .unwrap_or_default()
+                        .to_owned();
+                    proptest::prop_assert!(t.contains(&missing), "{e}");
+                }
+            }
+        }
+    }
 }

@@ -35,4 +35,4 @@ pub use format::Format;
 pub use plan::{SinkPlan, SourcePlan};
 pub use schema::{options, schema_of, section_schema, DurationText, JsonSchema};
 pub use section::{DestinationSection, SectionMetrics, SinkSection, SourceSection};
-pub use values::{duration, field_text, opt_duration, parse_duration, template, text_of};
+pub use values::{duration, field_text, opt_duration, parse_duration, text_of};

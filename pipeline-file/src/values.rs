@@ -55,28 +55,9 @@ pub fn field_text(v: &Value, field: &str) -> Result<String, SchemaError> {
         .ok_or_else(|| SchemaError::new("record", "record", format!("no field `{field}`")))
 }
 
-/// `template` with every `{field}` replaced by the record's value of that field
-/// (`order:{id}` → `order:7`).
-pub fn template(template: &str, v: &Value) -> Result<String, SchemaError> {
-    let mut out = String::with_capacity(template.len() + 16);
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        out.push_str(&rest[..start]);
-        let Some(end) = rest[start..].find('}') else {
-            out.push_str(&rest[start..]);
-            return Ok(out);
-        };
-        out.push_str(&field_text(v, &rest[start + 1..start + end])?);
-        rest = &rest[start + end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn durations() {
@@ -85,44 +66,5 @@ mod tests {
         assert_eq!(parse_duration("1.5m"), Some(Duration::from_secs(90)));
         assert_eq!(parse_duration("2"), None);
         assert_eq!(parse_duration("0s"), None);
-    }
-
-    #[test]
-    fn templates_take_fields_from_the_record() {
-        let v = json!({"id": 7, "user": "u1"});
-        assert_eq!(template("order:{id}:{user}", &v).unwrap(), "order:7:u1");
-        let e = template("order:{nope}", &v).unwrap_err();
-        assert!(e.to_string().contains("no field `nope`"), "{e}");
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
-
-        /// Any template over any record: filled in, or refused naming the missing field.
-        #[test]
-        fn templates_never_panic_and_name_the_missing_field(
-            t in "[a-z{}:]{0,30}",
-            fields in proptest::collection::btree_map("[a-z]{1,3}", ".{0,8}", 0..4),
-        ) {
-            let record = Value::Object(fields.iter().map(|(k, v)| (k.clone(), json!(v))).collect());
-            match template(&t, &record) {
-                Ok(out) => {
-                    if !t.contains('{') {
-                        proptest::prop_assert_eq!(out, t);
-                    }
-                }
-                Err(e) => {
-                    let text = e.to_string();
-                    let missing = text
-                        .split("no field `")
-                        .nth(1)
-                        .and_then(|r| r.split('`').next())
-                        .unwrap_or_default()
-                        .to_owned();
-                    proptest::prop_assert!(t.contains(&format!("{{{missing}}}")), "{text}");
-                    proptest::prop_assert!(!fields.contains_key(&missing));
-                }
-            }
-        }
     }
 }
