@@ -1,10 +1,11 @@
 //! A whole database in one job: `examples/postgres-database-replica.toml` run by the `rivus`
 //! command against the real PostgreSQL — two tables of one publication streamed into a
 //! replica schema the sink fills table by table (each created from the source's column types
-//! and key), a column added to each source table while the job runs, a writer inserting,
-//! updating and deleting throughout, and the job SIGKILLed once while the snapshot is read and
-//! once while the stream runs. Afterwards every replica table equals its source (`EXCEPT`
-//! both ways, every column).
+//! and key), a column added to each source table while the job runs, a third table created
+//! and added to the publication while the job streams (its rows read, then its changes
+//! streamed), a writer inserting, updating and deleting throughout, and the job SIGKILLed
+//! once while the snapshot is read and once while the stream runs. Afterwards every replica
+//! table equals its source (`EXCEPT` both ways, every column).
 
 #[path = "support/cdc.rs"]
 mod cdc;
@@ -32,7 +33,9 @@ async fn exec(c: &mut PgConnection, sql: &str) {
 }
 
 /// Inserts, updates and deletes on both tables, a transaction every few milliseconds; at
-/// round `widen_at` each table gains a column `email`, which later rounds fill.
+/// round `widen_at / 2` a table `…_later` of 3 000 rows joins the publication, and later
+/// rounds change it too; at round `widen_at` each first table gains a column `email`, which
+/// later rounds fill.
 fn writer(
     pg: String,
     name: String,
@@ -43,9 +46,22 @@ fn writer(
     tokio::spawn(async move {
         let mut c = PgConnection::connect(&pg).await.unwrap();
         let (orders, customers) = (format!("{name}_orders"), format!("{name}_customers"));
+        let later = format!("{name}_later");
         for r in 0.. {
             if stop.load(Ordering::SeqCst) {
                 return;
+            }
+            if r == widen_at / 2 {
+                for sql in [
+                    format!("CREATE TABLE {later} (id INT PRIMARY KEY, v BIGINT, tag TEXT)"),
+                    format!(
+                        "INSERT INTO {later} SELECT i, i, 't' || i FROM generate_series(1, 3000) i"
+                    ),
+                    format!("GRANT SELECT ON {later} TO rivus_cdc"),
+                    format!("ALTER PUBLICATION {name} ADD TABLE {later}"),
+                ] {
+                    exec(&mut c, &sql).await;
+                }
             }
             if r == widen_at {
                 exec(
@@ -94,7 +110,18 @@ fn writer(
                 ),
                 format!("DELETE FROM {orders} WHERE id = {}", 5_001 + r),
                 customer,
-            ] {
+            ]
+            .into_iter()
+            .chain((r > widen_at / 2).then(|| {
+                format!(
+                    "UPDATE {later} SET v = v + 1, tag = 'u{r}' WHERE id = {}",
+                    1 + (r * 31) % 3000
+                )
+            }))
+            .chain(
+                (r > widen_at / 2 && r % 5 == 0)
+                    .then(|| format!("DELETE FROM {later} WHERE id = {}", 1 + (r * 17) % 3000)),
+            ) {
                 sqlx::query(&sql).execute(&mut *tx).await.unwrap();
             }
             tx.commit().await.unwrap();
@@ -124,11 +151,14 @@ async fn a_database_replicated_by_one_job_follows_added_columns_through_kill_nin
     let (name, mut cleanup) = Cleanup::table(&pg, "dbrep", false);
     let (orders, customers) = (format!("{name}_orders"), format!("{name}_customers"));
     let schema = format!("{name}_replica");
+    let later = format!("{name}_later");
     cleanup.tables = vec![
         orders.clone(),
         customers.clone(),
+        later.clone(),
         format!("{schema}.{orders}"),
         format!("{schema}.{customers}"),
+        format!("{schema}.{later}"),
     ];
     let mut db = PgConnection::connect(&pg).await.unwrap();
     for sql in [
@@ -180,6 +210,7 @@ async fn a_database_replicated_by_one_job_follows_added_columns_through_kill_nin
     );
     let replica_orders = format!("{schema}.{orders}");
     let replica_customers = format!("{schema}.{customers}");
+    let replica_later = format!("{schema}.{later}");
 
     // Killed while the snapshot is read.
     let mut job = rivus(dir.path(), &file, "run1", &[]);
@@ -202,7 +233,10 @@ async fn a_database_replicated_by_one_job_follows_added_columns_through_kill_nin
             .fetch_one(&mut db)
             .await
             .unwrap();
-        if widened == 2 && done.load(Ordering::SeqCst) > 500 {
+        if widened == 2
+            && done.load(Ordering::SeqCst) > 500
+            && count(&mut db, &replica_later).await > 0
+        {
             break;
         }
         assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
@@ -224,13 +258,15 @@ async fn a_database_replicated_by_one_job_follows_added_columns_through_kill_nin
             missing(&mut db, &replica_orders, &orders).await,
             missing(&mut db, &customers, &replica_customers).await,
             missing(&mut db, &replica_customers, &customers).await,
+            missing(&mut db, &later, &replica_later).await,
+            missing(&mut db, &replica_later, &later).await,
         ];
-        if gaps == [0, 0, 0, 0] {
+        if gaps == [0; 6] {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the replica differs (orders missing/extra, customers missing/extra): {gaps:?}"
+            "the replica differs (missing/extra of orders, customers, later): {gaps:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -78,6 +78,14 @@ pub struct CdcState {
     /// Every part in `parts` is read.
     #[serde(default)]
     pub parts_read: bool,
+    /// Following the publication (no `tables` option): the tables whose snapshot is read or
+    /// being read (`schema.table`); a published table not among them is new to the job.
+    #[serde(default)]
+    pub followed: Vec<String>,
+    /// The tables of the snapshot being read for tables added to the publication while the
+    /// job ran (empty otherwise): what a restore reads when no plan was checkpointed yet.
+    #[serde(default)]
+    pub adding: Vec<String>,
 }
 
 impl CdcState {

@@ -65,8 +65,18 @@ pub(crate) async fn lead(
         parts
     };
     let st = ctx.state_mut();
-    st.snapshot = Some(SnapshotProgress::join(parts));
+    let read = SnapshotProgress::join(parts);
+    // Tables added while streaming join the ranges still in use of the tables before.
+    st.snapshot = Some(match st.snapshot.take() {
+        Some(mut earlier) => {
+            earlier.tables.retain(|t| read.table(&t.table).is_none());
+            earlier.tables.extend(read.tables);
+            earlier
+        }
+        None => read,
+    });
     st.snapshot_done = true;
+    st.adding.clear();
     st.plan.clear();
     st.parts.clear();
     st.parts_read = false;

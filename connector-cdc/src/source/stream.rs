@@ -46,7 +46,7 @@ pub(crate) async fn run(
     let mut repl = connect().await?;
     let db = s.params.dbname.clone();
     let published = slot::publication_tables(&mut repl, &s.publication, &db).await?;
-    let tables: Vec<(String, String)> = match &s.tables {
+    let mut tables: Vec<(String, String)> = match &s.tables {
         Some(list) => list
             .iter()
             .map(|t| {
@@ -151,13 +151,90 @@ pub(crate) async fn run(
             }
         }
         if !state.snapshot_done {
-            let Some(again) = snapshot_again(source, ctx, repl, &tables).await? else {
+            // Tables added while streaming, when the run died before their plan was
+            // checkpointed: only those are read again.
+            let read: Vec<(String, String)> = match state.adding.is_empty() {
+                true => tables.clone(),
+                false => state.adding.iter().map(|t| split(t)).collect(),
+            };
+            let Some(again) = snapshot_again(source, ctx, repl, &read).await? else {
                 return Ok(());
             };
             repl = again;
         }
     }
-    stream(source, ctx, repl, &tables, heartbeat.take()).await
+    let following = s.tables.is_none();
+    if following && ctx.state().followed.is_empty() {
+        // A first run, or a checkpoint from before tables were followed: the publication's
+        // tables now are the ones read.
+        ctx.state_mut().followed = tables.iter().map(|(a, b)| format!("{a}.{b}")).collect();
+    }
+    loop {
+        // Tables published since the last run (or since the snapshot began): read first.
+        let new: Vec<(String, String)> = match following {
+            true => published_now(&mut repl, &s, &db)
+                .await?
+                .into_iter()
+                .filter(|(a, b)| !ctx.state().followed.contains(&format!("{a}.{b}")))
+                .collect(),
+            false => Vec::new(),
+        };
+        if !new.is_empty() {
+            let Some(again) = add_tables(source, ctx, repl, &new).await? else {
+                return Ok(());
+            };
+            repl = again;
+            tables.extend(new);
+        }
+        let Some(found) = stream(source, ctx, repl, &tables, &mut heartbeat).await? else {
+            return Ok(());
+        };
+        tracing::info!(table = %format!("{}.{}", found.0, found.1), "postgres-cdc: a table joined the publication");
+        repl = connect().await?;
+    }
+}
+
+/// `schema.table` as its parts.
+fn split(t: &str) -> (String, String) {
+    let (a, b) = t.split_once('.').unwrap_or(("public", t));
+    (a.to_owned(), b.to_owned())
+}
+
+/// The publication's tables now.
+async fn published_now(
+    repl: &mut Connection,
+    s: &super::Settings,
+    db: &str,
+) -> Result<Vec<(String, String)>> {
+    slot::publication_tables(repl, &s.publication, db).await
+}
+
+/// Reads the snapshot of `new`, tables published while the job ran, in a temporary slot's
+/// exported snapshot (a position at or after the stream's), as a restore reads what is left
+/// of one: the stream then resumes from the checkpointed position and leaves out each change
+/// of theirs the rows read already show. `followed` names them from the start, `adding` until
+/// the rows are read, so that a run dying on the way reads them (only them) again.
+async fn add_tables(
+    source: &mut PostgresCdcSource,
+    ctx: &mut SourceContext<Value, CdcState>,
+    repl: Connection,
+    new: &[(String, String)],
+) -> Result<Option<Connection>> {
+    let names: Vec<String> = new.iter().map(|(a, b)| format!("{a}.{b}")).collect();
+    tracing::info!(tables = ?names, "postgres-cdc: reading the snapshot of tables added to the publication");
+    {
+        let st = ctx.state_mut();
+        st.followed.extend(names.iter().cloned());
+        st.adding = names;
+        st.snapshot_done = false;
+        st.plan.clear();
+    }
+    // Subtask 0 reads them alone: the other subtasks took part in the first snapshot only,
+    // and subtask 0's own rows go out before its streamed changes.
+    let readers = std::mem::replace(&mut source.readers, 1);
+    let done = snapshot_again(source, ctx, repl, new).await;
+    source.readers = readers;
+    done
 }
 
 /// The heartbeat query on a connection of its own.
@@ -209,7 +286,16 @@ async fn snapshot_again(
 ) -> Result<Option<Connection>> {
     let s = source.s.clone();
     let temp = slot::temporary_name(&s.slot);
-    let (at, name) = slot::create(&mut repl, &temp, true, true).await?;
+    // A slot's consistent point waits for every transaction running now to end — prepared
+    // ones too, such as an exactly-once sink's of this very job, committed only when a
+    // checkpoint completes: checkpoints go on meanwhile.
+    let Some(created) = ctx
+        .wait_for(slot::create(&mut repl, &temp, true, true))
+        .await?
+    else {
+        return Ok(None);
+    };
+    let (at, name) = created?;
     let name = name.ok_or_else(|| {
         Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
     })?;
@@ -231,8 +317,8 @@ async fn stream(
     ctx: &mut SourceContext<Value, CdcState>,
     mut repl: Connection,
     tables: &[(String, String)],
-    mut heartbeat: Option<Heartbeat>,
-) -> Result<()> {
+    heartbeat: &mut Option<Heartbeat>,
+) -> Result<Option<(String, String)>> {
     let s = source.s.clone();
     let start = ctx.state().confirmable();
     repl.start_replication(&format!(
@@ -292,7 +378,7 @@ async fn stream(
                     let _ = repl.send_copy(&update).await;
                 }
                 repl.close().await;
-                return Ok(());
+                return Ok(None);
             }
         };
         if !data.is_empty() {
@@ -315,7 +401,7 @@ async fn stream(
                 StreamMessage::XLogData { wal_end: end, data } => {
                     wal_end = wal_end.max(end);
                     let msg = pgoutput::logical(data).map_err(bad)?;
-                    apply(
+                    let new = apply(
                         ctx,
                         &s,
                         msg,
@@ -326,6 +412,12 @@ async fn stream(
                         changes.as_ref(),
                     )
                     .await?;
+                    if let Some(table) = new {
+                        // The change is not emitted: the stream resumes at it after the
+                        // table's rows are read.
+                        repl.close().await;
+                        return Ok(Some(table));
+                    }
                 }
             }
         }
@@ -359,7 +451,7 @@ async fn apply(
     wanted: &HashSet<(&str, &str)>,
     order: &mut KeyOrder,
     changes_counter: Option<&metrics::Counter>,
-) -> Result<()> {
+) -> Result<Option<(String, String)>> {
     let (rel_id, changes) = match msg {
         Logical::Begin {
             final_lsn,
@@ -382,7 +474,7 @@ async fn apply(
                 index: 0,
                 skip,
             });
-            return Ok(());
+            return Ok(None);
         }
         Logical::Commit { end_lsn, .. } => {
             if tx.take().is_some() {
@@ -399,11 +491,11 @@ async fn apply(
                     st.snapshot = None;
                 }
             }
-            return Ok(());
+            return Ok(None);
         }
         Logical::Relation(r) => {
             relations.insert(r.oid, r);
-            return Ok(());
+            return Ok(None);
         }
         Logical::Insert { rel, new } => (rel, vec![(Op::Create, None, Some(new))]),
         // The old key comes alone (`K`) only when the update changed it: the row left its
@@ -429,12 +521,12 @@ async fn apply(
                 .map(|r| format!("{}.{}", r.schema, r.name))
                 .collect();
             tracing::warn!(tables = ?names, "postgres-cdc: TRUNCATE is not emitted as changes");
-            return Ok(());
+            return Ok(None);
         }
-        Logical::Other => return Ok(()),
+        Logical::Other => return Ok(None),
     };
     for (op, before, after) in changes {
-        emit(
+        let new = emit(
             ctx,
             s,
             rel_id,
@@ -448,8 +540,11 @@ async fn apply(
             changes_counter,
         )
         .await?;
+        if new.is_some() {
+            return Ok(new);
+        }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// One change of a message: counted in its transaction (the index a restore skips up to, one
@@ -468,7 +563,7 @@ async fn emit(
     wanted: &HashSet<(&str, &str)>,
     order: &mut KeyOrder,
     changes: Option<&metrics::Counter>,
-) -> Result<()> {
+) -> Result<Option<(String, String)>> {
     let t = tx.as_mut().ok_or_else(|| {
         Error::connector(
             "postgres-cdc",
@@ -477,7 +572,7 @@ async fn emit(
     })?;
     t.index += 1;
     if t.index <= t.skip {
-        return Ok(());
+        return Ok(None);
     }
     let position = (t.commit, t.index);
     let rel = relations.get(&rel_id).ok_or_else(|| {
@@ -486,10 +581,15 @@ async fn emit(
             format!("a change of relation {rel_id} before its description"),
         )
     })?;
-    ctx.state_mut().partial = Some(position);
     if !wanted.contains(&(rel.schema.as_str(), rel.name.as_str())) {
-        return Ok(());
+        if s.tables.is_none() {
+            // Following the publication, and this table joined it: its rows are read first.
+            return Ok(Some((rel.schema.clone(), rel.name.clone())));
+        }
+        ctx.state_mut().partial = Some(position);
+        return Ok(None);
     }
+    ctx.state_mut().partial = Some(position);
     let before = before.map(|d| event::row(rel, &d));
     let after = after.map(|d| event::row(rel, &d));
     // A change older than the snapshot of its key's range is in that range's rows already.
@@ -513,7 +613,7 @@ async fn emit(
         if let Some(key) = key {
             let read = read.clone();
             if !order.is_new(s, &read, &key, t.commit).await? {
-                return Ok(());
+                return Ok(None);
             }
         }
     }
@@ -536,7 +636,7 @@ async fn emit(
     if let Some(c) = changes {
         c.increment(1);
     }
-    ctx.collect(record).await
+    ctx.collect(record).await.map(|()| None)
 }
 
 /// `new` with each unchanged (TOASTed, untouched) value taken from the old row, when the
