@@ -1,6 +1,7 @@
 //! Destinations chosen per record through the `rivus` command: one generator's orders routed
 //! by their `status` to a Kafka topic, an OpenSearch index and a RabbitMQ queue of each status
-//! (templates `…{status}`), in one graph. Each destination holds exactly the orders of its
+//! (templates `…{status}`), in one graph — Kafka exactly-once, each checkpoint's transaction
+//! spanning the three topics. Each destination holds exactly the orders of its
 //! status; a template naming a missing field is refused at the record (the error policy),
 //! a malformed one at start with the option's path.
 
@@ -54,9 +55,11 @@ async fn orders_go_to_the_topic_index_and_queue_of_their_status() {
         "job.toml",
         &format!(
             "name = \"{unique}\"\n\
+             [checkpoint]\ninterval = \"200ms\"\ndir = \"state\"\n\
              [sources.orders]\ntype = \"generator\"\ncount = {n}\n\
              [sinks.topics]\ntype = \"kafka\"\ninputs = [\"orders\"]\n\
              bootstrap_servers = \"{kafka}\"\ntopic = \"{unique}.{{status}}\"\n\
+             exactly_once = true\n\
              [sinks.indexes]\ntype = \"opensearch\"\ninputs = [\"orders\"]\nurl = \"{os}\"\n\
              index = \"{unique}-{{status}}\"\nid_field = \"id\"\n\
              [sinks.queues]\ntype = \"rabbitmq\"\ninputs = [\"orders\"]\nuri = \"{amqp}\"\n\

@@ -299,7 +299,11 @@ async fn snapshot_again(
     let name = name.ok_or_else(|| {
         Error::connector("postgres-cdc", "the temporary slot exported no snapshot")
     })?;
-    tracing::warn!(slot = %s.slot, %at, "postgres-cdc: reading the snapshot again");
+    if ctx.state().adding.is_empty() {
+        tracing::warn!(slot = %s.slot, %at, "postgres-cdc: reading the snapshot again");
+    } else {
+        tracing::info!(slot = %s.slot, %at, "postgres-cdc: the added tables' snapshot taken");
+    }
     let done = round::lead(source, ctx, &name, at, tables).await?;
     repl.close().await;
     if !done {
