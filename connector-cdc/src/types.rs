@@ -68,8 +68,9 @@ pub(crate) fn type_name(oid: u32, typmod: i32) -> String {
     }
 }
 
-/// The element type of built-in array type `oid`.
-fn array_element(oid: u32) -> Option<u32> {
+/// The element type of built-in array type `oid` (the arrays whose records carry JSON
+/// arrays; `value.rs` converts their items by it).
+pub(crate) fn array_element(oid: u32) -> Option<u32> {
     Some(match oid {
         1000 => 16,
         1001 => 17,
@@ -83,7 +84,6 @@ fn array_element(oid: u32) -> Option<u32> {
         1022 => 701,
         1231 => 1700,
         1182 => 1082,
-        1183 => 1083,
         1115 => 1114,
         1185 => 1184,
         2951 => 2950,

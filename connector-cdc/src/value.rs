@@ -24,7 +24,8 @@ use serde_json::Value;
 /// `text` of a column of type `oid` as JSON.
 pub(crate) fn to_json(oid: u32, text: &[u8]) -> Value {
     let s = String::from_utf8_lossy(text);
-    match element_of(oid) {
+    // Arrays of the text types come as arrays of text (their element types have no scalar).
+    match crate::types::array_element(oid) {
         Some(elem) => match parse_array(&s) {
             Some(items) => Value::Array(
                 items
@@ -69,25 +70,6 @@ fn scalar(oid: u32, s: &str) -> Option<Value> {
             6,
             true,
         )),
-        _ => return None,
-    })
-}
-
-/// The element type of an array type.
-fn element_of(oid: u32) -> Option<u32> {
-    Some(match oid {
-        1000 => 16,
-        1001 => 17,
-        1005 => 21,
-        1007 => 23,
-        1016 => 20,
-        1021 => 700,
-        1022 => 701,
-        1231 => 1700,
-        1182 => 1082,
-        1115 => 1114,
-        1185 => 1184,
-        1009 | 1015 | 1014 | 2951 | 199 | 3807 => 25,
         _ => return None,
     })
 }

@@ -5,6 +5,8 @@
 //! transaction as the rows (`positions.rs`).
 
 mod builder;
+mod net;
+mod open_txn;
 mod positions;
 mod prepared;
 mod rows;
@@ -197,18 +199,27 @@ impl<T: Send + 'static> JdbcSink<T> {
                 payload: serde_json::to_vec(&record).unwrap_or_default(),
             }
         };
-        let table = match open.tables.name(json) {
-            Ok(t) => t.into_owned(),
-            Err(reason) => return Ok(Err(refused(reason, &self.settings.table))),
-        };
-        let plan = match open
-            .tables
-            .plan(&table, json, &mut change, &open.writer)
-            .await?
-        {
-            Planned::Plan(p) => p,
-            Planned::Nothing => return Ok(Ok(None)),
-            Planned::Refused(reason) => return Ok(Err(refused(reason, &table))),
+        // One table read at open (no template, no evolution): no name to render or look up.
+        let (table, plan) = match open.tables.fixed() {
+            Some(plan) => (
+                std::borrow::Cow::Borrowed(self.settings.table.as_str()),
+                plan,
+            ),
+            None => {
+                let table = match open.tables.name(json) {
+                    Ok(t) => t.into_owned(),
+                    Err(reason) => return Ok(Err(refused(reason, &self.settings.table))),
+                };
+                let planned = open
+                    .tables
+                    .plan(&table, json, &mut change, &open.writer)
+                    .await?;
+                match planned {
+                    Planned::Plan(p) => (std::borrow::Cow::Owned(table), p),
+                    Planned::Nothing => return Ok(Ok(None)),
+                    Planned::Refused(reason) => return Ok(Err(refused(reason, &table))),
+                }
+            }
         };
         Ok(
             match rows::to_change(&plan, self.settings.ignore_unknown, change) {

@@ -43,6 +43,8 @@ pub(super) struct Tables {
     dialect: Dialect,
     open: HashMap<String, Entry>,
     tick: u64,
+    /// The plan of every record when the table is fixed and never changes.
+    fixed: Option<Arc<Plan>>,
 }
 
 impl Tables {
@@ -55,6 +57,7 @@ impl Tables {
             dialect,
             open: HashMap::new(),
             tick: 0,
+            fixed: None,
         }
     }
 
@@ -63,8 +66,13 @@ impl Tables {
     pub(super) async fn open_fixed(&mut self, name: &str) -> Result<()> {
         let schema = self.describe(name).await?;
         let plan = self.build(&schema)?;
-        self.keep(name, Arc::new(plan));
+        self.fixed = Some(self.keep(name, Arc::new(plan)));
         Ok(())
+    }
+
+    /// The plan of every record, when the table is fixed and does not evolve.
+    pub(super) fn fixed(&self) -> Option<Arc<Plan>> {
+        self.fixed.clone()
     }
 
     /// The plan of a sink running its own statement (its "columns" are its parameters).
@@ -79,7 +87,7 @@ impl Tables {
             s.method,
             s.bulk.max_actions.max(1),
         );
-        self.keep(name, Arc::new(plan));
+        self.fixed = Some(self.keep(name, Arc::new(plan)));
     }
 
     /// The table of `record` (its JSON form, for a template).

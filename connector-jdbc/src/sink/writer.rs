@@ -12,6 +12,7 @@ use rivus_core::bulk::{BulkSender, SendOutcome};
 use rivus_core::error_policy::ErrorHandler;
 use rivus_core::prelude::*;
 
+use super::net::{distinct_keys, net_changes};
 use super::prepared::Prepared;
 use crate::change::Change;
 use crate::db::{Conn, Pool};
@@ -34,9 +35,9 @@ impl From<sqlx::Error> for WriteError {
 
 /// The transaction a checkpoint's rows go into (exactly-once).
 pub(crate) struct OpenTxn {
-    conn: Conn,
+    pub(super) conn: Conn,
     /// Its XA id (MySQL/MariaDB).
-    xid: Option<String>,
+    pub(super) xid: Option<String>,
 }
 
 /// One change and the table it goes to: what the sink's batches hold.
@@ -100,7 +101,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Awaits `fut` for at most the statement deadline, marked as `label`; past it, a
     /// timed-out error (retryable).
-    async fn within<T, E: From<sqlx::Error>>(
+    pub(super) async fn within<T, E: From<sqlx::Error>>(
         &self,
         label: &'static str,
         fut: impl std::future::Future<Output = Result<T, E>>,
@@ -111,7 +112,7 @@ impl Writer {
     }
 
     /// A new transaction on a connection from the pool (`BEGIN`, or `XA START` under an id).
-    async fn begin(&self, prepared: &Prepared) -> Result<OpenTxn, sqlx::Error> {
+    pub(super) async fn begin(&self, prepared: &Prepared) -> Result<OpenTxn, sqlx::Error> {
         self.within("jdbc: BEGIN", async {
             let mut conn = self.pool.acquire().await?;
             let xid = prepared.begin(&mut conn).await?;
@@ -402,147 +403,6 @@ impl Writer {
             }
         }
     }
-
-    /// Runs `sql` (schema evolution on PostgreSQL with transactions: DDL is transactional
-    /// there) in the checkpoint's open transaction, beginning one if none is open, and reads
-    /// `table` back inside it — a column added there is seen by nobody else before the
-    /// commit.
-    pub(super) async fn alter_in_open(
-        &self,
-        sql: &str,
-        table: &str,
-    ) -> Result<crate::table::TableSchema> {
-        let Some((prepared, slot)) = &self.txn else {
-            return Err(Error::connector(
-                "jdbc sink",
-                "no transaction to alter the table in",
-            ));
-        };
-        let mut guard = slot.lock().await;
-        if guard.is_none() {
-            *guard = Some(
-                self.begin(prepared)
-                    .await
-                    .map_err(|e| crate::error::sql_error("jdbc sink: beginning", &e))?,
-            );
-        }
-        let open = guard.as_mut().expect("set above");
-        let done = self
-            .within("jdbc: ALTER TABLE", async {
-                open.conn.raw(sql).await?;
-                crate::table::describe(&mut open.conn, self.dialect, table).await
-            })
-            .await;
-        done.map_err(|e| {
-            if let Some(open) = guard.take() {
-                open.conn.discard();
-            }
-            crate::error::sql_error(format!("jdbc sink: `{sql}`"), &e)
-        })
-    }
-
-    /// Exactly-once: prepares the open transaction for `checkpoint`. Returns the id and the session to park with it, or `None` when
-    /// nothing was written since the last one.
-    pub(super) async fn prepare(&self, checkpoint: u64) -> Result<Option<(String, Option<Conn>)>> {
-        let Some((prepared, slot)) = &self.txn else {
-            return Ok(None);
-        };
-        let Some(open) = slot.lock().await.take() else {
-            return Ok(None);
-        };
-        let preparing = prepared.prepare(open.conn, open.xid, checkpoint);
-        rivus_core::activity::bounded(self.deadline, "jdbc: PREPARE TRANSACTION", preparing)
-            .await
-            .unwrap_or_else(|| {
-                Err(crate::error::sql_error(
-                    "jdbc sink: preparing",
-                    &timed_out(self.deadline),
-                ))
-            })
-            .map(Some)
-    }
-
-    /// Drops the open transaction (at close, after a failure): its connection is closed, so
-    /// the database rolls it back; kept connections go back to the pool. Without this the
-    /// pool could never close.
-    pub(super) async fn abandon_open(&self) {
-        self.kept.lock().clear();
-        if let Some((_, slot)) = &self.txn {
-            if let Some(open) = slot.lock().await.take() {
-                open.conn.discard();
-            }
-        }
-    }
-
-    /// Positions mode (`positions.rs`): writes `positions` into the open transaction — one
-    /// is begun when none is, should only positions have moved — and commits it in one phase,
-    /// at the barrier. Fails (retryable) when a partition moved to another worker, or the
-    /// database did not answer within the deadline; the transaction then rolls back.
-    pub(super) async fn commit_positions(
-        &self,
-        table: &super::positions::PositionsTable,
-        positions: &rivus_core::Positions,
-    ) -> Result<()> {
-        let Some((prepared, slot)) = &self.txn else {
-            return Ok(());
-        };
-        let mut guard = slot.lock().await;
-        let taken = guard.take();
-        if taken.is_none() && positions.is_empty() {
-            return Ok(());
-        }
-        let mut open = match taken {
-            Some(open) => open,
-            None => self
-                .begin(prepared)
-                .await
-                .map_err(|e| crate::error::sql_error("jdbc sink: beginning", &e))?,
-        };
-        // The connection stays out here: whatever fails, it is closed (the database rolls
-        // the transaction back), never handed back to the pool mid-transaction.
-        let (conn, xid) = (&mut open.conn, open.xid.as_deref());
-        let work = async {
-            table.write(conn, positions).await?;
-            prepared
-                .commit_one_phase(conn, xid)
-                .await
-                .map_err(|e| crate::error::sql_error("jdbc sink: committing", &e))
-        };
-        let label = "jdbc: COMMIT (rows and positions)";
-        let done = rivus_core::activity::bounded(self.deadline, label, work)
-            .await
-            .unwrap_or_else(|| {
-                Err(crate::error::sql_error(
-                    "jdbc sink: committing rows and positions",
-                    &timed_out(self.deadline),
-                ))
-            });
-        match done {
-            // Committed: the connection goes back to the pool.
-            Ok(()) => Ok(()),
-            Err(e) => {
-                open.conn.discard();
-                Err(e)
-            }
-        }
-    }
-
-    /// Commits the open transaction now (a job without checkpoints, at its end).
-    pub(super) async fn commit_open(&self) -> Result<()> {
-        let Some((prepared, slot)) = &self.txn else {
-            return Ok(());
-        };
-        let Some(mut open) = slot.lock().await.take() else {
-            return Ok(());
-        };
-        let xid = open.xid.as_deref();
-        let committing = prepared.commit_one_phase(&mut open.conn, xid);
-        if let Err(e) = self.within("jdbc: COMMIT", committing).await {
-            open.conn.discard();
-            return Err(crate::error::sql_error("jdbc sink: committing", &e));
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -629,162 +489,5 @@ impl BulkSender<Routed> for Writer {
                 SendOutcome::Failed(err)
             }
         }
-    }
-}
-
-/// Whether no two changes of `items` have the same key.
-fn distinct_keys(items: &[Change], keys: &[usize]) -> bool {
-    let mut seen = std::collections::HashSet::with_capacity(items.len());
-    items.iter().all(|c| {
-        let mut key = Vec::with_capacity(16 * keys.len());
-        for &k in keys {
-            c.values[k].key_bytes(&mut key);
-        }
-        seen.insert(key)
-    })
-}
-
-/// What a batch of upserts and deletes does, one change per key: the deletes to run first
-/// (a key deleted, or deleted and written again), then the writes grouped by shape (each key's
-/// writes merged: a later write that keeps a column takes it from the earlier one). Changes
-/// of different keys commute, so this is the batch's effect with the fewest statements — and
-/// PostgreSQL refuses one statement that upserts a key twice.
-fn net_changes(items: &[Change], keys: &[usize]) -> (Vec<Change>, Vec<Vec<Change>>) {
-    /// A key's net change.
-    enum Net {
-        Write(Change),
-        Delete(Change),
-        Replace(Change, Change),
-    }
-    fn merged(earlier: &Change, later: &Change) -> Change {
-        let mut out = later.clone();
-        out.kept.retain(|&i| {
-            let earlier_has = earlier.kept.binary_search(&i).is_err();
-            if earlier_has {
-                out.values[i] = earlier.values[i].clone();
-            }
-            !earlier_has
-        });
-        out
-    }
-    let mut index: std::collections::HashMap<Vec<u8>, usize> =
-        std::collections::HashMap::with_capacity(items.len());
-    let mut nets: Vec<Net> = Vec::with_capacity(items.len());
-    let mut key = Vec::new();
-    for c in items {
-        key.clear();
-        for &k in keys {
-            c.values[k].key_bytes(&mut key);
-        }
-        let Some(&at) = index.get(&key) else {
-            index.insert(key.clone(), nets.len());
-            nets.push(if c.delete {
-                Net::Delete(c.clone())
-            } else {
-                Net::Write(c.clone())
-            });
-            continue;
-        };
-        let net = &mut nets[at];
-        *net = match (std::mem::replace(net, Net::Delete(c.clone())), c.delete) {
-            (_, true) => Net::Delete(c.clone()),
-            (Net::Write(w), false) => Net::Write(merged(&w, c)),
-            (Net::Delete(d), false) => Net::Replace(d, c.clone()),
-            (Net::Replace(d, w), false) => Net::Replace(d, merged(&w, c)),
-        };
-    }
-    let mut deletes = Vec::new();
-    let mut shapes: Vec<Vec<Change>> = Vec::new();
-    let mut shape_of: std::collections::HashMap<Vec<usize>, usize> =
-        std::collections::HashMap::new();
-    let mut add = |w: Change| {
-        let at = *shape_of.entry(w.kept.clone()).or_insert_with(|| {
-            shapes.push(Vec::new());
-            shapes.len() - 1
-        });
-        shapes[at].push(w);
-    };
-    for net in nets {
-        match net {
-            Net::Write(w) => add(w),
-            Net::Delete(d) => deletes.push(d),
-            Net::Replace(d, w) => {
-                deletes.push(d);
-                add(w);
-            }
-        }
-    }
-    (deletes, shapes)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{net_changes, Change};
-    use crate::value::SqlValue;
-
-    fn write(id: i64, body: Option<&str>, n: i64) -> Change {
-        let kept = if body.is_none() { vec![1] } else { vec![] };
-        Change {
-            delete: false,
-            values: vec![
-                SqlValue::Int(Some(id)),
-                SqlValue::Text(body.map(str::to_owned)),
-                SqlValue::Int(Some(n)),
-            ],
-            kept,
-        }
-    }
-
-    fn delete(id: i64) -> Change {
-        Change {
-            delete: true,
-            values: vec![
-                SqlValue::Int(Some(id)),
-                SqlValue::Text(None),
-                SqlValue::Int(None),
-            ],
-            kept: vec![],
-        }
-    }
-
-    fn ids(v: &[Change]) -> Vec<(i64, Vec<usize>, SqlValue, SqlValue)> {
-        v.iter()
-            .map(|c| {
-                let SqlValue::Int(Some(id)) = c.values[0] else {
-                    panic!()
-                };
-                (id, c.kept.clone(), c.values[1].clone(), c.values[2].clone())
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_batch_nets_to_one_change_per_key_and_never_loses_a_kept_column() {
-        let items = vec![
-            write(1, Some("big"), 1),
-            write(1, None, 2), // keeps body: merged with the write before it
-            write(2, None, 1), // keeps body: nothing earlier in the batch, stays partial
-            delete(3),
-            write(3, Some("again"), 1), // deleted then written: both run
-            write(4, Some("x"), 1),
-            delete(4), // written then deleted: a delete
-            write(2, None, 5),
-        ];
-        let (deletes, shapes) = net_changes(&items, &[0]);
-        let deleted: Vec<i64> = ids(&deletes).into_iter().map(|t| t.0).collect();
-        assert_eq!(deleted, vec![3, 4]);
-        assert_eq!(shapes.len(), 2, "full rows and rows that keep `body`");
-        let text = |s: &str| SqlValue::Text(Some(s.into()));
-        assert_eq!(
-            ids(&shapes[0]),
-            vec![
-                (1, vec![], text("big"), SqlValue::Int(Some(2))),
-                (3, vec![], text("again"), SqlValue::Int(Some(1))),
-            ]
-        );
-        assert_eq!(
-            ids(&shapes[1]),
-            vec![(2, vec![1], SqlValue::Text(None), SqlValue::Int(Some(5)))]
-        );
     }
 }
