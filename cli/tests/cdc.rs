@@ -27,7 +27,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message};
 use rivus_testkit::services::{require, unique_name, Service};
 
-use cdc::{count, rivus, stop, wait, Cleanup};
+use cdc::{count, rivus, stop, wait, wait_rows, Cleanup};
 use index::Index;
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
@@ -363,12 +363,14 @@ async fn cdc_to_a_postgres_replica_survives_kill_nine_and_equals_the_table() {
     );
 
     let mut job = rivus(dir.path(), &file, "run1", &[]);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while count(&mut db, &replica).await < n / 3 {
-        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
-        assert!(Instant::now() < deadline, "the replica did not fill");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_rows(
+        &mut job,
+        &mut db,
+        &replica,
+        n / 3,
+        "the replica did not fill",
+    )
+    .await;
     job.kill();
     let mut job = rivus(dir.path(), &file, "run2", &[]);
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rivus_testkit::services::{require, Service};
 use sqlx::{Connection, PgConnection};
 
-use cdc::{count, rivus, stop, Cleanup};
+use cdc::{count, rivus, stop, wait_rows, Cleanup};
 
 /// Rows of the orders table at the start (`RIVUS_CDC_ROWS`).
 fn rows() -> i64 {
@@ -214,12 +214,14 @@ async fn a_database_replicated_by_one_job_follows_added_columns_through_kill_nin
 
     // Killed while the snapshot is read.
     let mut job = rivus(dir.path(), &file, "run1", &[]);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while count(&mut db, &replica_orders).await < n / 3 {
-        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
-        assert!(Instant::now() < deadline, "the replica did not fill");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_rows(
+        &mut job,
+        &mut db,
+        &replica_orders,
+        n / 3,
+        "the replica did not fill",
+    )
+    .await;
     job.kill();
     // Killed while the stream runs, after the columns were added.
     let mut job = rivus(dir.path(), &file, "run2", &[]);

@@ -24,6 +24,23 @@ pub(crate) async fn count(db: &mut PgConnection, table: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// Waits (at most 120 s) until `table` holds `rows` rows while `job` runs; the test fails
+/// naming `what` otherwise, or when the job ends first.
+pub(crate) async fn wait_rows(
+    job: &mut Job,
+    db: &mut PgConnection,
+    table: &str,
+    rows: i64,
+    what: &str,
+) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while count(db, table).await < rows {
+        assert!(job.child().try_wait().unwrap().is_none(), "the job ended");
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Cleans up after a test, passed or failed: the slot (a slot keeps WAL forever), the
 /// publication and the tables.
 pub(crate) struct Cleanup {
