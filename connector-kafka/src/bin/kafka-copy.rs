@@ -9,10 +9,11 @@
 //! `KAFKA_COPY_CRASH=<step>:<n>` kills the process with SIGKILL the `n`-th time a sink
 //! transaction of a checkpoint reaches `<step>` (`pre-commit`, `commit` or `committed`, see
 //! [`TxnStep`]), after printing `crash at <step> <checkpoint>`. Every transaction restored and written again
-//! from its log prints `recovered <checkpoint>`. A run with a crash point is paced to about
-//! 100 000 records a second (a pause of a millisecond every 100 records), so that a crash
-//! point at the `n`-th checkpoint comes before the end of a bounded input however fast the
-//! copy itself is; a run without one copies at full speed.
+//! from its log prints `recovered <checkpoint>`. A run with a crash point is held to the
+//! pace of its transactions: once it has copied [`AHEAD`] records more than the steps it has
+//! seen allow, each further record waits a millisecond, so the `n`-th step comes long before
+//! the end of a bounded input however fast the copy is and however slow a cold broker's first
+//! transaction; a run without one copies at full speed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +43,15 @@ impl rivus_connector_kafka::KafkaDeserializer<OutRecord> for Copy {
     }
 }
 
-/// The hook of `KAFKA_COPY_CRASH`: `(step, n)`.
-fn crash_hook(spec: Option<String>) -> impl Fn(TxnStep) + Send + Sync + 'static {
+/// Records a run with a crash point copies per step of the crash's kind seen (plus one)
+/// before it slows to a record a millisecond.
+const AHEAD: u64 = 20_000;
+
+/// The hook of `KAFKA_COPY_CRASH`: `(step, n)`; `seen` counts the steps of that kind.
+fn crash_hook(
+    spec: Option<String>,
+    seen: Arc<AtomicU64>,
+) -> impl Fn(TxnStep) + Send + Sync + 'static {
     let spec = spec.map(|s| {
         let (step, n) = s.split_once(':').expect("KAFKA_COPY_CRASH=<step>:<n>");
         (
@@ -51,7 +59,6 @@ fn crash_hook(spec: Option<String>) -> impl Fn(TxnStep) + Send + Sync + 'static 
             n.parse::<u64>().expect("KAFKA_COPY_CRASH: n"),
         )
     });
-    let seen = AtomicU64::new(0);
     move |step| {
         let (name, checkpoint) = match step {
             TxnStep::PreCommit(c) => ("pre-commit", c),
@@ -87,6 +94,7 @@ async fn main() -> Result<()> {
     let (bootstrap, from, to, dir, prefix) = (&args[0], &args[1], &args[2], &args[3], &args[4]);
     let parallelism: usize = args.get(5).and_then(|p| p.parse().ok()).unwrap_or(2);
     let crash = std::env::var("KAFKA_COPY_CRASH").ok();
+    let seen = Arc::new(AtomicU64::new(0));
     let source = KafkaSource::builder(bootstrap)
         .topics([from.clone()])
         .start(StartOffsets::Earliest)
@@ -97,7 +105,7 @@ async fn main() -> Result<()> {
         .guarantee(DeliveryGuarantee::ExactlyOnce)
         .transactional_id_prefix(prefix.clone())
         .property("linger.ms", "5")
-        .transaction_hook(crash_hook(crash.clone()))
+        .transaction_hook(crash_hook(crash.clone(), seen.clone()))
         .build(|r: &OutRecord| Ok(r.clone()))?;
     let backend = Arc::new(FsStateBackend::new(dir, 3)?);
     let pipeline = Pipeline::new("kafka-copy")
@@ -106,7 +114,8 @@ async fn main() -> Result<()> {
     if crash.is_some() {
         let copied = AtomicU64::new(0);
         stream = stream.map(move |r: OutRecord| {
-            if copied.fetch_add(1, Ordering::Relaxed) % 100 == 99 {
+            let allowed = (seen.load(Ordering::SeqCst) + 1) * AHEAD;
+            if copied.fetch_add(1, Ordering::Relaxed) >= allowed {
                 std::thread::sleep(Duration::from_millis(1));
             }
             r
