@@ -34,6 +34,22 @@ async fn counts(url: &str, table: &str, positions: &str, job: &str) -> Option<(i
     }
 }
 
+/// The ids in `table` more than once, with their partition and count.
+async fn twice(url: &str, table: &str) -> Vec<(i64, i32, i64)> {
+    use sqlx::Connection;
+    let sql = format!(
+        "SELECT id, p, COUNT(*) FROM {table} GROUP BY id, p HAVING COUNT(*) > 1 ORDER BY id \
+         LIMIT 20"
+    );
+    if url.starts_with("postgres") {
+        let mut db = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query_as(&sql).fetch_all(&mut db).await.unwrap()
+    } else {
+        let mut db = sqlx::MySqlConnection::connect(url).await.unwrap();
+        sqlx::query_as(&sql).fetch_all(&mut db).await.unwrap()
+    }
+}
+
 /// The running workers, SIGKILLed when dropped: a failed assertion leaves no process behind.
 struct Workers(Vec<(&'static str, Child)>);
 
@@ -142,7 +158,13 @@ async fn exactly_once_across_workers(kafka: &str, url: &str, db: &str) {
          the kill",
         killed.elapsed().as_secs_f64()
     );
-    assert_eq!(rows, distinct, "{db}: an id written twice");
+    assert_eq!(
+        rows,
+        distinct,
+        "{db}: an id written twice: {:?}; the workers' logs:\n{}",
+        twice(url, &table).await,
+        logs()
+    );
     assert_eq!(kept, 12, "{db}: one positions row per partition");
     for (id, _) in &workers.0 {
         let port = ports.iter().find(|(w, _)| w == id).unwrap().1;

@@ -69,6 +69,7 @@ struct Running<T> {
     commits: group_commit::CommitCounters,
     records: metrics::Counter,
     bytes: metrics::Counter,
+    redelivered: metrics::Counter,
 }
 
 impl<T: Send + 'static> Running<T> {
@@ -76,17 +77,24 @@ impl<T: Send + 'static> Running<T> {
     /// record the deserializer refused goes to the error policy — unless the refusal is not
     /// the record's fault (a schema registry out of reach): then the task fails and restarts
     /// from its checkpoint, which this record is not part of.
+    ///
+    /// A record below its partition's position was emitted already by this incarnation
+    /// (librdkafka can hand a message over twice around a rebalance): it is dropped and
+    /// counted (`rivus_kafka_records_redelivered_total`), never emitted twice.
     async fn emit(
         &self,
         ctx: &mut SourceContext<T, KafkaSourceState>,
         key: &str,
         f: fetcher::Fetched<T>,
     ) -> Result<()> {
-        match ctx.state_mut().get_mut(key) {
-            Some(slot) => *slot = f.offset + 1,
-            None => {
-                ctx.state_mut().insert(key.to_owned(), f.offset + 1);
-            }
+        if !advance(ctx.state_mut(), key, f.offset) {
+            self.redelivered.increment(1);
+            tracing::debug!(
+                partition = key,
+                offset = f.offset,
+                "kafka source: a record handed over again, dropped"
+            );
+            return Ok(());
         }
         match f.value {
             Ok(v) => match f.timestamp {
@@ -107,6 +115,22 @@ impl<T: Send + 'static> Running<T> {
                 }
                 self.handler.handle(position, &error, &value).await
             }
+        }
+    }
+}
+
+/// Moves `key`'s position in `state` past `offset`; false (and nothing moves) when the
+/// position is past it already: the record was emitted before.
+fn advance(state: &mut KafkaSourceState, key: &str, offset: i64) -> bool {
+    match state.get_mut(key) {
+        Some(next) if offset < *next => false,
+        Some(next) => {
+            *next = offset + 1;
+            true
+        }
+        None => {
+            state.insert(key.to_owned(), offset + 1);
+            true
         }
     }
 }
@@ -331,6 +355,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             commits,
             records: m.counter("rivus_kafka_records_total"),
             bytes: m.counter("rivus_kafka_bytes_total"),
+            redelivered: m.counter("rivus_kafka_records_redelivered_total"),
         });
         Ok(())
     }
@@ -409,5 +434,27 @@ impl<T: Send + 'static> SourceFunction for KafkaSource<T> {
             None => self.commit(&state).await,
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_below_its_partitions_position_is_not_emitted_again() {
+        let mut state = KafkaSourceState::new();
+        assert!(advance(&mut state, "t/0", 7), "a partition's first record");
+        assert_eq!(state["t/0"], 8);
+        assert!(advance(&mut state, "t/0", 8));
+        assert!(!advance(&mut state, "t/0", 8), "the same offset again");
+        assert!(!advance(&mut state, "t/0", 3), "an older one");
+        assert_eq!(state["t/0"], 9, "nothing moved");
+        assert!(
+            advance(&mut state, "t/0", 20),
+            "a gap (compaction) moves on"
+        );
+        assert!(advance(&mut state, "t/1", 0), "other partitions are apart");
+        assert_eq!(state["t/0"], 21);
     }
 }
