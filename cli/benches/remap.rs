@@ -2,7 +2,9 @@
 //! a 2-partition topic of the generator's records, parallelism 1) with no transform, with a
 //! `remap` that leaves the record as it is (`.`: what converting each record to a VRL value
 //! and back costs), and with a typical program (five assignments, a type conversion, a
-//! timestamp, a condition); rounds rotating the order. Records/s (wall time of the whole run,
+//! timestamp, a condition), and with that program followed by a second `remap` (one chain:
+//! the record converted once), and reading the records' Kafka metadata (`%kafka.topic`: the
+//! source carries it); rounds rotating the order. Records/s (wall time of the whole run,
 //! start-up included), CPU per record (user + system of the process), and each case's ratio
 //! to the job without a transform.
 //!
@@ -38,6 +40,14 @@ fn cases() -> Vec<(&'static str, String)> {
         ("none", String::new()),
         ("remap `.`", remap(".")),
         ("remap typical", remap(TYPICAL)),
+        (
+            "typical + %kafka",
+            remap(&format!("{TYPICAL}.topic = %kafka.topic\n")),
+        ),
+        (
+            "typical + 2nd remap",
+            format!("{}{}", remap(TYPICAL), remap(".checked = true")),
+        ),
     ]
 }
 
@@ -75,7 +85,7 @@ fn main() {
                 ),
             );
             println!(
-                "round {round} {name:<14}: {:>8.0} records/s, {:.2} µs CPU per record",
+                "round {round} {name:<20}: {:>8.0} records/s, {:.2} µs CPU per record",
                 n as f64 / r.0,
                 r.1 * 1e6 / n as f64
             );

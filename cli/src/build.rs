@@ -206,7 +206,9 @@ pub(crate) async fn build_counting(
                         let field = field.clone();
                         stream = stream.key_by(
                             move |v: &Value| {
-                                v.get(&field).map(Value::to_string).unwrap_or_default()
+                                rivus_core::metadata::field(v, &field)
+                                    .map(Value::to_string)
+                                    .unwrap_or_default()
                             },
                             config.parallelism,
                         );

@@ -9,16 +9,13 @@ use std::sync::Arc;
 
 use crate::config::condition::Test;
 use crate::config::{to_json, TransformConfig};
-use crate::remap::{Outcome, Program};
+use crate::remap::{run_chain, Link, Ran};
 use rivus_core::Rejected;
 
 enum Step {
     Filter(Test),
-    Remap {
-        program: Arc<Program>,
-        drop_on_error: bool,
-        drop_on_abort: bool,
-    },
+    /// Consecutive remaps, run as one VRL value.
+    Remaps(Vec<Link>),
     Rename(Vec<(String, String)>),
     Drop(Vec<String>),
     Add(Vec<(String, Value)>),
@@ -36,40 +33,47 @@ impl Transforms {
     /// Compiles `configs` of the component at `component` (the `key` transform is not a step:
     /// it places records).
     pub(crate) fn new(configs: &[TransformConfig], component: &str) -> Self {
-        let steps = configs
-            .iter()
-            .filter_map(|t| {
-                Some(match t {
-                    TransformConfig::Filter { test, .. } => {
-                        Step::Filter(test.clone().expect("compiled when the file was read"))
-                    }
-                    TransformConfig::Remap {
-                        program,
-                        drop_on_error,
-                        drop_on_abort,
-                        ..
-                    } => Step::Remap {
+        let mut steps: Vec<Step> = Vec::new();
+        for t in configs {
+            let step = match t {
+                TransformConfig::Filter { test, .. } => {
+                    Step::Filter(test.clone().expect("compiled when the file was read"))
+                }
+                TransformConfig::Remap {
+                    program,
+                    drop_on_error,
+                    drop_on_abort,
+                    ..
+                } => {
+                    let link = Link {
                         program: Arc::clone(
                             program.as_ref().expect("compiled when the file was read"),
                         ),
                         drop_on_error: *drop_on_error,
                         drop_on_abort: *drop_on_abort,
-                    },
-                    TransformConfig::Rename { fields } => {
-                        Step::Rename(fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect())
+                    };
+                    // A remap after a remap joins its chain.
+                    if let Some(Step::Remaps(chain)) = steps.last_mut() {
+                        chain.push(link);
+                        continue;
                     }
-                    TransformConfig::Drop { fields } => Step::Drop(fields.clone()),
-                    TransformConfig::Add { fields } => Step::Add(
-                        fields
-                            .iter()
-                            .map(|(k, v)| (k.clone(), to_json(v)))
-                            .collect(),
-                    ),
-                    TransformConfig::ParseJson { field } => Step::ParseJson(field.clone()),
-                    TransformConfig::Key { .. } => return None,
-                })
-            })
-            .collect();
+                    Step::Remaps(vec![link])
+                }
+                TransformConfig::Rename { fields } => {
+                    Step::Rename(fields.iter().map(|(a, b)| (a.clone(), b.clone())).collect())
+                }
+                TransformConfig::Drop { fields } => Step::Drop(fields.clone()),
+                TransformConfig::Add { fields } => Step::Add(
+                    fields
+                        .iter()
+                        .map(|(k, v)| (k.clone(), to_json(v)))
+                        .collect(),
+                ),
+                TransformConfig::ParseJson { field } => Step::ParseJson(field.clone()),
+                TransformConfig::Key { .. } => continue,
+            };
+            steps.push(step);
+        }
         Transforms {
             steps,
             component: component.to_owned(),
@@ -138,57 +142,38 @@ impl Transforms {
                         Err(reason) => return self.reject(reason, &Value::Object(m)),
                     }
                 }
-                Step::Remap {
-                    program,
-                    drop_on_error,
-                    drop_on_abort,
-                } => {
-                    let record = Value::Object(m);
-                    // The record as it came, for the error policy or to pass on after an
-                    // `abort`: kept (the program gets a copy) only where it can fail or abort.
-                    let keep = program.fallible() || (program.abortable() && !*drop_on_abort);
-                    let (outcome, original) = if keep {
-                        (program.remap_copy(&record), Some(record))
-                    } else {
-                        (program.remap(record), None)
-                    };
-                    match outcome {
-                        Outcome::Records(mut records) if records.len() == 1 => {
-                            match records.pop() {
-                                Some(Value::Object(next)) => m = next,
-                                Some(other) => return self.run(i + 1, other),
-                                None => unreachable!("one record"),
-                            }
-                        }
-                        Outcome::Records(records) => {
-                            return Out::Many(
-                                records
-                                    .into_iter()
-                                    .flat_map(|r| self.run(i + 1, r))
-                                    .collect::<Vec<_>>()
-                                    .into_iter(),
-                            )
-                        }
-                        Outcome::Aborted(_) if *drop_on_abort => {
-                            self.dropped("abort");
-                            return Out::One(None);
-                        }
-                        Outcome::Aborted(_) => match original {
-                            Some(Value::Object(o)) => m = o,
-                            _ => unreachable!("kept: the program can abort"),
-                        },
-                        Outcome::Failed(_, _) if *drop_on_error => {
-                            self.dropped("error");
-                            return Out::One(None);
-                        }
-                        Outcome::Failed(message, left) => {
-                            return self.reject(message, &original.unwrap_or(left))
-                        }
+                Step::Remaps(chain) => {
+                    let mut made = Vec::with_capacity(1);
+                    run_chain(chain, Value::Object(m), &mut made);
+                    if let [Ran::Record(Value::Object(_))] = made.as_slice() {
+                        let Some(Ran::Record(Value::Object(next))) = made.pop() else {
+                            unreachable!("matched above")
+                        };
+                        m = next;
+                        continue;
                     }
+                    return Out::Many(
+                        made.into_iter()
+                            .flat_map(|r| self.ran(i + 1, r))
+                            .collect::<Vec<_>>()
+                            .into_iter(),
+                    );
                 }
             }
         }
         Out::One(Some(Ok(Value::Object(m))))
+    }
+
+    /// The steps from `next` on, after a chain of remaps made `r`.
+    fn ran(&self, next: usize, r: Ran) -> Out {
+        match r {
+            Ran::Record(v) => self.run(next, v),
+            Ran::Dropped(why) => {
+                self.dropped(why);
+                Out::One(None)
+            }
+            Ran::Failed { message, record } => self.reject(message, &record),
+        }
     }
 
     /// Rejects `record`: the error policy gets it with this component and `reason`.

@@ -255,3 +255,130 @@ fn the_readme_vrl_examples_compile() {
         run::text(&out.stderr)
     );
 }
+
+/// Kafka's metadata in VRL and in the sink's options: a program reads each record's topic and
+/// offset and changes its key and headers, a filter drops records by a header, and the sink
+/// writes each record to a topic named after its source topic with the key and headers the
+/// program left — and never the metadata itself. A key that is not text comes back as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_metadata_is_read_and_set_in_vrl_and_names_the_sinks_topic_key_and_headers() {
+    use rdkafka::message::{Header, OwnedHeaders};
+    let Some(kafka) = require(Service::Kafka) else {
+        return;
+    };
+    let (a, b) = (unique_name("meta-a"), unique_name("meta-b"));
+    for t in [
+        a.clone(),
+        b.clone(),
+        format!("{a}-copy"),
+        format!("{b}-copy"),
+    ] {
+        topics::topic(&kafka, &t).await;
+    }
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &kafka)
+        .create()
+        .unwrap();
+    let n = 200u64;
+    let skipped = |i: u64| i % 10 == 3;
+    for topic in [&a, &b] {
+        for i in 0..n {
+            let mut headers = OwnedHeaders::new().insert(Header {
+                key: "src",
+                value: Some("test"),
+            });
+            if skipped(i) {
+                headers = headers.insert(Header {
+                    key: "skip",
+                    value: Some("1"),
+                });
+            }
+            let key = format!("k-{i}");
+            let value = json!({"id": i}).to_string();
+            producer
+                .send(
+                    FutureRecord::to(topic)
+                        .key(&key)
+                        .payload(&value)
+                        .headers(headers),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    // A key that is not UTF-8 text, last in `a`.
+    let binary_key = [0xff_u8, 0x00, 0x01];
+    producer
+        .send(
+            FutureRecord::to(&a)
+                .key(&binary_key[..])
+                .payload(&json!({"id": n}).to_string()),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("meta.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{a}\"\n\
+             [sources.in]\ntype = \"kafka\"\nbootstrap_servers = \"{kafka}\"\n\
+             topics = [\"{a}\", \"{b}\"]\nstart = \"earliest\"\nbounded = true\n\
+             [transforms.tag]\ntype = \"remap\"\ninputs = [\"in\"]\nsource = '''\n\
+             .from = %kafka.topic\n.offset = %kafka.offset\n\
+             if is_string(%kafka.key) {{ %kafka.key = upcase(string!(%kafka.key)) }}\n\
+             %kafka.headers.seen = \"yes\"\n'''\n\
+             [transforms.keep]\ntype = \"filter\"\ninputs = [\"tag\"]\n\
+             condition = '%kafka.headers.skip != \"1\"'\n\
+             [sinks.copy]\ntype = \"kafka\"\ninputs = [\"keep\"]\nbootstrap_servers = \"{kafka}\"\n\
+             topic = \"{{%kafka.topic}}-copy\"\nkey_field = \"%kafka.key\"\n\
+             headers_field = \"%kafka.headers\"\n"
+        ),
+    )
+    .unwrap();
+    let out = run::rivus(dir.path(), &["run", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        run::text(&out.stdout),
+        run::text(&out.stderr)
+    );
+
+    for (topic, extra) in [(&a, 1), (&b, 0)] {
+        let kept: Vec<u64> = (0..n).filter(|i| !skipped(*i)).collect();
+        let got = topics::read_messages(&kafka, &format!("{topic}-copy"), kept.len() + extra);
+        assert_eq!(got.len(), kept.len() + extra);
+        for (m, i) in got.iter().zip(&kept) {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            assert_eq!(
+                v,
+                json!({"id": i, "from": topic, "offset": i}),
+                "{topic}: the value, without metadata"
+            );
+            assert_eq!(
+                m.key.as_deref(),
+                Some(format!("K-{i}").as_bytes()),
+                "{topic}: {v}"
+            );
+            let mut headers = m.headers.clone();
+            headers.sort();
+            assert_eq!(
+                headers,
+                [
+                    ("seen".to_owned(), b"yes".to_vec()),
+                    ("src".to_owned(), b"test".to_vec())
+                ],
+                "{topic}: {v}"
+            );
+        }
+        if extra == 1 {
+            let last = got.last().unwrap();
+            assert_eq!(last.key.as_deref(), Some(&binary_key[..]));
+            let v: Value = serde_json::from_slice(&last.payload).unwrap();
+            assert_eq!(v, json!({"id": n, "from": topic, "offset": n}));
+        }
+    }
+}

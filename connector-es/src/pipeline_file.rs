@@ -101,11 +101,13 @@ impl EsSinkSection {
         };
         let id_field = self.id_field.clone();
         let id_of = move |v: &Value| {
-            id_field.as_ref().and_then(|f| match v.get(f) {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Null) | None => None,
-                Some(other) => Some(other.to_string()),
-            })
+            id_field
+                .as_ref()
+                .and_then(|f| match rivus_core::metadata::field(v, f) {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(Value::Null) | None => None,
+                    Some(other) => Some(other.to_string()),
+                })
         };
         if self.apply_changes {
             if self.id_field.is_none() {
@@ -116,7 +118,7 @@ impl EsSinkSection {
             }
             let field = self.id_field.clone().unwrap_or_default();
             return b.build(move |v: &Value, idx| {
-                let change = rivus_core::change::Change::of(v)
+                let change = rivus_core::change::Change::of(&rivus_core::metadata::without(v))
                     .map_err(|e| SchemaError::new("json", "record", e))?;
                 // A change without some columns (unchanged TOASTed values) updates the
                 // document partially: the fields it does not carry keep their values.
@@ -145,7 +147,11 @@ impl EsSinkSection {
             });
         }
         b.build(move |v: &Value, idx| {
-            idx.index(index_of(v)?, id_of(v), v.clone());
+            idx.index(
+                index_of(v)?,
+                id_of(v),
+                rivus_core::metadata::without(v).into_owned(),
+            );
             Ok(())
         })
     }

@@ -88,11 +88,15 @@ pub struct KafkaSinkSection {
     /// (`cdc.{source.schema}.{source.table}`; a record it cannot name goes to the error
     /// policy).
     pub topic: String,
-    /// The field whose value is the message key.
+    /// The field whose value is the message key; `%kafka.key` is the key a Kafka source read
+    /// (or a VRL program set), kept as it came.
     pub key_field: Option<String>,
     /// How the key is written: as text (default) or in a format with a schema (its subject
     /// `{topic}-key`).
     pub key_format: Option<Format>,
+    /// The field holding the message's headers, an object of name → text
+    /// (`%kafka.headers`: those a Kafka source read, or a VRL program set).
+    pub headers_field: Option<String>,
     /// Records are change records (`__deleted`, or Debezium's envelope, as the `postgres-cdc`
     /// source emits them): a write is its row, keyed; a delete a tombstone of its key (for
     /// compacted topics). Needs `key_field`.
@@ -141,12 +145,25 @@ struct CodecSerializer {
     key: Option<(String, Option<Codec>)>,
     /// Records are change records: a write is its row, a delete a tombstone (no value).
     apply_changes: bool,
+    /// The field holding the headers.
+    headers: Option<String>,
 }
 
 #[async_trait::async_trait]
 impl KafkaSerializer<Value> for CodecSerializer {
     fn serialize(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
         let mut out = self.change(v)?;
+        if let Some((field, None)) = &self.key {
+            if field.starts_with('%') {
+                // The key from the record's metadata (a Kafka source's, or set by VRL); a
+                // record read without a key is written without one.
+                out.key =
+                    rivus_core::metadata::lookup(v, field).and_then(rivus_core::metadata::to_bytes);
+            }
+        }
+        if let Some(field) = &self.headers {
+            out.headers = headers(v, field)?;
+        }
         if let Some(t) = &self.topic {
             let topic = t
                 .render(v)
@@ -173,6 +190,7 @@ impl KafkaSerializer<Value> for CodecSerializer {
 impl CodecSerializer {
     /// `v` as a record: a change record's row or tombstone with `apply_changes`, else `v`.
     fn change(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
+        let v = &*rivus_core::metadata::without(v);
         if self.apply_changes {
             return match rivus_core::change::Change::of(v) {
                 // Kafka consumers of change streams expect Debezium's placeholder for a
@@ -218,6 +236,27 @@ impl CodecSerializer {
     }
 }
 
+/// The headers in the record's `field`: an object of name → text (or `{"base64": …}`); a
+/// null value is no header. Anything else is the record's error.
+fn headers(v: &Value, field: &str) -> std::result::Result<Vec<(String, Vec<u8>)>, SchemaError> {
+    let refused = |what: String| SchemaError::new("kafka", "record", what);
+    match rivus_core::metadata::field(v, field) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .filter(|(_, h)| !h.is_null())
+            .map(|(name, h)| {
+                rivus_core::metadata::to_bytes(h)
+                    .map(|b| (name.clone(), b))
+                    .ok_or_else(|| refused(format!("header `{name}` in `{field}` is not text")))
+            })
+            .collect(),
+        Some(_) => Err(refused(format!(
+            "`{field}` holds no headers (an object of name → text)"
+        ))),
+    }
+}
+
 /// A topic chosen per record cannot name the subject of a registry format: the records share
 /// one writer schema.
 fn refuse_topic_subjects(format: Option<&Format>, path: &str) -> Result<()> {
@@ -233,6 +272,41 @@ fn refuse_topic_subjects(format: Option<&Format>, path: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Records with their metadata (`@metadata.kafka`): `topic`, `partition`, `offset`,
+/// `timestamp` (ms, when set), `key` and `headers` (name → value), bytes as text when UTF-8
+/// and `{"base64": …}` otherwise ([`rivus_core::metadata::bytes`]). A value that is not a JSON
+/// object (a `text` or `bytes` format) has no field to hold it and goes without.
+pub struct WithMetadata(pub ValueDeserializer<Codec>);
+
+impl crate::KafkaDeserializer<Value> for WithMetadata {
+    fn deserialize(&self, r: &crate::KafkaRecord<'_>) -> std::result::Result<Value, SchemaError> {
+        use rivus_core::metadata::bytes;
+        let mut v = self.0.deserialize(r)?;
+        let mut kafka = serde_json::Map::new();
+        kafka.insert("topic".into(), Value::from(r.topic));
+        kafka.insert("partition".into(), Value::from(r.partition));
+        kafka.insert("offset".into(), Value::from(r.offset));
+        if let Some(ts) = r.timestamp {
+            kafka.insert("timestamp".into(), Value::from(ts));
+        }
+        if let Some(key) = r.key {
+            kafka.insert("key".into(), bytes(key));
+        }
+        if !r.headers.is_empty() {
+            let headers = r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_deref().map_or(Value::Null, bytes)))
+                .collect();
+            kafka.insert("headers".into(), Value::Object(headers));
+        }
+        let mut meta = serde_json::Map::new();
+        meta.insert("kafka".into(), Value::Object(kafka));
+        rivus_core::metadata::put(&mut v, Value::Object(meta));
+        Ok(v)
+    }
 }
 
 /// The client properties of a section: bootstrap servers, TLS, SASL, then raw properties.
@@ -281,6 +355,12 @@ impl KafkaSourceSection {
 
     /// The source, values read in the section's format, bad records to `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<KafkaSource<Value>> {
+        self.source_with(policy, false)
+    }
+
+    /// [`source`](Self::source); with `metadata`, each record carries its topic, partition,
+    /// offset, timestamp, key and headers under `@metadata.kafka` (see [`WithMetadata`]).
+    pub fn source_with(&self, policy: ErrorPolicy, metadata: bool) -> Result<KafkaSource<Value>> {
         let mut b = KafkaSource::builder(self.properties())
             .topics(self.topics.clone())
             .start(match self.start {
@@ -298,8 +378,12 @@ impl KafkaSourceSection {
             b = b.stop(StopOffsets::LatestAtStart);
         }
         let codec = Codec::new(&self.format, "format")?;
-        b.group_mode(self.group_mode)
-            .build(ValueDeserializer(codec))
+        let b = b.group_mode(self.group_mode);
+        if metadata {
+            b.build(WithMetadata(ValueDeserializer(codec)))
+        } else {
+            b.build(ValueDeserializer(codec))
+        }
     }
 
     /// Reaches the brokers (a metadata request), reading and writing nothing.
@@ -343,6 +427,12 @@ impl KafkaSinkSection {
             .error_policy(policy);
         let value = Codec::new(&self.format, "format")?;
         let key = match (&self.key_field, &self.key_format) {
+            (Some(f), Some(_)) if f.starts_with('%') => {
+                return Err(rivus_core::Error::config(
+                    "key_format",
+                    "a key from the record's metadata is written as it came, in no format",
+                ))
+            }
             (Some(f), k) => Some((
                 f.clone(),
                 k.as_ref()
@@ -368,6 +458,7 @@ impl KafkaSinkSection {
             value,
             key,
             apply_changes: self.apply_changes,
+            headers: self.headers_field.clone(),
         })
     }
 
@@ -413,7 +504,9 @@ impl SourceSection for KafkaSourceSection {
         let mut s = self.clone();
         s.group_id.get_or_insert_with(|| ctx.job.clone());
         s.group_mode |= ctx.worker.is_some();
-        Ok(SourcePlan::cloned(s.source(ctx.policy.clone())?))
+        Ok(SourcePlan::cloned(
+            s.source_with(ctx.policy.clone(), ctx.metadata)?,
+        ))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

@@ -115,6 +115,13 @@ async fn healthcheck(uri: &str, tls: &TlsFiles) -> Health {
 impl RabbitSourceSection {
     /// The source, bodies read in the section's format, bad records to `policy`.
     pub fn source(&self, policy: ErrorPolicy) -> Result<RabbitSource<Value>> {
+        self.source_with(policy, false)
+    }
+
+    /// [`source`](Self::source); with `metadata`, each record carries its queue, routing
+    /// key, redelivered flag, and correlation and message ids (when set) under
+    /// `@metadata.rabbitmq` ([`rivus_core::metadata`]).
+    pub fn source_with(&self, policy: ErrorPolicy, metadata: bool) -> Result<RabbitSource<Value>> {
         let mut b = RabbitSource::builder(config(&self.uri, &self.tls))
             .queues(self.queues.clone())
             .use_correlation_ids(self.correlation_ids)
@@ -128,7 +135,23 @@ impl RabbitSourceSection {
         let codec = Codec::new(&self.format, "format")?;
         b.build(move |m| {
             let position = format!("queue {} delivery {}", m.queue, m.delivery_tag);
-            codec.decode_blocking(m.body, &position)
+            let mut v = codec.decode_blocking(m.body, &position)?;
+            if metadata {
+                let mut r = serde_json::Map::new();
+                r.insert("queue".into(), Value::from(m.queue));
+                r.insert("routing_key".into(), Value::from(m.routing_key));
+                r.insert("redelivered".into(), Value::from(m.redelivered));
+                if let Some(c) = m.correlation_id {
+                    r.insert("correlation_id".into(), Value::from(c));
+                }
+                if let Some(id) = m.message_id {
+                    r.insert("message_id".into(), Value::from(id));
+                }
+                let mut meta = serde_json::Map::new();
+                meta.insert("rabbitmq".into(), Value::Object(r));
+                rivus_core::metadata::put(&mut v, Value::Object(meta));
+            }
+            Ok(v)
         })
     }
 
@@ -161,7 +184,7 @@ impl RabbitSinkSection {
             .build(move |v: &Value| {
                 codec.prepare_blocking(&target, Role::Value)?;
                 let mut body = Vec::new();
-                codec.encode(v, &mut body)?;
+                codec.encode(&rivus_core::metadata::without(v), &mut body)?;
                 Ok(OutMessage {
                     routing_key: per_record
                         .as_ref()
@@ -210,7 +233,9 @@ impl SourceSection for RabbitSourceSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SourcePlan> {
-        Ok(SourcePlan::cloned(self.source(ctx.policy.clone())?))
+        Ok(SourcePlan::cloned(
+            self.source_with(ctx.policy.clone(), ctx.metadata)?,
+        ))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

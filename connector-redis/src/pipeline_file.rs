@@ -219,9 +219,10 @@ impl RedisSinkSection {
                 // format names its `subject`.
                 codec.prepare_blocking(&key, Role::Value)?;
                 let key = render(&key_template, v)?;
+                let written = rivus_core::metadata::without(v);
                 let body = || {
                     let mut out = Vec::new();
-                    codec.encode(v, &mut out).map(|()| out)
+                    codec.encode(&written, &mut out).map(|()| out)
                 };
                 Ok(vec![match command {
                     RedisCommandName::Set => RedisCommand::Set {
@@ -237,7 +238,7 @@ impl RedisSinkSection {
                     },
                     RedisCommandName::Xadd => RedisCommand::XAdd {
                         key,
-                        fields: match v {
+                        fields: match &*written {
                             Value::Object(m) => m
                                 .iter()
                                 .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))

@@ -36,6 +36,7 @@ pub mod error_policy;
 pub mod function;
 pub mod guarantee;
 pub mod handover;
+pub mod metadata;
 pub mod positions_store;
 pub mod runtime;
 pub mod schema;

@@ -8,6 +8,8 @@
 //!   milliseconds since the epoch, and the pattern uses `%Y %m %d %H %M %S` (UTC,
 //!   [`crate::calendar::format`]). `{event_time:…}` is the record's timestamp where the sink
 //!   has one, `{processing_time:…}` the time now.
+//! - `{%kafka.topic}` is the record's metadata (see [`crate::metadata`]): what its source
+//!   knows about it beside its value, or what a VRL program set.
 //! - `{{` and `}}` are braces themselves.
 //!
 //! A template without fields is a fixed name; [`Template::fixed`] says so, and a sink keeps
@@ -99,11 +101,20 @@ impl Template {
         &self.text
     }
 
-    /// The paths of the fields the template reads (`source.table`), in order.
+    /// The paths of the fields the template reads (`source.table`, `%kafka.topic`), in
+    /// order.
     pub fn fields(&self) -> impl Iterator<Item = String> + '_ {
         self.parts.iter().filter_map(|p| match p {
-            Part::Field { path, .. } => Some(path.join(".")),
+            Part::Field { path, .. } => Some(crate::metadata::shown(path)),
             Part::Text(_) => None,
+        })
+    }
+
+    /// Whether the template reads the record's metadata (`{%kafka.topic}`).
+    pub fn reads_metadata(&self) -> bool {
+        self.parts.iter().any(|p| match p {
+            Part::Field { path, .. } => path.first().is_some_and(|f| f == crate::metadata::KEY),
+            Part::Text(_) => false,
         })
     }
 
@@ -132,7 +143,7 @@ impl Template {
                     out.push_str(t);
                     continue;
                 }
-                Part::Field { path, time } => (path.join("."), time),
+                Part::Field { path, time } => (crate::metadata::shown(path), time),
             };
             let text = match (path.as_str(), time) {
                 ("event_time", Some(p)) => {
@@ -142,7 +153,8 @@ impl Template {
                     crate::calendar::format(crate::calendar::now_ms(), p)
                 }
                 (_, time) => {
-                    let value = lookup(record, &path)
+                    let value = crate::metadata::lookup(record, &path)
+                        .filter(|v| !v.is_null())
                         .ok_or_else(|| format!("field `{path}` is missing or null"))?;
                     match (time, value) {
                         (Some(p), v) => crate::calendar::format(
@@ -185,9 +197,17 @@ fn field(inner: &str) -> Result<Part, String> {
         }
         None => (inner, None),
     };
-    let path: Vec<String> = path.trim().split('.').map(str::to_owned).collect();
+    let path = path.trim();
+    let (meta, names) = match path.strip_prefix('%') {
+        Some(rest) => (true, rest),
+        None => (false, path),
+    };
+    let mut path: Vec<String> = names.split('.').map(str::to_owned).collect();
     if path.iter().any(String::is_empty) {
-        return Err("a field path is names joined by dots (`source.table`)".into());
+        return Err("a field path is names joined by dots (`source.table`, `%kafka.topic`)".into());
+    }
+    if meta {
+        path.insert(0, crate::metadata::KEY.to_owned());
     }
     if time.is_none() && matches!(path.join(".").as_str(), "event_time" | "processing_time") {
         return Err(format!(
@@ -196,14 +216,6 @@ fn field(inner: &str) -> Result<Part, String> {
         ));
     }
     Ok(Part::Field { path, time })
-}
-
-fn lookup<'v>(record: &'v Value, path: &str) -> Option<&'v Value> {
-    let mut v = record;
-    for name in path.split('.') {
-        v = v.as_object()?.get(name)?;
-    }
-    (!v.is_null()).then_some(v)
 }
 
 fn millis(v: &Value) -> Option<i64> {
@@ -249,6 +261,19 @@ mod tests {
         );
         let t = Template::parse("k:{id}:{ok}").unwrap();
         assert_eq!(t.render(&json!({"id": 7, "ok": true})).unwrap(), "k:7:true");
+    }
+
+    #[test]
+    fn metadata_fields() {
+        let t = Template::parse("copy.{%kafka.topic}.{region}").unwrap();
+        assert!(t.reads_metadata());
+        assert!(!Template::parse("{region}").unwrap().reads_metadata());
+        assert_eq!(t.fields().collect::<Vec<_>>(), ["%kafka.topic", "region"]);
+        let rec = json!({"region": "eu", "@metadata": {"kafka": {"topic": "orders"}}});
+        assert_eq!(t.render(&rec).unwrap(), "copy.orders.eu");
+        let e = t.render(&json!({"region": "eu"})).unwrap_err();
+        assert!(e.contains("`%kafka.topic` is missing"), "{e}");
+        assert!(Template::parse("{%}").is_err());
     }
 
     #[test]

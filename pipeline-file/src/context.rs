@@ -22,6 +22,9 @@ pub struct SectionContext {
     pub checkpoint_interval: Option<Duration>,
     /// `rivus validate`: build without creating or contacting anything.
     pub dry: bool,
+    /// Sources add each record's metadata (`@metadata`, see [`rivus_core::metadata`]):
+    /// something in the file reads it.
+    pub metadata: bool,
 }
 
 impl SectionContext {
@@ -35,6 +38,7 @@ impl SectionContext {
             policy: ErrorPolicy::Fail,
             checkpoint_interval: None,
             dry: false,
+            metadata: false,
         }
     }
 }

@@ -50,7 +50,7 @@ pub fn text_of(v: &Value) -> String {
 /// The record's `field` as text ([`text_of`]); a record without it is a schema error naming
 /// the field.
 pub fn field_text(v: &Value, field: &str) -> Result<String, SchemaError> {
-    v.get(field)
+    rivus_core::metadata::field(v, field)
         .map(text_of)
         .ok_or_else(|| SchemaError::new("record", "record", format!("no field `{field}`")))
 }

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{to_json, CompareOp};
 use crate::remap::Program;
@@ -46,12 +46,21 @@ impl Test {
             .map_err(|e| format!("{path}: {e}"))
     }
 
+    /// Whether the condition reads the record's metadata (`field = "%kafka.topic"`, or a VRL
+    /// expression reading `%`).
+    pub(crate) fn reads_metadata(&self) -> bool {
+        match self {
+            Test::Compare { field, .. } => field.starts_with('%'),
+            Test::Vrl(p) => p.reads_metadata(),
+        }
+    }
+
     /// Whether `record` meets the condition; an error says why a VRL condition failed.
     pub(crate) fn matches(&self, record: &Value) -> Result<bool, String> {
         match self {
-            Test::Compare { field, op, value } => Ok(record
-                .as_object()
-                .is_some_and(|m| keep(m, field, *op, value))),
+            Test::Compare { field, op, value } => {
+                Ok(record.is_object() && keep(record, field, *op, value))
+            }
             Test::Vrl(p) => p.test(record),
         }
     }
@@ -66,8 +75,8 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
-fn keep(record: &Map<String, Value>, field: &str, op: CompareOp, value: &Value) -> bool {
-    let got = record.get(field);
+fn keep(record: &Value, field: &str, op: CompareOp, value: &Value) -> bool {
+    let got = rivus_core::metadata::field(record, field);
     match op {
         CompareOp::Exists => got.is_some_and(|v| !v.is_null()),
         CompareOp::Missing => got.is_none_or(Value::is_null),

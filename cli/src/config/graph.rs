@@ -192,6 +192,16 @@ impl Graph {
             })
     }
 
+    /// Whether something reads the records' metadata (a condition or program reading `%`, a
+    /// sink option naming `%…`): the sources then carry it.
+    pub(crate) fn reads_metadata(&self) -> bool {
+        let transforms = self.transforms.iter().any(|t| match &t.kind {
+            TransformKind::Steps(steps) => steps.iter().any(TransformConfig::reads_metadata),
+            TransformKind::Route(routes) => routes.iter().any(|(_, c)| c.reads_metadata()),
+        });
+        transforms || self.sinks.iter().any(|s| s.section.reads_metadata)
+    }
+
     /// The readers of every output, in the order the file gives them (transforms, then sinks).
     pub(crate) fn readers(&self) -> BTreeMap<Output, Vec<String>> {
         let mut readers: BTreeMap<Output, Vec<String>> = BTreeMap::new();

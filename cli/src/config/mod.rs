@@ -67,6 +67,7 @@ impl PipelineConfig {
         ctx.policy = policy;
         ctx.checkpoint_interval = self.checkpoint.as_ref().map(|c| c.interval);
         ctx.dry = dry;
+        ctx.metadata = self.graph.reads_metadata();
         ctx
     }
 }

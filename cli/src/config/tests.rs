@@ -283,3 +283,61 @@ fn graph_refusals_name_the_component() {
         "transforms.split.route.paid.value: this comparison needs a value"
     );
 }
+
+#[test]
+fn sources_carry_metadata_only_when_something_reads_it() {
+    let file = |transform: &str, sink: &str| {
+        format!(
+            "name = \"m\"\n[sources.in]\ntype = \"generator\"\n\
+             [transforms.t]\ninputs = [\"in\"]\n{transform}\n\
+             [sinks.out]\ninputs = [\"t\"]\n{sink}\n"
+        )
+    };
+    let stdout = "type = \"stdout\"";
+    let kafka = |topic: &str, key: &str| {
+        format!(
+            "type = \"kafka\"\nbootstrap_servers = \"127.0.0.1:1\"\ntopic = \"{topic}\"\n\
+             key_field = \"{key}\""
+        )
+    };
+    let reads = |t: &str, s: &str| {
+        let c = parse(&file(t, s)).unwrap();
+        (
+            c.graph.reads_metadata(),
+            c.context(rivus_core::error_policy::ErrorPolicy::Fail, true)
+                .metadata,
+        )
+    };
+    let plain = "type = \"rename\"\nfields = { a = \"b\" }";
+    assert_eq!(reads(plain, stdout), (false, false));
+    assert_eq!(reads(plain, &kafka("out", "id")), (false, false));
+    assert_eq!(reads(plain, &kafka("c.{%kafka.topic}", "id")), (true, true));
+    assert_eq!(reads(plain, &kafka("out", "%kafka.key")), (true, true));
+    #[cfg(feature = "vrl")]
+    {
+        assert!(
+            !reads(
+                "type = \"remap\"
+source = \".a = 1\"",
+                stdout
+            )
+            .0
+        );
+        assert!(reads("type = \"remap\"\nsource = \".t = %kafka.topic\"", stdout).0);
+        assert!(
+            reads(
+                "type = \"filter\"\ncondition = \"%kafka.offset == 1\"",
+                stdout
+            )
+            .0
+        );
+    }
+    assert!(
+        reads(
+            "type = \"filter\"\nfield = \"%kafka.topic\"\nop = \"exists\"",
+            stdout
+        )
+        .0
+    );
+    assert!(reads("type = \"key\"\nfield = \"%kafka.key\"", stdout).0);
+}

@@ -82,6 +82,21 @@ impl TransformConfig {
             TransformConfig::Key { .. } => "key",
         }
     }
+
+    /// Whether it reads the records' metadata (`%kafka.topic` in a condition or a program,
+    /// `%kafka.key` as the key's field).
+    pub(crate) fn reads_metadata(&self) -> bool {
+        match self {
+            TransformConfig::Filter { test, .. } => {
+                test.as_ref().is_some_and(condition::Test::reads_metadata)
+            }
+            TransformConfig::Remap { program, .. } => {
+                program.as_ref().is_some_and(|p| p.reads_metadata())
+            }
+            TransformConfig::Key { field } => field.starts_with('%'),
+            _ => false,
+        }
+    }
 }
 
 /// Comparisons of a filter.

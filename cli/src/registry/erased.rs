@@ -95,6 +95,9 @@ pub struct Section<T: ?Sized> {
     pub path: String,
     /// The options, parsed by the connector's type.
     pub options: Arc<T>,
+    /// An option names the record's metadata (`{%kafka.topic}`, `%kafka.key`): the file's
+    /// sources carry it.
+    pub reads_metadata: bool,
 }
 
 impl<T: ?Sized> Clone for Section<T> {
@@ -103,6 +106,7 @@ impl<T: ?Sized> Clone for Section<T> {
             kind: self.kind,
             path: self.path.clone(),
             options: Arc::clone(&self.options),
+            reads_metadata: self.reads_metadata,
         }
     }
 }

@@ -330,6 +330,7 @@ fn resolve<T: ?Sized>(
             known.join(", ")
         ));
     };
+    let reads_metadata = names_metadata(&toml::Value::Table(table.clone()));
     let options = (entry.parse)(toml::Value::Table(table)).map_err(|(at, message)| {
         if at == "." || at.is_empty() {
             format!("{path}: {message}")
@@ -341,7 +342,19 @@ fn resolve<T: ?Sized>(
         kind: entry.kind,
         path: path.to_owned(),
         options,
+        reads_metadata,
     })
+}
+
+/// Whether an option of a section names the record's metadata: a template field `{%…}`, or a
+/// field written `%…` (see `rivus_core::metadata`).
+fn names_metadata(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::String(s) => s.starts_with('%') || s.contains("{%"),
+        toml::Value::Array(items) => items.iter().any(names_metadata),
+        toml::Value::Table(t) => t.values().any(names_metadata),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

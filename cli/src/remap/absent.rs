@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::Outcome;
+use super::{Link, Ran};
 
 const ABSENT: &str =
     "VRL needs a rivus built with the `vrl` feature (on by default: `cargo build -p rivus-cli`)";
@@ -16,25 +16,21 @@ impl Program {
         Err(ABSENT.into())
     }
 
-    pub(crate) fn fallible(&self) -> bool {
-        match *self {}
-    }
-
-    pub(crate) fn abortable(&self) -> bool {
-        match *self {}
-    }
-
-    pub(crate) fn remap(&self, _record: Value) -> Outcome {
-        match *self {}
-    }
-
-    pub(crate) fn remap_copy(&self, _record: &Value) -> Outcome {
+    pub(crate) fn reads_metadata(&self) -> bool {
         match *self {}
     }
 
     pub(crate) fn test(&self, _record: &Value) -> Result<bool, String> {
         match *self {}
     }
+}
+
+/// No chain has a program in this build: the record passes on.
+pub(crate) fn run_chain(links: &[Link], record: Value, out: &mut Vec<Ran>) {
+    if let Some(link) = links.first() {
+        match *link.program {}
+    }
+    out.push(Ran::Record(record));
 }
 
 pub(crate) fn condition(_source: &str, _at: &str) -> Result<Program, String> {

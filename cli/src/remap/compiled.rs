@@ -1,6 +1,6 @@
 //! The programs, compiled by the `vrl` crate.
 
-use super::{functions, value, Outcome};
+use super::{functions, value, Link, Ran};
 use serde_json::Value;
 use vrl::compiler::runtime::{Runtime, Terminate};
 use vrl::compiler::{state::RuntimeState, TargetValue, TimeZone};
@@ -51,6 +51,16 @@ impl Program {
         self.program.info().abortable
     }
 
+    /// True when the program reads the record's metadata (`%kafka.topic`): the file's
+    /// sources then carry it.
+    pub(crate) fn reads_metadata(&self) -> bool {
+        self.program
+            .info()
+            .target_queries
+            .iter()
+            .any(|p| p.prefix == vrl::path::PathPrefix::Metadata)
+    }
+
     /// True when the program's result is always a boolean (a condition).
     pub(crate) fn is_condition(&self) -> bool {
         self.program.final_type_info().result.is_boolean()
@@ -61,48 +71,9 @@ impl Program {
         Runtime::new(RuntimeState::default()).resolve(target, &self.program, &self.timezone)
     }
 
-    /// Runs a `remap` program on `record`.
-    pub(crate) fn remap(&self, record: Value) -> Outcome {
-        self.remap_target(target(value::to_vrl(record)))
-    }
-
-    /// Runs a `remap` program on a copy of `record`, which the caller keeps (for the error
-    /// policy, or to pass on after an `abort`).
-    pub(crate) fn remap_copy(&self, record: &Value) -> Outcome {
-        self.remap_target(target(value::to_vrl_ref(record)))
-    }
-
-    fn remap_target(&self, mut target: TargetValue) -> Outcome {
-        let failed = |message: String, left: &Vrl| {
-            let left = value::from_vrl(left).unwrap_or_else(|_| Value::String(left.to_string()));
-            Outcome::Failed(message, left)
-        };
-        match self.resolve(&mut target) {
-            Ok(_) => match &target.value {
-                Vrl::Array(items) => {
-                    let mut out = Vec::with_capacity(items.len());
-                    for (i, item) in items.iter().enumerate() {
-                        match value::from_vrl(item) {
-                            Ok(v) => out.push(v),
-                            Err(e) => return failed(format!("record {i} of `.`: {e}"), item),
-                        }
-                    }
-                    Outcome::Records(out)
-                }
-                v => match value::from_vrl(v) {
-                    Ok(json) => Outcome::Records(vec![json]),
-                    Err(e) => failed(e, v),
-                },
-            },
-            Err(Terminate::Abort(e)) => Outcome::Aborted(e.to_string()),
-            Err(Terminate::Error(e)) => failed(e.to_string(), &target.value),
-            Err(Terminate::Interrupted) => failed("interrupted".into(), &target.value),
-        }
-    }
-
     /// Runs a condition on `record` (which it cannot change): its result, or why it failed.
     pub(crate) fn test(&self, record: &Value) -> Result<bool, String> {
-        let mut target = target(value::to_vrl_ref(record));
+        let mut target = target_ref(record);
         match self.resolve(&mut target) {
             Ok(Vrl::Boolean(b)) => Ok(b),
             Ok(other) => Err(format!(
@@ -115,12 +86,113 @@ impl Program {
     }
 }
 
-/// A record (`.`) with no metadata (`%`) and no secrets.
-fn target(value: Vrl) -> TargetValue {
+/// Runs consecutive `remap`s on `record` as one VRL value, converted once each way (a chain
+/// of remaps stays in VRL values), pushing what they made of it onto `out`: the record (one
+/// per element where a program made `.` an array), or why it stopped.
+pub(crate) fn run_chain(links: &[Link], record: Value, out: &mut Vec<Ran>) {
+    run_links(links, target(record), out);
+}
+
+fn run_links(links: &[Link], mut t: TargetValue, out: &mut Vec<Ran>) {
+    for (i, link) in links.iter().enumerate() {
+        let p = &link.program;
+        // The record as it came into this remap, for the error policy or to pass on after
+        // an `abort`: kept only where the program can fail or abort.
+        let keep = p.fallible() || (p.abortable() && !link.drop_on_abort);
+        let before = keep.then(|| (t.value.clone(), t.metadata.clone()));
+        match p.resolve(&mut t) {
+            Ok(_) => {
+                if let Vrl::Array(items) = &mut t.value {
+                    for value in std::mem::take(items) {
+                        let each = TargetValue {
+                            value,
+                            metadata: t.metadata.clone(),
+                            secrets: Secrets::default(),
+                        };
+                        run_links(&links[i + 1..], each, out);
+                    }
+                    return;
+                }
+            }
+            Err(Terminate::Abort(_)) if link.drop_on_abort => {
+                out.push(Ran::Dropped("abort"));
+                return;
+            }
+            Err(Terminate::Abort(_)) => {
+                (t.value, t.metadata) = before.expect("kept: the program can abort");
+            }
+            Err(_) if link.drop_on_error => {
+                out.push(Ran::Dropped("error"));
+                return;
+            }
+            Err(e) => {
+                let message = match e {
+                    Terminate::Abort(e) | Terminate::Error(e) => e.to_string(),
+                    Terminate::Interrupted => "interrupted".into(),
+                };
+                let (value, metadata) = before.unwrap_or((t.value, t.metadata));
+                out.push(Ran::Failed {
+                    message,
+                    record: json_or_text(&value, &metadata),
+                });
+                return;
+            }
+        }
+    }
+    out.push(match record_of(&t.value, &t.metadata) {
+        Ok(record) => Ran::Record(record),
+        Err(message) => Ran::Failed {
+            message,
+            record: json_or_text(&t.value, &t.metadata),
+        },
+    });
+}
+
+/// A VRL value and its metadata as a record; an error names what JSON cannot hold.
+fn record_of(value: &Vrl, metadata: &Vrl) -> Result<Value, String> {
+    let mut record = value::from_vrl(value)?;
+    if !matches!(metadata, Vrl::Object(m) if m.is_empty()) {
+        let meta = value::from_vrl(metadata).map_err(|e| format!("`%`: {e}"))?;
+        rivus_core::metadata::put(&mut record, meta);
+    }
+    Ok(record)
+}
+
+/// [`record_of`], or VRL's notation of the value as text where JSON cannot hold it (for the
+/// error policy, which keeps what there is).
+fn json_or_text(value: &Vrl, metadata: &Vrl) -> Value {
+    record_of(value, metadata).unwrap_or_else(|_| Value::String(value.to_string()))
+}
+
+/// A record as VRL's target: its value `.`, its metadata (`@metadata`) `%`, no secrets.
+fn target(mut record: Value) -> TargetValue {
+    let metadata = rivus_core::metadata::take(&mut record);
     TargetValue {
-        value,
-        metadata: Vrl::Object(Default::default()),
+        value: value::to_vrl(record),
+        metadata: metadata.map_or_else(|| Vrl::Object(Default::default()), value::to_vrl),
         secrets: Secrets::default(),
+    }
+}
+
+/// [`target`] of a record the caller keeps.
+fn target_ref(record: &Value) -> TargetValue {
+    let key = rivus_core::metadata::KEY;
+    match record {
+        Value::Object(m) if m.contains_key(key) => TargetValue {
+            value: Vrl::Object(
+                m.iter()
+                    .filter(|(k, _)| k.as_str() != key)
+                    .map(|(k, v)| (k.as_str().into(), value::to_vrl_ref(v)))
+                    .collect(),
+            ),
+            metadata: value::to_vrl_ref(&m[key]),
+            secrets: Secrets::default(),
+        },
+        _ => TargetValue {
+            value: value::to_vrl_ref(record),
+            metadata: Vrl::Object(Default::default()),
+            secrets: Secrets::default(),
+        },
     }
 }
 
@@ -143,10 +215,27 @@ pub(crate) fn condition(source: &str, at: &str) -> Result<Program, String> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
+
+    /// What `p` (dropping on `abort`, failures to the error policy) makes of `record`.
+    fn run(p: &Arc<Program>, record: Value) -> Vec<Ran> {
+        let link = Link {
+            program: Arc::clone(p),
+            drop_on_error: false,
+            drop_on_abort: true,
+        };
+        let mut out = Vec::new();
+        run_chain(&[link], record, &mut out);
+        out
+    }
+
+    fn compile(source: &str) -> Arc<Program> {
+        Arc::new(Program::compile(source, "t", false).unwrap())
+    }
 
     #[test]
     fn a_program_computes_fields_converts_types_and_parses() {
-        let p = Program::compile(
+        let p = compile(
             r#"
             .amount = to_float!(.amount)
             .at = from_unix_timestamp!(.ms, unit: "milliseconds")
@@ -154,52 +243,90 @@ mod tests {
             .parsed = parse_json!(.payload)
             del(.ms); del(.payload)
             "#,
-            "transforms.t.source",
-            false,
-        )
-        .unwrap();
+        );
         assert_eq!(
-            p.remap(
+            run(
+                &p,
                 json!({"amount": "12.50", "ms": 1_765_000_000_123_i64, "user": "ALICE",
                 "payload": "{\"a\": [1, 2]}"})
             ),
-            Outcome::Records(vec![json!({
+            [Ran::Record(json!({
                 "amount": 12.5, "at": "2025-12-06T05:46:40.123Z", "user": "alice",
                 "parsed": {"a": [1, 2]},
-            })])
+            }))]
         );
-        // A failing conversion is a failure with VRL's message, the record kept by the caller.
-        match p.remap(json!({"amount": "twelve", "ms": 1, "user": "a", "payload": "{}"})) {
-            Outcome::Failed(m, _) => assert!(m.contains("to_float"), "{m}"),
+        // A failing conversion is a failure with VRL's message and the record as it came.
+        let bad = json!({"amount": "twelve", "ms": 1, "user": "a", "payload": "{}"});
+        match &run(&p, bad.clone())[..] {
+            [Ran::Failed { message, record }] => {
+                assert!(message.contains("to_float"), "{message}");
+                assert_eq!(record, &bad);
+            }
             other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn timestamps_come_back_as_rfc_3339_in_utc() {
-        let p = Program::compile(".at = t'2026-12-06T10:00:00.123+01:00'", "t", false).unwrap();
+        let p = compile(".at = t'2026-12-06T10:00:00.123+01:00'");
         assert_eq!(
-            p.remap(json!({})),
-            Outcome::Records(vec![json!({"at": "2026-12-06T09:00:00.123Z"})])
+            run(&p, json!({})),
+            [Ran::Record(json!({"at": "2026-12-06T09:00:00.123Z"}))]
         );
     }
 
     #[test]
     fn abort_and_an_array_root() {
-        let p = Program::compile(
-            "if .drop == true { abort }\n. = [{\"n\": 1}, {\"n\": 2}]",
-            "t",
-            false,
-        )
-        .unwrap();
-        assert!(matches!(
-            p.remap(json!({"drop": true})),
-            Outcome::Aborted(_)
-        ));
+        let p = compile("if .drop == true { abort }\n. = [{\"n\": 1}, {\"n\": 2}]");
+        assert_eq!(run(&p, json!({"drop": true})), [Ran::Dropped("abort")]);
         assert_eq!(
-            p.remap(json!({})),
-            Outcome::Records(vec![json!({"n": 1}), json!({"n": 2})])
+            run(&p, json!({})),
+            [Ran::Record(json!({"n": 1})), Ran::Record(json!({"n": 2}))]
         );
+    }
+
+    #[test]
+    fn a_chain_runs_on_one_value_and_fans_out_into_the_rest() {
+        let split = compile(". = [{\"n\": 1}, {\"n\": 2}]");
+        let double = compile(".n = int!(.n) * 2\nif .n == 4 { abort }");
+        let link = |p: &Arc<Program>, drop_on_abort| Link {
+            program: Arc::clone(p),
+            drop_on_error: false,
+            drop_on_abort,
+        };
+        let mut out = Vec::new();
+        run_chain(
+            &[link(&split, true), link(&double, true)],
+            json!({}),
+            &mut out,
+        );
+        assert_eq!(out, [Ran::Record(json!({"n": 2})), Ran::Dropped("abort")]);
+        // `abort` without dropping: the record passes on as it came into that remap.
+        out.clear();
+        run_chain(
+            &[link(&split, true), link(&double, false)],
+            json!({}),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            [Ran::Record(json!({"n": 2})), Ran::Record(json!({"n": 2}))]
+        );
+        // A failure in the second remap keeps the record as the first left it.
+        out.clear();
+        let text = compile(". = [{\"n\": \"x\"}]");
+        run_chain(
+            &[link(&text, true), link(&double, true)],
+            json!({}),
+            &mut out,
+        );
+        match &out[..] {
+            [Ran::Failed { message, record }] => {
+                assert!(message.contains("int"), "{message}");
+                assert_eq!(record, &json!({"n": "x"}));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -226,10 +353,32 @@ mod tests {
     }
 
     #[test]
+    fn metadata_is_percent_read_and_set_and_comes_back_beside_the_record() {
+        let p = compile(".topic = %kafka.topic\n%kafka.key = .user\n.n = 1");
+        assert!(p.reads_metadata());
+        let rec = json!({"user": "u1", "@metadata": {"kafka": {"topic": "orders", "key": "k0"}}});
+        let want = json!({"user": "u1", "topic": "orders", "n": 1,
+            "@metadata": {"kafka": {"topic": "orders", "key": "u1"}}});
+        assert_eq!(run(&p, rec.clone()), [Ran::Record(want)]);
+        // Without metadata `%` reads null; what the program sets comes back all the same.
+        assert_eq!(
+            run(&p, json!({"user": "u2"})),
+            [Ran::Record(json!({"user": "u2", "topic": null, "n": 1,
+                "@metadata": {"kafka": {"key": "u2"}}}))]
+        );
+        let plain = Program::compile(".n = 1", "t", false).unwrap();
+        assert!(!plain.reads_metadata());
+        let c = condition("%kafka.topic == \"orders\"", "c").unwrap();
+        assert!(c.reads_metadata());
+        assert_eq!(c.test(&rec), Ok(true));
+        assert_eq!(c.test(&json!({})), Ok(false));
+    }
+
+    #[test]
     fn environment_variables_only_when_allowed() {
         let e = Program::compile(".home = get_env_var!(\"HOME\")", "t", false).unwrap_err();
         assert!(e.contains("get_env_var"), "{e}");
-        let p = Program::compile(".home = get_env_var!(\"HOME\")", "t", true).unwrap();
-        assert!(matches!(p.remap(json!({})), Outcome::Records(_)));
+        let p = Arc::new(Program::compile(".home = get_env_var!(\"HOME\")", "t", true).unwrap());
+        assert!(matches!(&run(&p, json!({}))[..], [Ran::Record(_)]));
     }
 }

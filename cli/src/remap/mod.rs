@@ -14,23 +14,32 @@ pub(crate) mod functions;
 #[cfg(feature = "vrl")]
 pub(crate) mod value;
 #[cfg(feature = "vrl")]
-pub(crate) use compiled::{condition, Program};
+pub(crate) use compiled::{condition, run_chain, Program};
 
 #[cfg(not(feature = "vrl"))]
 mod absent;
 #[cfg(not(feature = "vrl"))]
-pub(crate) use absent::{condition, Program};
+pub(crate) use absent::{condition, run_chain, Program};
 
-/// What a program did with one record.
+/// One `remap` of a chain, and what its options say about an `abort` and a failure.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub program: std::sync::Arc<Program>,
+    pub drop_on_error: bool,
+    pub drop_on_abort: bool,
+}
+
+/// What a chain of remaps made of one record (one of several when a program made `.` an
+/// array).
 #[derive(Debug, PartialEq)]
 #[cfg_attr(not(feature = "vrl"), allow(dead_code))] // no program runs without VRL
-pub(crate) enum Outcome {
-    /// The records it made: the record (`.`), or one per element when `.` became an array.
-    Records(Vec<Value>),
-    /// It called `abort`.
-    Aborted(String),
-    /// It failed (an error VRL raised at run time, or a result JSON cannot hold): the message,
-    /// and the record as the program left it (VRL's notation as text where JSON cannot hold
-    /// it).
-    Failed(String, Value),
+pub(crate) enum Ran {
+    /// A record passed on.
+    Record(Value),
+    /// Dropped and counted: by `abort`, or by a failure with `drop_on_error`.
+    Dropped(&'static str),
+    /// A failure (an error VRL raised at run time, or a result JSON cannot hold): VRL's
+    /// message, and the record as it came into the failing remap (VRL's notation as text where
+    /// JSON cannot hold it).
+    Failed { message: String, record: Value },
 }

@@ -59,6 +59,7 @@ impl SinkFunction<Value> for StdoutSink {
     async fn invoke(&mut self, value: Value, _: &SinkContext) -> Result<()> {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
+        let value = rivus_core::metadata::without(&value);
         writeln!(out, "{value}").map_err(|e| Error::io("writing to stdout", e))
     }
 }

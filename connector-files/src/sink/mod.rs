@@ -427,8 +427,15 @@ impl FilesSink {
         values: &[Value],
         event_time: &(dyn Fn(usize) -> Option<i64> + Sync),
     ) -> Result<()> {
+        // What is written: each record without its metadata (which a path may read).
+        let written: Vec<std::borrow::Cow<'_, Value>> =
+            values.iter().map(rivus_core::metadata::without).collect();
         if self.schema.is_none() && self.s.format.columnar() {
-            let objects: Vec<&Value> = values.iter().filter(|v| v.is_object()).collect();
+            let objects: Vec<&Value> = written
+                .iter()
+                .map(|v| &**v)
+                .filter(|v| v.is_object())
+                .collect();
             if !objects.is_empty() {
                 self.schema = Some(Schema::infer(&objects)?);
             }
@@ -462,7 +469,7 @@ impl FilesSink {
         }
         let staging = self.staging.clone().expect("opened");
         for (dir, idx) in groups {
-            let records: Vec<&Value> = idx.iter().map(|&i| &values[i]).collect();
+            let records: Vec<&Value> = idx.iter().map(|&i| &*written[i]).collect();
             if self.s.format.columnar() && self.schema.is_none() {
                 for r in records {
                     self.reject(r, "the record is not a JSON object").await?;

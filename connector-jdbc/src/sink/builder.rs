@@ -266,21 +266,27 @@ impl JdbcSinkBuilder {
                     "applying changes needs mode = \"upsert\" (a change rewrites its row)",
                 ));
             }
-            return self.build_any(|v: &Value| match rivus_core::change::Change::of(v) {
-                Ok(rivus_core::change::Change::Write { row, unchanged })
-                    if unchanged.is_empty() =>
-                {
-                    Ok(RowChange::Write(row))
+            return self.build_any(|v: &Value| {
+                match rivus_core::change::Change::of(&rivus_core::metadata::without(v)) {
+                    Ok(rivus_core::change::Change::Write { row, unchanged })
+                        if unchanged.is_empty() =>
+                    {
+                        Ok(RowChange::Write(row))
+                    }
+                    Ok(rivus_core::change::Change::Write { row, unchanged }) => {
+                        Ok(RowChange::Update { row, unchanged })
+                    }
+                    Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
+                    Err(e) => Err(SchemaError::new("json", "record", e)),
                 }
-                Ok(rivus_core::change::Change::Write { row, unchanged }) => {
-                    Ok(RowChange::Update { row, unchanged })
-                }
-                Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
-                Err(e) => Err(SchemaError::new("json", "record", e)),
             });
         }
         self.build_any(|v: &Value| match v {
-            Value::Object(row) => Ok(RowChange::Write(row.clone())),
+            Value::Object(row) => {
+                let mut row = row.clone();
+                row.remove(rivus_core::metadata::KEY);
+                Ok(RowChange::Write(row))
+            }
             other => Err(SchemaError::new(
                 "json",
                 "record",
