@@ -1,5 +1,6 @@
 //! RabbitMQ and Redis through the `rivus` command: generator → RabbitMQ queue, then the queue
-//! → Redis hashes (stopped with SIGINT once everything arrived); Redis stream → stdout; and the
+//! → Redis hashes keyed by each message's metadata (routing key, correlation id; stopped with
+//! SIGINT once everything arrived); Redis stream → stdout; and the
 //! example file RabbitMQ → PostgreSQL.
 
 #[path = "support/http.rs"]
@@ -65,7 +66,8 @@ async fn orders_go_through_rabbitmq_into_redis() {
              [source]\ntype = \"rabbitmq\"\nuri = \"{amqp}\"\nqueues = [\"{queue}\"]\n\
              correlation_ids = true\n\
              [sink]\ntype = \"redis\"\nurl = \"{redis_url}\"\ncommand = \"hset\"\n\
-             key = \"{prefix}:{{user}}\"\nfield = \"{{id}}\"\n"
+             key = \"{prefix}:{{%rabbitmq.routing_key}}:{{user}}\"\n\
+             field = \"{{%rabbitmq.correlation_id}}\"\n"
         ),
     );
     let child = Command::new(env!("CARGO_BIN_EXE_rivus"))
@@ -80,6 +82,9 @@ async fn orders_go_through_rabbitmq_into_redis() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
+    // Keys and fields from each message's metadata: the routing key it was published with
+    // (the queue's name) and its correlation id (the order's id).
+    let prefix = format!("{prefix}:{queue}");
     let total = |mut con: redis::aio::MultiplexedConnection, prefix: String| async move {
         let mut sum = 0usize;
         for u in 0..50 {
@@ -108,6 +113,7 @@ async fn orders_go_through_rabbitmq_into_redis() {
     let order7: serde_json::Value = serde_json::from_str(&order7).unwrap();
     assert_eq!(order7["id"], 7);
     assert_eq!(order7["user"], "user-7");
+    assert!(order7.get("@metadata").is_none(), "{order7}");
     let depth = rabbit::depth(&amqp, &queue).await;
     assert_eq!(depth, Some(0), "every message was acknowledged");
 }

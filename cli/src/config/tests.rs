@@ -315,14 +315,7 @@ fn sources_carry_metadata_only_when_something_reads_it() {
     assert_eq!(reads(plain, &kafka("out", "%kafka.key")), (true, true));
     #[cfg(feature = "vrl")]
     {
-        assert!(
-            !reads(
-                "type = \"remap\"
-source = \".a = 1\"",
-                stdout
-            )
-            .0
-        );
+        assert!(!reads("type = \"remap\"\nsource = \".a = 1\"", stdout).0);
         assert!(reads("type = \"remap\"\nsource = \".t = %kafka.topic\"", stdout).0);
         assert!(
             reads(
