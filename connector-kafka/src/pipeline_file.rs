@@ -190,9 +190,8 @@ impl KafkaSerializer<Value> for CodecSerializer {
 impl CodecSerializer {
     /// `v` as a record: a change record's row or tombstone with `apply_changes`, else `v`.
     fn change(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
-        let v = &*rivus_core::metadata::without(v);
         if self.apply_changes {
-            return match rivus_core::change::Change::of(v) {
+            return match rivus_core::change::Change::of(&rivus_core::metadata::without(v)) {
                 // Kafka consumers of change streams expect Debezium's placeholder for a
                 // value the change did not carry: it is written back as it came.
                 Ok(rivus_core::change::Change::Write { mut row, unchanged }) => {

@@ -184,7 +184,7 @@ impl RabbitSinkSection {
             .build(move |v: &Value| {
                 codec.prepare_blocking(&target, Role::Value)?;
                 let mut body = Vec::new();
-                codec.encode(&rivus_core::metadata::without(v), &mut body)?;
+                codec.encode(v, &mut body)?;
                 Ok(OutMessage {
                     routing_key: per_record
                         .as_ref()

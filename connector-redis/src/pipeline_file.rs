@@ -219,10 +219,9 @@ impl RedisSinkSection {
                 // format names its `subject`.
                 codec.prepare_blocking(&key, Role::Value)?;
                 let key = render(&key_template, v)?;
-                let written = rivus_core::metadata::without(v);
                 let body = || {
                     let mut out = Vec::new();
-                    codec.encode(&written, &mut out).map(|()| out)
+                    codec.encode(v, &mut out).map(|()| out)
                 };
                 Ok(vec![match command {
                     RedisCommandName::Set => RedisCommand::Set {
@@ -238,9 +237,10 @@ impl RedisSinkSection {
                     },
                     RedisCommandName::Xadd => RedisCommand::XAdd {
                         key,
-                        fields: match &*written {
+                        fields: match v {
                             Value::Object(m) => m
                                 .iter()
+                                .filter(|(f, _)| f.as_str() != rivus_core::metadata::KEY)
                                 .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
                                 .collect(),
                             other => vec![("value".into(), text_of(other).into_bytes())],

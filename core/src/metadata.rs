@@ -6,7 +6,8 @@
 //! Sources add it when asked (a pipeline file asks when one of its VRL programs reads `%…`,
 //! VRL's metadata, or a sink option names `%…`); VRL programs see it as `%` and may change it
 //! (`%kafka.key = .user`); sink options read it as `%` paths: `topic = "copy.{%kafka.topic}"`,
-//! `key_field = "%kafka.key"`. Every sink writes the record [`without`] it.
+//! `key_field = "%kafka.key"`. Every sink writes the record [`without`] it ([`Written`]
+//! serializes it so without a copy).
 
 use std::borrow::Cow;
 
@@ -24,6 +25,25 @@ pub fn without(record: &Value) -> Cow<'_, Value> {
             Cow::Owned(Value::Object(m))
         }
         _ => Cow::Borrowed(record),
+    }
+}
+
+/// `record` as serde writes it, without its metadata: what a sink writes, nothing copied.
+pub struct Written<'a>(pub &'a Value);
+
+impl serde::Serialize for Written<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self.0 {
+            Value::Object(m) if m.contains_key(KEY) => {
+                let mut map = s.serialize_map(Some(m.len() - 1))?;
+                for (k, v) in m.iter().filter(|(k, _)| k.as_str() != KEY) {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            v => v.serialize(s),
+        }
     }
 }
 
@@ -129,6 +149,8 @@ mod tests {
         assert_eq!(field(&r, "%kafka.key"), Some(&json!("k")));
         assert_eq!(field(&json!({"a.b": 1}), "a.b"), Some(&json!(1)));
         assert_eq!(without(&r).as_ref(), &json!({"id": 1}));
+        assert_eq!(serde_json::to_string(&Written(&r)).unwrap(), r#"{"id":1}"#);
+        assert_eq!(serde_json::to_string(&Written(&json!([1]))).unwrap(), "[1]");
         let plain = json!({"id": 2});
         assert!(matches!(without(&plain), Cow::Borrowed(_)));
         let meta = take(&mut r).unwrap();

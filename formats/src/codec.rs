@@ -280,12 +280,17 @@ impl Codec {
         }
     }
 
-    /// Appends the payload of `record` to `out`.
+    /// Appends the payload of `record` to `out` — never its metadata (`@metadata`, see
+    /// [`rivus_core::metadata`]).
     pub fn encode(
         &self,
         record: &Value,
         out: &mut Vec<u8>,
     ) -> std::result::Result<(), SchemaError> {
+        if let Inner::Plain(p) = &self.0 {
+            return p.encode(record, out);
+        }
+        let record = &*rivus_core::metadata::without(record);
         match &self.0 {
             Inner::Plain(p) => p.encode(record, out),
             Inner::JsonSchema(j) => j.encode(record, out),

@@ -98,7 +98,8 @@ impl Format {
                         SchemaError::new("bytes", "(unassigned)", format_args!("{BASE64_KEY}: {e}"))
                     })
             }
-            _ => serde_json::to_writer(out, value)
+            // Never the record's metadata (`@metadata`).
+            _ => serde_json::to_writer(out, &rivus_core::metadata::Written(value))
                 .map_err(|e| SchemaError::new("json", "(unassigned)", e)),
         }
     }

@@ -11,6 +11,9 @@ use vrl::value::{Secrets, Value as Vrl};
 pub(crate) struct Program {
     program: vrl::compiler::Program,
     timezone: TimeZone,
+    /// The program names `%` (reads, assigns or deletes there): the record's metadata goes
+    /// into VRL and back. A program that never names it cannot change it.
+    names_metadata: bool,
 }
 
 impl std::fmt::Debug for Program {
@@ -35,9 +38,16 @@ impl Program {
         let functions = functions::enabled(allow_env);
         let compiled = vrl::compiler::compile(source, &functions)
             .map_err(|list| diagnostics(at, source, list))?;
+        let info = compiled.program.info();
+        let names_metadata = info
+            .target_queries
+            .iter()
+            .chain(&info.target_assignments)
+            .any(|p| p.prefix == vrl::path::PathPrefix::Metadata);
         Ok(Program {
             program: compiled.program,
             timezone: TimeZone::parse("UTC").unwrap_or_default(),
+            names_metadata,
         })
     }
 
@@ -89,8 +99,28 @@ impl Program {
 /// Runs consecutive `remap`s on `record` as one VRL value, converted once each way (a chain
 /// of remaps stays in VRL values), pushing what they made of it onto `out`: the record (one
 /// per element where a program made `.` an array), or why it stopped.
-pub(crate) fn run_chain(links: &[Link], record: Value, out: &mut Vec<Ran>) {
+pub(crate) fn run_chain(links: &[Link], mut record: Value, out: &mut Vec<Ran>) {
+    if links.iter().any(|l| l.program.names_metadata) {
+        run_links(links, target(record), out);
+        return;
+    }
+    // No program names `%`: the metadata goes around them as it came, never converted.
+    let Some(meta) = rivus_core::metadata::take(&mut record) else {
+        return run_links(links, target(record), out);
+    };
+    let start = out.len();
     run_links(links, target(record), out);
+    let made = out.len() - start;
+    let mut meta = Some(meta);
+    for (i, r) in out[start..].iter_mut().enumerate() {
+        let m = match i + 1 == made {
+            true => meta.take(),
+            false => meta.clone(),
+        };
+        if let (Ran::Record(v) | Ran::Failed { record: v, .. }, Some(m)) = (r, m) {
+            rivus_core::metadata::put(v, m);
+        }
+    }
 }
 
 fn run_links(links: &[Link], mut t: TargetValue, out: &mut Vec<Ran>) {
@@ -368,6 +398,19 @@ mod tests {
         );
         let plain = Program::compile(".n = 1", "t", false).unwrap();
         assert!(!plain.reads_metadata());
+        // A program that does not name `%` passes the metadata around, as it came, to every
+        // record it makes.
+        let split = compile(". = [{\"n\": 1}, {\"n\": 2}]");
+        let meta = json!({"kafka": {"topic": "orders", "key": {"base64": "/wB/"}}});
+        assert_eq!(
+            run(&split, json!({"@metadata": meta})),
+            [
+                Ran::Record(json!({"n": 1, "@metadata": meta})),
+                Ran::Record(json!({"n": 2, "@metadata": meta}))
+            ]
+        );
+        let writes = compile("%kafka.key = \"k\"");
+        assert!(!writes.reads_metadata() && writes.names_metadata);
         let c = condition("%kafka.topic == \"orders\"", "c").unwrap();
         assert!(c.reads_metadata());
         assert_eq!(c.test(&rec), Ok(true));

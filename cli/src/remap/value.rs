@@ -49,10 +49,25 @@ pub(crate) fn to_vrl_ref(v: &Json) -> Vrl {
 /// A VRL value as a record; an error names the path of a value JSON cannot hold. (By
 /// reference: its text is copied either way, as VRL keeps it in shared buffers.)
 pub(crate) fn from_vrl(v: &Vrl) -> Result<Json, String> {
-    to_json(v, &mut String::from("."))
+    to_json(v).map_err(|bad| {
+        let path: String = bad.path.iter().rev().map(String::as_str).collect();
+        format!(
+            "`{}` holds {} bytes that are not UTF-8 text, which a JSON record cannot hold \
+             (encode them, e.g. with encode_base64)",
+            if path.is_empty() { "." } else { &path },
+            bad.len
+        )
+    })
 }
 
-fn to_json(v: &Vrl, path: &mut String) -> Result<Json, String> {
+/// Bytes JSON cannot hold: how many, and where (the path's segments, innermost first —
+/// built only on the way out of an error, never for a record that converts).
+struct NotText {
+    len: usize,
+    path: Vec<String>,
+}
+
+fn to_json(v: &Vrl) -> Result<Json, NotText> {
     Ok(match v {
         Vrl::Null => Json::Null,
         Vrl::Boolean(b) => Json::Bool(*b),
@@ -61,14 +76,13 @@ fn to_json(v: &Vrl, path: &mut String) -> Result<Json, String> {
             serde_json::Number::from_f64(f.into_inner()).map_or(Json::Null, Json::Number)
         }
         Vrl::String(s) => Json::String(s.to_string()),
-        Vrl::Bytes(b) => match String::from_utf8(b.to_vec()) {
-            Ok(s) => Json::String(s),
+        Vrl::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(text) => Json::String(text.to_owned()),
             Err(_) => {
-                return Err(format!(
-                    "`{path}` holds {} bytes that are not UTF-8 text, which a JSON record cannot \
-                     hold (encode them, e.g. with encode_base64)",
-                    b.len()
-                ))
+                return Err(NotText {
+                    len: b.len(),
+                    path: Vec::new(),
+                })
             }
         },
         Vrl::Regex(r) => Json::String(r.as_str().to_owned()),
@@ -76,23 +90,20 @@ fn to_json(v: &Vrl, path: &mut String) -> Result<Json, String> {
         Vrl::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                out.push(to_json(item, path)?);
-                path.truncate(len);
+                out.push(to_json(item).map_err(|mut e| {
+                    e.path.push(format!("[{i}]"));
+                    e
+                })?);
             }
             Json::Array(out)
         }
         Vrl::Object(m) => {
-            let mut out = serde_json::Map::with_capacity(m.len());
+            let mut out = serde_json::Map::new();
             for (k, v) in m {
-                let len = path.len();
-                if !path.ends_with('.') {
-                    path.push('.');
-                }
-                path.push_str(k.as_str());
-                let v = to_json(v, path)?;
-                path.truncate(len);
+                let v = to_json(v).map_err(|mut e| {
+                    e.path.push(format!(".{}", k.as_str()));
+                    e
+                })?;
                 out.insert(k.as_str().to_owned(), v);
             }
             Json::Object(out)
