@@ -207,8 +207,16 @@ class Benthos(Peer):
 class Connect(Peer):
     """Kafka Connect 4.3.1, a standalone worker: MirrorSourceConnector (Kafka -> Kafka, bytes
     copied), Debezium's JDBC sink (Kafka -> PostgreSQL, records with schemas), the
-    VerifiableSourceConnector (a generator)."""
-    name = "connect"
+    VerifiableSourceConnector (a generator). Tuned (`connect-tuned`) as the Kafka and Debezium
+    documentation advise for throughput: the source tasks' producers linger 5 ms over batches
+    of 256 KiB (`producer.linger.ms`, `producer.batch.size`), the sink task polls as many
+    records as the JDBC sink's batch holds (`consumer.override.max.poll.records`, else its
+    batches stay at the consumer's 500), and the PostgreSQL driver rewrites a batch into
+    multi-row inserts (`reWriteBatchedInserts=true`)."""
+
+    def __init__(self, tuned=False):
+        self.tuned = tuned
+        self.name = "connect-tuned" if tuned else "connect"
 
     def setup(self, env):
         self.jars = lib(f"resolve_jars versus-connect '{HERE}/connect/pom.xml'")
@@ -246,6 +254,8 @@ class Connect(Peer):
             "listeners": "http://127.0.0.1:0",
             "plugin.discovery": "only_scan",
         }
+        if self.tuned:
+            worker.update({"producer.linger.ms": "5", "producer.batch.size": str(256 * 1024)})
         conn = {"name": run.group, "tasks.max": str(env.p)}
         if c.source == "generator":
             conn.update({"connector.class": "org.apache.kafka.connect.tools.VerifiableSourceConnector",
@@ -267,7 +277,8 @@ class Connect(Peer):
             u = urlparse(env.pg)
             conn.update({"connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
                          "topics": run.inp,
-                         "connection.url": f"jdbc:postgresql://{u.hostname}:{u.port or 5432}{u.path}",
+                         "connection.url": f"jdbc:postgresql://{u.hostname}:{u.port or 5432}{u.path}"
+                                           + ("?reWriteBatchedInserts=true" if self.tuned else ""),
                          "connection.username": u.username or "",
                          "connection.password": u.password or "",
                          "insert.mode": "insert", "primary.key.mode": "none",
@@ -277,6 +288,8 @@ class Connect(Peer):
                          "consumer.override.auto.offset.reset": "earliest",
                          "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                          "value.converter.schemas.enable": "true"})
+            if self.tuned:
+                conn["consumer.override.max.poll.records"] = conn["batch.size"]
         files = []
         for name, props in (("worker", worker), ("connector", conn)):
             f = os.path.join(env.work, f"{run.group}-{name}.properties")
@@ -287,5 +300,6 @@ class Connect(Peer):
                 "org.apache.kafka.connect.cli.ConnectStandalone", *files]
 
 
-PEERS = {p.name: p for p in (Rivus(), Benthos(), Benthos(tuned=True), Connect(), Flink())}
+PEERS = {p.name: p for p in (Rivus(), Benthos(), Benthos(tuned=True), Connect(), Connect(tuned=True),
+                              Flink())}
 STOP = signal.SIGINT
