@@ -14,7 +14,7 @@ mod common;
 use common::{assert_exactly_once, create_topic, produce, producer};
 
 /// With a crash point, `kafka-copy` copies at most 20 000 records more than its transactions
-/// have reached (then a record a millisecond), so the crash, at the second checkpoint, comes
+/// have reached (then a record a millisecond), so the crash, at a checkpoint's step, comes
 /// long before the end of the input even when a cold broker's first transaction is slow (a
 /// run that ends without reaching it fails the test, naming the exit).
 const RECORDS: usize = 120_000;
@@ -140,8 +140,10 @@ async fn crash_during_commit_keeps_what_the_broker_committed_once() {
         return;
     };
     // The broker committed, the sink had not recorded it: its marker says so, and the restart
-    // must not write it again.
-    let (hit, recovered) = crash_and_rerun(&bootstrap, "committed:2").await;
+    // must not write it again. (At the first commit: in two CI runs the second commit of this
+    // case did not come within the 100 s of the paced input; the run's step timeline is in the
+    // assertion's message should it happen at the first.)
+    let (hit, recovered) = crash_and_rerun(&bootstrap, "committed:1").await;
     assert!(
         !recovered.contains(&hit),
         "checkpoint {hit} committed before the crash, yet it was written again"

@@ -59,6 +59,7 @@ fn crash_hook(
             n.parse::<u64>().expect("KAFKA_COPY_CRASH: n"),
         )
     });
+    let started = std::time::Instant::now();
     move |step| {
         let (name, checkpoint) = match step {
             TxnStep::PreCommit(c) => ("pre-commit", c),
@@ -70,6 +71,11 @@ fn crash_hook(
             }
         };
         let Some((want, n)) = &spec else { return };
+        // The run's timeline, for a test that fails to say where the time went.
+        eprintln!(
+            "step {name} {checkpoint} at {} ms",
+            started.elapsed().as_millis()
+        );
         // `u64::MAX`: the commit at the end of the input, which no checkpoint covers.
         if name == want && checkpoint != u64::MAX && seen.fetch_add(1, Ordering::SeqCst) + 1 == *n {
             println!("crash at {name} {checkpoint}");
