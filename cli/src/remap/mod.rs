@@ -23,6 +23,7 @@ pub(crate) use absent::{condition, run_chain, Program};
 
 /// One `remap` of a chain, and what its options say about an `abort` and a failure.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "vrl"), allow(dead_code))] // no program runs without VRL
 pub(crate) struct Link {
     pub program: std::sync::Arc<Program>,
     pub drop_on_error: bool,
