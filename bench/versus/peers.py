@@ -22,8 +22,14 @@ COLUMNS = ["id", "account", "amount", "status", "ts", "pad"]
 
 
 class Peer:
-    """What the harness asks of a contestant."""
+    """What the harness asks of a contestant; `tuned`: configured as its own documentation
+    advises for throughput (named `NAME-tuned`)."""
     name = ""
+
+    def __init__(self, tuned=False):
+        self.tuned = tuned
+        if tuned:
+            self.name = f"{self.name}-tuned"
     # The line of its log that says the job restarted (None: it does not restart itself).
     restart_line = None
 
@@ -96,10 +102,7 @@ class Flink(Peer):
     Tuned (`flink-tuned`, `-Dversus.tuned=true`, not for Elasticsearch) as its documentation
     advises for throughput: object reuse between chained operators, the Kafka producers
     lingering 5 ms over 256 KiB batches (operator chaining is on by default)."""
-
-    def __init__(self, tuned=False):
-        self.tuned = tuned
-        self.name = "flink-tuned" if tuned else "flink"
+    name = "flink"
     restart_line = "switched from state RUNNING to RESTARTING"
 
     def setup(self, env):
@@ -141,10 +144,7 @@ class Benthos(Peer):
     (2 000 records or 5 ms per partition) with a `checkpoint_limit` of 100 000 (50 batches in
     flight per partition: a flushed batch counts whole against it), 64 output requests in
     flight, the generator emitting batches of 2 000."""
-
-    def __init__(self, tuned=False):
-        self.tuned = tuned
-        self.name = "benthos-tuned" if tuned else "benthos"
+    name = "benthos"
 
     def setup(self, env):
         d = os.path.join(HERE, "benthos")
@@ -222,10 +222,7 @@ class Connect(Peer):
     records as the JDBC sink's batch holds (`consumer.override.max.poll.records`, else its
     batches stay at the consumer's 500), and the PostgreSQL driver rewrites a batch into
     multi-row inserts (`reWriteBatchedInserts=true`)."""
-
-    def __init__(self, tuned=False):
-        self.tuned = tuned
-        self.name = "connect-tuned" if tuned else "connect"
+    name = "connect"
 
     def setup(self, env):
         self.jars = lib(f"resolve_jars versus-connect '{HERE}/connect/pom.xml'")

@@ -145,12 +145,13 @@ impl Transforms {
                 Step::Remaps(chain) => {
                     let mut made = Vec::with_capacity(1);
                     run_chain(chain, Value::Object(m), &mut made);
-                    if let [Ran::Record(Value::Object(_))] = made.as_slice() {
-                        let Some(Ran::Record(Value::Object(next))) = made.pop() else {
-                            unreachable!("matched above")
-                        };
-                        m = next;
-                        continue;
+                    // The common case, one record: on to the next step in place.
+                    match (made.pop(), made.is_empty()) {
+                        (Some(Ran::Record(Value::Object(next))), true) => {
+                            m = next;
+                            continue;
+                        }
+                        (last, _) => made.extend(last),
                     }
                     return Out::Many(
                         made.into_iter()

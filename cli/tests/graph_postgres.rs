@@ -77,13 +77,7 @@ async fn a_router_splits_records_between_two_postgres_tables_by_a_condition() {
         ),
     )
     .unwrap();
-    let out = run::rivus(dir.path(), &["run", file.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        run::text(&out.stdout),
-        run::text(&out.stderr)
-    );
+    run::rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
     let (got_big, got_small) = (ids(&pg, &big).await, ids(&pg, &small).await);
     let want =
         |is_big: bool| -> Vec<u64> { (0..n).filter(|i| (amount(*i) >= 500.0) == is_big).collect() };

@@ -80,13 +80,7 @@ async fn the_vrl_example_remaps_filters_and_routes_orders_and_dead_letters_failu
 
     let dir = tempfile::tempdir().unwrap();
     let file = example(dir.path(), &input, &gold, &standard);
-    let out = run::rivus(dir.path(), &["run", &file]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        run::text(&out.stdout),
-        run::text(&out.stderr)
-    );
+    run::rivus_succeeds(dir.path(), &["run", &file]);
 
     // What the program makes of each order that is not new, by its topic.
     let mut want: BTreeMap<&str, BTreeMap<u64, Value>> = BTreeMap::new();
@@ -247,13 +241,7 @@ fn the_readme_vrl_examples_compile() {
         ),
     )
     .unwrap();
-    let out = run::rivus(dir.path(), &["validate", file.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        run::text(&out.stdout),
-        run::text(&out.stderr)
-    );
+    run::rivus_succeeds(dir.path(), &["validate", file.to_str().unwrap()]);
 }
 
 /// Kafka's metadata in VRL and in the sink's options: a program reads each record's topic and
@@ -339,13 +327,7 @@ async fn kafka_metadata_is_read_and_set_in_vrl_and_names_the_sinks_topic_key_and
         ),
     )
     .unwrap();
-    let out = run::rivus(dir.path(), &["run", file.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        run::text(&out.stdout),
-        run::text(&out.stderr)
-    );
+    run::rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
 
     for (topic, extra) in [(&a, 1), (&b, 0)] {
         let kept: Vec<u64> = (0..n).filter(|i| !skipped(*i)).collect();

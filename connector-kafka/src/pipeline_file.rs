@@ -212,7 +212,9 @@ impl CodecSerializer {
     /// `v`'s record: its key, and its value unless it is a tombstone.
     fn record(&self, v: &Value, with_value: bool) -> std::result::Result<OutRecord, SchemaError> {
         let key = match &self.key {
+            // The metadata's key is set by `serialize` from the whole record.
             None => None,
+            Some((field, None)) if field.starts_with('%') => None,
             Some((field, None)) => Some(v.get(field).map(text_of).unwrap_or_default().into_bytes()),
             Some((field, Some(codec))) => {
                 let mut out = Vec::new();
@@ -301,9 +303,7 @@ impl crate::KafkaDeserializer<Value> for WithMetadata {
                 .collect();
             kafka.insert("headers".into(), Value::Object(headers));
         }
-        let mut meta = serde_json::Map::new();
-        meta.insert("kafka".into(), Value::Object(kafka));
-        rivus_core::metadata::put(&mut v, Value::Object(meta));
+        rivus_core::metadata::attach(&mut v, "kafka", kafka);
         Ok(v)
     }
 }

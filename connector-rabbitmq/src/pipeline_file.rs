@@ -147,9 +147,7 @@ impl RabbitSourceSection {
                 if let Some(id) = m.message_id {
                     r.insert("message_id".into(), Value::from(id));
                 }
-                let mut meta = serde_json::Map::new();
-                meta.insert("rabbitmq".into(), Value::Object(r));
-                rivus_core::metadata::put(&mut v, Value::Object(meta));
+                rivus_core::metadata::attach(&mut v, "rabbitmq", r);
             }
             Ok(v)
         })

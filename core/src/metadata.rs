@@ -16,6 +16,14 @@ use serde_json::Value;
 /// The record's field that holds its metadata.
 pub const KEY: &str = "@metadata";
 
+/// Sets what `source` (`kafka`, `rabbitmq`) knows of `record` as its metadata,
+/// `@metadata.<source>`.
+pub fn attach(record: &mut Value, source: &str, fields: serde_json::Map<String, Value>) {
+    let mut meta = serde_json::Map::new();
+    meta.insert(source.to_owned(), Value::Object(fields));
+    put(record, Value::Object(meta));
+}
+
 /// `record` without its metadata (borrowed as it is when it has none).
 pub fn without(record: &Value) -> Cow<'_, Value> {
     match record {
@@ -65,21 +73,14 @@ pub fn put(record: &mut Value, meta: Value) {
     }
 }
 
-/// The field names of a path as written in an option: `%kafka.key` (metadata) or
-/// `user.id` (the record's value). Names are joined by dots.
-pub fn path(written: &str) -> Vec<&str> {
-    match written.strip_prefix('%') {
-        Some(rest) => std::iter::once(KEY)
-            .chain(rest.split('.').filter(|s| !s.is_empty()))
-            .collect(),
-        None => written.split('.').collect(),
-    }
-}
-
-/// The value at `written` (see [`path`]) in `record`; `None` when absent.
+/// The value at `written` in `record`: a `%` path in the metadata (`%kafka.key`), else a path
+/// of the record's fields (`user.id`, names joined by dots); `None` when absent.
 pub fn lookup<'v>(record: &'v Value, written: &str) -> Option<&'v Value> {
-    let mut v = record;
-    for name in path(written) {
+    let (mut v, rest) = match written.strip_prefix('%') {
+        Some(rest) => (record.get(KEY)?, rest),
+        None => (record, written),
+    };
+    for name in rest.split('.').filter(|s| !s.is_empty()) {
         v = v.as_object()?.get(name)?;
     }
     Some(v)

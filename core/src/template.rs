@@ -30,7 +30,10 @@ pub struct Template {
 enum Part {
     Text(String),
     Field {
+        /// The names to look up (`@metadata` first for a `%` path).
         path: Vec<String>,
+        /// The path as written (`source.table`, `%kafka.topic`), for errors and `check`.
+        name: String,
         time: Option<String>,
     },
 }
@@ -105,7 +108,7 @@ impl Template {
     /// order.
     pub fn fields(&self) -> impl Iterator<Item = String> + '_ {
         self.parts.iter().filter_map(|p| match p {
-            Part::Field { path, .. } => Some(crate::metadata::shown(path)),
+            Part::Field { name, .. } => Some(name.clone()),
             Part::Text(_) => None,
         })
     }
@@ -138,12 +141,12 @@ impl Template {
     ) -> Result<String, String> {
         let mut out = String::with_capacity(self.text.len() + 16);
         for part in &self.parts {
-            let (path, time) = match part {
+            let (names, path, time) = match part {
                 Part::Text(t) => {
                     out.push_str(t);
                     continue;
                 }
-                Part::Field { path, time } => (crate::metadata::shown(path), time),
+                Part::Field { path, name, time } => (path, name, time),
             };
             let text = match (path.as_str(), time) {
                 ("event_time", Some(p)) => {
@@ -153,7 +156,9 @@ impl Template {
                     crate::calendar::format(crate::calendar::now_ms(), p)
                 }
                 (_, time) => {
-                    let value = crate::metadata::lookup(record, &path)
+                    let value = names
+                        .iter()
+                        .try_fold(record, |v, n| v.as_object()?.get(n))
                         .filter(|v| !v.is_null())
                         .ok_or_else(|| format!("field `{path}` is missing or null"))?;
                     match (time, value) {
@@ -176,7 +181,7 @@ impl Template {
                     }
                 }
             };
-            check(&path, &text)?;
+            check(path, &text)?;
             out.push_str(&text);
         }
         Ok(out)
@@ -209,13 +214,11 @@ fn field(inner: &str) -> Result<Part, String> {
     if meta {
         path.insert(0, crate::metadata::KEY.to_owned());
     }
-    if time.is_none() && matches!(path.join(".").as_str(), "event_time" | "processing_time") {
-        return Err(format!(
-            "a time needs a format, e.g. `{{{}:%Y-%m-%d}}`",
-            path.join(".")
-        ));
+    let name = crate::metadata::shown(&path);
+    if time.is_none() && matches!(name.as_str(), "event_time" | "processing_time") {
+        return Err(format!("a time needs a format, e.g. `{{{name}:%Y-%m-%d}}`"));
     }
-    Ok(Part::Field { path, time })
+    Ok(Part::Field { path, name, time })
 }
 
 fn millis(v: &Value) -> Option<i64> {

@@ -47,7 +47,8 @@ pub fn text_of(v: &Value) -> String {
     }
 }
 
-/// The record's `field` as text ([`text_of`]); a record without it is a schema error naming
+/// The record's `field` (or its metadata's, `%rabbitmq.correlation_id`) as text ([`text_of`]);
+/// a record without it is a schema error naming
 /// the field.
 pub fn field_text(v: &Value, field: &str) -> Result<String, SchemaError> {
     rivus_core::metadata::field(v, field)

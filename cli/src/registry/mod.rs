@@ -330,7 +330,7 @@ fn resolve<T: ?Sized>(
             known.join(", ")
         ));
     };
-    let reads_metadata = names_metadata(&toml::Value::Table(table.clone()));
+    let reads_metadata = table.values().any(names_metadata);
     let options = (entry.parse)(toml::Value::Table(table)).map_err(|(at, message)| {
         if at == "." || at.is_empty() {
             format!("{path}: {message}")

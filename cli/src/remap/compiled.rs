@@ -100,16 +100,14 @@ impl Program {
 /// of remaps stays in VRL values), pushing what they made of it onto `out`: the record (one
 /// per element where a program made `.` an array), or why it stopped.
 pub(crate) fn run_chain(links: &[Link], mut record: Value, out: &mut Vec<Ran>) {
-    if links.iter().any(|l| l.program.names_metadata) {
-        run_links(links, target(record), out);
-        return;
-    }
     // No program names `%`: the metadata goes around them as it came, never converted.
-    let Some(meta) = rivus_core::metadata::take(&mut record) else {
-        return run_links(links, target(record), out);
+    let aside = match links.iter().any(|l| l.program.names_metadata) {
+        true => None,
+        false => rivus_core::metadata::take(&mut record),
     };
     let start = out.len();
     run_links(links, target(record), out);
+    let Some(meta) = aside else { return };
     let made = out.len() - start;
     let mut meta = Some(meta);
     for (i, r) in out[start..].iter_mut().enumerate() {

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Child, Command, Output};
 
-/// Runs a command and returns its output, failing the test with its stderr when it did not
+/// Runs a command and returns its output, failing the test with what it printed when it did not
 /// succeed: `Command::new(env!("CARGO_BIN_EXE_rivus")).args(["run", &file]).succeeds()`.
 pub(crate) trait Succeeds {
     /// The output of a run that succeeded.
@@ -16,12 +16,21 @@ impl Succeeds for Command {
         let out = self.output().unwrap();
         assert!(
             out.status.success(),
-            "{:?} failed: {}",
+            "{:?} failed: {}{}",
             self,
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
         out
     }
+}
+
+/// `rivus ARGS` run in `dir`, which must succeed: its output.
+pub(crate) fn rivus_succeeds(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(args)
+        .current_dir(dir)
+        .succeeds()
 }
 
 /// `rivus ARGS` run in `dir`: its output, whatever its status.

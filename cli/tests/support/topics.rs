@@ -27,29 +27,10 @@ pub(crate) async fn topic(kafka: &str, name: &str) {
 
 /// Every payload of `topic`'s one partition, in order, once `n` arrived (at most 60 s).
 pub(crate) fn read(kafka: &str, topic: &str, n: usize) -> Vec<Vec<u8>> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", kafka)
-        .set("group.id", unique_name("formats-reader"))
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)
-        .unwrap();
-    c.assign(&tpl).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut out = Vec::new();
-    while out.len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {n} payloads arrived",
-            out.len()
-        );
-        if let Some(m) = c.poll(Duration::from_millis(200)) {
-            out.push(m.unwrap().payload().unwrap_or_default().to_vec());
-        }
-    }
-    out
+    read_messages(kafka, topic, n)
+        .into_iter()
+        .map(|m| m.payload)
+        .collect()
 }
 
 /// One message read back: key, headers (name → value) and payload.
