@@ -78,6 +78,14 @@ pub enum Waited<T> {
     Stopped,
 }
 
+/// Records a source emits between two yields to the scheduler. A source whose input is always
+/// ready (a prefetched buffer, a slow operator chained after it) never returns `Pending` on
+/// its own, and a task it woke on its worker thread waits in that worker's slot, which no other
+/// worker takes from, until it does. The checkpoint coordinator is the one that matters, and a
+/// checkpoint's acknowledgement yields at once (see `checkpoint`); this bounds the wait of any
+/// other.
+const YIELD_EVERY: u64 = 4096;
+
 /// Events kept for a source that does not read them; older ones are dropped (a later
 /// `Completed` subsumes earlier ones anyway).
 const MAX_EVENTS: usize = 64;
@@ -140,8 +148,10 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         }
     }
 
-    /// Emits a record. The returned future waits when downstream is slow (back-pressure) and
-    /// serves pending checkpoint triggers; on the common path it is ready at once.
+    /// Emits a record. The returned future waits when downstream is slow (back-pressure),
+    /// serves pending checkpoint triggers, and yields to the scheduler every few thousand
+    /// records, so a source never starves the tasks sharing its thread; on the common path it
+    /// is ready at once.
     #[inline]
     pub fn collect(&mut self, value: T) -> Collect<'_> {
         if self.emitted == 0 {
@@ -171,7 +181,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
 
     #[inline]
     fn after_push(&mut self, full: bool) -> Collect<'_> {
-        if full || self.mailbox.has_mail() {
+        if full || self.mailbox.has_mail() || self.emitted % YIELD_EVERY == 0 {
             Collect(Some(Box::pin(self.service(full))))
         } else {
             Collect(None)
@@ -278,6 +288,9 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     }
 
     async fn service(&mut self, full: bool) -> Result<()> {
+        if self.emitted % YIELD_EVERY == 0 {
+            tokio::task::yield_now().await;
+        }
         if full {
             self.out.flush().await?;
         }
@@ -343,6 +356,9 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             subtask: self.subtask,
             states,
         });
+        // Lets the coordinator, woken on this thread, take the acknowledgement now rather than
+        // when this source next waits, which a source with input always ready never does.
+        tokio::task::yield_now().await;
         Ok(())
     }
 
