@@ -181,7 +181,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
 
     #[inline]
     fn after_push(&mut self, full: bool) -> Collect<'_> {
-        if full || self.mailbox.has_mail() || self.emitted % YIELD_EVERY == 0 {
+        if full || self.mailbox.has_mail() || self.emitted.is_multiple_of(YIELD_EVERY) {
             Collect(Some(Box::pin(self.service(full))))
         } else {
             Collect(None)
@@ -288,7 +288,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     }
 
     async fn service(&mut self, full: bool) -> Result<()> {
-        if self.emitted % YIELD_EVERY == 0 {
+        if self.emitted.is_multiple_of(YIELD_EVERY) {
             tokio::task::yield_now().await;
         }
         if full {
