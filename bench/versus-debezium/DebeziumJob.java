@@ -4,8 +4,10 @@
 // At-least-once: a batch's offsets are committed after the producer flushed it.
 //
 //   java -cp ... DebeziumJob BOOTSTRAP TOPIC PG_HOST PG_PORT USER PASSWORD DB TABLE SLOT
-//                            PUBLICATION SNAPSHOT_MODE OFFSETS_FILE
+//                            PUBLICATION SNAPSHOT_MODE OFFSETS_FILE [KEY=VALUE]...
 //
+// Each KEY=VALUE after them sets a property of the engine (`producer.KEY=VALUE`: of the Kafka
+// producer) over the defaults below: the tuned runs.
 // SNAPSHOT_MODE is Debezium's: `initial` (snapshot, then stream) or `no_data` (stream only).
 // Runs until killed (SIGTERM closes the engine).
 
@@ -46,12 +48,22 @@ public class DebeziumJob {
         p.setProperty("decimal.handling.mode", "string");
         p.setProperty("key.converter.schemas.enable", "false");
         p.setProperty("value.converter.schemas.enable", "false");
+        Properties producerOverrides = new Properties();
+        for (int i = 12; i < a.length; i++) {
+            String[] kv = a[i].split("=", 2);
+            if (kv[0].startsWith("producer.")) {
+                producerOverrides.setProperty(kv[0].substring("producer.".length()), kv[1]);
+            } else {
+                p.setProperty(kv[0], kv[1]);
+            }
+        }
 
         Properties kp = new Properties();
         kp.setProperty("bootstrap.servers", bootstrap);
         kp.setProperty("acks", "all");
         kp.setProperty("linger.ms", "5");
         kp.setProperty("compression.type", "none");
+        kp.putAll(producerOverrides);
         KafkaProducer<String, String> producer =
                 new KafkaProducer<>(kp, new StringSerializer(), new StringSerializer());
 

@@ -306,6 +306,132 @@ class Connect(Peer):
                 "org.apache.kafka.connect.cli.ConnectStandalone", *files]
 
 
-PEERS = {p.name: p for p in (Rivus(), Benthos(), Benthos(tuned=True), Connect(), Connect(tuned=True),
-                              Flink(), Flink(tuned=True))}
+class Vector(Peer):
+    """Vector 0.56 (Rust, MPL-2.0), built from its source with only the components the cases
+    use (cached by tag, patches and features): `--vector-src DIR` names a directory holding
+    clones of vectordotdev/vector (`vector`), of tokio-rs/tracing (`tracing`, for the
+    `tracing-tower` crate at the revision Vector's manifest pins) and of vectordotdev/heim
+    (`heim`, branch `update-nix`: the `update-deps` branch Vector's manifest names is no longer
+    published); the Windows-only `ntapi` patch is dropped, and the toolchain that builds rivus
+    builds it (not the one Vector's `rust-toolchain.toml` pins). At-least-once with end-to-end
+    acknowledgements (a Kafka offset is committed once the sink acknowledged its event),
+    Vector's own log namespace (the Kafka metadata stays out of the written record), as many
+    worker threads as the others' parallelism. Tuned (`vector-tuned`) as its buffering and
+    Kafka sink references advise for throughput: 10 000-event buffers before each sink (the
+    default holds 500), the Kafka producer batching up to 10 000 records or 5 ms."""
+    name = "vector"
+    src = None  # --vector-src
+    TAG = "v0.56.0"
+    HEIM = "update-nix"
+    FEATURES = ("unix", "vrl/stdlib", "sources-kafka", "sources-demo_logs", "transforms-remap",
+                "sinks-kafka", "sinks-elasticsearch", "sinks-postgres")
+
+    def setup(self, env):
+        key = hashlib.sha256(f"{self.TAG} {self.HEIM} {self.FEATURES}".encode()).hexdigest()[:12]
+        out = os.path.join(CACHE, f"vector-{key}", "vector")
+        if not os.path.exists(out):
+            if not self.src:
+                raise SystemExit(
+                    "vector: not built yet; give --vector-src DIR, a directory with clones of "
+                    "vectordotdev/vector (as `vector`), tokio-rs/tracing (`tracing`) and "
+                    "vectordotdev/heim (`heim`) — see bench/versus/README.md")
+            self.build(out)
+        self.bin = out
+
+    def build(self, out):
+        print(f"== building Vector {self.TAG} (first run only; about 15 minutes on 2 cores)",
+              flush=True)
+        lib("apt_install protobuf-compiler libclang-dev")
+        work = os.path.join(CACHE, "vector-build")
+        subprocess.run(["rm", "-rf", work], check=True)
+        src = {}
+        manifest = sh(["git", "-C", os.path.join(self.src, "vector"), "show",
+                       f"{self.TAG}:Cargo.toml"])
+        tracing_rev = next(l.split('rev = "')[1].split('"')[0] for l in manifest.splitlines()
+                           if l.startswith("tracing-tower = {"))
+        for repo, rev in (("vector", self.TAG), ("tracing", tracing_rev), ("heim", self.HEIM)):
+            src[repo] = os.path.join(work, repo)
+            os.makedirs(src[repo])
+            archive = subprocess.Popen(["git", "-C", os.path.join(self.src, repo), "archive", rev],
+                                       stdout=subprocess.PIPE)
+            subprocess.run(["tar", "-x", "-C", src[repo]], stdin=archive.stdout, check=True)
+            if archive.wait() != 0:
+                raise SystemExit(f"vector: {self.src}/{repo} has no revision {rev}")
+        lines = []
+        for line in manifest.splitlines():
+            if line.startswith("tracing-tower = {"):
+                line = f'tracing-tower = {{ path = "{src["tracing"]}/tracing-tower", default-features = false }}'
+            elif line.startswith("heim = {"):
+                line = (f'heim = {{ path = "{src["heim"]}/heim", default-features = false, '
+                        'features = ["disk"] }')
+            elif line.startswith("ntapi = { git"):
+                continue
+            lines.append(line)
+        with open(os.path.join(src["vector"], "Cargo.toml"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        # Built with the toolchain that builds rivus, not the one Vector pins.
+        os.remove(os.path.join(src["vector"], "rust-toolchain.toml"))
+        target = os.path.join(work, "target")
+        subprocess.run(["cargo", "build", "--release", "--no-default-features",
+                        "--features", ",".join(self.FEATURES)], cwd=src["vector"], check=True,
+                       env={**os.environ, "CARGO_TARGET_DIR": target})
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        subprocess.run(["cp", os.path.join(target, "release", "vector"), out + ".tmp"], check=True)
+        os.rename(out + ".tmp", out)
+        subprocess.run(["rm", "-rf", work], check=True)
+
+    def refuses(self, case):
+        if CASES[case].exactly:
+            return "no exactly-once delivery"
+        return None
+
+    def ends_itself(self, case, bounded):
+        # `demo_logs` with a count finishes, and Vector stops once every source has.
+        return CASES[case].source == "generator"
+
+    def command(self, env, case, run):
+        c = CASES[case]
+        t = self.tuned
+        buffer = "buffer.max_events = 10000\n" if t else ""
+        if c.source == "generator":
+            source = (f'[sources.in]\ntype = "demo_logs"\nformat = "shuffle"\nlines = ["order"]\n'
+                      f'sequence = true\ncount = {run.n}\ninterval = 0.0\n'
+                      '[transforms.orders]\ntype = "remap"\ninputs = ["in"]\nsource = \'\'\'\n'
+                      'i = to_int!(split(string!(.), " ", limit: 2)[0])\n'
+                      'm = mod(i, 3)\n'
+                      '. = {"id": i, "user": "user-" + to_string(mod(i, 50)),\n'
+                      '     "amount": mod(i * 7919, 100000) / 100,\n'
+                      '     "status": if m == 0 { "new" } else if m == 1 { "paid" } else { "shipped" },\n'
+                      '     "ts": to_unix_timestamp(now(), unit: "milliseconds")}\n\'\'\'\n')
+            last = "orders"
+        else:
+            codec = "json" if c.fmt == "json" else "bytes"
+            source = (f'[sources.in]\ntype = "kafka"\nbootstrap_servers = "{env.kafka}"\n'
+                      f'topics = ["{run.inp}"]\ngroup_id = "{run.group}"\n'
+                      f'auto_offset_reset = "earliest"\ncommit_interval_ms = {INTERVAL_MS}\n'
+                      f'decoding.codec = "{codec}"\n')
+            last = "in"
+        sink = (f'[sinks.out]\ninputs = ["{last}"]\nacknowledgements.enabled = true\n{buffer}')
+        if c.sink == "kafka":
+            encoding = "raw_message" if c.fmt == "pass" else "json"
+            sink += (f'type = "kafka"\nbootstrap_servers = "{env.kafka}"\ntopic = "{run.out}"\n'
+                     f'encoding.codec = "{encoding}"\n'
+                     + ("batch.max_events = 10000\nbatch.timeout_secs = 0.005\n" if t else ""))
+        elif c.sink == "elasticsearch":
+            # rivus's bulks: 1 000 actions or flushed every second.
+            sink += (f'type = "elasticsearch"\nendpoints = ["{env.es}"]\nmode = "bulk"\n'
+                     f'bulk.index = "{run.out}"\nid_key = "id"\n'
+                     'batch.max_events = 1000\nbatch.timeout_secs = 1\n')
+        else:
+            # rivus's batches: 1 000 rows or flushed every second.
+            sink += (f'type = "postgres"\nendpoint = "{env.pg}"\ntable = "{run.out}"\n'
+                     'batch.max_events = 1000\nbatch.timeout_secs = 1\n')
+        f = os.path.join(env.work, f"{run.group}.toml")
+        with open(f, "w") as o:
+            o.write(f'data_dir = "{env.work}"\nschema.log_namespace = true\n{source}{sink}')
+        return [self.bin, "--quiet", "--threads", str(env.p), "--config", f]
+
+
+PEERS = {p.name: p for p in (Rivus(), Benthos(), Benthos(tuned=True), Vector(), Vector(tuned=True),
+                              Connect(), Connect(tuned=True), Flink(), Flink(tuned=True))}
 STOP = signal.SIGINT
