@@ -473,7 +473,7 @@ async fn the_first_checkpoint_follows_the_first_record_not_the_interval() {
 
 /// A source whose input is always ready, chained to a slow operator, never waits: the
 /// checkpoint coordinator, woken on the same worker thread by the source's acknowledgement,
-/// must still get to run. Before sources yielded every few hundred records, a 2-second run
+/// must still get to run. Before sources yielded every thousand records, a 2-second run
 /// completed its first checkpoint and then none until the end of the input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_complete_while_a_busy_chain_never_waits() {

@@ -80,11 +80,12 @@ pub enum Waited<T> {
 
 /// Records a source emits between two yields to the scheduler. A source whose input is always
 /// ready (a prefetched buffer, a slow operator chained after it) never returns `Pending` on
-/// its own, and a task it woke on its worker thread waits in that worker's slot, which no other
-/// worker takes from, until it does. The checkpoint coordinator is the one that matters, and a
-/// checkpoint's acknowledgement yields at once (see `checkpoint`); this bounds the wait of any
-/// other.
-const YIELD_EVERY: u64 = 4096;
+/// its own, and a task it woke on its worker thread — the checkpoint coordinator, after a
+/// barrier's acknowledgement — waits in that worker's slot, which no other worker takes from,
+/// until it does: without these yields no checkpoint completed until the input ended. (A yield
+/// right after each acknowledgement was tried too: it completed checkpoints sooner still, but
+/// let the testkit's slow sink see the next barrier before its injected failure fired.)
+const YIELD_EVERY: u64 = 1024;
 
 /// Events kept for a source that does not read them; older ones are dropped (a later
 /// `Completed` subsumes earlier ones anyway).
@@ -149,7 +150,7 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
     }
 
     /// Emits a record. The returned future waits when downstream is slow (back-pressure),
-    /// serves pending checkpoint triggers, and yields to the scheduler every few thousand
+    /// serves pending checkpoint triggers, and yields to the scheduler every thousand
     /// records, so a source never starves the tasks sharing its thread; on the common path it
     /// is ready at once.
     #[inline]
@@ -356,9 +357,6 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
             subtask: self.subtask,
             states,
         });
-        // Lets the coordinator, woken on this thread, take the acknowledgement now rather than
-        // when this source next waits, which a source with input always ready never does.
-        tokio::task::yield_now().await;
         Ok(())
     }
 
