@@ -399,11 +399,12 @@ class Vector(Peer):
             source = (f'[sources.in]\ntype = "demo_logs"\nformat = "shuffle"\nlines = ["order"]\n'
                       f'sequence = true\ncount = {run.n}\ninterval = 0.0\n'
                       '[transforms.orders]\ntype = "remap"\ninputs = ["in"]\nsource = \'\'\'\n'
-                      'i = to_int!(split(string!(.), " ", limit: 2)[0])\n'
+                      'parts = split(string!(.), " ", limit: 2)\n'
+                      'i = to_int!(parts[0])\n'
                       'm = mod(i, 3)\n'
+                      'status = if m == 0 { "new" } else if m == 1 { "paid" } else { "shipped" }\n'
                       '. = {"id": i, "user": "user-" + to_string(mod(i, 50)),\n'
-                      '     "amount": mod(i * 7919, 100000) / 100,\n'
-                      '     "status": if m == 0 { "new" } else if m == 1 { "paid" } else { "shipped" },\n'
+                      '     "amount": mod(i * 7919, 100000) / 100, "status": status,\n'
                       '     "ts": to_unix_timestamp(now(), unit: "milliseconds")}\n\'\'\'\n')
             last = "orders"
         else:
