@@ -343,14 +343,15 @@ class Vector(Peer):
               flush=True)
         lib("apt_install protobuf-compiler libclang-dev")
         work = os.path.join(CACHE, "vector-build")
-        subprocess.run(["rm", "-rf", work], check=True)
         src = {}
         manifest = sh(["git", "-C", os.path.join(self.src, "vector"), "show",
                        f"{self.TAG}:Cargo.toml"])
         tracing_rev = next(l.split('rev = "')[1].split('"')[0] for l in manifest.splitlines()
                            if l.startswith("tracing-tower = {"))
+        # The sources afresh; `work/target` stays, so an interrupted build resumes.
         for repo, rev in (("vector", self.TAG), ("tracing", tracing_rev), ("heim", self.HEIM)):
             src[repo] = os.path.join(work, repo)
+            subprocess.run(["rm", "-rf", src[repo]], check=True)
             os.makedirs(src[repo])
             archive = subprocess.Popen(["git", "-C", os.path.join(self.src, repo), "archive", rev],
                                        stdout=subprocess.PIPE)
