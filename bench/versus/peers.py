@@ -339,7 +339,7 @@ class Vector(Peer):
         self.bin = out
 
     def build(self, out):
-        print(f"== building Vector {self.TAG} (first run only; about 15 minutes on 2 cores)",
+        print(f"== building Vector {self.TAG} (first run only; about 20 minutes on 2 cores)",
               flush=True)
         lib("apt_install protobuf-compiler libclang-dev")
         work = os.path.join(CACHE, "vector-build")
