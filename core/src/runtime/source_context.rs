@@ -182,8 +182,9 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
 
     #[inline]
     fn after_push(&mut self, full: bool) -> Collect<'_> {
-        if full || self.mailbox.has_mail() || self.emitted.is_multiple_of(YIELD_EVERY) {
-            Collect(Some(Box::pin(self.service(full))))
+        let pause = self.emitted.is_multiple_of(YIELD_EVERY);
+        if full || pause || self.mailbox.has_mail() {
+            Collect(Some(Box::pin(self.service(full, pause))))
         } else {
             Collect(None)
         }
@@ -288,8 +289,8 @@ impl<T: Send + 'static, S: serde::Serialize + Clone + Send> SourceContext<T, S> 
         }
     }
 
-    async fn service(&mut self, full: bool) -> Result<()> {
-        if self.emitted.is_multiple_of(YIELD_EVERY) {
+    async fn service(&mut self, full: bool, pause: bool) -> Result<()> {
+        if pause {
             tokio::task::yield_now().await;
         }
         if full {
