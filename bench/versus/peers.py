@@ -138,7 +138,21 @@ class Flink(Peer):
         return ["java", *logging, *tuned, "-cp", self.cp["flink"], "FlinkJob", *args]
 
 
-class Benthos(Peer):
+class AtLeastOnceService(Peer):
+    """A peer with no exactly-once delivery that runs on until stopped, except over a counted
+    generator: Benthos's `generate` closes its input and Benthos stops, Vector stops once
+    `demo_logs` has emitted its count."""
+
+    def refuses(self, case):
+        if CASES[case].exactly:
+            return "no exactly-once delivery"
+        return None
+
+    def ends_itself(self, case, bounded):
+        return CASES[case].source == "generator"
+
+
+class Benthos(AtLeastOnceService):
     """Benthos v4.27.0 (Go), built from its module with `go build` (cached by go.sum). Tuned
     (`benthos-tuned`) as its documentation advises for throughput: the Kafka input batched
     (2 000 records or 5 ms per partition) with a `checkpoint_limit` of 100 000 (50 batches in
@@ -160,14 +174,6 @@ class Benthos(Peer):
             os.rename(out + ".tmp", out)
         self.bin = out
 
-    def refuses(self, case):
-        if CASES[case].exactly:
-            return "no exactly-once delivery"
-        return None
-
-    def ends_itself(self, case, bounded):
-        # `generate` with a count closes its input, and Benthos then stops.
-        return CASES[case].source == "generator"
 
     def command(self, env, case, run):
         c = CASES[case]
@@ -306,7 +312,7 @@ class Connect(Peer):
                 "org.apache.kafka.connect.cli.ConnectStandalone", *files]
 
 
-class Vector(Peer):
+class Vector(AtLeastOnceService):
     """Vector 0.56 (Rust, MPL-2.0), built from its source with only the components the cases
     use (cached by tag, patches and features): `--vector-src DIR` names a directory holding
     clones of vectordotdev/vector (`vector`), of tokio-rs/tracing (`tracing`, for the
@@ -383,14 +389,6 @@ class Vector(Peer):
         os.rename(out + ".tmp", out)
         subprocess.run(["rm", "-rf", work], check=True)
 
-    def refuses(self, case):
-        if CASES[case].exactly:
-            return "no exactly-once delivery"
-        return None
-
-    def ends_itself(self, case, bounded):
-        # `demo_logs` with a count finishes, and Vector stops once every source has.
-        return CASES[case].source == "generator"
 
     def command(self, env, case, run):
         c = CASES[case]
