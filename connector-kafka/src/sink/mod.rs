@@ -219,10 +219,12 @@ impl<T: Send + 'static> RichFunction for KafkaSink<T> {
                     &[]
                 };
                 let cfg = s.props.client_config(overrides);
-                Producer::Plain(
-                    ProducerHandle::create(&cfg, queue_full)
-                        .map_err(|e| s.props.build_error("producer", e))?,
-                )
+                let producer = ProducerHandle::create(&cfg, queue_full)
+                    .map_err(|e| s.props.build_error("producer", e))?;
+                if s.delivery == DeliveryGuarantee::AtLeastOnce {
+                    producer.warm_up(s.topic.clone()).await;
+                }
+                Producer::Plain(producer)
             }
         };
         self.running = Some(Running {

@@ -21,6 +21,10 @@ const CALL_GRACE: Duration = Duration::from_secs(5);
 /// How long a flush waits without any delivery report before it gives up (see
 /// [`ProducerHandle::flush`]).
 pub(crate) const DELIVERY_STALL: Duration = Duration::from_secs(10);
+/// How long each metadata request of [`ProducerHandle::warm_up`] may take, and how many it
+/// makes at most.
+const WARM_UP_TIMEOUT: Duration = Duration::from_secs(5);
+const WARM_UP_REQUESTS: usize = 5;
 /// How long an abort may take when a producer closes.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `begin_transaction` may take (it is local to the producer).
@@ -115,6 +119,30 @@ impl ProducerHandle {
             deliveries,
             queue_full,
         })
+    }
+
+    /// Readies an idempotent producer before its first record: asks for `topic`'s metadata
+    /// (the cluster's, without one), blocking, until a broker by id answers (at most
+    /// [`WARM_UP_REQUESTS`] requests). librdkafka acquires an idempotent producer's id when a
+    /// metadata answer arrives while a broker is connected, else on a timer 500 ms after the
+    /// client started; the first answers come over the bootstrap connection, which it drops
+    /// as it learns the brokers, so only an answer from a broker by id gets the id at once.
+    /// Without this, a source that is ready at once (a generator) saw its first records wait
+    /// half a second in the producer. Failures are left to the sends, which report them.
+    pub(super) async fn warm_up(&self, topic: Option<String>) {
+        let producer = Arc::clone(&self.producer);
+        let _ = tokio::task::spawn_blocking(move || {
+            for _ in 0..WARM_UP_REQUESTS {
+                match producer
+                    .client()
+                    .fetch_metadata(topic.as_deref(), WARM_UP_TIMEOUT)
+                {
+                    Ok(m) if m.orig_broker_id() < 0 => {}
+                    _ => return,
+                }
+            }
+        })
+        .await;
     }
 
     /// Sends `rec` to `topic`, waiting while librdkafka's local queue is full. The inner error

@@ -87,10 +87,17 @@ pub(crate) fn plan(
             None => fresh.push(tp.clone()),
         }
     }
-    let watermarks = |t: &str, p: i32| {
-        consumer
+    // Asked once per partition: a bounded run from the earliest offset needs both ends.
+    let mut known: BTreeMap<(String, i32), (i64, i64)> = BTreeMap::new();
+    let mut watermarks = |t: &str, p: i32| -> Result<(i64, i64)> {
+        if let Some(w) = known.get(&(t.to_owned(), p)) {
+            return Ok(*w);
+        }
+        let w = consumer
             .fetch_watermarks(t, p, TIMEOUT)
-            .map_err(|e| kafka_err(format!("kafka source: watermarks of {t}/{p}"), e))
+            .map_err(|e| kafka_err(format!("kafka source: watermarks of {t}/{p}"), e))?;
+        known.insert((t.to_owned(), p), w);
+        Ok(w)
     };
     if !fresh.is_empty() {
         match start {
