@@ -420,9 +420,13 @@ class Vector(AtLeastOnceService):
                      f'encoding.codec = "{encoding}"\n'
                      + ("batch.max_events = 10000\nbatch.timeout_secs = 0.005\n" if t else ""))
         elif c.sink == "elasticsearch":
-            # rivus's bulks: 1 000 actions or flushed every second.
+            # rivus's bulks: 1 000 actions or flushed every second. At-least-once needs
+            # `request_retry_partial`: without it the sink drops the documents of a bulk that
+            # Elasticsearch partly rejected (`es_rejected_execution_exception` when its write
+            # queue is full) instead of retrying them — seen at 200 000 records (the `id_key`
+            # makes a retried document an overwrite, as its reference advises).
             sink += (f'type = "elasticsearch"\nendpoints = ["{env.es}"]\nmode = "bulk"\n'
-                     f'bulk.index = "{run.out}"\nid_key = "id"\n'
+                     f'bulk.index = "{run.out}"\nid_key = "id"\nrequest_retry_partial = true\n'
                      'batch.max_events = 1000\nbatch.timeout_secs = 1\n')
         else:
             # rivus's batches: 1 000 rows or flushed every second.
