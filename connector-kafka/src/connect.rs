@@ -51,6 +51,14 @@ fn probe_config(props: &KafkaConfig) -> rdkafka::ClientConfig {
     for key in CONSUMER_ONLY {
         c.remove(key);
     }
+    // The probe needs one connection, and librdkafka's refusal reports (a TLS alert, an
+    // unknown CA) did not reach its error capture with `CONNECTION`'s quicker reconnects
+    // (`an_unknown_ca_is_a_tls_error` waited out its timeout): librdkafka's default here.
+    for (k, _) in crate::config::CONNECTION {
+        if props.get(k).is_none() {
+            c.remove(k);
+        }
+    }
     c
 }
 
