@@ -14,11 +14,20 @@ use crate::security::{SaslAuth, Security};
 /// Connection settings every client of the connector starts from, unless the properties set
 /// them: `reconnect.backoff.ms=20` (librdkafka's default 100). librdkafka spaces a client's
 /// connection attempts by half of it: after the bootstrap connection answers the first
-/// metadata request and is dropped, the connection to the broker by id waited 50 ms — twice
-/// per job start on the way to the first record (the producer, then the consumer); now 11 ms,
-/// librdkafka's floor. A failed broker's reconnections start at 20 ms and double up to
-/// `reconnect.backoff.max.ms` (10 s), as before.
+/// metadata request and is dropped, the connection to the broker by id waited 50 ms — in the
+/// probe, the producer and the consumer, one after the other on the way to a job's first
+/// record; now 11 ms, librdkafka's floor. A failed broker's reconnections start at 20 ms and
+/// double up to `reconnect.backoff.max.ms` (10 s), as before.
 pub const CONNECTION: [(&str, &str); 1] = [("reconnect.backoff.ms", "20")];
+
+/// Sets each of `defaults` that `config` does not set already (the user's properties win).
+pub(crate) fn set_unless_given(config: &mut ClientConfig, defaults: &[(&str, &str)]) {
+    for (k, v) in defaults {
+        if config.get(k).is_none() {
+            config.set(*k, *v);
+        }
+    }
+}
 
 /// librdkafka properties (`bootstrap.servers`, `security.protocol`, `sasl.password`, ...).
 ///
@@ -197,8 +206,8 @@ impl KafkaConfig {
     }
 
     /// The rdkafka configuration the connector's clients start from ([`CONNECTION`], raw
-    /// properties, then TLS
-    /// and SASL), with `overrides` applied last — also for a raw client with the same settings.
+    /// properties, then TLS and SASL), with `overrides` applied last — also for a raw client
+    /// with the same settings.
     pub fn client_config(&self, overrides: &[(&str, &str)]) -> ClientConfig {
         let mut c = ClientConfig::new();
         for (k, v) in CONNECTION {

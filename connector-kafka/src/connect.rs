@@ -51,14 +51,6 @@ fn probe_config(props: &KafkaConfig) -> rdkafka::ClientConfig {
     for key in CONSUMER_ONLY {
         c.remove(key);
     }
-    // The probe needs one connection, and librdkafka's refusal reports (a TLS alert, an
-    // unknown CA) did not reach its error capture with `CONNECTION`'s quicker reconnects
-    // (`an_unknown_ca_is_a_tls_error` waited out its timeout): librdkafka's default here.
-    for (k, _) in crate::config::CONNECTION {
-        if props.get(k).is_none() {
-            c.remove(k);
-        }
-    }
     c
 }
 
@@ -183,8 +175,9 @@ fn fetch(
                 .map(|t| client.client().fetch_metadata(Some(t), step))
                 .collect(),
         };
-        // Serving the client's events hands background errors to the context.
-        client.poll(Duration::ZERO);
+        // Serving the client's events hands background errors to the context: every queued
+        // one (`poll` serves events until its time is up; with no time, only one).
+        client.poll(Duration::from_millis(1));
         if let Some((code, reason)) = client.context().captured().refusal {
             return Err((true, refusal_text(code, &reason)));
         }

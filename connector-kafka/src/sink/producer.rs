@@ -14,6 +14,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::{ClientConfig, ClientContext};
 use rivus_core::{Error, Result};
 
+use crate::config::set_unless_given;
 use crate::record::OutRecord;
 
 /// How much longer than a call's own timeout the sink waits for a blocking librdkafka call.
@@ -24,7 +25,7 @@ pub(crate) const DELIVERY_STALL: Duration = Duration::from_secs(10);
 /// How long each metadata request of [`ProducerHandle::warm_up`] may take, and how many it
 /// makes at most.
 const WARM_UP_TIMEOUT: Duration = Duration::from_secs(5);
-const WARM_UP_REQUESTS: usize = 5;
+const WARM_UP_REQUESTS: u32 = 5;
 /// How long an abort may take when a producer closes.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `begin_transaction` may take (it is local to the producer).
@@ -100,11 +101,7 @@ impl ProducerHandle {
     ) -> std::result::Result<Self, KafkaError> {
         // The queue bound (see `PRODUCER_QUEUE`): set only what the user did not.
         let mut config = config.clone();
-        for (k, v) in PRODUCER_QUEUE {
-            if config.get(k).is_none() {
-                config.set(k, v);
-            }
-        }
+        set_unless_given(&mut config, &PRODUCER_QUEUE);
         let deliveries = Arc::new(Deliveries {
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -130,19 +127,20 @@ impl ProducerHandle {
     /// Without this, a source that is ready at once (a generator) saw its first records wait
     /// half a second in the producer. Failures are left to the sends, which report them.
     pub(super) async fn warm_up(&self, topic: Option<String>) {
-        let producer = Arc::clone(&self.producer);
-        let _ = tokio::task::spawn_blocking(move || {
-            for _ in 0..WARM_UP_REQUESTS {
-                match producer
-                    .client()
-                    .fetch_metadata(topic.as_deref(), WARM_UP_TIMEOUT)
-                {
-                    Ok(m) if m.orig_broker_id() < 0 => {}
-                    _ => return,
+        let deadline = WARM_UP_TIMEOUT * WARM_UP_REQUESTS;
+        let _ = self
+            .blocking("readying the producer (metadata)", deadline, move |p| {
+                for _ in 0..WARM_UP_REQUESTS {
+                    let m = p
+                        .client()
+                        .fetch_metadata(topic.as_deref(), WARM_UP_TIMEOUT)?;
+                    if m.orig_broker_id() >= 0 {
+                        break;
+                    }
                 }
-            }
-        })
-        .await;
+                Ok(())
+            })
+            .await;
     }
 
     /// Sends `rec` to `topic`, waiting while librdkafka's local queue is full. The inner error

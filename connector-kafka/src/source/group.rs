@@ -74,14 +74,13 @@ pub(crate) fn check_worker_mode(ctx: &RuntimeContext, group_mode: bool) -> Resul
 /// assignment, the reset for partitions without a commit, and a client id naming the job,
 /// worker and subtask (visible in the group's member list).
 pub(crate) fn configure(config: &mut ClientConfig, start: &StartOffsets, ctx: &RuntimeContext) {
-    for (k, v) in [
-        ("partition.assignment.strategy", "cooperative-sticky"),
-        ("auto.offset.reset", offset_reset(start)),
-    ] {
-        if config.get(k).is_none() {
-            config.set(k, v);
-        }
-    }
+    crate::config::set_unless_given(
+        config,
+        &[
+            ("partition.assignment.strategy", "cooperative-sticky"),
+            ("auto.offset.reset", offset_reset(start)),
+        ],
+    );
     if config.get("client.id").is_none() {
         let worker = ctx.worker().unwrap_or("main");
         config.set(

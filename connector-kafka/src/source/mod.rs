@@ -30,7 +30,7 @@ pub(crate) use group_assignment::parse_tp;
 pub use offsets::{StartOffsets, StopOffsets};
 pub use subscription::Subscription;
 
-use crate::config::KafkaConfig;
+use crate::config::{set_unless_given, KafkaConfig};
 use crate::record::KafkaDeserializer;
 use fetcher::FetchBatch;
 use lag::{LagContext, SourceConsumer};
@@ -264,11 +264,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
             ("enable.auto.offset.store", "false"),
         ]);
         // Prefetch bounded in bytes (see `PREFETCH`): set only what the user did not.
-        for (k, v) in PREFETCH {
-            if config.get(k).is_none() {
-                config.set(k, v);
-            }
-        }
+        set_unless_given(&mut config, &PREFETCH);
         if config.get("group.id").is_none() {
             // librdkafka wants a group id even for assign(); nothing is committed without one
             // set by the user.
