@@ -153,3 +153,93 @@ async fn bad_configuration_is_refused_with_its_path() {
         .unwrap_err();
     assert!(err.to_string().contains("src.parallelism"), "{err}");
 }
+
+/// Opens only once its partner opens too: a source and a sink that meet at one barrier.
+struct Meeting(Arc<tokio::sync::Barrier>);
+
+impl Meeting {
+    async fn meet(&self, who: &str) -> Result<()> {
+        tokio::time::timeout(Duration::from_secs(10), self.0.wait())
+            .await
+            .map_err(|_| Error::connector(who, "its partner never opened beside it"))?;
+        Ok(())
+    }
+}
+
+struct MeetingSource(Meeting);
+
+#[async_trait]
+impl RichFunction for MeetingSource {
+    async fn open(&mut self, _: &RuntimeContext) -> Result<()> {
+        self.0.meet("source").await
+    }
+}
+
+#[async_trait]
+impl SourceFunction for MeetingSource {
+    type Out = u64;
+    type State = ();
+
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::AtLeastOnce
+    }
+
+    async fn run(&mut self, ctx: &mut SourceContext<u64, ()>) -> Result<()> {
+        for v in 0..3 {
+            ctx.collect(v).await?;
+        }
+        Ok(())
+    }
+}
+
+struct MeetingSink(Meeting, Arc<std::sync::atomic::AtomicU64>);
+
+#[async_trait]
+impl RichFunction for MeetingSink {
+    async fn open(&mut self, _: &RuntimeContext) -> Result<()> {
+        self.0.meet("sink").await
+    }
+}
+
+#[async_trait]
+impl CheckpointedFunction for MeetingSink {
+    type State = ();
+
+    async fn snapshot_state(&mut self, _: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl CheckpointListener for MeetingSink {}
+
+#[async_trait]
+impl SinkFunction<u64> for MeetingSink {
+    fn delivery_guarantee(&self) -> DeliveryGuarantee {
+        DeliveryGuarantee::AtLeastOnce
+    }
+
+    async fn invoke(&mut self, _: u64, _: &SinkContext) -> Result<()> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A source and its chained sink open side by side (a subtask's start costs the slower of the
+/// two opens, not their sum); one after the other, neither would ever open here.
+#[tokio::test]
+async fn a_source_and_its_chained_sink_open_side_by_side() {
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (b, w) = (Arc::clone(&barrier), Arc::clone(&written));
+    let job = Pipeline::new("side-by-side")
+        .source("src", 1, move |_| {
+            MeetingSource(Meeting(Arc::clone(&barrier)))
+        })
+        .sink("sink", 1, move |_| {
+            MeetingSink(Meeting(Arc::clone(&b)), Arc::clone(&w))
+        })
+        .unwrap();
+    job.run().await.unwrap();
+    assert_eq!(written.load(std::sync::atomic::Ordering::SeqCst), 3);
+}

@@ -68,6 +68,12 @@ impl<T> Default for FetchBatch<T> {
     }
 }
 
+/// The first batch's size at most: small, so that the first records go downstream while the
+/// consumer still fills; each batch handed over after it may be twice the last, up to
+/// `max_batch` (a full topic otherwise starts with `max_batch` records decoded and sent
+/// through the chain before the first leaves).
+const FIRST_BATCH: usize = 256;
+
 pub(crate) struct Discovery {
     pub every: Duration,
     pub subscription: Subscription,
@@ -97,6 +103,7 @@ impl<T: Send + 'static> Fetcher<T> {
     fn run(mut self) {
         let mut pending: Option<FetchBatch<T>> = None;
         let mut next_discovery = self.discovery.as_ref().map(|d| Instant::now() + d.every);
+        let mut limit = FIRST_BATCH.min(self.max_batch);
         while self.running.load(Ordering::Acquire) {
             let mut batch = pending.take().unwrap_or_default();
             if let Some(at) = next_discovery {
@@ -112,7 +119,7 @@ impl<T: Send + 'static> Fetcher<T> {
             }
             let mut wait = Duration::from_millis(100);
             let mut dry = false;
-            while batch.records.len() < self.max_batch {
+            while batch.records.len() < limit {
                 match self.consumer.poll(wait) {
                     None => {
                         dry = true;
@@ -203,7 +210,9 @@ impl<T: Send + 'static> Fetcher<T> {
             {
                 continue;
             }
+            let records = batch.records.len();
             match self.handover.produce(batch) {
+                Ok(()) if records > 0 => limit = (limit * 2).min(self.max_batch),
                 Ok(()) => {}
                 Err(ProduceError::Wakeup(b)) => pending = Some(b),
                 Err(ProduceError::Closed(_)) => return,

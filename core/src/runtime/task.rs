@@ -1,6 +1,7 @@
 //! The two kinds of task and their loops: a source task (source + chained operators + output)
-//! and an exchange task (input gate + chained operators + output). Both open everything in
-//! order, run, and close everything exactly once — also after an error or cancellation.
+//! and an exchange task (input gate + chained operators + output). Both open everything before
+//! the first record, run, and close everything exactly once — also after an error or
+//! cancellation.
 
 use std::sync::Arc;
 
@@ -80,10 +81,12 @@ pub(crate) async fn run_source<S: SourceFunction>(
     let cancel = env.cancel;
     let restore = env.restore;
     let body = async {
-        ctx.output().open(restore.as_deref()).await?;
         {
+            // The source and its chain open side by side: nothing flows before both are
+            // open (the source emits only in `run`), and a connector's open is mostly
+            // waiting on a server, so a subtask's start costs the slower of the two.
             let _in = crate::activity::waiting("open");
-            source.open(&rctx).await?;
+            tokio::try_join!(ctx.output().open(restore.as_deref()), source.open(&rctx))?;
         }
         source.run(&mut ctx).await?;
         tracing::debug!(task = %who, "source finished");
