@@ -248,11 +248,18 @@ def latency(env, peer, case, stamp, seconds, rate):
     job = subprocess.Popen(cmd, cwd=env.work, stdout=subprocess.DEVNULL, stderr=log,
                            start_new_session=True)
     env.fill(inp, n, size, rate)
-    p50, p99, measured = map(int, w.communicate(timeout=900)[0].split())
+    figures = w.communicate(timeout=900)[0].split()
     stop(job)
     log.close()
     out.drop()
     env.drop_topic(inp)
+    if w.returncode != 0 or len(figures) != 3:
+        # The watcher says why on its last line (too few records, or none sent after the
+        # job's first output came, when its start-up outlasted the feed).
+        with open(log.name, errors="replace") as f:
+            why = ([line.strip() for line in f if line.startswith("latency:")] or ["no figures"])[-1]
+        raise RunFailed(f"{why}; see {log.name} and {run.log}", hung=False)
+    p50, p99, measured = map(int, figures)
     return p50, p99, measured
 
 
