@@ -190,7 +190,9 @@ pub fn fault(e: &object_store::Error) -> Fault {
     use object_store::Error as E;
     match e {
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => Fault::Refused,
-        E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented => Fault::Permanent,
+        E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented { .. } => {
+            Fault::Permanent
+        }
         _ => Fault::Transient,
     }
 }

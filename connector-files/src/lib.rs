@@ -6,6 +6,8 @@
 //! - `staging/`: how a file in progress becomes durable, then visible (the two-phase commit);
 //! - `encode/`: records to bytes, per format;
 //! - `path.rs`: partition directories and file names;
+//! - `publish.rs`: a table kept over the files (Delta Lake), told what each checkpoint made
+//!   visible;
 //! - `sink/`: the sink — open files per partition, rolling, checkpoints, commits;
 //! - `source/`: the source — files listed once or continuously, split by key, read once.
 
@@ -15,6 +17,7 @@ mod location;
 mod path;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
+mod publish;
 mod sink;
 mod source;
 mod staging;
@@ -24,6 +27,7 @@ pub use encode::{
 };
 pub use location::{Location, S3Options};
 pub use path::PathTemplate;
+pub use publish::Publish;
 pub use sink::{FilesSink, FilesSinkBuilder, FilesState};
 pub use source::{FilesSource, FilesSourceBuilder, FilesSourceState, ReadFormat};
 pub use staging::Recoverable;

@@ -74,7 +74,8 @@ pub struct S3Section {
 }
 
 impl S3Section {
-    fn options(&self) -> S3Options {
+    /// The store's options (what is not given from the `AWS_*` variables).
+    pub fn options(&self) -> S3Options {
         S3Options {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
@@ -132,6 +133,57 @@ pub struct ColumnOption {
     pub nullable: Option<bool>,
 }
 
+/// The options of a file's size and life a section gave (the sink's defaults for the rest).
+#[derive(Debug, Clone, Default)]
+pub struct FileSizes {
+    /// `target_file_size`.
+    pub target_file_size: Option<u64>,
+    /// `rollover`.
+    pub rollover: Option<Duration>,
+    /// `part_size`.
+    pub part_size: Option<usize>,
+    /// `row_group_bytes`.
+    pub row_group_bytes: Option<usize>,
+    /// `max_open_files`.
+    pub max_open_files: Option<usize>,
+}
+
+impl FileSizes {
+    /// `b` with the options given.
+    pub fn apply(&self, mut b: FilesSinkBuilder) -> FilesSinkBuilder {
+        if let Some(n) = self.target_file_size {
+            b = b.target_file_size(n);
+        }
+        if let Some(d) = self.rollover {
+            b = b.rollover(d);
+        }
+        if let Some(n) = self.part_size {
+            b = b.part_size(n);
+        }
+        if let Some(n) = self.row_group_bytes {
+            b = b.row_group_bytes(n);
+        }
+        if let Some(n) = self.max_open_files {
+            b = b.max_open_files(n);
+        }
+        b
+    }
+}
+
+impl ColumnOption {
+    /// The columns `options` declare.
+    pub fn columns(options: &[ColumnOption]) -> Vec<Column> {
+        options
+            .iter()
+            .map(|c| Column {
+                name: c.name.clone(),
+                ty: c.ty,
+                nullable: c.nullable.unwrap_or(true),
+            })
+            .collect()
+    }
+}
+
 impl FilesSection {
     fn builder(&self, policy: ErrorPolicy) -> Result<FilesSinkBuilder> {
         use CompressionOption as C;
@@ -181,15 +233,7 @@ impl FilesSection {
             .error_policy(policy)
             .s3(self.s3.options());
         if let Some(cols) = &self.schema {
-            let columns = cols
-                .iter()
-                .map(|c| Column {
-                    name: c.name.clone(),
-                    ty: c.ty,
-                    nullable: c.nullable.unwrap_or(true),
-                })
-                .collect();
-            b = b.schema(columns);
+            b = b.schema(ColumnOption::columns(cols));
         }
         match (&self.schema_subject, &self.registry, &self.schema) {
             (Some(_), _, Some(_)) => {
@@ -215,22 +259,14 @@ impl FilesSection {
             }
             (None, None, _) => {}
         }
-        if let Some(n) = self.target_file_size {
-            b = b.target_file_size(n);
+        Ok(FileSizes {
+            target_file_size: self.target_file_size,
+            rollover: self.rollover,
+            part_size: self.part_size,
+            row_group_bytes: self.row_group_bytes,
+            max_open_files: self.max_open_files,
         }
-        if let Some(d) = self.rollover {
-            b = b.rollover(d);
-        }
-        if let Some(n) = self.part_size {
-            b = b.part_size(n);
-        }
-        if let Some(n) = self.row_group_bytes {
-            b = b.row_group_bytes(n);
-        }
-        if let Some(n) = self.max_open_files {
-            b = b.max_open_files(n);
-        }
-        Ok(b)
+        .apply(b))
     }
 
     /// The sink.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use common::Bucket;
 use object_store::path::Path as Key;
-use object_store::ObjectStore;
+use object_store::ObjectStoreExt;
 use rivus_connector_files::{Compression, FileFormat, FilesSink, FilesState};
 use rivus_core::prelude::*;
 use rivus_testkit::fault_proxy::FaultProxy;

@@ -5,7 +5,7 @@ mod common;
 
 use common::Bucket;
 use object_store::path::Path as Key;
-use object_store::ObjectStore;
+use object_store::ObjectStoreExt;
 use rivus_connector_files::{Column, ColumnType, Compression, FileFormat, FilesSink};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::prelude::*;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use rivus_core::checkpoint::{format, CompletedCheckpoint, Holder, OwnerLock, StateBackend};
 use rivus_core::Result;
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::{path::Path, ObjectStore, PutPayload};
+use object_store::{path::Path, ObjectStore, ObjectStoreExt, PutPayload};
 use rivus_core::checkpoint::{CompletedCheckpoint, Holder, StateBackend};
 use rivus_core::prelude::*;
 use rivus_state_s3::{S3Config, S3StateBackend};

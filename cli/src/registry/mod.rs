@@ -159,6 +159,8 @@ impl Registry {
         let r = r
             .source::<rivus_connector_files::pipeline_file::FilesSourceSection>()
             .sink::<rivus_connector_files::pipeline_file::FilesSection>();
+        #[cfg(feature = "delta")]
+        let r = r.sink::<rivus_connector_delta::pipeline_file::DeltaSection>();
         #[cfg(feature = "jdbc")]
         let r = r
             .source::<rivus_connector_jdbc::pipeline_file::JdbcSourceSection>()

@@ -1,5 +1,6 @@
 //! [`FilesSinkBuilder`]: the sink's options, checked at `build` with the path of a bad one.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_core::error_policy::ErrorPolicy;
@@ -9,6 +10,7 @@ use super::{FilesSink, Settings};
 use crate::encode::{Column, FileFormat, ParquetCompression, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::PathTemplate;
+use crate::publish::Publish;
 
 const MIB: u64 = 1 << 20;
 
@@ -26,6 +28,7 @@ pub struct FilesSinkBuilder {
     row_group_bytes: usize,
     max_open_files: usize,
     policy: ErrorPolicy,
+    publish: Option<Arc<dyn Publish>>,
 }
 
 impl FilesSinkBuilder {
@@ -42,6 +45,7 @@ impl FilesSinkBuilder {
             row_group_bytes: 16 * MIB as usize,
             max_open_files: 16,
             policy: ErrorPolicy::Fail,
+            publish: None,
         }
     }
 
@@ -92,6 +96,10 @@ impl FilesSinkBuilder {
 
         /// Where records that cannot be placed or encoded go (default: fail).
         error_policy(p: ErrorPolicy) => policy;
+
+        /// Keeps a table over the files (Delta Lake's log, say): it decides their columns and
+        /// records the files each checkpoint made visible ([`Publish`]).
+        table(p: Arc<dyn Publish>) => publish = Some(p);
     }
 
     /// Checks the options; errors name the option (`part_size`, `schema[0].name`).
@@ -151,6 +159,7 @@ impl FilesSinkBuilder {
             row_group_bytes: self.row_group_bytes,
             max_open_files: self.max_open_files,
             policy: self.policy,
+            publish: self.publish,
         }))
     }
 }

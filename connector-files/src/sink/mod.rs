@@ -33,6 +33,7 @@ use rivus_core::Share;
 use crate::encode::{Encoder, FileFormat, Schema, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::{file_name, PathTemplate};
+use crate::publish::Publish;
 use crate::staging::{LocalStaging, Recoverable, S3Staging, Staging};
 
 pub use builder::FilesSinkBuilder;
@@ -60,6 +61,8 @@ pub(crate) struct Settings {
     pub(crate) row_group_bytes: usize,
     pub(crate) max_open_files: usize,
     pub(crate) policy: ErrorPolicy,
+    /// A table kept over the files.
+    pub(crate) publish: Option<Arc<dyn Publish>>,
 }
 
 /// The attempt's name, shared by the subtasks: new files carry it, and a restore's clean-up
@@ -83,6 +86,8 @@ pub struct FilesSink {
     attempt: String,
     job_tag: String,
     seq: u64,
+    /// The last checkpoint snapshotted: the end of the input commits under it.
+    last_checkpoint: u64,
     errors: ErrorHandler,
 }
 
@@ -118,6 +123,7 @@ impl FilesSink {
             attempt: String::new(),
             job_tag: String::new(),
             seq: 0,
+            last_checkpoint: 0,
             errors,
         }
     }
@@ -156,6 +162,22 @@ impl FilesSink {
         self.txns.as_mut().expect("opened")
     }
 
+    /// Hands the files made visible since the last call to the table, one call per writer
+    /// and sequence ([`Recoverable::sequence`]), oldest first.
+    async fn publish(&mut self) -> Result<()> {
+        let Some(table) = self.s.publish.clone() else {
+            return Ok(());
+        };
+        let checkpointing = self.checkpointing;
+        let mut visible = std::mem::take(&mut self.txns().committer_mut().visible);
+        visible.sort_by(|a, b| (a.writer(), a.sequence).cmp(&(b.writer(), b.sequence)));
+        for group in visible.chunk_by(|a, b| (a.writer(), a.sequence) == (b.writer(), b.sequence)) {
+            let sequence = checkpointing.then_some(group[0].sequence);
+            table.publish(group[0].writer(), sequence, group).await?;
+        }
+        Ok(())
+    }
+
     /// Closes the file of `dir`: committed now without checkpoints, at the next completed
     /// checkpoint with them.
     async fn roll(&mut self, dir: &str) -> Result<()> {
@@ -168,6 +190,7 @@ impl FilesSink {
             self.closed.push(rec);
         } else {
             self.txns().committer_mut().commit(&rec).await?;
+            self.publish().await?;
         }
         Ok(())
     }
@@ -261,10 +284,23 @@ impl RichFunction for FilesSink {
         let mut txns = TwoPhaseCommit::new(FilesCommitter {
             staging,
             attempt: self.attempt.clone(),
+            keep_visible: self.s.publish.is_some(),
+            visible: Vec::new(),
         });
         txns.recover(restored.map(|s| s.closed.into_iter().chain(s.open).collect()))
             .await?;
         self.txns = Some(txns);
+        self.publish().await?;
+        let declared = match &self.s.schema {
+            SchemaSource::Declared(cols) => Some(cols.as_slice()),
+            _ => None,
+        };
+        if let Some(table) = &self.s.publish {
+            if let Some(cols) = table.open(ctx, declared).await? {
+                self.schema = Some(Schema::new(cols));
+                return Ok(());
+            }
+        }
         match &self.s.schema {
             SchemaSource::Declared(cols) => self.schema = Some(Schema::new(cols.clone())),
             SchemaSource::Registry { config, subject } => {
@@ -330,8 +366,12 @@ impl CheckpointedFunction for FilesSink {
                     .await?,
             );
         }
-        let closed = std::mem::take(&mut self.closed);
+        let mut closed = std::mem::take(&mut self.closed);
+        for rec in &mut closed {
+            rec.sequence = 2 * checkpoint_id;
+        }
         self.txns().pre_committed(checkpoint_id, closed);
+        self.last_checkpoint = checkpoint_id;
         Ok(FilesState {
             open,
             closed: self.txns().state(),
@@ -343,7 +383,7 @@ impl CheckpointedFunction for FilesSink {
 impl CheckpointListener for FilesSink {
     async fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
         self.txns().commit_up_to(checkpoint_id).await?;
-        Ok(())
+        self.publish().await
     }
 }
 
@@ -370,9 +410,14 @@ impl SinkFunction<Value> for FilesSink {
         for d in dirs {
             self.roll(&d).await?;
         }
-        let closed = std::mem::take(&mut self.closed);
+        // The final checkpoint held these files open as they end now.
+        let mut closed = std::mem::take(&mut self.closed);
+        for rec in &mut closed {
+            rec.sequence = 2 * self.last_checkpoint + 1;
+        }
         self.txns().pre_committed(u64::MAX, closed);
-        self.txns().commit_all().await.map(drop)
+        self.txns().commit_all().await?;
+        self.publish().await
     }
 }
 
@@ -382,6 +427,10 @@ pub(crate) struct FilesCommitter {
     staging: Staging,
     /// This run's attempt, whose files (started now by other subtasks) a clean-up spares.
     attempt: String,
+    /// Whether a table is kept over the files: then the files made visible wait in
+    /// `visible` for it.
+    keep_visible: bool,
+    pub(crate) visible: Vec<Recoverable>,
 }
 
 #[async_trait]
@@ -398,6 +447,9 @@ impl Committer for FilesCommitter {
     async fn commit(&mut self, rec: &Recoverable) -> Result<()> {
         self.staging.commit(rec).await?;
         self.staging.forget(rec).await;
+        if self.keep_visible {
+            self.visible.push(rec.clone());
+        }
         metrics::counter!("rivus_files_committed").increment(1);
         metrics::counter!("rivus_files_committed_records").increment(rec.records);
         tracing::info!(key = %rec.key, records = rec.records, "files: committed");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::TryStreamExt;
 use object_store::aws::AmazonS3;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use rivus_core::{Error, Result};
 

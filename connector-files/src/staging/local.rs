@@ -47,6 +47,7 @@ impl LocalStaging {
                 tails: Vec::new(),
                 trailer: String::new(),
                 records: 0,
+                sequence: 0,
             },
         })
     }

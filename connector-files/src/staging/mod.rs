@@ -59,9 +59,21 @@ pub struct Recoverable {
     pub trailer: String,
     /// Records in the file.
     pub records: u64,
+    /// The file's place among its writer's publications to a table kept over the files
+    /// ([`Publish`](crate::Publish)), which records each once: `2c` when checkpoint `c`
+    /// pre-committed it closed, `2c + 1` when `c` held it open (a restore, or the end of the
+    /// input, finishes it as `c` saw it); 0 before any checkpoint.
+    #[serde(default)]
+    pub sequence: u64,
 }
 
 impl Recoverable {
+    /// The subtask of a run that wrote the file: its id but the sequence,
+    /// `<attempt>-<job tag>-<subtask>` (attempts are start times: they sort in time).
+    pub fn writer(&self) -> &str {
+        self.id.rsplit_once('-').map_or(&self.id, |(w, _)| w)
+    }
+
     pub(crate) fn trailer_bytes(&self) -> Vec<u8> {
         base64::engine::general_purpose::STANDARD
             .decode(&self.trailer)

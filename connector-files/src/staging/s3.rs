@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use object_store::aws::AmazonS3;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use rivus_core::{Error, Result};
 
@@ -82,6 +82,7 @@ impl S3Staging {
                 tails: Vec::new(),
                 trailer: String::new(),
                 records: 0,
+                sequence: 0,
             },
         })
     }

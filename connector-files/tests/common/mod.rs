@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use rivus_connector_files::{FilesSink, FilesSinkBuilder, S3Options};
 use rivus_core::prelude::*;
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};

@@ -1,0 +1,22 @@
+//! Delta Lake for rivus: [`DeltaSink`] appends records to a Delta table on an S3-compatible
+//! store or a local disk, exactly once. The records go into Parquet files through the files
+//! sink (its rolling by size, its two-phase commit of each file, its error policy); the files
+//! each checkpoint made visible are added to the table's log in one commit per writer,
+//! carrying an application transaction (`txn`) that makes a repeated commit a no-op. The log
+//! is Delta's own Rust kernel (`delta_kernel`).
+//!
+//! - `sink.rs`: the builder;
+//! - `table.rs`: the table — read or created at open, the commits;
+//! - `columns.rs`: a Delta schema as the files' columns and back;
+//! - `store.rs`: where the table is;
+//! - `error.rs`: errors with context.
+
+mod columns;
+mod error;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
+mod sink;
+mod store;
+mod table;
+
+pub use sink::{DeltaSink, DeltaSinkBuilder};

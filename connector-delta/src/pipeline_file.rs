@@ -1,0 +1,131 @@
+//! The `delta` section of a pipeline file (feature `pipeline-file`): `[sink] type = "delta"`,
+//! read by serde (unknown fields refused), turned into the sink, and checked by a healthcheck
+//! that reads the table's log. The files' options mean what they mean for `type = "files"`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, S3Section};
+use rivus_connector_files::ParquetCompression;
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::{Error, Result};
+use rivus_pipeline_file::{
+    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection,
+};
+
+use crate::{DeltaSink, DeltaSinkBuilder};
+
+/// `[sink] type = "delta"`.
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaSection {
+    /// The table's root: `s3://bucket/prefix` or `file:///dir`.
+    pub url: String,
+    /// Create the table from `schema` when it does not exist (default false).
+    #[serde(default)]
+    pub create_table: bool,
+    /// The columns of a table created now: `[{ name, type, nullable }]`. An existing
+    /// table's columns are its own.
+    pub schema: Option<Vec<ColumnOption>>,
+    /// The data files' codec: `zstd` (default), `snappy`, `gzip`, `none`.
+    pub compression: Option<ParquetCodec>,
+    /// Bytes at which a data file is closed (134217728).
+    pub target_file_size: Option<u64>,
+    /// Age at which a data file is closed (15m).
+    #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
+    pub rollover: Option<Duration>,
+    /// Bytes per S3 part (8388608, at least 5 MiB).
+    pub part_size: Option<usize>,
+    /// Bytes at which a Parquet row group is closed (16777216).
+    pub row_group_bytes: Option<usize>,
+    /// Data files open at once per subtask (16).
+    pub max_open_files: Option<usize>,
+    /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
+    #[serde(default)]
+    pub s3: S3Section,
+}
+
+/// `compression = ...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ParquetCodec {
+    /// None.
+    None,
+    /// Snappy.
+    Snappy,
+    /// gzip.
+    Gzip,
+    /// Zstandard.
+    Zstd,
+}
+
+impl DeltaSection {
+    fn builder(&self, policy: ErrorPolicy) -> Result<DeltaSinkBuilder> {
+        if self.create_table && self.schema.is_none() {
+            return Err(Error::config(
+                "schema",
+                "`create_table = true` creates the table from the columns declared here",
+            ));
+        }
+        let sizes = FileSizes {
+            target_file_size: self.target_file_size,
+            rollover: self.rollover,
+            part_size: self.part_size,
+            row_group_bytes: self.row_group_bytes,
+            max_open_files: self.max_open_files,
+        };
+        let columns = self.schema.as_deref().map(ColumnOption::columns);
+        Ok(DeltaSinkBuilder::new(&self.url)
+            .s3(self.s3.options())
+            .create_table(self.create_table)
+            .compression(match self.compression {
+                None | Some(ParquetCodec::Zstd) => ParquetCompression::Zstd,
+                Some(ParquetCodec::None) => ParquetCompression::None,
+                Some(ParquetCodec::Snappy) => ParquetCompression::Snappy,
+                Some(ParquetCodec::Gzip) => ParquetCompression::Gzip,
+            })
+            .files(move |mut b| {
+                if let Some(cols) = columns {
+                    b = b.schema(cols);
+                }
+                sizes.apply(b).error_policy(policy)
+            }))
+    }
+
+    /// The sink.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<DeltaSink> {
+        self.builder(policy)?.build()
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for DeltaSection {
+    const TYPE: &'static str = "delta";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "appends to a Delta Lake table on S3-compatible stores or local disks \
+                  (Parquet data files, Delta's own log)",
+        guarantee: "exactly-once (each checkpoint's files added in one commit whose \
+                    application transaction id makes a repeat a no-op)",
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        // Checked once here; each subtask builds its own.
+        self.sink(ctx.policy.clone())?;
+        let (section, policy) = (self.clone(), ctx.policy.clone());
+        Ok(SinkPlan::per_subtask(move |_| {
+            section
+                .sink(policy.clone())
+                .expect("checked when the plan was built")
+        }))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        let outcome = match self.sink(ErrorPolicy::Fail) {
+            Ok(s) => s.report().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        Health::new(Self::TYPE, self.url.clone(), outcome)
+    }
+}

@@ -1,0 +1,84 @@
+//! [`DeltaSink`] and its builder: a files sink writing Parquet under the table's root, with
+//! the table kept over its files.
+
+use std::sync::Arc;
+
+use rivus_connector_files::{
+    FileFormat, FilesSink, FilesSinkBuilder, Location, ParquetCompression, S3Options,
+};
+use rivus_core::Result;
+
+use crate::store::table_store;
+use crate::table::DeltaTable;
+
+/// The Delta sink: a [`FilesSink`] whose files are a Delta table's.
+pub type DeltaSink = FilesSink;
+
+/// The Delta sink's options; errors at [`build`](DeltaSinkBuilder::build) name the option.
+pub struct DeltaSinkBuilder {
+    url: String,
+    s3: S3Options,
+    create_table: bool,
+    compression: ParquetCompression,
+    files: Box<dyn FnOnce(FilesSinkBuilder) -> FilesSinkBuilder + Send>,
+}
+
+impl std::fmt::Debug for DeltaSinkBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeltaSinkBuilder")
+            .field("url", &self.url)
+            .field("s3", &self.s3)
+            .field("create_table", &self.create_table)
+            .finish()
+    }
+}
+
+impl DeltaSinkBuilder {
+    /// A sink appending to the Delta table at `url` (`s3://bucket/prefix` or `file:///dir`).
+    pub fn new(url: impl Into<String>) -> DeltaSinkBuilder {
+        DeltaSinkBuilder {
+            url: url.into(),
+            s3: S3Options::default(),
+            create_table: false,
+            compression: ParquetCompression::Zstd,
+            files: Box::new(|b| b),
+        }
+    }
+
+    rivus_core::setters! {
+        /// The S3 store (endpoint, region, keys).
+        s3(o: S3Options) => s3;
+
+        /// Creates the table from the declared columns (`schema`) when it does not exist
+        /// (default false: a missing table is refused at open).
+        create_table(yes: bool) => create_table;
+
+        /// The data files' codec (default zstd).
+        compression(c: ParquetCompression) => compression;
+    }
+
+    /// The files' own options: the declared columns (`schema`), `target_file_size`,
+    /// `rollover`, `part_size`, `row_group_bytes`, `max_open_files`, the error policy. The
+    /// format (Parquet), the location and the partition path are the table's.
+    pub fn files(
+        mut self,
+        f: impl FnOnce(FilesSinkBuilder) -> FilesSinkBuilder + Send + 'static,
+    ) -> Self {
+        self.files = Box::new(f);
+        self
+    }
+
+    /// The sink; an option out of range is refused with its name.
+    pub fn build(self) -> Result<DeltaSink> {
+        let location = Location::parse(&self.url, "url")?;
+        let (root, store) = table_store(&location, &self.s3)?;
+        let table = DeltaTable::new(root, store, self.create_table);
+        // The table's settings last: the files' own options cannot move them.
+        (self.files)(FilesSink::builder(&self.url))
+            .s3(self.s3)
+            .format(FileFormat::Parquet(self.compression))
+            .path("")
+            .table(Arc::new(table))
+            .build()
+    }
+}

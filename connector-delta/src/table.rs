@@ -1,0 +1,371 @@
+//! [`DeltaTable`]: the Delta log kept over the files sink's files. At open it reads the table
+//! (or creates it from the declared columns); when files become visible it adds them in one
+//! commit per writer and sequence, carrying the application transaction `txn` of the writer —
+//! Delta's own idempotence: a sequence not above the table's `txn` version for the writer was
+//! committed before, and is skipped. A writer is a subtask of one run of the job, so a new run
+//! (not a restore) never finds its sequences taken.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delta_kernel::arrow::array::{ArrayRef, Int64Array, StructArray};
+use delta_kernel::arrow::datatypes::{DataType as ArrowType, Field};
+use delta_kernel::committer::FileSystemCommitter;
+use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
+use delta_kernel::{FileMeta, Snapshot, SnapshotRef};
+use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
+use delta_kernel_default_engine::parquet::DataFileMetadata;
+use delta_kernel_default_engine::{build_add_file_metadata, DefaultEngine, DefaultEngineBuilder};
+use object_store::path::Path as StorePath;
+use object_store::{DynObjectStore, ObjectStoreExt};
+use url::Url;
+
+use rivus_connector_files::{Column, Publish, Recoverable};
+use rivus_core::prelude::RuntimeContext;
+use rivus_core::{Error, Result};
+
+use crate::columns::{columns_of, schema_of};
+use crate::error::{kernel_error, store_error};
+
+/// What the commits say they are (the log's `commitInfo.engineInfo`).
+const ENGINE_INFO: &str = concat!("rivus/", env!("CARGO_PKG_VERSION"));
+
+/// Commits that lost to another writer's version before one of them wins: the job's own
+/// subtasks commit to one table side by side, each at most once a checkpoint.
+const MAX_CONFLICTS: usize = 64;
+
+type Engine = DefaultEngine<TokioBackgroundExecutor>;
+
+/// One Delta table, shared by the subtasks of a sink.
+pub(crate) struct DeltaTable {
+    /// The table's root, ending in `/`.
+    root: Url,
+    store: Arc<DynObjectStore>,
+    /// The table's root in `store`.
+    root_path: StorePath,
+    engine: Arc<Engine>,
+    create: bool,
+    /// The application id of the job's writers, `rivus-<job>-<sink>`; a writer's is
+    /// `<app>-<writer>` (`<attempt>-<job tag>-<subtask>`: each run writes as new writers).
+    app: parking_lot::Mutex<String>,
+}
+
+impl std::fmt::Debug for DeltaTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeltaTable")
+            .field("root", &self.root.as_str())
+            .finish()
+    }
+}
+
+impl DeltaTable {
+    /// The table at `root` (a directory URL ending in `/`) in `store`, whose paths are the
+    /// URL's; `create`: created from the declared columns when missing.
+    pub(crate) fn new(root: Url, store: Arc<DynObjectStore>, create: bool) -> DeltaTable {
+        let engine = DefaultEngineBuilder::new(Arc::clone(&store)).build();
+        let root_path = StorePath::from_url_path(root.path()).unwrap_or_default();
+        DeltaTable {
+            root,
+            store,
+            root_path,
+            engine: Arc::new(engine),
+            create,
+            app: parking_lot::Mutex::new(String::new()),
+        }
+    }
+
+    /// The application id of `writer`'s commits.
+    fn app_id(&self, writer: &str) -> String {
+        format!("{}-{writer}", self.app.lock())
+    }
+
+    /// Whether the table has a log.
+    async fn exists(&self) -> Result<bool> {
+        use futures::StreamExt;
+        let log = self.root_path.clone().join("_delta_log");
+        match self.store.list(Some(&log)).next().await {
+            None => Ok(false),
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(store_error(
+                format!("delta: listing {}_delta_log", self.root),
+                e,
+            )),
+        }
+    }
+
+    /// The newest snapshot (the kernel reads the log synchronously: off the runtime's threads).
+    async fn snapshot(&self) -> Result<SnapshotRef> {
+        let engine = Arc::clone(&self.engine);
+        let root = self.root.clone();
+        blocking(move || Snapshot::builder_for(root.as_str()).build(engine.as_ref()))
+            .await
+            .map_err(|e| kernel_error(format!("delta: reading the table at {}", self.root), e))
+    }
+
+    /// Creates the table with `columns`; another subtask creating it at the same time wins
+    /// as well (the one version 0 is theirs or ours).
+    async fn create(&self, columns: &[Column]) -> Result<()> {
+        let schema = schema_of(columns)?;
+        let engine = Arc::clone(&self.engine);
+        let root = self.root.clone();
+        let created = blocking(move || {
+            delta_kernel::transaction::create_table::create_table(
+                root.as_str(),
+                Arc::new(schema),
+                ENGINE_INFO,
+                true,
+            )
+            .build(engine.as_ref(), Box::new(FileSystemCommitter::new()))?
+            .commit(engine.as_ref())
+        })
+        .await;
+        let created = match created {
+            Ok(c) => c,
+            // Another subtask created it between our look and our commit.
+            Err(_) if self.exists().await? => return Ok(()),
+            Err(e) => {
+                return Err(kernel_error(
+                    format!("delta: creating the table at {}", self.root),
+                    e,
+                ))
+            }
+        };
+        match created {
+            CommitResult::Committed(_) => {
+                tracing::info!(table = %self.root, "delta: created the table");
+                Ok(())
+            }
+            CommitResult::Conflicted(_) => Ok(()),
+            CommitResult::Retryable(r) => Err(kernel_error(
+                format!("delta: creating the table at {}", self.root),
+                r.error,
+            )),
+        }
+    }
+
+    /// The Add actions of `files` (visible in the store) for the transaction's write context.
+    async fn adds(&self, files: &[Recoverable]) -> Result<Vec<(FileMeta, u64)>> {
+        let mut out = Vec::with_capacity(files.len());
+        for f in files {
+            let path = self.root_path.clone().join_relative(&f.key);
+            let meta = self
+                .store
+                .head(&path)
+                .await
+                .map_err(|e| store_error(format!("delta: reading the size of {path}"), e))?;
+            let location = self
+                .root
+                .join(&f.key)
+                .map_err(|e| Error::connector("delta", format!("file `{}`: {e}", f.key)))?;
+            out.push((
+                FileMeta {
+                    location,
+                    last_modified: meta.last_modified.timestamp_millis(),
+                    size: meta.size,
+                },
+                f.records,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Paths relative to a table root.
+trait JoinRelative {
+    fn join_relative(self, key: &str) -> StorePath;
+}
+
+impl JoinRelative for StorePath {
+    fn join_relative(self, key: &str) -> StorePath {
+        key.split('/')
+            .filter(|s| !s.is_empty())
+            .fold(self, |p, s| p.join(s))
+    }
+}
+
+#[async_trait]
+impl Publish for DeltaTable {
+    async fn open(
+        &self,
+        ctx: &RuntimeContext,
+        declared: Option<&[Column]>,
+    ) -> Result<Option<Vec<Column>>> {
+        *self.app.lock() = format!("rivus-{}-{}", ctx.job_name(), ctx.task_name());
+        if !self.exists().await? {
+            match (self.create, declared) {
+                (true, Some(cols)) => self.create(cols).await?,
+                (true, None) => {
+                    return Err(Error::config(
+                        "schema",
+                        format!(
+                            "the table {} does not exist: declare its columns to create it",
+                            self.root
+                        ),
+                    ))
+                }
+                (false, _) => {
+                    return Err(Error::config(
+                        "url",
+                        format!(
+                            "{} holds no Delta table (`create_table = true` creates it)",
+                            self.root
+                        ),
+                    ))
+                }
+            }
+        }
+        let snapshot = self.snapshot().await?;
+        if !snapshot
+            .table_configuration()
+            .logical_partition_columns()
+            .is_empty()
+        {
+            return Err(Error::config(
+                "url",
+                format!(
+                    "the table {} is partitioned by {:?}: partitioned tables are not written yet",
+                    self.root,
+                    snapshot.table_configuration().logical_partition_columns()
+                ),
+            ));
+        }
+        let columns = columns_of(&snapshot.schema())
+            .map_err(|e| Error::config("url", format!("the table {}: {e}", self.root)))?;
+        Ok(Some(columns))
+    }
+
+    async fn publish(
+        &self,
+        writer: &str,
+        sequence: Option<u64>,
+        files: &[Recoverable],
+    ) -> Result<()> {
+        let app = self.app_id(writer);
+        let adds = self.adds(files).await?;
+        for attempt in 0..MAX_CONFLICTS {
+            let snapshot = self.snapshot().await?;
+            let engine = Arc::clone(&self.engine);
+            let (app2, adds2) = (app.clone(), adds.clone());
+            let outcome = blocking(move || -> delta_kernel::KernelResult<Outcome> {
+                let version = match sequence {
+                    Some(seq) => {
+                        let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+                        if snapshot
+                            .get_app_id_version(&app2, engine.as_ref())?
+                            .is_some_and(|v| v >= seq)
+                        {
+                            return Ok(Outcome::Done(None));
+                        }
+                        Some(seq)
+                    }
+                    None => None,
+                };
+                let mut builder = Arc::clone(&snapshot).update_table(
+                    UpdateTableOperation::StreamingUpdate,
+                    ENGINE_INFO,
+                    true,
+                );
+                if let Some(v) = version {
+                    builder = builder.with_transaction_id(app2.clone(), v);
+                }
+                let mut txn =
+                    builder.build(engine.as_ref(), Box::new(FileSystemCommitter::new()))?;
+                let context = txn.write_state()?.write_context_builder().build()?;
+                for (meta, records) in adds2 {
+                    let stats = record_count(records)?;
+                    txn.add_files(build_add_file_metadata(
+                        DataFileMetadata::new(meta, stats),
+                        &context,
+                    )?);
+                }
+                Ok(match txn.commit(engine.as_ref())? {
+                    CommitResult::Committed(c) => Outcome::Done(Some(c.commit_version())),
+                    CommitResult::Conflicted(_) => Outcome::Conflicted,
+                    CommitResult::Retryable(r) => Outcome::Failed(r.error),
+                })
+            })
+            .await
+            .map_err(|e| kernel_error(format!("delta: committing to {}", self.root), e))?;
+            match outcome {
+                Outcome::Done(Some(version)) => {
+                    metrics::counter!("rivus_delta_commits").increment(1);
+                    tracing::info!(
+                        table = %self.root, version, app = %app, ?sequence,
+                        files = files.len(), "delta: committed"
+                    );
+                    return Ok(());
+                }
+                Outcome::Done(None) => {
+                    tracing::info!(
+                        table = %self.root, app = %app, ?sequence,
+                        "delta: committed before; skipped"
+                    );
+                    return Ok(());
+                }
+                Outcome::Conflicted => {
+                    tracing::debug!(table = %self.root, attempt, "delta: lost a version; again");
+                }
+                Outcome::Failed(e) => {
+                    return Err(kernel_error(
+                        format!("delta: committing to {}", self.root),
+                        e,
+                    ))
+                }
+            }
+        }
+        Err(Error::connector(
+            "delta",
+            format!(
+                "committing to {}: lost {MAX_CONFLICTS} versions in a row to other writers",
+                self.root
+            ),
+        ))
+    }
+}
+
+enum Outcome {
+    /// Committed at this version, or before (`None`).
+    Done(Option<u64>),
+    Conflicted,
+    Failed(delta_kernel::KernelError),
+}
+
+/// The statistics of a file as the log takes them: its record count.
+fn record_count(records: u64) -> delta_kernel::KernelResult<StructArray> {
+    let n: ArrayRef = Arc::new(Int64Array::from(vec![records as i64]));
+    Ok(StructArray::from(vec![(
+        Arc::new(Field::new("numRecords", ArrowType::Int64, true)),
+        n,
+    )]))
+}
+
+/// Runs `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> delta_kernel::KernelResult<T> + Send + 'static,
+) -> delta_kernel::KernelResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| delta_kernel::KernelError::generic(format!("a kernel call panicked: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use delta_kernel::arrow::array::Array;
+
+    #[test]
+    fn keys_join_below_the_root() {
+        let root = StorePath::from("lake/orders");
+        assert_eq!(
+            root.join_relative("dt=2024-03-01/part-1.parquet").as_ref(),
+            "lake/orders/dt=2024-03-01/part-1.parquet"
+        );
+    }
+
+    #[test]
+    fn the_statistics_count_records() {
+        let s = record_count(7).unwrap();
+        assert_eq!(s.num_columns(), 1);
+        assert_eq!(s.len(), 1);
+    }
+}

@@ -1,0 +1,251 @@
+//! What the Delta tests share: a fresh table (a local directory or a prefix of the dev object
+//! store), the `deltalake` Python package as the independent reader, and small jobs.
+
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
+use rivus_connector_files::{Column, ColumnType, FilesSinkBuilder, S3Options};
+use rivus_core::prelude::*;
+use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
+use rivus_testkit::SequenceSource;
+use serde_json::{json, Value};
+
+/// Where a test's table is.
+pub(crate) enum Table {
+    Local(tempfile::TempDir),
+    S3 {
+        url: String,
+        s3: S3Options,
+        endpoint: String,
+    },
+}
+
+impl Table {
+    pub(crate) fn local() -> Table {
+        Table::Local(tempfile::tempdir().unwrap())
+    }
+
+    /// A fresh prefix of the dev bucket; `None` when the store is not reachable and skipping
+    /// was asked for.
+    pub(crate) fn s3(name: &str) -> Option<Table> {
+        let endpoint = require(Service::S3)?;
+        let (bucket, access, secret) = s3_credentials();
+        Some(Table::S3 {
+            url: format!("s3://{bucket}/{}", unique_name(name)),
+            s3: S3Options {
+                endpoint: Some(endpoint.clone()),
+                access_key: Some(access),
+                secret_key: Some(secret),
+                ..Default::default()
+            },
+            endpoint,
+        })
+    }
+
+    pub(crate) fn url(&self) -> String {
+        match self {
+            Table::Local(d) => format!("file://{}", d.path().display()),
+            Table::S3 { url, .. } => url.clone(),
+        }
+    }
+
+    pub(crate) fn builder(&self) -> DeltaSinkBuilder {
+        let b = DeltaSinkBuilder::new(self.url());
+        match self {
+            Table::Local(_) => b,
+            Table::S3 { s3, .. } => b.s3(s3.clone()),
+        }
+    }
+
+    /// What `deltalake` reads: the table's version, its columns (name → Arrow type), its
+    /// data files, every row (sorted by `id`).
+    pub(crate) fn read(&self, py: &str) -> Read {
+        let (uri, options) = match self {
+            Table::Local(d) => (d.path().display().to_string(), json!({})),
+            Table::S3 { url, endpoint, .. } => {
+                let (_, access, secret) = s3_credentials();
+                (
+                    url.clone(),
+                    json!({
+                        "AWS_ENDPOINT_URL": endpoint,
+                        "AWS_ACCESS_KEY_ID": access,
+                        "AWS_SECRET_ACCESS_KEY": secret,
+                        "AWS_REGION": "us-east-1",
+                        "AWS_ALLOW_HTTP": "true",
+                    }),
+                )
+            }
+        };
+        let out = Command::new(py)
+            .args(["-c", READ, &uri, &options.to_string()])
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "deltalake failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut lines = text.lines();
+        let head: Value = serde_json::from_str(lines.next().expect("a head line")).unwrap();
+        let mut rows: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+        rows.sort_by_key(|r| r["id"].as_i64());
+        Read {
+            version: head["version"].as_i64().unwrap(),
+            schema: head["schema"].clone(),
+            files: head["files"].as_u64().unwrap(),
+            rows,
+        }
+    }
+}
+
+/// What `deltalake` read.
+#[derive(Debug)]
+pub(crate) struct Read {
+    pub version: i64,
+    pub schema: Value,
+    pub files: u64,
+    pub rows: Vec<Value>,
+}
+
+impl Read {
+    /// The `id`s read, in order.
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.rows
+            .iter()
+            .map(|r| r["id"].as_u64().unwrap())
+            .collect()
+    }
+}
+
+/// The reader: the table through `deltalake` (delta-rs).
+const READ: &str = r##"
+import json, sys
+from deltalake import DeltaTable
+uri, options = sys.argv[1], json.loads(sys.argv[2]) or None
+t = DeltaTable(uri, storage_options=options)
+data = t.to_pyarrow_table()
+print(json.dumps({
+    "version": t.version(),
+    "schema": {f.name: str(f.type) for f in data.schema},
+    "files": len(t.file_uris()),
+}))
+for r in data.to_pylist():
+    print(json.dumps(r, default=str, sort_keys=True))
+"##;
+
+/// Python with `deltalake` (`dev/python`), or a failure saying how to get it.
+pub(crate) fn python() -> Option<String> {
+    rivus_testkit::services::python_with("deltalake, pyarrow")
+}
+
+/// Record `i` of the tests.
+pub(crate) fn record(i: u64) -> Value {
+    json!({
+        "id": i,
+        "name": format!("name-{i}"),
+        "price": i as f64 / 4.0,
+        "ok": i.is_multiple_of(2),
+        "day": format!("2024-03-{:02}", 1 + i % 28),
+        "at": 1_709_287_200_000u64 + i,
+    })
+}
+
+/// The columns of `record`.
+pub(crate) fn columns() -> Vec<Column> {
+    [
+        ("id", ColumnType::Int64),
+        ("name", ColumnType::String),
+        ("price", ColumnType::Float64),
+        ("ok", ColumnType::Boolean),
+        ("day", ColumnType::Date),
+        ("at", ColumnType::Timestamp),
+    ]
+    .into_iter()
+    .map(|(name, ty)| Column {
+        name: name.into(),
+        ty,
+        nullable: true,
+    })
+    .collect()
+}
+
+/// Sinks creating (when missing) and appending to `table`, as `tune` sets the files.
+pub(crate) fn sink_into(
+    table: &Table,
+    tune: impl Fn(FilesSinkBuilder) -> FilesSinkBuilder + Clone + Send + Sync + 'static,
+) -> impl Fn() -> DeltaSink + Clone + Send + Sync + 'static {
+    let (url, s3) = match table {
+        Table::Local(_) => (table.url(), None),
+        Table::S3 { s3, .. } => (table.url(), Some(s3.clone())),
+    };
+    move || {
+        let tune = tune.clone();
+        let mut b = DeltaSinkBuilder::new(&url)
+            .create_table(true)
+            .files(move |f| tune(f.schema(columns())));
+        if let Some(s3) = &s3 {
+            b = b.s3(s3.clone());
+        }
+        b.build().unwrap()
+    }
+}
+
+/// `n` records of `record` (a sequence source of `parallelism` subtasks, paced when
+/// `per_second` is given) into `sink` (as many subtasks), checkpoints every 100 ms into
+/// `backend`.
+pub(crate) fn job(
+    name: &str,
+    n: u64,
+    parallelism: usize,
+    per_second: Option<u64>,
+    emitted: Arc<AtomicU64>,
+    sink: impl Fn() -> DeltaSink + Send + Sync + 'static,
+    backend: &MemoryStateBackend,
+) -> Job {
+    Pipeline::new(name)
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(100),
+            Arc::new(backend.clone()),
+        ))
+        .batch_size(500)
+        .source("seq", parallelism, move |i| {
+            let s = SequenceSource::new(i, parallelism, Some(n), emitted.clone());
+            match per_second {
+                Some(r) => s.paced(r),
+                None => s,
+            }
+        })
+        .map(record)
+        .sink("delta", parallelism, move |_| sink())
+        .unwrap()
+}
+
+/// The application transactions (`txn`: app id → version) of a local table's log, from its
+/// JSON commits.
+pub(crate) fn local_txns(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<i64>> {
+    let mut out: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    let mut commits: Vec<_> = std::fs::read_dir(dir.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    commits.sort();
+    for c in commits {
+        for line in std::fs::read_to_string(&c).unwrap().lines() {
+            let action: Value = serde_json::from_str(line).unwrap();
+            if let Some(t) = action.get("txn") {
+                out.entry(t["appId"].as_str().unwrap().to_owned())
+                    .or_default()
+                    .push(t["version"].as_i64().unwrap());
+            }
+        }
+    }
+    out
+}

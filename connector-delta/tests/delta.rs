@@ -1,0 +1,193 @@
+//! The Delta sink against real tables, read back by `deltalake` (delta-rs, from `dev/python`):
+//! a local table created by the sink and appended to; a table on the dev object store written
+//! through cancels and restores — every record exactly once, each checkpoint's files in one
+//! commit carrying its writer's application transaction; bad tables refused at open.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rivus_connector_delta::DeltaSinkBuilder;
+use rivus_core::prelude::*;
+use rivus_testkit::wait;
+
+/// Runs `job` until `emitted` reaches `at`, then cancels it.
+async fn cancel_at(job: Job, emitted: &AtomicU64, at: u64) {
+    let handle = job.handle();
+    let running = tokio::spawn(job.run());
+    wait::until(
+        Duration::from_secs(60),
+        || async { emitted.load(Ordering::Relaxed) >= at || running.is_finished() },
+        || format!("{} emitted, never {at}", emitted.load(Ordering::Relaxed)),
+    )
+    .await;
+    assert!(
+        !running.is_finished(),
+        "the job ended before {at}: {:?}",
+        running.await
+    );
+    handle.cancel();
+    let _ = running.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_table_is_created_appended_to_and_read_by_deltalake() {
+    let Some(py) = python() else { return };
+    let table = Table::local();
+    let sink = sink_into(&table, |f| {
+        f.target_file_size(16 * 1024).row_group_bytes(4 * 1024)
+    });
+    let n = 20_000;
+    let name = rivus_testkit::services::unique_name("delta-local");
+    for round in 0..2 {
+        job(
+            &name,
+            n,
+            2,
+            None,
+            Arc::default(),
+            sink.clone(),
+            &MemoryStateBackend::new(),
+        )
+        .run()
+        .await
+        .unwrap();
+        let read = table.read(&py);
+        let want: Vec<u64> = (0..n)
+            .flat_map(|i| std::iter::repeat_n(i, round + 1))
+            .collect();
+        assert_eq!(
+            read.ids(),
+            want,
+            "round {round}: every record, once per run"
+        );
+        assert!(read.files > 2, "files rolled by size: {read:?}");
+        if round == 0 {
+            assert_eq!(
+                read.rows[3],
+                serde_json::json!({"id": 3, "name": "name-3", "price": 0.75, "ok": false,
+                    "day": "2024-03-04", "at": "2024-03-01 10:00:00.003000+00:00"})
+            );
+            assert_eq!(read.schema["id"], "int64");
+            assert_eq!(read.schema["at"], "timestamp[us, tz=UTC]");
+        }
+    }
+    let Table::Local(dir) = &table else {
+        unreachable!()
+    };
+    let txns = local_txns(dir.path());
+    assert!(!txns.is_empty(), "commits carry application transactions");
+    for (app, versions) in &txns {
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "{app}: {versions:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_on_s3_through_cancels_and_restores() {
+    let (Some(table), Some(py)) = (Table::s3("delta-eo"), python()) else {
+        return;
+    };
+    let sink = sink_into(&table, |f| f.target_file_size(256 * 1024));
+    let backend = MemoryStateBackend::new();
+    let n = 60_000;
+    let name = rivus_testkit::services::unique_name("delta-eo");
+    for at in [15_000, 35_000] {
+        let emitted = Arc::new(AtomicU64::new(0));
+        let j = job(
+            &name,
+            n,
+            2,
+            Some(10_000),
+            emitted.clone(),
+            sink.clone(),
+            &backend,
+        );
+        cancel_at(j, &emitted, at).await;
+    }
+    let summary = job(&name, n, 2, Some(10_000), Arc::default(), sink, &backend)
+        .run()
+        .await
+        .unwrap();
+    assert!(summary.restored_from.is_some());
+    let read = table.read(&py);
+    assert_eq!(
+        read.ids(),
+        (0..n).collect::<Vec<_>>(),
+        "every record exactly once"
+    );
+}
+
+/// The same on a local disk, where the log can be read here: each run's writers commit under
+/// their own application ids, each with increasing versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_locally_with_a_txn_per_writer_of_each_run() {
+    let Some(py) = python() else { return };
+    let table = Table::local();
+    let sink = sink_into(&table, |f| f.target_file_size(128 * 1024));
+    let backend = MemoryStateBackend::new();
+    let n = 40_000;
+    let name = rivus_testkit::services::unique_name("delta-local-eo");
+    for at in [10_000, 20_000] {
+        let emitted = Arc::new(AtomicU64::new(0));
+        let j = job(
+            &name,
+            n,
+            2,
+            Some(10_000),
+            emitted.clone(),
+            sink.clone(),
+            &backend,
+        );
+        cancel_at(j, &emitted, at).await;
+    }
+    job(&name, n, 2, Some(10_000), Arc::default(), sink, &backend)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(
+        table.read(&py).ids(),
+        (0..n).collect::<Vec<_>>(),
+        "every record exactly once"
+    );
+    let Table::Local(dir) = &table else {
+        unreachable!()
+    };
+    let txns = local_txns(dir.path());
+    let attempts: std::collections::BTreeSet<&str> = txns
+        .keys()
+        .map(|app| app.rsplitn(3, '-').nth(2).unwrap())
+        .collect();
+    assert_eq!(attempts.len(), 3, "three runs, three attempts: {txns:?}");
+    for (app, versions) in &txns {
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "{app}: {versions:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_missing_table_is_refused_unless_created() {
+    let table = Table::local();
+    let url = table.url();
+    let err = Pipeline::new("delta-missing")
+        .source("seq", 1, |i| {
+            rivus_testkit::SequenceSource::new(i, 1, Some(10), Arc::default())
+        })
+        .map(record)
+        .sink("delta", 1, move |_| {
+            DeltaSinkBuilder::new(&url).build().unwrap()
+        })
+        .unwrap()
+        .run()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("holds no Delta table"), "{err}");
+    assert!(err.to_string().contains("create_table"), "{err}");
+}

@@ -1,0 +1,40 @@
+//! [`Publish`]: a table format kept over the sink's files (Delta Lake's log, say). The sink
+//! tells it which files became visible, once they are, in checkpoint order; the table decides
+//! the files' columns when the sink opens.
+
+use async_trait::async_trait;
+
+use rivus_core::prelude::RuntimeContext;
+use rivus_core::Result;
+
+use crate::encode::Column;
+use crate::staging::Recoverable;
+
+/// A table over the files a [`FilesSink`](crate::FilesSink) writes.
+///
+/// Exactly once is the table's part as much as the sink's: a restore hands it again what the
+/// restored checkpoint holds, some of which it may have recorded before the failure, so
+/// [`publish`](Publish::publish) must record a `(writer, sequence)` at most once.
+#[async_trait]
+pub trait Publish: Send + Sync + std::fmt::Debug {
+    /// At the sink subtask's open, before any file: the columns the files take (the table's),
+    /// or `None` to keep the sink's own schema setting. `declared` is the sink's declared
+    /// schema, if any (what a table created now would have).
+    async fn open(
+        &self,
+        ctx: &RuntimeContext,
+        declared: Option<&[Column]>,
+    ) -> Result<Option<Vec<Column>>>;
+
+    /// Records `files` — visible in the store now, written by `writer` (a subtask of one run,
+    /// [`Recoverable::writer`]), with the same [`sequence`](Recoverable::sequence) (`None`:
+    /// the job takes no checkpoints) — in the table. A writer's sequences come in increasing
+    /// order; one not above the last recorded for the writer (a restore repeating it) records
+    /// nothing. A new run of the job writes as new writers.
+    async fn publish(
+        &self,
+        writer: &str,
+        sequence: Option<u64>,
+        files: &[Recoverable],
+    ) -> Result<()>;
+}
