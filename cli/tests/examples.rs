@@ -25,7 +25,9 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
         .replace("EXISTS orders (", &format!("EXISTS {unique} ("))
         .replace("rivus-orders-to-postgres", &format!("{unique}-group"))
         .replace("rivus-orders-to-s3", &format!("{unique}-s3-group"))
+        .replace("rivus-orders-to-delta", &format!("{unique}-delta-group"))
         .replace("/orders\"", &format!("/{unique}\""))
+        .replace("/orders-delta\"", &format!("/{unique}-delta\""))
         // Tests run side by side: one job name (and so one set of transactional ids) each.
         .replace(
             &format!("name = \"{name}\""),
@@ -201,21 +203,30 @@ async fn the_secured_example_reads_kafka_over_sasl_ssl_into_postgres_over_tls() 
     assert_eq!((rows, tls), (10_000, true));
 }
 
-/// generator → Kafka → `kafka-to-s3-parquet`: Parquet files on S3 in Hive-style directories
-/// by day and hour, read back by pyarrow (as a partitioned dataset) with every order once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
-    let (Some(kafka), Some(s3), Some(py)) = (
+/// What an example that wrote the generated orders to the dev S3 store leaves its reader.
+struct OnS3 {
+    py: String,
+    unique: String,
+    endpoint: String,
+    bucket: String,
+    access: String,
+    secret: String,
+}
+
+/// generator → Kafka → `example` (a sink on the dev S3 store), every order read; `None` when a
+/// service, or Python with `modules`, is missing and skipping was asked for.
+fn orders_onto_s3(example: &str, modules: &str) -> Option<OnS3> {
+    let (Some(kafka), Some(endpoint), Some(py)) = (
         require(Service::Kafka),
         require(Service::S3),
-        rivus_testkit::services::python_with("pyarrow.parquet"),
+        rivus_testkit::services::python_with(modules),
     ) else {
-        return;
+        return None;
     };
     let (bucket, access, secret) = rivus_testkit::services::s3_credentials();
     let env = [
         ("RIVUS_KAFKA_BOOTSTRAP", kafka),
-        ("RIVUS_S3_ENDPOINT", s3.clone()),
+        ("RIVUS_S3_ENDPOINT", endpoint.clone()),
         ("RIVUS_S3_BUCKET", bucket.clone()),
         ("RIVUS_S3_ACCESS_KEY", access.clone()),
         ("RIVUS_S3_SECRET_KEY", secret.clone()),
@@ -223,8 +234,67 @@ async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
     let dir = tempfile::tempdir().unwrap();
     let unique = unique_name("orders").replace('-', "_");
     run_example(dir.path(), "generator-to-kafka", &unique, &env);
-    let out = run_example(dir.path(), "kafka-to-s3-parquet", &unique, &env);
+    let out = run_example(dir.path(), example, &unique, &env);
     assert!(out.contains("read        10000 records"), "{out}");
+    Some(OnS3 {
+        py,
+        unique,
+        endpoint,
+        bucket,
+        access,
+        secret,
+    })
+}
+
+/// generator → Kafka → `kafka-to-delta`: a Delta table on S3 created by the sink, read back by
+/// `deltalake` (delta-rs) with every order once and the declared types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delta_example_writes_a_table_on_s3_that_deltalake_reads() {
+    let Some(at) = orders_onto_s3("kafka-to-delta", "deltalake, pyarrow") else {
+        return;
+    };
+    let script = r#"
+import sys
+from deltalake import DeltaTable
+uri, endpoint, access, secret = sys.argv[1:5]
+t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": access,
+    "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+data = t.to_pyarrow_table()
+ids = data.column("id").to_pylist()
+print(len(ids), len(set(ids)))
+print(data.schema.field("ts").type, data.schema.field("amount").type)
+"#;
+    let uri = format!("s3://{}/{}-delta", at.bucket, at.unique);
+    let run = Command::new(&at.py)
+        .args(["-c", script, &uri, &at.endpoint, &at.access, &at.secret])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "10000 10000", "every order once: {text}");
+    assert_eq!(lines[1], "timestamp[us, tz=UTC] double", "{text}");
+}
+
+/// generator → Kafka → `kafka-to-s3-parquet`: Parquet files on S3 in Hive-style directories
+/// by day and hour, read back by pyarrow (as a partitioned dataset) with every order once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
+    let Some(OnS3 {
+        py,
+        unique,
+        endpoint: s3,
+        bucket,
+        access,
+        secret,
+    }) = orders_onto_s3("kafka-to-s3-parquet", "pyarrow.parquet")
+    else {
+        return;
+    };
     let script = r#"
 import sys, pyarrow.dataset as ds, pyarrow.fs as pfs
 endpoint, bucket, prefix, access, secret = sys.argv[1:6]

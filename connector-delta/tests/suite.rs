@@ -1,0 +1,102 @@
+//! The testkit's sink conformance suite against the Delta sink: each case appends to a fresh
+//! local table of one column `v`, created by the sink; what the table holds is read back by
+//! `deltalake` (delta-rs), so only committed files count.
+
+mod common;
+
+use std::process::Command;
+
+use common::{python, Table};
+use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
+use rivus_connector_files::{Column, ColumnType};
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::prelude::*;
+use rivus_testkit::suite::{SinkExternal, SinkSuite};
+use serde_json::{json, Value};
+
+struct Delta {
+    py: String,
+    table: Option<Table>,
+}
+
+const READ: &str = r##"
+import sys
+from deltalake import DeltaTable
+for v in DeltaTable(sys.argv[1]).to_pyarrow_table().column("v").to_pylist():
+    print(v)
+"##;
+
+#[async_trait]
+impl SinkExternal for Delta {
+    type Record = Value;
+    type Sink = DeltaSink;
+
+    async fn prepare(&mut self) -> Result<()> {
+        self.table = Some(Table::local());
+        Ok(())
+    }
+
+    fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> DeltaSink {
+        let table = self.table.as_ref().expect("prepared");
+        DeltaSinkBuilder::new(table.url())
+            .create_table(true)
+            .files(move |f| {
+                f.schema(vec![Column {
+                    name: "v".into(),
+                    ty: ColumnType::String,
+                    nullable: false,
+                }])
+                .target_file_size(4 * 1024)
+                .row_group_bytes(1024)
+                .error_policy(policy)
+            })
+            .build()
+            .unwrap()
+    }
+
+    fn to_record(&self, test: &str) -> Value {
+        json!({ "v": test })
+    }
+
+    fn bad_record(&self) -> Option<Value> {
+        Some(json!({ "w": "not a column" }))
+    }
+
+    async fn read_back(&self) -> Result<Vec<String>> {
+        let Some(Table::Local(dir)) = &self.table else {
+            unreachable!("prepared")
+        };
+        if !dir.path().join("_delta_log").exists() {
+            return Ok(Vec::new());
+        }
+        let out = Command::new(&self.py)
+            .args(["-c", READ])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| Error::io("running deltalake", e))?;
+        if !out.status.success() {
+            return Err(Error::connector(
+                "deltalake",
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// A subtask's records spread over several files, which a reader returns in any order.
+    fn preserves_order(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_sink_passes_the_conformance_suite() {
+    let Some(py) = python() else { return };
+    let mut suite = SinkSuite::new(Delta { py, table: None }).records_per_split(200);
+    if let Err(f) = suite.run_all().await {
+        panic!("{f}");
+    }
+}
