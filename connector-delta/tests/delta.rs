@@ -5,32 +5,51 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::*;
 use rivus_connector_delta::DeltaSinkBuilder;
 use rivus_core::prelude::*;
 use rivus_testkit::wait;
 
-/// Runs `job` until `emitted` reaches `at`, then cancels it.
-async fn cancel_at(job: Job, emitted: &AtomicU64, at: u64) {
-    let handle = job.handle();
-    let running = tokio::spawn(job.run());
-    wait::until(
-        Duration::from_secs(60),
-        || async { emitted.load(Ordering::Relaxed) >= at || running.is_finished() },
-        || format!("{} emitted, never {at}", emitted.load(Ordering::Relaxed)),
-    )
-    .await;
-    assert!(
-        !running.is_finished(),
-        "the job ended before {at}: {:?}",
-        running.await
+/// `n` records into `table` (files of `file_size` bytes) by a job named `name`, cancelled when
+/// each attempt has emitted `cancels[i]` records and restored, then run to the end (two
+/// subtasks, 10 000 records a second each); asserts the last run restored and `deltalake`
+/// reads every record exactly once.
+async fn through_cancels(
+    table: &Table,
+    py: &str,
+    name: &str,
+    n: u64,
+    cancels: [u64; 2],
+    file_size: u64,
+) {
+    let sink = sink_into(table, move |f| f.target_file_size(file_size));
+    let backend = MemoryStateBackend::new();
+    for at in cancels {
+        let emitted = Arc::new(AtomicU64::new(0));
+        let j = job(
+            name,
+            n,
+            2,
+            Some(10_000),
+            emitted.clone(),
+            sink.clone(),
+            &backend,
+        );
+        wait::cancel_at(j, &emitted, at).await;
+    }
+    let summary = job(name, n, 2, Some(10_000), Arc::default(), sink, &backend)
+        .run()
+        .await
+        .unwrap();
+    assert!(summary.restored_from.is_some());
+    assert_eq!(
+        table.read(py).ids(),
+        (0..n).collect::<Vec<_>>(),
+        "every record exactly once"
     );
-    handle.cancel();
-    let _ = running.await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,34 +112,8 @@ async fn exactly_once_on_s3_through_cancels_and_restores() {
     let (Some(table), Some(py)) = (Table::s3("delta-eo"), python()) else {
         return;
     };
-    let sink = sink_into(&table, |f| f.target_file_size(256 * 1024));
-    let backend = MemoryStateBackend::new();
-    let n = 60_000;
     let name = rivus_testkit::services::unique_name("delta-eo");
-    for at in [15_000, 35_000] {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job(
-            &name,
-            n,
-            2,
-            Some(10_000),
-            emitted.clone(),
-            sink.clone(),
-            &backend,
-        );
-        cancel_at(j, &emitted, at).await;
-    }
-    let summary = job(&name, n, 2, Some(10_000), Arc::default(), sink, &backend)
-        .run()
-        .await
-        .unwrap();
-    assert!(summary.restored_from.is_some());
-    let read = table.read(&py);
-    assert_eq!(
-        read.ids(),
-        (0..n).collect::<Vec<_>>(),
-        "every record exactly once"
-    );
+    through_cancels(&table, &py, &name, 60_000, [15_000, 35_000], 256 * 1024).await;
 }
 
 /// The same on a local disk, where the log can be read here: each run's writers commit under
@@ -129,36 +122,17 @@ async fn exactly_once_on_s3_through_cancels_and_restores() {
 async fn exactly_once_locally_with_a_txn_per_writer_of_each_run() {
     let Some(py) = python() else { return };
     let table = Table::local();
-    let sink = sink_into(&table, |f| f.target_file_size(128 * 1024));
-    let backend = MemoryStateBackend::new();
-    let n = 40_000;
     let name = rivus_testkit::services::unique_name("delta-local-eo");
-    for at in [10_000, 20_000] {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job(
-            &name,
-            n,
-            2,
-            Some(10_000),
-            emitted.clone(),
-            sink.clone(),
-            &backend,
-        );
-        cancel_at(j, &emitted, at).await;
-    }
-    job(&name, n, 2, Some(10_000), Arc::default(), sink, &backend)
-        .run()
-        .await
-        .unwrap();
-    assert_eq!(
-        table.read(&py).ids(),
-        (0..n).collect::<Vec<_>>(),
-        "every record exactly once"
-    );
+    through_cancels(&table, &py, &name, 40_000, [10_000, 20_000], 128 * 1024).await;
     let Table::Local(dir) = &table else {
         unreachable!()
     };
     let txns = local_txns(dir.path());
+    let prefix = format!("rivus-{name}-delta-");
+    assert!(
+        txns.keys().all(|app| app.starts_with(&prefix)),
+        "every commit names the job and the sink (restores too): {txns:?}"
+    );
     let attempts: std::collections::BTreeSet<&str> = txns
         .keys()
         .map(|app| app.rsplitn(3, '-').nth(2).unwrap())

@@ -275,6 +275,16 @@ impl RichFunction for FilesSink {
             Location::Local(dir) => Staging::Local(Arc::new(LocalStaging::new(dir.clone(), &job))),
         };
         self.staging = Some(staging.clone());
+        // The table first: it names the files' columns, and what the restore below makes
+        // visible is recorded in it under this job's name.
+        let declared = match &self.s.schema {
+            SchemaSource::Declared(cols) => Some(cols.as_slice()),
+            _ => None,
+        };
+        let table_columns = match &self.s.publish {
+            Some(table) => table.open(ctx, declared).await?,
+            None => None,
+        };
         // What the checkpoint holds — rolled files and open ones as far as it saw them — is
         // committed by the subtask that owns their writer now; what no checkpoint refers to is
         // thrown away.
@@ -291,23 +301,14 @@ impl RichFunction for FilesSink {
             .await?;
         self.txns = Some(txns);
         self.publish().await?;
-        let declared = match &self.s.schema {
-            SchemaSource::Declared(cols) => Some(cols.as_slice()),
-            _ => None,
+        self.schema = match (table_columns, &self.s.schema) {
+            (Some(cols), _) => Some(Schema::new(cols)),
+            (None, SchemaSource::Declared(cols)) => Some(Schema::new(cols.clone())),
+            (None, SchemaSource::Registry { config, subject }) => {
+                Some(Schema::new(registry_columns(config, subject).await?))
+            }
+            (None, SchemaSource::Infer) => None,
         };
-        if let Some(table) = &self.s.publish {
-            if let Some(cols) = table.open(ctx, declared).await? {
-                self.schema = Some(Schema::new(cols));
-                return Ok(());
-            }
-        }
-        match &self.s.schema {
-            SchemaSource::Declared(cols) => self.schema = Some(Schema::new(cols.clone())),
-            SchemaSource::Registry { config, subject } => {
-                self.schema = Some(Schema::new(registry_columns(config, subject).await?));
-            }
-            SchemaSource::Infer => {}
-        }
         Ok(())
     }
 }
