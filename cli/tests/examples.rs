@@ -213,6 +213,24 @@ struct OnS3 {
     secret: String,
 }
 
+impl OnS3 {
+    /// What the Python `script` prints, given `args`; fails the test when it fails.
+    fn python(&self, script: &str, args: &[&str]) -> String {
+        let run = Command::new(&self.py)
+            .args(["-c", script])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&run.stdout).into_owned();
+        assert!(
+            run.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        text
+    }
+}
+
 /// generator → Kafka → `example` (a sink on the dev S3 store), every order read; `None` when a
 /// service, or Python with `modules`, is missing and skipping was asked for.
 fn orders_onto_s3(example: &str, modules: &str) -> Option<OnS3> {
@@ -254,7 +272,7 @@ async fn the_delta_example_writes_a_table_on_s3_that_deltalake_reads() {
         return;
     };
     let script = r#"
-import sys
+import os, sys
 from deltalake import DeltaTable
 uri, endpoint, access, secret = sys.argv[1:5]
 t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": access,
@@ -263,18 +281,12 @@ data = t.to_pyarrow_table()
 ids = data.column("id").to_pylist()
 print(len(ids), len(set(ids)))
 print(data.schema.field("ts").type, data.schema.field("amount").type)
+# Out without the interpreter's teardown (delta-rs's runtime threads can abort it there).
+sys.stdout.flush()
+os._exit(0)
 "#;
     let uri = format!("s3://{}/{}-delta", at.bucket, at.unique);
-    let run = Command::new(&at.py)
-        .args(["-c", script, &uri, &at.endpoint, &at.access, &at.secret])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(
-        run.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let text = at.python(script, &[&uri, &at.endpoint, &at.access, &at.secret]);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "10000 10000", "every order once: {text}");
     assert_eq!(lines[1], "timestamp[us, tz=UTC] double", "{text}");
@@ -284,15 +296,7 @@ print(data.schema.field("ts").type, data.schema.field("amount").type)
 /// by day and hour, read back by pyarrow (as a partitioned dataset) with every order once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
-    let Some(OnS3 {
-        py,
-        unique,
-        endpoint: s3,
-        bucket,
-        access,
-        secret,
-    }) = orders_onto_s3("kafka-to-s3-parquet", "pyarrow.parquet")
-    else {
+    let Some(at) = orders_onto_s3("kafka-to-s3-parquet", "pyarrow.parquet") else {
         return;
     };
     let script = r#"
@@ -308,16 +312,10 @@ print(len(ids), len(set(ids)), len(d.files))
 print(sorted(set(str(v) for v in t.column("hour").to_pylist()))[:3])
 print(t.schema.field("ts").type, t.schema.field("amount").type)
 "#;
-    let host = s3.trim_start_matches("http://");
-    let run = Command::new(&py)
-        .args(["-c", script, host, &bucket, &unique, &access, &secret])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(
-        run.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&run.stderr)
+    let host = at.endpoint.trim_start_matches("http://");
+    let text = at.python(
+        script,
+        &[host, &at.bucket, &at.unique, &at.access, &at.secret],
     );
     let lines: Vec<&str> = text.lines().collect();
     let counts: Vec<usize> = lines[0].split(' ').map(|n| n.parse().unwrap()).collect();

@@ -12,25 +12,6 @@ use serde_json::Value;
 
 use common::{assert_no_duplicates, job, source, until_replica_equals, write, Fixture};
 
-/// Cancels the job (no final checkpoint) once `ready(store)` holds.
-async fn cancel_when(job: Job, store: &TxnStore<Value>, ready: impl Fn(usize) -> bool) {
-    let handle = job.handle();
-    let running = tokio::spawn(job.run());
-    wait::until(
-        Duration::from_secs(60),
-        || async { ready(store.committed_len()) || running.is_finished() },
-        || format!("{} committed, never in the window", store.committed_len()),
-    )
-    .await;
-    assert!(
-        !running.is_finished(),
-        "the job ended early: {:?}",
-        running.await
-    );
-    handle.cancel();
-    let _ = running.await.unwrap();
-}
-
 /// One transaction of 3 000 inserts, read while checkpoints complete in its middle; the job is
 /// cancelled there and restored: the changes after the checkpoint's index come, none before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,10 +78,10 @@ async fn cdc_a_job_cancelled_during_the_snapshot_ends_with_the_table_after_its_r
     let ms = Duration::from_millis;
     let src = source(&f, |b| b.chunk_rows(50));
     let writer = tokio::spawn(write(f.owner_url.clone(), f.name.clone(), 0, 200));
-    cancel_when(
+    wait::cancel_when(
         job(&f.name, src.clone(), &backend, &store, ms(30), ms(20)),
-        &store,
-        |n| (100..2_500).contains(&n),
+        || (100..2_500).contains(&store.committed_len()),
+        || format!("{} committed, never in the window", store.committed_len()),
     )
     .await;
     writer.await.unwrap();

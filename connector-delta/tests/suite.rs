@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{python, Table};
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
 use rivus_connector_files::{Column, ColumnType};
@@ -18,13 +16,6 @@ struct Delta {
     py: String,
     table: Option<Table>,
 }
-
-const READ: &str = r##"
-import sys
-from deltalake import DeltaTable
-for v in DeltaTable(sys.argv[1]).to_pyarrow_table().column("v").to_pylist():
-    print(v)
-"##;
 
 #[async_trait]
 impl SinkExternal for Delta {
@@ -63,26 +54,18 @@ impl SinkExternal for Delta {
     }
 
     async fn read_back(&self) -> Result<Vec<String>> {
-        let Some(Table::Local(dir)) = &self.table else {
-            unreachable!("prepared")
+        let table = self.table.as_ref().expect("prepared");
+        let Table::Local(dir) = table else {
+            unreachable!("a local table")
         };
         if !dir.path().join("_delta_log").exists() {
             return Ok(Vec::new());
         }
-        let out = Command::new(&self.py)
-            .args(["-c", READ])
-            .arg(dir.path())
-            .output()
-            .map_err(|e| Error::io("running deltalake", e))?;
-        if !out.status.success() {
-            return Err(Error::connector(
-                "deltalake",
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
+        Ok(table
+            .read(&self.py)
+            .rows
+            .iter()
+            .map(|r| r["v"].as_str().expect("a string column").to_owned())
             .collect())
     }
 

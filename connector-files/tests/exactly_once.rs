@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,25 +13,6 @@ use common::*;
 use rivus_connector_files::{Compression, FileFormat, FilesSinkBuilder, ParquetCompression};
 use rivus_core::prelude::*;
 use rivus_testkit::wait;
-
-/// Runs `job` until `emitted` reaches `at`, then cancels it.
-async fn cancel_at(job: Job, emitted: &AtomicU64, at: u64) {
-    let handle = job.handle();
-    let running = tokio::spawn(job.run());
-    wait::until(
-        Duration::from_secs(60),
-        || async { emitted.load(Ordering::Relaxed) >= at || running.is_finished() },
-        || format!("{} emitted, never {at}", emitted.load(Ordering::Relaxed)),
-    )
-    .await;
-    assert!(
-        !running.is_finished(),
-        "the job ended before {at}: {:?}",
-        running.await
-    );
-    handle.cancel();
-    let _ = running.await.unwrap();
-}
 
 /// `n` records in `format` through cancels (when each attempt emitted `cancels[i]` records) and
 /// restores (checkpoints every 100 ms); checks that nothing is left in progress, and downloads
@@ -60,7 +41,7 @@ async fn through_cancels(
             &backend,
             ms(100),
         );
-        cancel_at(j, &emitted, at).await;
+        wait::cancel_at(j, &emitted, at).await;
     }
     let last = job(
         &b.prefix,

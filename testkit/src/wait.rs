@@ -39,6 +39,46 @@ pub async fn until_still(counter: &std::sync::atomic::AtomicU64, timeout: Durati
     last
 }
 
+/// Runs `job` until `ready()` holds, then cancels it — no final checkpoint: what a crash
+/// leaves, in process. Panics when the job ends first, or with `what()` when `ready` does not
+/// hold within a minute.
+pub async fn cancel_when<M: std::fmt::Display>(
+    job: rivus_core::prelude::Job,
+    ready: impl Fn() -> bool,
+    what: impl Fn() -> M,
+) {
+    let handle = job.handle();
+    let running = tokio::spawn(job.run());
+    until(
+        Duration::from_secs(60),
+        || async { ready() || running.is_finished() },
+        what,
+    )
+    .await;
+    assert!(
+        !running.is_finished(),
+        "the job ended early: {:?}",
+        running.await
+    );
+    handle.cancel();
+    let _ = running.await.unwrap();
+}
+
+/// [`cancel_when`] `counter` (records emitted, say) reaches `at`.
+pub async fn cancel_at(
+    job: rivus_core::prelude::Job,
+    counter: &std::sync::atomic::AtomicU64,
+    at: u64,
+) {
+    use std::sync::atomic::Ordering;
+    cancel_when(
+        job,
+        || counter.load(Ordering::Relaxed) >= at,
+        || format!("{} counted, never {at}", counter.load(Ordering::Relaxed)),
+    )
+    .await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

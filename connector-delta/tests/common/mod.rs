@@ -125,7 +125,7 @@ impl Read {
 
 /// The reader: the table through `deltalake` (delta-rs).
 const READ: &str = r##"
-import json, sys
+import json, os, sys
 from deltalake import DeltaTable
 uri, options = sys.argv[1], json.loads(sys.argv[2]) or None
 t = DeltaTable(uri, storage_options=options)
@@ -137,6 +137,10 @@ print(json.dumps({
 }))
 for r in data.to_pylist():
     print(json.dumps(r, default=str, sort_keys=True))
+# Out without the interpreter's teardown, where delta-rs's runtime threads now and then end
+# the process with "terminate called without an active exception" after the answer is out.
+sys.stdout.flush()
+os._exit(0)
 "##;
 
 /// Python with `deltalake` (`dev/python`), or a failure saying how to get it.
