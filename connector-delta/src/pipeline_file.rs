@@ -111,19 +111,17 @@ impl SinkSection for DeltaSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        // Checked once here; each subtask builds its own.
-        self.sink(ctx.policy.clone())?;
         let (section, policy) = (self.clone(), ctx.policy.clone());
-        Ok(SinkPlan::per_subtask(move |_| {
-            section
-                .sink(policy.clone())
-                .expect("checked when the plan was built")
-        }))
+        SinkPlan::checked(move || section.sink(policy.clone()))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
-        let outcome = match self.sink(ErrorPolicy::Fail) {
-            Ok(s) => s.report().await.map_err(|e| e.to_string()),
+        // Every option checked as the plan checks them, then the table read.
+        let outcome = match self
+            .sink(ErrorPolicy::Fail)
+            .and_then(|_| self.builder(ErrorPolicy::Fail))
+        {
+            Ok(b) => b.report().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         Health::new(Self::TYPE, self.url.clone(), outcome)

@@ -68,6 +68,16 @@ impl DeltaSinkBuilder {
         self
     }
 
+    /// What `rivus check` says: the table's version and columns read from its log, or that it
+    /// is created at start; a missing table without `create_table` is refused.
+    pub async fn report(self) -> Result<String> {
+        let location = Location::parse(&self.url, "url")?;
+        let (root, store) = table_store(&location, &self.s3)?;
+        DeltaTable::new(root, store, self.create_table)
+            .report()
+            .await
+    }
+
     /// The sink; an option out of range is refused with its name.
     pub fn build(self) -> Result<DeltaSink> {
         let location = Location::parse(&self.url, "url")?;

@@ -25,7 +25,9 @@ use rivus_core::prelude::RuntimeContext;
 use rivus_core::{Error, Result};
 
 use crate::columns::{columns_of, schema_of};
-use crate::error::{kernel_error, store_error};
+use rivus_aws::s3::store_error;
+
+use crate::error::kernel_error;
 
 /// What the commits say they are (the log's `commitInfo.engineInfo`).
 const ENGINE_INFO: &str = concat!("rivus/", env!("CARGO_PKG_VERSION"));
@@ -143,6 +145,34 @@ impl DeltaTable {
         }
     }
 
+    /// What `rivus check` says of the table (nothing written).
+    pub(crate) async fn report(&self) -> Result<String> {
+        if !self.exists().await? {
+            return if self.create {
+                Ok(format!("{}: no table yet; created at start", self.root))
+            } else {
+                Err(self.missing())
+            };
+        }
+        let snapshot = self.snapshot().await?;
+        Ok(format!(
+            "{}: Delta table version {}, {} columns",
+            self.root,
+            snapshot.version(),
+            snapshot.schema().fields().count()
+        ))
+    }
+
+    fn missing(&self) -> Error {
+        Error::config(
+            "url",
+            format!(
+                "{} holds no Delta table (`create_table = true` creates it)",
+                self.root
+            ),
+        )
+    }
+
     /// The Add actions of `files` (visible in the store) for the transaction's write context.
     async fn adds(&self, files: &[Recoverable]) -> Result<Vec<(FileMeta, u64)>> {
         let mut out = Vec::with_capacity(files.len());
@@ -203,15 +233,7 @@ impl Publish for DeltaTable {
                         ),
                     ))
                 }
-                (false, _) => {
-                    return Err(Error::config(
-                        "url",
-                        format!(
-                            "{} holds no Delta table (`create_table = true` creates it)",
-                            self.root
-                        ),
-                    ))
-                }
+                (false, _) => return Err(self.missing()),
             }
         }
         let snapshot = self.snapshot().await?;
@@ -254,7 +276,7 @@ impl Publish for DeltaTable {
                             .get_app_id_version(&app2, engine.as_ref())?
                             .is_some_and(|v| v >= seq)
                         {
-                            return Ok(Outcome::Done(None));
+                            return Ok(Outcome::Skipped);
                         }
                         Some(seq)
                     }
@@ -279,7 +301,7 @@ impl Publish for DeltaTable {
                     )?);
                 }
                 Ok(match txn.commit(engine.as_ref())? {
-                    CommitResult::Committed(c) => Outcome::Done(Some(c.commit_version())),
+                    CommitResult::Committed(c) => Outcome::Committed(c.commit_version()),
                     CommitResult::Conflicted(_) => Outcome::Conflicted,
                     CommitResult::Retryable(r) => Outcome::Failed(r.error),
                 })
@@ -287,7 +309,7 @@ impl Publish for DeltaTable {
             .await
             .map_err(|e| kernel_error(format!("delta: committing to {}", self.root), e))?;
             match outcome {
-                Outcome::Done(Some(version)) => {
+                Outcome::Committed(version) => {
                     metrics::counter!("rivus_delta_commits").increment(1);
                     tracing::info!(
                         table = %self.root, version, app = %app, ?sequence,
@@ -295,7 +317,7 @@ impl Publish for DeltaTable {
                     );
                     return Ok(());
                 }
-                Outcome::Done(None) => {
+                Outcome::Skipped => {
                     tracing::info!(
                         table = %self.root, app = %app, ?sequence,
                         "delta: committed before; skipped"
@@ -324,8 +346,10 @@ impl Publish for DeltaTable {
 }
 
 enum Outcome {
-    /// Committed at this version, or before (`None`).
-    Done(Option<u64>),
+    /// Committed at this version.
+    Committed(u64),
+    /// Committed before.
+    Skipped,
     Conflicted,
     Failed(delta_kernel::KernelError),
 }

@@ -99,6 +99,11 @@ async fn a_local_table_is_created_appended_to_and_read_by_deltalake() {
     };
     let txns = local_txns(dir.path());
     assert!(!txns.is_empty(), "commits carry application transactions");
+    let check = DeltaSinkBuilder::new(table.url()).report().await.unwrap();
+    assert!(
+        check.contains(", 6 columns"),
+        "`rivus check` reads the log: {check}"
+    );
     for (app, versions) in &txns {
         assert!(
             versions.windows(2).all(|w| w[0] < w[1]),
@@ -164,4 +169,16 @@ async fn a_missing_table_is_refused_unless_created() {
         .unwrap_err();
     assert!(err.to_string().contains("holds no Delta table"), "{err}");
     assert!(err.to_string().contains("create_table"), "{err}");
+    // `rivus check` says the same before a start, and that a table would be created.
+    let check = DeltaSinkBuilder::new(table.url())
+        .report()
+        .await
+        .unwrap_err();
+    assert!(check.to_string().contains("create_table"), "{check}");
+    let check = DeltaSinkBuilder::new(table.url())
+        .create_table(true)
+        .report()
+        .await
+        .unwrap();
+    assert!(check.contains("no table yet; created at start"), "{check}");
 }

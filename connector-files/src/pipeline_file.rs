@@ -285,14 +285,8 @@ impl SinkSection for FilesSection {
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
-        // Checked once here; each subtask builds its own.
-        self.sink(ctx.policy.clone())?;
         let (section, policy) = (self.clone(), ctx.policy.clone());
-        Ok(SinkPlan::per_subtask(move |_| {
-            section
-                .sink(policy.clone())
-                .expect("checked when the plan was built")
-        }))
+        SinkPlan::checked(move || section.sink(policy.clone()))
     }
 
     async fn check(&self, _ctx: &SectionContext) -> Health {

@@ -96,6 +96,19 @@ impl SinkPlan {
         Self::per_subtask(move |_| sink.clone())
     }
 
+    /// Every subtask writes through a sink of its own from `make`, which runs once here first:
+    /// a bad option is refused when the plan is built, not when a subtask starts.
+    pub fn checked<S, F>(make: F) -> rivus_core::Result<Self>
+    where
+        S: SinkFunction<Value> + 'static,
+        F: Fn() -> rivus_core::Result<S> + Send + 'static,
+    {
+        make()?;
+        Ok(Self::per_subtask(move |_| {
+            make().expect("checked when the plan was built")
+        }))
+    }
+
     /// Subtask `i` writes through `make(i)`.
     pub fn per_subtask<S, F>(make: F) -> Self
     where

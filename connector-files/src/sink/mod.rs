@@ -369,7 +369,7 @@ impl CheckpointedFunction for FilesSink {
         }
         let mut closed = std::mem::take(&mut self.closed);
         for rec in &mut closed {
-            rec.sequence = 2 * checkpoint_id;
+            rec.sequence = Recoverable::closed_at(checkpoint_id);
         }
         self.txns().pre_committed(checkpoint_id, closed);
         self.last_checkpoint = checkpoint_id;
@@ -414,7 +414,7 @@ impl SinkFunction<Value> for FilesSink {
         // The final checkpoint held these files open as they end now.
         let mut closed = std::mem::take(&mut self.closed);
         for rec in &mut closed {
-            rec.sequence = 2 * self.last_checkpoint + 1;
+            rec.sequence = Recoverable::open_at(self.last_checkpoint);
         }
         self.txns().pre_committed(u64::MAX, closed);
         self.txns().commit_all().await?;

@@ -136,7 +136,7 @@ impl OpenFile {
         }
         let mut rec = self.up.rec.clone();
         rec.set_trailer(&trailer);
-        rec.sequence = 2 * checkpoint + 1;
+        rec.sequence = Recoverable::open_at(checkpoint);
         Ok(rec)
     }
 

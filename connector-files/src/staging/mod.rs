@@ -68,6 +68,16 @@ pub struct Recoverable {
 }
 
 impl Recoverable {
+    /// The [`sequence`](Self::sequence) of a file checkpoint `c` pre-committed closed.
+    pub(crate) fn closed_at(c: u64) -> u64 {
+        2 * c
+    }
+
+    /// The [`sequence`](Self::sequence) of a file checkpoint `c` held open.
+    pub(crate) fn open_at(c: u64) -> u64 {
+        2 * c + 1
+    }
+
     /// The subtask of a run that wrote the file: its id but the sequence,
     /// `<attempt>-<job tag>-<subtask>` (attempts are start times: they sort in time).
     pub fn writer(&self) -> &str {
