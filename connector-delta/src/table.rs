@@ -50,6 +50,9 @@ pub(crate) struct DeltaTable {
     /// The application id of the job's writers, `rivus-<job>-<sink>`; a writer's is
     /// `<app>-<writer>` (`<attempt>-<job tag>-<subtask>`: each run writes as new writers).
     app: parking_lot::Mutex<String>,
+    /// The newest snapshot read or committed: the next read goes on from it (the log after
+    /// its version) instead of reading the table's log from the start at every commit.
+    latest: parking_lot::Mutex<Option<SnapshotRef>>,
 }
 
 impl std::fmt::Debug for DeltaTable {
@@ -73,6 +76,7 @@ impl DeltaTable {
             engine: Arc::new(engine),
             create,
             app: parking_lot::Mutex::new(String::new()),
+            latest: parking_lot::Mutex::new(None),
         }
     }
 
@@ -95,13 +99,20 @@ impl DeltaTable {
         }
     }
 
-    /// The newest snapshot (the kernel reads the log synchronously: off the runtime's threads).
+    /// The newest snapshot, from the last one this table read or committed when there is one
+    /// (the kernel reads the log synchronously: off the runtime's threads).
     async fn snapshot(&self) -> Result<SnapshotRef> {
         let engine = Arc::clone(&self.engine);
         let root = self.root.clone();
-        blocking(move || Snapshot::builder_for(root.as_str()).build(engine.as_ref()))
-            .await
-            .map_err(|e| kernel_error(format!("delta: reading the table at {}", self.root), e))
+        let from = self.latest.lock().clone();
+        let snapshot = blocking(move || match from {
+            Some(s) => Snapshot::builder_from(s).build(engine.as_ref()),
+            None => Snapshot::builder_for(root.as_str()).build(engine.as_ref()),
+        })
+        .await
+        .map_err(|e| kernel_error(format!("delta: reading the table at {}", self.root), e))?;
+        *self.latest.lock() = Some(Arc::clone(&snapshot));
+        Ok(snapshot)
     }
 
     /// Creates the table with `columns`; another subtask creating it at the same time wins
@@ -301,7 +312,9 @@ impl Publish for DeltaTable {
                     )?);
                 }
                 Ok(match txn.commit(engine.as_ref())? {
-                    CommitResult::Committed(c) => Outcome::Committed(c.commit_version()),
+                    CommitResult::Committed(c) => {
+                        Outcome::Committed(c.commit_version(), c.post_commit_snapshot().cloned())
+                    }
                     CommitResult::Conflicted(_) => Outcome::Conflicted,
                     CommitResult::Retryable(r) => Outcome::Failed(r.error),
                 })
@@ -309,7 +322,10 @@ impl Publish for DeltaTable {
             .await
             .map_err(|e| kernel_error(format!("delta: committing to {}", self.root), e))?;
             match outcome {
-                Outcome::Committed(version) => {
+                Outcome::Committed(version, snapshot) => {
+                    if snapshot.is_some() {
+                        *self.latest.lock() = snapshot;
+                    }
                     metrics::counter!("rivus_delta_commits").increment(1);
                     tracing::info!(
                         table = %self.root, version, app = %app, ?sequence,
@@ -346,8 +362,8 @@ impl Publish for DeltaTable {
 }
 
 enum Outcome {
-    /// Committed at this version.
-    Committed(u64),
+    /// Committed at this version; the table after it, when the kernel gives it.
+    Committed(u64, Option<SnapshotRef>),
     /// Committed before.
     Skipped,
     Conflicted,
