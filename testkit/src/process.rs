@@ -5,7 +5,8 @@ use std::process::Command;
 
 /// The path of example `name` of `package`, as `cargo test` builds it next to the test
 /// binaries (`target/<profile>/examples/<name>`); built with `cargo build --example` first when
-/// a filtered test run did not build it.
+/// a filtered test run did not build it, or built it before a workspace source last changed
+/// (a stale example would test old code).
 pub fn example_binary(package: &str, name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe
@@ -13,7 +14,13 @@ pub fn example_binary(package: &str, name: &str) -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>/deps");
     let path = dir.join("examples").join(name);
-    if !path.exists() {
+    let built = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    let stale = match (built, workspace_sources_changed()) {
+        (None, _) => true,
+        (Some(built), Some(changed)) => changed > built,
+        (Some(_), None) => false,
+    };
+    if stale {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let ok = Command::new(cargo)
             .args(["build", "-p", package, "--example", name])
@@ -23,6 +30,43 @@ pub fn example_binary(package: &str, name: &str) -> PathBuf {
         assert!(ok, "building example {name} of {package}");
     }
     path
+}
+
+/// When a Rust source or manifest of the workspace last changed: the newest modification time
+/// under each member's `src`, `examples` and `Cargo.toml` (members are the directories with a manifest
+/// next to the test's package or in the workspace's `examples`). `None` outside `cargo test`.
+fn workspace_sources_changed() -> Option<std::time::SystemTime> {
+    fn newest(p: &Path, acc: &mut Option<std::time::SystemTime>) {
+        let Ok(meta) = std::fs::metadata(p) else {
+            return;
+        };
+        if meta.is_dir() {
+            for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+                newest(&e.path(), acc);
+            }
+        } else if let Ok(t) = meta.modified() {
+            *acc = (*acc).max(Some(t));
+        }
+    }
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
+    let root = manifest.parent()?;
+    let mut acc = None;
+    let nested = std::fs::read_dir(root.join("examples"))
+        .into_iter()
+        .flatten();
+    for member in std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .chain(nested.flatten())
+    {
+        let m = member.path();
+        if m.join("Cargo.toml").is_file() {
+            for part in ["src", "examples", "Cargo.toml"] {
+                newest(&m.join(part), &mut acc);
+            }
+        }
+    }
+    acc
 }
 
 /// Every line of every file in `dir` (empty when it does not exist).

@@ -1,8 +1,9 @@
 //! [`RabbitSource`]: consumes queues; acks on checkpoint completion; drops redeliveries whose
-//! correlation id the restored state has seen.
+//! correlation id the state expects back (see [`state`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
@@ -46,6 +47,10 @@ use rivus_core::schema::SchemaError;
 
 use crate::config::AmqpConfig;
 
+mod state;
+
+pub use state::RabbitSourceState;
+
 /// One delivered message, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct RabbitMessage<'a> {
@@ -66,16 +71,6 @@ pub struct RabbitMessage<'a> {
 }
 
 type Decoder<T> = dyn Fn(&RabbitMessage<'_>) -> Result<T, SchemaError> + Send + Sync;
-
-/// Checkpointed state: the correlation ids emitted in the current and the previous checkpoint
-/// window (those whose acknowledgement might have been lost in a crash).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RabbitSourceState {
-    /// Ids emitted since the last checkpoint.
-    pub current: Vec<String>,
-    /// Ids emitted in the window before.
-    pub previous: Vec<String>,
-}
 
 /// What a [`RabbitSourceBuilder`] sets, shared by the subtasks of the built source.
 #[derive(Debug)]
@@ -150,12 +145,12 @@ impl RabbitSourceBuilder {
             settings: Arc::new(s),
             decode: Arc::new(decode),
             conn: None,
-            seen: HashSet::new(),
             share: Share::whole(),
             channels: Vec::new(),
             pending: BTreeMap::new(),
             last_tags: Vec::new(),
             broken: false,
+            settled: Settle::default(),
         })
     }
 }
@@ -168,7 +163,6 @@ pub struct RabbitSource<T> {
     /// One channel per owned queue: delivery tags then arrive in order on each channel, so a
     /// multiple-ack never covers a delivery emitted after the barrier.
     channels: Vec<(String, Channel)>,
-    seen: HashSet<String>,
     share: Share,
     /// Checkpoint id → per channel, the highest delivery tag emitted before its barrier.
     pending: BTreeMap<u64, Vec<Option<u64>>>,
@@ -176,6 +170,40 @@ pub struct RabbitSource<T> {
     last_tags: Vec<Option<u64>>,
     /// The connection was lost (an ack failed): reconnect before reading on.
     broken: bool,
+    settled: Settle,
+}
+
+/// When the ids a restart or a lost connection left expected may be forgotten. The broker
+/// requeues a gone consumer's unacknowledged deliveries when it closes that connection — at
+/// once when the process exited, within two heartbeat timeouts when its host vanished — and
+/// places them ahead of every message never delivered. So once that time has passed and each
+/// owned queue has then delivered a first-time message, whatever is still expected was
+/// acknowledged before the crash and never comes back.
+#[derive(Debug, Default)]
+struct Settle {
+    /// `None` with heartbeats disabled: expected ids are kept until they come back.
+    at: Option<Instant>,
+    fresh: Vec<bool>,
+}
+
+impl Settle {
+    fn start(conn: &Connection, channels: usize) -> Self {
+        let heartbeat = conn.configuration().heartbeat();
+        Settle {
+            at: (heartbeat > 0)
+                .then(|| Instant::now() + 2 * Duration::from_secs(u64::from(heartbeat))),
+            fresh: vec![false; channels],
+        }
+    }
+
+    /// A first-time delivery on channel `i`: true once every channel had one after the
+    /// settling time.
+    fn fresh(&mut self, i: usize) -> bool {
+        if self.at.is_some_and(|at| Instant::now() >= at) {
+            self.fresh[i] = true;
+        }
+        !self.fresh.is_empty() && self.fresh.iter().all(|f| *f)
+    }
 }
 
 impl<T> std::fmt::Debug for RabbitSource<T> {
@@ -194,12 +222,12 @@ impl<T> Clone for RabbitSource<T> {
             settings: Arc::clone(&self.settings),
             decode: Arc::clone(&self.decode),
             conn: None,
-            seen: HashSet::new(),
             share: self.share,
             channels: Vec::new(),
             pending: BTreeMap::new(),
             last_tags: Vec::new(),
             broken: false,
+            settled: Settle::default(),
         }
     }
 }
@@ -284,6 +312,7 @@ impl<T: Send + 'static> RabbitSource<T> {
             self.channels.push((q, ch));
         }
         self.last_tags = vec![None; self.channels.len()];
+        self.settled = Settle::start(&conn, self.channels.len());
         self.conn = Some(conn);
         Ok(())
     }
@@ -319,8 +348,8 @@ impl<T: Send + 'static> RabbitSource<T> {
     }
 
     /// After a lost connection: every delivery not acknowledged comes back (redelivered), so
-    /// the ids emitted since the last completed checkpoint join the seen set (with
-    /// correlation ids they are then dropped as duplicates) and old delivery tags are void.
+    /// the ids not acknowledged are expected back (and then dropped as duplicates) and old
+    /// delivery tags are void.
     /// Reconnects with backoff, serving checkpoints while it waits; `None` when stopped.
     async fn reconnect(
         &mut self,
@@ -333,9 +362,7 @@ impl<T: Send + 'static> RabbitSource<T> {
             "rabbitmq source: connection lost, reconnecting"
         );
         metrics::counter!("rivus_rabbitmq_reconnects_total").increment(1);
-        let st = ctx.state();
-        self.seen
-            .extend(st.current.iter().chain(&st.previous).cloned());
+        ctx.state_mut().connection_lost();
         self.pending.clear();
         self.channels.clear();
         self.broken = false;
@@ -357,32 +384,31 @@ impl<T: Send + 'static> RabbitSource<T> {
             if !ctx.backoff(&mut attempts, err).await? {
                 return Ok(None);
             }
-            for _ in 0..self.on_events(ctx.take_events()).await? {
-                let st = ctx.state_mut();
-                st.previous = std::mem::take(&mut st.current);
-            }
+            // Nothing to acknowledge on a closed connection; the triggered checkpoints find
+            // no tags.
+            self.on_events(ctx.take_events()).await?;
         }
     }
 
     /// Files the deliveries since the last barrier under each triggered checkpoint and acks
-    /// (one multiple-ack) everything of checkpoints up to a completed one. Returns how many
-    /// checkpoints were triggered.
+    /// (one multiple-ack per channel) everything of checkpoints up to a completed one.
+    /// Returns the snapshot of the newest completed checkpoint whose acknowledgements were all
+    /// sent: the ids taken before its barrier may be forgotten.
     async fn on_events(
         &mut self,
         events: Vec<CheckpointEvent<RabbitSourceState>>,
-    ) -> Result<usize> {
-        let mut triggered = 0;
+    ) -> Result<Option<RabbitSourceState>> {
+        let mut acknowledged = None;
         for ev in events {
             match ev {
                 CheckpointEvent::Triggered(id) => {
-                    triggered += 1;
                     let tags: Vec<Option<u64>> =
                         self.last_tags.iter_mut().map(Option::take).collect();
                     if tags.iter().any(Option::is_some) {
                         self.pending.insert(id, tags);
                     }
                 }
-                CheckpointEvent::Completed { id, .. } => {
+                CheckpointEvent::Completed { id, state } => {
                     let upto: Vec<u64> = self.pending.range(..=id).map(|(c, _)| *c).collect();
                     for (i, (_, ch)) in self.channels.iter().enumerate() {
                         let tag = upto
@@ -402,11 +428,22 @@ impl<T: Send + 'static> RabbitSource<T> {
                     for c in upto {
                         self.pending.remove(&c);
                     }
+                    if !self.broken {
+                        acknowledged = Some(state);
+                    }
                 }
                 CheckpointEvent::Aborted(_) => {}
             }
         }
-        Ok(triggered)
+        Ok(acknowledged)
+    }
+
+    /// Serves the checkpoint events taken so far, forgetting the ids they acknowledged.
+    async fn serve_events(&mut self, ctx: &mut SourceContext<T, RabbitSourceState>) -> Result<()> {
+        if let Some(at) = self.on_events(ctx.take_events()).await? {
+            ctx.state_mut().acknowledged(&at);
+        }
+        Ok(())
     }
 }
 
@@ -425,23 +462,20 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
         }
     }
 
-    /// Every subtask gets the ids of every previous subtask (a redelivery may reach any
+    /// Every subtask expects the ids of every previous subtask (a redelivery may reach any
     /// consumer of the queue), so deduplication works at any parallelism.
     fn restore_state(
         &mut self,
         restored: Restored<RabbitSourceState>,
     ) -> Result<RabbitSourceState> {
-        self.seen = restored
-            .union()
-            .flat_map(|s| s.current.into_iter().chain(s.previous))
-            .collect();
-        Ok(RabbitSourceState::default())
+        Ok(RabbitSourceState::restored(restored.union()))
     }
 
     async fn on_checkpoint_events(
         &mut self,
         events: Vec<CheckpointEvent<RabbitSourceState>>,
     ) -> Result<()> {
+        // After `run`: the final snapshot is taken; forgetting ids would change nothing.
         self.on_events(events).await.map(|_| ())
     }
 
@@ -464,10 +498,7 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
             let waited = ctx.wait_for_or_event(deliveries.next()).await?;
             // Checkpoints taken before this point (inside the last `collect` or during the
             // wait) cover exactly what was emitted so far: file them before the new delivery.
-            for _ in 0..self.on_events(ctx.take_events()).await? {
-                let st = ctx.state_mut();
-                st.previous = std::mem::take(&mut st.current);
-            }
+            self.serve_events(ctx).await?;
             let lost = match &waited {
                 Waited::Ready(None) => Some("the broker closed the channel".to_owned()),
                 Waited::Ready(Some((_, _, Err(e)))) => Some(e.to_string()),
@@ -507,15 +538,25 @@ impl<T: Send + 'static> SourceFunction for RabbitSource<T> {
                 None
             };
             if let Some(id) = &id {
-                if d.redelivered && self.seen.contains(id) {
+                let st = ctx.state_mut();
+                if d.redelivered && st.duplicate(id) {
                     dropped.increment(1);
                     continue;
+                }
+                if !d.redelivered && !st.expected.is_empty() && self.settled.fresh(i) {
+                    let n = st.forget_expected();
+                    tracing::debug!(
+                        subtask = self.share.subtask(),
+                        ids = n,
+                        "rabbitmq source: every owned queue delivers first-time messages \
+                         again; the ids still expected were acknowledged before the restart"
+                    );
                 }
             }
             match (self.decode)(&msg) {
                 Ok(v) => {
                     if let Some(id) = id {
-                        ctx.state_mut().current.push(id);
+                        ctx.state_mut().taken(id);
                     }
                     ctx.collect(v).await?;
                 }
