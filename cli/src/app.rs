@@ -43,6 +43,10 @@ enum Command {
     Validate { file: PathBuf },
     /// Connect to every endpoint of a pipeline file.
     Check { file: PathBuf },
+    /// List what failures left in a pipeline file's destinations that nothing refers to (a
+    /// Delta table's data files its log does not name), one line each; deletes nothing. Run
+    /// it while the job is stopped: a running job's files wait for their commit briefly.
+    Orphans { file: PathBuf },
     /// Run a pipeline file's `[[tests]]` through its transforms (no source, no sink): exits
     /// non-zero naming each failing test and the field that differs.
     Test { file: PathBuf },
@@ -204,6 +208,35 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
                             "{} {} ({}): FAILED: {e}\n",
                             r.role, r.kind, r.address
                         ));
+                    }
+                }
+            }
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Command::Orphans { file } => {
+            let config = match load(&file, registry) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let ctx = config.context(rivus_core::error_policy::ErrorPolicy::Fail, true);
+            let mut ok = true;
+            for s in &config.graph.sinks {
+                let (path, kind) = (&s.section.path, s.section.kind);
+                match s.section.orphans(&ctx).await {
+                    None => out(&format!("{path} {kind}: leaves no orphans\n")),
+                    Some(Ok(lines)) => {
+                        out(&format!("{path} {kind}: {} orphaned\n", lines.len()));
+                        for l in lines {
+                            out(&format!("  {l}\n"));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        ok = false;
+                        out(&format!("{path} {kind}: FAILED: {e}\n"));
                     }
                 }
             }

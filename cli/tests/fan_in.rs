@@ -13,30 +13,11 @@ mod run;
 #[path = "support/topics.rs"]
 mod topics;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{require, unique_name, Service};
-use run::Succeeds;
+use run::produce;
 use sqlx::{Connection, Row};
-
-/// Runs a `rivus` job of `n` generated orders into `sink` (TOML lines of a `[sink]`).
-fn produce(dir: &Path, label: &str, n: u64, sink: &str) {
-    let file = dir.join(format!("{label}.toml"));
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"{label}\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"{label}-state\"\n\
-             [source]\ntype = \"generator\"\ncount = {n}\n[sink]\n{sink}\n"
-        ),
-    )
-    .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_rivus"))
-        .args(["run", file.to_str().unwrap()])
-        .current_dir(dir)
-        .succeeds();
-}
 
 /// Rows per origin in `table`, each as (rows, distinct ids).
 async fn per_origin(pg: &str, table: &str) -> Vec<(String, i64, i64)> {

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{
-    python_with, require, s3_credentials, s3_open_uploads, unique_name, Service,
+    python_with, require, s3_credentials, s3_keys, s3_open_uploads, unique_name, Service,
 };
 
 /// A generator → files pipeline file in `dir`.
@@ -76,20 +76,11 @@ fn rivus(dir: &Path, file: &Path, label: &str) -> Child {
         .unwrap()
 }
 
-/// Committed data files under `prefix` (a listing through pyarrow would be slow: curl).
+/// Committed data files under `prefix`.
 fn committed(endpoint: &str, prefix: &str) -> usize {
-    let (bucket, access, secret) = s3_credentials();
-    let url = format!("{endpoint}/{bucket}?list-type=2&prefix={prefix}");
-    let out = Command::new("curl")
-        .args(["-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
-        .arg(format!("{access}:{secret}"))
-        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", &url])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split("<Key>")
-        .skip(1)
-        .filter(|k| k.contains(".parquet</Key>") && !k.contains("/_rivus/"))
+    s3_keys(endpoint, prefix)
+        .iter()
+        .filter(|k| k.ends_with(".parquet") && !k.contains("/_rivus/"))
         .count()
 }
 

@@ -6,11 +6,13 @@
 //! is Delta's own Rust kernel (`delta_kernel`).
 //!
 //! - `sink.rs`: the builder;
-//! - `table.rs`: the table — read or created at open, the commits;
+//! - `table.rs`: the table — read or created at open, the commits, the orphan files;
+//! - `checkpoint.rs`: the log's checkpoints, every `delta.checkpointInterval` versions;
 //! - `columns.rs`: a Delta schema as the files' columns and back;
 //! - `store.rs`: where the table is;
 //! - `error.rs`: errors with context.
 
+mod checkpoint;
 mod columns;
 mod error;
 #[cfg(feature = "pipeline-file")]
@@ -20,3 +22,4 @@ mod store;
 mod table;
 
 pub use sink::{DeltaSink, DeltaSinkBuilder};
+pub use table::Orphan;

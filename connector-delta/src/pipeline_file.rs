@@ -126,4 +126,24 @@ impl SinkSection for DeltaSection {
         };
         Health::new(Self::TYPE, self.url.clone(), outcome)
     }
+
+    async fn orphans(&self, _ctx: &SectionContext) -> Option<Result<Vec<String>>> {
+        let listed = match self.builder(ErrorPolicy::Fail) {
+            Ok(b) => b.orphans().await,
+            Err(e) => Err(e),
+        };
+        Some(listed.map(|files| {
+            files
+                .into_iter()
+                .map(|o| {
+                    let ms = o
+                        .modified
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64);
+                    let at = rivus_core::calendar::format(ms, "%Y-%m-%dT%H:%M:%SZ");
+                    format!("{}  {} bytes  {at}", o.key, o.size)
+                })
+                .collect()
+        }))
+    }
 }

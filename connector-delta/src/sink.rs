@@ -9,7 +9,7 @@ use rivus_connector_files::{
 use rivus_core::Result;
 
 use crate::store::table_store;
-use crate::table::DeltaTable;
+use crate::table::{DeltaTable, Orphan};
 
 /// The Delta sink: a [`FilesSink`] whose files are a Delta table's.
 pub type DeltaSink = FilesSink;
@@ -76,6 +76,14 @@ impl DeltaSinkBuilder {
         DeltaTable::new(root, store, self.create_table)
             .report()
             .await
+    }
+
+    /// The data files under the table's root that its newest version does not name (oldest
+    /// first): what a failure may leave — see the README, "Orphan files". Lists only.
+    pub async fn orphans(self) -> Result<Vec<Orphan>> {
+        let location = Location::parse(&self.url, "url")?;
+        let (root, store) = table_store(&location, &self.s3)?;
+        DeltaTable::new(root, store, false).orphans().await
     }
 
     /// The sink; an option out of range is refused with its name.

@@ -5,7 +5,9 @@
 //! committed before, and is skipped. A writer is a subtask of one run of the job, so a new run
 //! (not a restore) never finds its sequences taken.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use delta_kernel::arrow::array::{ArrayRef, Int64Array, StructArray};
@@ -24,6 +26,7 @@ use rivus_connector_files::{Column, Publish, Recoverable};
 use rivus_core::prelude::RuntimeContext;
 use rivus_core::{Error, Result};
 
+use crate::checkpoint::Checkpoints;
 use crate::columns::{columns_of, schema_of};
 use rivus_aws::s3::store_error;
 
@@ -53,6 +56,7 @@ pub(crate) struct DeltaTable {
     /// The newest snapshot read or committed: the next read goes on from it (the log after
     /// its version) instead of reading the table's log from the start at every commit.
     latest: parking_lot::Mutex<Option<SnapshotRef>>,
+    checkpoints: Checkpoints,
 }
 
 impl std::fmt::Debug for DeltaTable {
@@ -68,6 +72,7 @@ impl DeltaTable {
     /// URL's; `create`: created from the declared columns when missing.
     pub(crate) fn new(root: Url, store: Arc<DynObjectStore>, create: bool) -> DeltaTable {
         let engine = DefaultEngineBuilder::new(Arc::clone(&store)).build();
+        let checkpoints = Checkpoints::new(Arc::clone(&store));
         let root_path = StorePath::from_url_path(root.path()).unwrap_or_default();
         DeltaTable {
             root,
@@ -77,6 +82,7 @@ impl DeltaTable {
             create,
             app: parking_lot::Mutex::new(String::new()),
             latest: parking_lot::Mutex::new(None),
+            checkpoints,
         }
     }
 
@@ -172,6 +178,66 @@ impl DeltaTable {
             snapshot.version(),
             snapshot.schema().fields().count()
         ))
+    }
+
+    /// The data files under the table's root that its newest version does not name, by key:
+    /// files a failure left (a job that never restarted from the checkpoint holding them —
+    /// a restore commits them — or whose state was lost) or another writer's abandoned ones.
+    /// The table's own directories (`_delta_log/`, the sink's `_rivus/`) and hidden entries
+    /// (`_`- or `.`-prefixed, as Delta readers skip them) are not data. The sink never removes
+    /// a file from a table; a file another engine removed (a compaction) is listed too, as it
+    /// is no longer in the newest version — older versions (time travel) may still read it,
+    /// and `VACUUM` keeps it for its retention.
+    pub(crate) async fn orphans(&self) -> Result<Vec<Orphan>> {
+        use futures::StreamExt;
+        if !self.exists().await? {
+            return Err(self.missing());
+        }
+        let snapshot = self.snapshot().await?;
+        let engine = Arc::clone(&self.engine);
+        let named = blocking(move || {
+            let scan = snapshot.scan_builder().build()?;
+            let mut named = HashSet::new();
+            for meta in scan.scan_metadata(engine.as_ref())? {
+                named = meta?.visit_scan_files(named, |named, file| {
+                    named.insert(file.path);
+                })?;
+            }
+            Ok(named)
+        })
+        .await
+        .map_err(|e| kernel_error(format!("delta: reading the files of {}", self.root), e))?;
+        let named: HashSet<String> = named.iter().map(|p| self.relative(p)).collect();
+        let mut out = Vec::new();
+        let mut listing = self.store.list(Some(&self.root_path));
+        while let Some(meta) = listing.next().await {
+            let meta = meta.map_err(|e| store_error(format!("delta: listing {}", self.root), e))?;
+            let key = meta
+                .location
+                .prefix_match(&self.root_path)
+                .map(|parts| parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>())
+                .unwrap_or_default();
+            if key.is_empty() || key.iter().any(|p| p.starts_with('_') || p.starts_with('.')) {
+                continue;
+            }
+            let key = decode(&key.join("/"));
+            if !named.contains(&key) {
+                out.push(Orphan {
+                    key,
+                    size: meta.size,
+                    modified: meta.last_modified.into(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.modified.cmp(&b.modified).then(a.key.cmp(&b.key)));
+        Ok(out)
+    }
+
+    /// A path of the log (relative and percent-encoded, or an absolute URL) as a key below
+    /// the root.
+    fn relative(&self, path: &str) -> String {
+        let path = path.strip_prefix(self.root.as_str()).unwrap_or(path);
+        decode(path)
     }
 
     fn missing(&self) -> Error {
@@ -274,6 +340,7 @@ impl Publish for DeltaTable {
         files: &[Recoverable],
     ) -> Result<()> {
         let app = self.app_id(writer);
+        let started = std::time::Instant::now();
         let adds = self.adds(files).await?;
         for attempt in 0..MAX_CONFLICTS {
             let snapshot = self.snapshot().await?;
@@ -323,10 +390,20 @@ impl Publish for DeltaTable {
             .map_err(|e| kernel_error(format!("delta: committing to {}", self.root), e))?;
             match outcome {
                 Outcome::Committed(version, snapshot) => {
-                    if snapshot.is_some() {
-                        *self.latest.lock() = snapshot;
+                    if let Some(mut snapshot) = snapshot {
+                        if Checkpoints::due(&snapshot) {
+                            let table = self.root.as_str();
+                            if let Some(s) =
+                                self.checkpoints.write(Arc::clone(&snapshot), table).await
+                            {
+                                snapshot = s;
+                            }
+                        }
+                        *self.latest.lock() = Some(snapshot);
                     }
                     metrics::counter!("rivus_delta_commits").increment(1);
+                    metrics::histogram!("rivus_delta_commit_seconds")
+                        .record(started.elapsed().as_secs_f64());
                     tracing::info!(
                         table = %self.root, version, app = %app, ?sequence,
                         files = files.len(), "delta: committed"
@@ -359,6 +436,25 @@ impl Publish for DeltaTable {
             ),
         ))
     }
+}
+
+/// A data file under a table's root that the table does not name (see
+/// [`DeltaSinkBuilder::orphans`](crate::DeltaSinkBuilder::orphans)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    /// Its key below the table's root.
+    pub key: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When the store last modified it.
+    pub modified: SystemTime,
+}
+
+/// Percent-decodes a key as the Delta log encodes paths.
+fn decode(path: &str) -> String {
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 enum Outcome {

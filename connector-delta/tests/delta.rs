@@ -182,3 +182,63 @@ async fn a_missing_table_is_refused_unless_created() {
         .unwrap();
     assert!(check.contains("no table yet; created at start"), "{check}");
 }
+
+/// Every tenth version carries the log's checkpoint, written by the sink: six runs of two
+/// writers make at least twelve versions; readers (and the sink's own `txn` lookups) start from
+/// the checkpoint, and `deltalake` still reads every run's records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_is_checkpointed_every_ten_versions() {
+    checkpointed_every_ten_versions().await;
+}
+
+/// The same on a single-threaded runtime, where the kernel's checkpoint writer gets a runtime
+/// of its own.
+#[tokio::test]
+async fn the_log_is_checkpointed_on_a_single_threaded_runtime_too() {
+    checkpointed_every_ten_versions().await;
+}
+
+async fn checkpointed_every_ten_versions() {
+    let Some(py) = python() else { return };
+    let table = Table::local();
+    let sink = sink_into(&table, |f| f);
+    let (n, runs) = (500, 6);
+    let name = rivus_testkit::services::unique_name("delta-checkpoints");
+    for _ in 0..runs {
+        job(
+            &name,
+            n,
+            2,
+            None,
+            Arc::default(),
+            sink.clone(),
+            &MemoryStateBackend::new(),
+        )
+        .run()
+        .await
+        .unwrap();
+    }
+    let Table::Local(dir) = &table else {
+        unreachable!()
+    };
+    let log = dir.path().join("_delta_log");
+    let commits = std::fs::read_dir(&log)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().ends_with(".json")
+        })
+        .count();
+    assert!(commits >= 12, "{commits} versions");
+    assert!(
+        log.join("00000000000000000010.checkpoint.parquet")
+            .is_file(),
+        "the checkpoint of version 10"
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
+            .unwrap();
+    assert_eq!(last["version"], 10, "{last}");
+    let want: Vec<u64> = (0..n).flat_map(|i| std::iter::repeat_n(i, runs)).collect();
+    assert_eq!(table.read(&py).ids(), want, "every run's records");
+}

@@ -83,6 +83,13 @@ pub trait SinkSection: DeserializeOwned + JsonSchema + Send + Sync + 'static {
         None
     }
 
+    /// `rivus orphans`: what a failure left in the destination that nothing refers to (a
+    /// table's data files its log does not name), one line each; `None` for a sink that leaves
+    /// nothing of the kind. Lists only: never deletes.
+    async fn orphans(&self, _ctx: &SectionContext) -> Option<Result<Vec<String>>> {
+        None
+    }
+
     /// The metrics the dashboard reads from this sink.
     fn metrics(&self) -> SectionMetrics {
         SectionMetrics::default()

@@ -212,26 +212,76 @@ pub fn python_with(modules: &str) -> Option<String> {
     python
 }
 
-/// Multipart uploads in progress under `prefix` of the dev bucket, as the store's S3 API lists
-/// them (`GET /bucket?prefix=…&uploads=`, signed by curl): what a crashed writer left open.
-pub fn s3_open_uploads(endpoint: &str, prefix: &str) -> usize {
-    let (bucket, access, secret) = s3_credentials();
-    // Query parameters in sorted order: curl signs the query as given.
-    let url = format!("{endpoint}/{bucket}?prefix={prefix}&uploads=");
-    let out = std::process::Command::new("curl")
-        .args(["-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
+/// A request to the dev bucket's S3 API, signed by curl (SigV4, unsigned payload): its body.
+/// `query` in sorted order (curl signs it as given); `put`: the body to store.
+fn s3_request(endpoint: &str, path_and_query: &str, put: Option<&[u8]>) -> String {
+    use std::io::Write;
+    let (_, access, secret) = s3_credentials();
+    let url = format!("{endpoint}/{path_and_query}");
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
         .arg(format!("{access}:{secret}"))
-        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", &url])
-        .output()
+        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", &url]);
+    if put.is_some() {
+        cmd.args(["-X", "PUT", "--data-binary", "@-"]);
+    }
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("curl runs");
+    let mut stdin = child.stdin.take().expect("piped");
+    if let Some(body) = put {
+        stdin.write_all(body).expect("writing to curl");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("curl runs");
     assert!(
         out.status.success(),
-        "listing uploads at {url}: {}",
+        "S3 request {url}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .matches("<UploadId>")
-        .count()
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `v` as a query value is signed: `/` encoded (the names here have no other reserved byte).
+fn query_value(v: &str) -> String {
+    v.replace('/', "%2F")
+}
+
+/// Multipart uploads in progress under `prefix` of the dev bucket, as the store's S3 API lists
+/// them (`GET /bucket?prefix=…&uploads=`): what a crashed writer left open.
+pub fn s3_open_uploads(endpoint: &str, prefix: &str) -> usize {
+    let (bucket, _, _) = s3_credentials();
+    s3_request(
+        endpoint,
+        &format!("{bucket}?prefix={prefix}&uploads="),
+        None,
+    )
+    .matches("<UploadId>")
+    .count()
+}
+
+/// The keys under `prefix` of the dev bucket (the first 1 000), as its S3 API lists them.
+pub fn s3_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+    let (bucket, _, _) = s3_credentials();
+    let prefix = query_value(prefix);
+    s3_request(
+        endpoint,
+        &format!("{bucket}?list-type=2&prefix={prefix}"),
+        None,
+    )
+    .split("<Key>")
+    .skip(1)
+    .filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_owned()))
+    .collect()
+}
+
+/// Stores `body` at `key` of the dev bucket.
+pub fn s3_put(endpoint: &str, key: &str, body: &[u8]) {
+    let (bucket, _, _) = s3_credentials();
+    s3_request(endpoint, &format!("{bucket}/{key}"), Some(body));
 }
 
 fn env_or(var: &str, default: &str) -> String {

@@ -48,6 +48,7 @@ pub trait AnySink: Send + Sync {
     async fn check(&self, ctx: &SectionContext) -> Health;
     async fn prepare(&self, ctx: &SectionContext) -> Result<()>;
     async fn report(&self, ctx: &SectionContext) -> Option<String>;
+    async fn orphans(&self, ctx: &SectionContext) -> Option<Result<Vec<String>>>;
     fn metrics(&self) -> SectionMetrics;
 }
 
@@ -64,6 +65,9 @@ impl<S: SinkSection> AnySink for S {
     }
     async fn report(&self, ctx: &SectionContext) -> Option<String> {
         SinkSection::report(self, ctx).await
+    }
+    async fn orphans(&self, ctx: &SectionContext) -> Option<Result<Vec<String>>> {
+        SinkSection::orphans(self, ctx).await
     }
     fn metrics(&self) -> SectionMetrics {
         SinkSection::metrics(self)
@@ -143,6 +147,12 @@ impl Section<dyn AnySink> {
     /// The section's `prepare` hook, its errors placed at this section's path.
     pub async fn prepare(&self, ctx: &SectionContext) -> Result<()> {
         self.place(self.options.prepare(ctx).await)
+    }
+
+    /// The section's `orphans` listing, its errors placed at this section's path.
+    pub async fn orphans(&self, ctx: &SectionContext) -> Option<Result<Vec<String>>> {
+        let listed = self.options.orphans(ctx).await?;
+        Some(self.place(listed))
     }
 }
 

@@ -57,3 +57,20 @@ pub(crate) fn interrupt(child: Child) {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "graceful stop: {}", text(&out.stderr));
 }
+
+/// Runs a `rivus` job of `n` generated orders into `sink` (TOML lines of a `[sink]`).
+pub(crate) fn produce(dir: &Path, label: &str, n: u64, sink: &str) {
+    let file = dir.join(format!("{label}.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{label}\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"{label}-state\"\n\
+             [source]\ntype = \"generator\"\ncount = {n}\n[sink]\n{sink}\n"
+        ),
+    )
+    .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rivus"))
+        .args(["run", file.to_str().unwrap()])
+        .current_dir(dir)
+        .succeeds();
+}

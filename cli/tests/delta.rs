@@ -1,0 +1,151 @@
+//! Kafka → a Delta table on S3 through the `rivus` command: the job is SIGKILLed three times,
+//! each time right after the table gained a version, and started again from its checkpoints;
+//! the last run reads to the end. `deltalake` (delta-rs) then reads every record once — and
+//! reading the table reads every file its log names, so none is missing. `rivus orphans`
+//! lists no data file outside the log after the kills, and lists a stray one put there.
+
+#[path = "support/cdc.rs"]
+mod cdc;
+#[path = "support/run.rs"]
+mod run;
+#[path = "support/topics.rs"]
+mod topics;
+
+use std::time::{Duration, Instant};
+
+use rivus_testkit::services::{
+    python_with, require, s3_credentials, s3_keys, s3_open_uploads, s3_put, unique_name, Service,
+};
+use run::{produce, rivus_succeeds, text};
+
+/// The versions in the table's log so far.
+fn versions(endpoint: &str, table: &str) -> usize {
+    s3_keys(endpoint, &format!("{table}/_delta_log/"))
+        .iter()
+        .filter(|k| k.ends_with(".json"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_to_delta_sigkilled_three_times_holds_every_record_once() {
+    let (Some(kafka), Some(endpoint), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::S3),
+        python_with("deltalake, pyarrow"),
+    ) else {
+        return;
+    };
+    let (bucket, access, secret) = s3_credentials();
+    let dir = tempfile::tempdir().unwrap();
+    let unique = unique_name("delta-kill");
+    let n: u64 = 150_000;
+    topics::topic(&kafka, &unique).await;
+    produce(
+        dir.path(),
+        "to-topic",
+        n,
+        &format!(
+            "type = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{unique}\"\n\
+             exactly_once = true"
+        ),
+    );
+    let file = dir.path().join("to-delta.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "{unique}"
+[checkpoint]
+interval = "500ms"
+dir = "state"
+
+[source]
+type = "kafka"
+bootstrap_servers = "{kafka}"
+topics = ["{unique}"]
+start = "earliest"
+bounded = true
+properties = {{ "isolation.level" = "read_committed" }}
+
+[sink]
+type = "delta"
+url = "s3://{bucket}/{unique}"
+s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
+create_table = true
+target_file_size = 262144
+schema = [
+  {{ name = "id", type = "int64", nullable = false }},
+  {{ name = "user", type = "string" }},
+  {{ name = "amount", type = "float64" }},
+  {{ name = "status", type = "string" }},
+  {{ name = "ts", type = "timestamp" }},
+]
+"#
+        ),
+    )
+    .unwrap();
+    for round in 0..3 {
+        // Version 0 is the table's creation: the first kill waits for a commit of data.
+        let before = versions(&endpoint, &unique).max(1);
+        let mut job = cdc::rivus(dir.path(), &file, &format!("run{round}"), &[]);
+        // Killed once the table gained a version: between a commit and the next checkpoint,
+        // with files open and others made visible but not yet committed.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while versions(&endpoint, &unique) <= before {
+            assert!(
+                job.child().try_wait().unwrap().is_none(),
+                "round {round}: the job ended early"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no commit in 90 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        job.kill();
+    }
+    rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
+    let script = r#"
+import os, sys
+from deltalake import DeltaTable
+uri, endpoint, access, secret = sys.argv[1:5]
+t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": access,
+    "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+ids = t.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+print(len(ids), len(set(ids)), min(ids), max(ids), len(t.file_uris()))
+sys.stdout.flush()
+os._exit(0)
+"#;
+    let uri = format!("s3://{bucket}/{unique}");
+    let read = std::process::Command::new(&py)
+        .args(["-c", script, &uri, &endpoint, &access, &secret])
+        .output()
+        .unwrap();
+    let got = text(&read.stdout);
+    assert!(read.status.success(), "{got}{}", text(&read.stderr));
+    let f: Vec<u64> = got.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert_eq!(
+        f[..4],
+        [n, n, 0, n - 1],
+        "every record once (rows, distinct, min, max): {got}"
+    );
+    assert!(f[4] > 3, "files rolled by size, not one: {got}");
+    assert_eq!(
+        s3_open_uploads(&endpoint, &unique),
+        0,
+        "no upload left open"
+    );
+
+    // Nothing outside the log after the kills; a stray file is listed, by key.
+    let orphans = |dir: &std::path::Path| {
+        text(&rivus_succeeds(dir, &["orphans", file.to_str().unwrap()]).stdout)
+    };
+    let listed = orphans(dir.path());
+    assert!(listed.contains("sink delta: 0 orphaned"), "{listed}");
+    s3_put(&endpoint, &format!("{unique}/part-stray.parquet"), b"PAR1");
+    let listed = orphans(dir.path());
+    assert!(listed.contains("sink delta: 1 orphaned"), "{listed}");
+    assert!(
+        listed.contains("  part-stray.parquet  4 bytes  "),
+        "{listed}"
+    );
+}

@@ -1,0 +1,198 @@
+//! The Delta sink next to the files sink writing the same Parquet (zstd, files of 64 MiB,
+//! parts of 8 MiB) to S3 (SeaweedFS) in the same run, rounds alternating, checkpoints every
+//! second: records/s and their ratio; the commit latency per checkpoint (the time from a
+//! checkpoint's completion reaching the table to its version being written, log checkpoints
+//! included); the peak RSS of a Delta sink process; and how many files an hour 1 s checkpoints
+//! give. Needs `dev/services up s3`.
+//! `cargo bench -p rivus-connector-delta --bench table` (`RIVUS_BENCH_RECORDS`, default
+//! 1 000 000; `RIVUS_BENCH_ROUNDS`, default 3).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
+use rivus_connector_files::{
+    Column, ColumnType, FileFormat, FilesSink, FilesSinkBuilder, ParquetCompression, S3Options,
+};
+use rivus_core::prelude::*;
+use rivus_testkit::bench::{child_case, compare, peak_rss_mib, rounds, run_child};
+use rivus_testkit::services::{s3_credentials, s3_keys, unique_name};
+use rivus_testkit::SequenceSource;
+use serde_json::{json, Value};
+
+const PART: usize = 8 << 20;
+const TARGET: u64 = 64 << 20;
+
+fn endpoint() -> String {
+    std::env::var("RIVUS_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:8333".into())
+}
+
+fn record(n: u64) -> Value {
+    const STATUS: [&str; 3] = ["new", "paid", "shipped"];
+    json!({
+        "id": n,
+        "user": format!("user-{}", n % 1000),
+        "amount": ((n.wrapping_mul(7919)) % 100_000) as f64 / 100.0,
+        "status": STATUS[(n % 3) as usize],
+        "ts": 1_700_000_000_000u64 + n,
+    })
+}
+
+fn columns() -> Vec<Column> {
+    [
+        ("id", ColumnType::Int64),
+        ("user", ColumnType::String),
+        ("amount", ColumnType::Float64),
+        ("status", ColumnType::String),
+        ("ts", ColumnType::Timestamp),
+    ]
+    .into_iter()
+    .map(|(name, ty)| Column {
+        name: name.into(),
+        ty,
+        nullable: true,
+    })
+    .collect()
+}
+
+fn s3() -> S3Options {
+    let (_, access, secret) = s3_credentials();
+    S3Options {
+        endpoint: Some(endpoint()),
+        access_key: Some(access),
+        secret_key: Some(secret),
+        ..Default::default()
+    }
+}
+
+/// The files' options both sinks share.
+fn sized(b: FilesSinkBuilder) -> FilesSinkBuilder {
+    b.schema(columns()).target_file_size(TARGET).part_size(PART)
+}
+
+fn files_sink(prefix: &str) -> FilesSink {
+    let (bucket, _, _) = s3_credentials();
+    sized(FilesSink::builder(format!("s3://{bucket}/{prefix}")))
+        .s3(s3())
+        .format(FileFormat::Parquet(ParquetCompression::Zstd))
+        .build()
+        .unwrap()
+}
+
+fn delta_sink(prefix: &str) -> DeltaSink {
+    let (bucket, _, _) = s3_credentials();
+    DeltaSinkBuilder::new(format!("s3://{bucket}/{prefix}"))
+        .s3(s3())
+        .create_table(true)
+        .files(sized)
+        .build()
+        .unwrap()
+}
+
+/// `n` records into a new table (`delta`) or files location, checkpoints every second,
+/// `per_second` when paced: records per second, and the data files made.
+async fn run(n: u64, delta: bool, per_second: Option<u64>) -> (f64, usize) {
+    let prefix = unique_name(if delta { "bench-delta" } else { "bench-files" });
+    let p = prefix.clone();
+    let job = Pipeline::new(prefix.as_str())
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_secs(1),
+            Arc::new(MemoryStateBackend::new()),
+        ))
+        .source("seq", 1, move |i| {
+            let s = SequenceSource::new(i, 1, Some(n), Default::default());
+            match per_second {
+                Some(r) => s.paced(r),
+                None => s,
+            }
+        })
+        .map(record)
+        .sink("out", 1, move |_| {
+            if delta {
+                delta_sink(&p)
+            } else {
+                files_sink(&p)
+            }
+        })
+        .unwrap();
+    let t = Instant::now();
+    let summary = job.run().await.unwrap();
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    assert_eq!(summary.records_written, n);
+    let files = s3_keys(&endpoint(), &prefix)
+        .iter()
+        .filter(|k| k.ends_with(".parquet") && !k.contains("/_"))
+        .count();
+    (rate, files)
+}
+
+/// The commit latencies recorded so far, in ms, sorted.
+fn commit_ms(snapshotter: &Snapshotter) -> Vec<f64> {
+    let mut ms: Vec<f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == "rivus_delta_commit_seconds")
+        .flat_map(|(.., v)| match v {
+            DebugValue::Histogram(h) => h.into_iter().map(|s| s.into_inner() * 1e3).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    ms
+}
+
+fn main() {
+    let n: u64 = std::env::var("RIVUS_BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    if child_case().is_some() {
+        let (rate, _) = rt.block_on(run(n, true, None));
+        println!("{rate:.0} {:.1}", peak_rss_mib().unwrap_or(f64::NAN));
+        return;
+    }
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    compare(
+        &format!(
+            "{n} records as Parquet (zstd) to S3, files of 64 MiB, checkpoints every second: \
+             the files sink (left) and the Delta sink (right)"
+        ),
+        "rec/s",
+        rounds(3),
+        |_| rt.block_on(run(n, false, None)).0,
+        |_| rt.block_on(run(n, true, None)).0,
+    );
+    let line = run_child("delta", &[]);
+    let mut it = line.split(' ');
+    let (rate, rss) = (it.next().unwrap_or("?"), it.next().unwrap_or("?"));
+    println!("Delta sink process: {rate} rec/s, peak RSS {rss} MiB");
+    // 20 s at 50 000 records/s, 1 s checkpoints: files roll on size, not per checkpoint; a
+    // commit whenever a file closed, and at the end.
+    let (secs, rate) = (20u64, 50_000u64);
+    let (_, files) = rt.block_on(run(secs * rate, true, Some(rate)));
+    println!(
+        "{secs} s at {rate} rec/s, 1 s checkpoints: {files} data file(s) of up to 64 MiB \
+         ({:.0} an hour at this rate; one per checkpoint would be 3600)",
+        files as f64 * 3600.0 / secs as f64
+    );
+    let ms = commit_ms(&snapshotter);
+    if !ms.is_empty() {
+        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "commit latency over {} commits: median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+            ms.len(),
+            at(0.5),
+            at(0.9),
+            at(1.0)
+        );
+    }
+}
