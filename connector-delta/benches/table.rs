@@ -66,34 +66,42 @@ fn s3() -> S3Options {
     }
 }
 
-/// The files' options both sinks share.
-fn sized(b: FilesSinkBuilder) -> FilesSinkBuilder {
-    b.schema(columns()).target_file_size(TARGET).part_size(PART)
+/// The files' options both sinks share; files close at `target` bytes.
+fn sized(b: FilesSinkBuilder, target: u64) -> FilesSinkBuilder {
+    b.schema(columns()).target_file_size(target).part_size(PART)
 }
 
 fn files_sink(prefix: &str) -> FilesSink {
     let (bucket, _, _) = s3_credentials();
-    sized(FilesSink::builder(format!("s3://{bucket}/{prefix}")))
-        .s3(s3())
-        .format(FileFormat::Parquet(ParquetCompression::Zstd))
-        .build()
-        .unwrap()
+    sized(
+        FilesSink::builder(format!("s3://{bucket}/{prefix}")),
+        TARGET,
+    )
+    .s3(s3())
+    .format(FileFormat::Parquet(ParquetCompression::Zstd))
+    .build()
+    .unwrap()
 }
 
-fn delta_sink(prefix: &str) -> DeltaSink {
+fn delta_sink(prefix: &str, target: u64) -> DeltaSink {
     let (bucket, _, _) = s3_credentials();
     DeltaSinkBuilder::new(format!("s3://{bucket}/{prefix}"))
         .s3(s3())
         .create_table(true)
-        .files(sized)
+        .files(move |b| sized(b, target))
         .build()
         .unwrap()
 }
 
-/// `n` records into a new table (`delta`) or files location, checkpoints every second,
-/// `per_second` when paced: records per second, and the data files made.
-async fn run(n: u64, delta: bool, per_second: Option<u64>) -> (f64, usize) {
-    let prefix = unique_name(if delta { "bench-delta" } else { "bench-files" });
+/// `n` records into a new table (`delta`, files of `target` bytes) or files location,
+/// checkpoints every second, `per_second` when paced: records per second, and the data files
+/// made.
+async fn run(n: u64, delta: Option<u64>, per_second: Option<u64>) -> (f64, usize) {
+    let prefix = unique_name(if delta.is_some() {
+        "bench-delta"
+    } else {
+        "bench-files"
+    });
     let p = prefix.clone();
     let job = Pipeline::new(prefix.as_str())
         .checkpointing(CheckpointConfig::new(
@@ -108,12 +116,9 @@ async fn run(n: u64, delta: bool, per_second: Option<u64>) -> (f64, usize) {
             }
         })
         .map(record)
-        .sink("out", 1, move |_| {
-            if delta {
-                delta_sink(&p)
-            } else {
-                files_sink(&p)
-            }
+        .sink("out", 1, move |_| match delta {
+            Some(target) => delta_sink(&p, target),
+            None => files_sink(&p),
         })
         .unwrap();
     let t = Instant::now();
@@ -127,7 +132,7 @@ async fn run(n: u64, delta: bool, per_second: Option<u64>) -> (f64, usize) {
     (rate, files)
 }
 
-/// The commit latencies recorded so far, in ms, sorted.
+/// The commit latencies recorded since the last call (a snapshot drains them), in ms, sorted.
 fn commit_ms(snapshotter: &Snapshotter) -> Vec<f64> {
     let mut ms: Vec<f64> = snapshotter
         .snapshot()
@@ -154,7 +159,7 @@ fn main() {
         .build()
         .unwrap();
     if child_case().is_some() {
-        let (rate, _) = rt.block_on(run(n, true, None));
+        let (rate, _) = rt.block_on(run(n, Some(TARGET), None));
         println!("{rate:.0} {:.1}", peak_rss_mib().unwrap_or(f64::NAN));
         return;
     }
@@ -168,8 +173,8 @@ fn main() {
         ),
         "rec/s",
         rounds(3),
-        |_| rt.block_on(run(n, false, None)).0,
-        |_| rt.block_on(run(n, true, None)).0,
+        |_| rt.block_on(run(n, None, None)).0,
+        |_| rt.block_on(run(n, Some(TARGET), None)).0,
     );
     let line = run_child("delta", &[]);
     let mut it = line.split(' ');
@@ -178,13 +183,27 @@ fn main() {
     // 20 s at 50 000 records/s, 1 s checkpoints: files roll on size, not per checkpoint; a
     // commit whenever a file closed, and at the end.
     let (secs, rate) = (20u64, 50_000u64);
-    let (_, files) = rt.block_on(run(secs * rate, true, Some(rate)));
+    let (_, files) = rt.block_on(run(secs * rate, Some(TARGET), Some(rate)));
     println!(
         "{secs} s at {rate} rec/s, 1 s checkpoints: {files} data file(s) of up to 64 MiB \
          ({:.0} an hour at this rate; one per checkpoint would be 3600)",
         files as f64 * 3600.0 / secs as f64
     );
+    // The commit latency per checkpoint: the same with files of 256 KiB, which close about
+    // every checkpoint, so nearly every checkpoint commits (a log checkpoint every tenth).
+    let earlier = commit_ms(&snapshotter);
+    if let (Some(lo), Some(hi)) = (earlier.first(), earlier.last()) {
+        println!(
+            "commit latency of the runs above: {} commits, {lo:.1}-{hi:.1} ms",
+            earlier.len()
+        );
+    }
+    let (_, files) = rt.block_on(run(secs * rate, Some(256 << 10), Some(rate)));
     let ms = commit_ms(&snapshotter);
+    println!(
+        "the same with files of 256 KiB: {files} data files, {} commits",
+        ms.len()
+    );
     if !ms.is_empty() {
         let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
         println!(
