@@ -42,7 +42,7 @@ impl Plan {
 /// Where the first run of a failure case fails.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum FailAt {
-    /// The sink throws in a write once a third of the records are committed.
+    /// The sink throws in a write once the first records are committed.
     WriteAfterCommit,
     /// The sink throws inside `snapshot_state` of a checkpoint covering records, once the
     /// first records are committed: a checkpoint is in flight (triggered at the source, never
@@ -153,21 +153,15 @@ impl<C: SourceExternal> SourceSuite<C> {
         // their way when its checkpoint completes.
         let mut spec = self.spec(p, usize::MAX).paced(first.len());
         spec.unchained = true;
-        // The write fault is armed once a third is committed; the snapshot fault at the first
-        // commit, so that records are still unread when it is armed however slowly checkpoints
-        // complete (it fires only in a checkpoint that covers records, and a source that
-        // commits on trigger loses only those).
-        let arm_at = match at {
-            FailAt::WriteAfterCommit => {
-                spec.sink_faults.invoke = Some(trigger);
-                first.len() / 3
-            }
-            FailAt::Snapshot => {
-                spec.sink_faults.snapshot = Some(trigger);
-                1
-            }
-        };
-        spec.arm_when_committed = Some((arm_at.max(1), armed));
+        // Both faults are armed at the first commit, so that records are still unread when
+        // they are armed however slowly checkpoints complete: the write fault needs a write to
+        // fire in, and the snapshot fault fires only in a checkpoint that covers records (a
+        // source that commits on trigger loses only those).
+        match at {
+            FailAt::WriteAfterCommit => spec.sink_faults.invoke = Some(trigger),
+            FailAt::Snapshot => spec.sink_faults.snapshot = Some(trigger),
+        }
+        spec.arm_when_committed = Some((1, armed));
         let crashed = self.run(&backend, &store, spec).await;
         self.expect_injected(case, &crashed)?;
         if crashed.committed.is_empty() {
