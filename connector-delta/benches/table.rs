@@ -16,28 +16,14 @@ use rivus_connector_files::{
     Column, ColumnType, FileFormat, FilesSink, FilesSinkBuilder, ParquetCompression, S3Options,
 };
 use rivus_core::prelude::*;
-use rivus_testkit::bench::{child_case, compare, peak_rss_mib, rounds, run_child};
+use rivus_testkit::bench::{
+    child_case, compare, order, peak_rss_mib, rounds, run_child, s3_endpoint,
+};
 use rivus_testkit::services::{s3_credentials, s3_keys, unique_name};
 use rivus_testkit::SequenceSource;
-use serde_json::{json, Value};
 
 const PART: usize = 8 << 20;
 const TARGET: u64 = 64 << 20;
-
-fn endpoint() -> String {
-    std::env::var("RIVUS_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:8333".into())
-}
-
-fn record(n: u64) -> Value {
-    const STATUS: [&str; 3] = ["new", "paid", "shipped"];
-    json!({
-        "id": n,
-        "user": format!("user-{}", n % 1000),
-        "amount": ((n.wrapping_mul(7919)) % 100_000) as f64 / 100.0,
-        "status": STATUS[(n % 3) as usize],
-        "ts": 1_700_000_000_000u64 + n,
-    })
-}
 
 fn columns() -> Vec<Column> {
     [
@@ -47,19 +33,14 @@ fn columns() -> Vec<Column> {
         ("status", ColumnType::String),
         ("ts", ColumnType::Timestamp),
     ]
-    .into_iter()
-    .map(|(name, ty)| Column {
-        name: name.into(),
-        ty,
-        nullable: true,
-    })
-    .collect()
+    .map(|(name, ty)| Column::nullable(name, ty))
+    .into()
 }
 
 fn s3() -> S3Options {
     let (_, access, secret) = s3_credentials();
     S3Options {
-        endpoint: Some(endpoint()),
+        endpoint: Some(s3_endpoint()),
         access_key: Some(access),
         secret_key: Some(secret),
         ..Default::default()
@@ -115,7 +96,7 @@ async fn run(n: u64, delta: Option<u64>, per_second: Option<u64>) -> (f64, usize
                 None => s,
             }
         })
-        .map(record)
+        .map(order)
         .sink("out", 1, move |_| match delta {
             Some(target) => delta_sink(&p, target),
             None => files_sink(&p),
@@ -125,7 +106,7 @@ async fn run(n: u64, delta: Option<u64>, per_second: Option<u64>) -> (f64, usize
     let summary = job.run().await.unwrap();
     let rate = n as f64 / t.elapsed().as_secs_f64();
     assert_eq!(summary.records_written, n);
-    let files = s3_keys(&endpoint(), &prefix)
+    let files = s3_keys(&s3_endpoint(), &prefix)
         .iter()
         .filter(|k| k.ends_with(".parquet") && !k.contains("/_"))
         .count();

@@ -71,26 +71,25 @@ impl DeltaSinkBuilder {
     /// What `rivus check` says: the table's version and columns read from its log, or that it
     /// is created at start; a missing table without `create_table` is refused.
     pub async fn report(self) -> Result<String> {
-        let location = Location::parse(&self.url, "url")?;
-        let (root, store) = table_store(&location, &self.s3)?;
-        DeltaTable::new(root, store, self.create_table)
-            .report()
-            .await
+        self.table()?.report().await
     }
 
     /// The data files under the table's root that its newest version does not name (oldest
     /// first): what a failure may leave — see the README, "Orphan files". Lists only.
     pub async fn orphans(self) -> Result<Vec<Orphan>> {
+        self.table()?.orphans().await
+    }
+
+    /// The table at `url`, in the store the options name.
+    fn table(&self) -> Result<DeltaTable> {
         let location = Location::parse(&self.url, "url")?;
         let (root, store) = table_store(&location, &self.s3)?;
-        DeltaTable::new(root, store, false).orphans().await
+        Ok(DeltaTable::new(root, store, self.create_table))
     }
 
     /// The sink; an option out of range is refused with its name.
     pub fn build(self) -> Result<DeltaSink> {
-        let location = Location::parse(&self.url, "url")?;
-        let (root, store) = table_store(&location, &self.s3)?;
-        let table = DeltaTable::new(root, store, self.create_table);
+        let table = self.table()?;
         // The table's settings last: the files' own options cannot move them.
         (self.files)(FilesSink::builder(&self.url))
             .s3(self.s3)

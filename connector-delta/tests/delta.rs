@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use common::*;
-use rivus_connector_delta::DeltaSinkBuilder;
+use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
 use rivus_core::prelude::*;
 use rivus_testkit::wait;
 
@@ -52,6 +52,22 @@ async fn through_cancels(
     );
 }
 
+/// A run of `n` records at two subtasks to the end, as a new job (no checkpoint to restore).
+async fn fresh_run(name: &str, n: u64, sink: impl Fn() -> DeltaSink + Send + Sync + 'static) {
+    job(
+        name,
+        n,
+        2,
+        None,
+        Arc::default(),
+        sink,
+        &MemoryStateBackend::new(),
+    )
+    .run()
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_table_is_created_appended_to_and_read_by_deltalake() {
     let Some(py) = python() else { return };
@@ -62,18 +78,7 @@ async fn a_local_table_is_created_appended_to_and_read_by_deltalake() {
     let n = 20_000;
     let name = rivus_testkit::services::unique_name("delta-local");
     for round in 0..2 {
-        job(
-            &name,
-            n,
-            2,
-            None,
-            Arc::default(),
-            sink.clone(),
-            &MemoryStateBackend::new(),
-        )
-        .run()
-        .await
-        .unwrap();
+        fresh_run(&name, n, sink.clone()).await;
         let read = table.read(&py);
         let want: Vec<u64> = (0..n)
             .flat_map(|i| std::iter::repeat_n(i, round + 1))
@@ -205,18 +210,7 @@ async fn checkpointed_every_ten_versions() {
     let (n, runs) = (500, 6);
     let name = rivus_testkit::services::unique_name("delta-checkpoints");
     for _ in 0..runs {
-        job(
-            &name,
-            n,
-            2,
-            None,
-            Arc::default(),
-            sink.clone(),
-            &MemoryStateBackend::new(),
-        )
-        .run()
-        .await
-        .unwrap();
+        fresh_run(&name, n, sink.clone()).await;
     }
     let Table::Local(dir) = &table else {
         unreachable!()

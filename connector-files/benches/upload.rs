@@ -16,34 +16,20 @@ use rivus_connector_files::{
     Column, ColumnType, Compression, FileFormat, FilesSink, ParquetCompression, S3Options,
 };
 use rivus_core::prelude::*;
-use rivus_testkit::bench::{child_case, compare, peak_rss_mib, rounds, run_child};
+use rivus_testkit::bench::{
+    child_case, compare, order, peak_rss_mib, rounds, run_child, s3_endpoint,
+};
 use rivus_testkit::services::{s3_credentials, unique_name};
 use rivus_testkit::SequenceSource;
-use serde_json::{json, Value};
 
 const PART: usize = 8 << 20;
 const TARGET: u64 = 64 << 20;
-
-fn endpoint() -> String {
-    std::env::var("RIVUS_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:8333".into())
-}
-
-fn record(n: u64) -> Value {
-    const STATUS: [&str; 3] = ["new", "paid", "shipped"];
-    json!({
-        "id": n,
-        "user": format!("user-{}", n % 1000),
-        "amount": ((n.wrapping_mul(7919)) % 100_000) as f64 / 100.0,
-        "status": STATUS[(n % 3) as usize],
-        "ts": 1_700_000_000_000u64 + n,
-    })
-}
 
 fn client() -> Arc<AmazonS3> {
     let (bucket, access, secret) = s3_credentials();
     Arc::new(
         AmazonS3Builder::new()
-            .with_endpoint(endpoint())
+            .with_endpoint(s3_endpoint())
             .with_allow_http(true)
             .with_bucket_name(bucket)
             .with_region("us-east-1")
@@ -68,7 +54,7 @@ async fn raw(n: u64) -> f64 {
     let mut path = Path::from(format!("{prefix}/part-{file}.jsonl"));
     let mut id = s3.create_multipart(&path).await.unwrap();
     for i in 0..n {
-        serde_json::to_writer(&mut buf, &record(i)).unwrap();
+        serde_json::to_writer(&mut buf, &order(i)).unwrap();
         buf.push(b'\n');
         if buf.len() >= PART {
             size += buf.len() as u64;
@@ -107,16 +93,11 @@ fn sink(prefix: &str, format: FileFormat) -> FilesSink {
         ("status", ColumnType::String),
         ("ts", ColumnType::Timestamp),
     ]
-    .into_iter()
-    .map(|(name, ty)| Column {
-        name: name.into(),
-        ty,
-        nullable: true,
-    })
-    .collect();
+    .map(|(name, ty)| Column::nullable(name, ty))
+    .into();
     FilesSink::builder(format!("s3://{bucket}/{prefix}"))
         .s3(S3Options {
-            endpoint: Some(endpoint()),
+            endpoint: Some(s3_endpoint()),
             access_key: Some(access),
             secret_key: Some(secret),
             ..Default::default()
@@ -151,7 +132,7 @@ async fn rivus(
                 None => s,
             }
         })
-        .map(record)
+        .map(order)
         .sink("files", 1, move |_| sink(&p, format.clone()))
         .unwrap();
     let t = Instant::now();

@@ -167,6 +167,26 @@ pub fn run_child(case: &str, env: &[(&str, &str)]) -> String {
     stdout.lines().last().unwrap_or_default().to_owned()
 }
 
+/// The benchmarks' record: an order of about 100 bytes as JSON — `id` = `n`, `user` (one of
+/// 1 000), `amount`, `status` (`new`, `paid`, `shipped`), `ts` (ms) — the same for every
+/// benchmark that compares sinks over one record shape.
+pub fn order(n: u64) -> serde_json::Value {
+    const STATUS: [&str; 3] = ["new", "paid", "shipped"];
+    serde_json::json!({
+        "id": n,
+        "user": format!("user-{}", n % 1000),
+        "amount": ((n.wrapping_mul(7919)) % 100_000) as f64 / 100.0,
+        "status": STATUS[(n % 3) as usize],
+        "ts": 1_700_000_000_000u64 + n,
+    })
+}
+
+/// The dev S3 store's endpoint for a benchmark (see [`require`](crate::services::require)).
+pub fn s3_endpoint() -> String {
+    crate::services::require(crate::services::Service::S3)
+        .expect("the dev S3 store: `dev/services up s3`")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

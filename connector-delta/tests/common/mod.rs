@@ -170,13 +170,8 @@ pub(crate) fn columns() -> Vec<Column> {
         ("day", ColumnType::Date),
         ("at", ColumnType::Timestamp),
     ]
-    .into_iter()
-    .map(|(name, ty)| Column {
-        name: name.into(),
-        ty,
-        nullable: true,
-    })
-    .collect()
+    .map(|(name, ty)| Column::nullable(name, ty))
+    .into()
 }
 
 /// Sinks creating (when missing) and appending to `table`, as `tune` sets the files.

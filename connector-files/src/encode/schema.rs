@@ -73,6 +73,17 @@ pub struct Column {
     pub nullable: bool,
 }
 
+impl Column {
+    /// A column that may be missing or null: `Column::nullable("ts", ColumnType::Timestamp)`.
+    pub fn nullable(name: impl Into<String>, ty: ColumnType) -> Column {
+        Column {
+            name: name.into(),
+            ty,
+            nullable: true,
+        }
+    }
+}
+
 /// Where the columns come from.
 #[derive(Debug, Clone, Default)]
 pub enum SchemaSource {
@@ -145,11 +156,7 @@ impl Schema {
         }
         Ok(Schema::new(
             seen.into_iter()
-                .map(|(name, ty)| Column {
-                    name,
-                    ty: ty.unwrap_or(ColumnType::String),
-                    nullable: true,
-                })
+                .map(|(name, ty)| Column::nullable(name, ty.unwrap_or(ColumnType::String)))
                 .collect(),
         ))
     }

@@ -185,13 +185,8 @@ pub(crate) fn columns() -> Vec<rivus_connector_files::Column> {
         ("at", T::Timestamp),
         ("tags", T::Json),
     ]
-    .into_iter()
-    .map(|(name, ty)| Column {
-        name: name.into(),
-        ty,
-        nullable: true,
-    })
-    .collect()
+    .map(|(name, ty)| Column::nullable(name, ty))
+    .into()
 }
 
 /// Sinks writing `record`'s columns into `b`, as `tune` sets the rest.
