@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, S3Section};
-use rivus_connector_files::ParquetCompression;
+use rivus_connector_files::{ParquetCompression, SchemaEvolution};
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::{Error, Result};
 use rivus_pipeline_file::{
@@ -28,6 +28,11 @@ pub struct DeltaSection {
     /// The columns of a table created now: `[{ name, type, nullable }]`. An existing
     /// table's columns are its own.
     pub schema: Option<Vec<ColumnOption>>,
+    /// `basic`: a record's field that is not a column is added to the table (nullable, typed
+    /// from its values) before any file holding it is committed; `none` (default): the record
+    /// goes to the error policy.
+    #[serde(default)]
+    pub schema_evolution: SchemaEvolution,
     /// The data files' codec: `zstd` (default), `snappy`, `gzip`, `none`.
     pub compression: Option<ParquetCodec>,
     /// Bytes at which a data file is closed (134217728).
@@ -77,6 +82,7 @@ impl DeltaSection {
             max_open_files: self.max_open_files,
         };
         let columns = self.schema.as_deref().map(ColumnOption::columns);
+        let evolution = self.schema_evolution;
         Ok(DeltaSinkBuilder::new(&self.url)
             .s3(self.s3.options())
             .create_table(self.create_table)
@@ -90,7 +96,10 @@ impl DeltaSection {
                 if let Some(cols) = columns {
                     b = b.schema(cols);
                 }
-                sizes.apply(b).error_policy(policy)
+                sizes
+                    .apply(b)
+                    .schema_evolution(evolution)
+                    .error_policy(policy)
             }))
     }
 

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use delta_kernel::arrow::array::{ArrayRef, Int64Array, StructArray};
 use delta_kernel::arrow::datatypes::{DataType as ArrowType, Field};
 use delta_kernel::committer::FileSystemCommitter;
+use delta_kernel::table_features::ColumnMappingMode;
 use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
 use delta_kernel::{FileMeta, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
@@ -328,9 +329,94 @@ impl Publish for DeltaTable {
                 ),
             ));
         }
+        if let Some(mode) = snapshot
+            .table_properties()
+            .column_mapping_mode
+            .filter(|m| *m != ColumnMappingMode::None)
+        {
+            return Err(Error::config(
+                "url",
+                format!(
+                    "the table {} maps columns by {mode:?} (`delta.columnMapping.mode`): \
+                     tables with column mapping are not written yet",
+                    self.root
+                ),
+            ));
+        }
         let columns = columns_of(&snapshot.schema())
             .map_err(|e| Error::config("url", format!("the table {}: {e}", self.root)))?;
         Ok(Some(columns))
+    }
+
+    async fn evolve(&self, added: &[Column]) -> Result<Vec<Column>> {
+        let columns = |snapshot: &SnapshotRef| {
+            columns_of(&snapshot.schema())
+                .map_err(|e| Error::connector("delta", format!("the table {}: {e}", self.root)))
+        };
+        for attempt in 0..MAX_CONFLICTS {
+            let snapshot = self.snapshot().await?;
+            let taken: HashSet<String> = snapshot
+                .schema()
+                .fields()
+                .map(|f| f.name().to_lowercase())
+                .collect();
+            let new: Vec<Column> = added
+                .iter()
+                .filter(|c| addable(&c.name, &taken))
+                .cloned()
+                .collect();
+            if new.is_empty() {
+                return columns(&snapshot);
+            }
+            let fields = schema_of(&new)?;
+            let engine = Arc::clone(&self.engine);
+            let outcome = blocking(move || -> delta_kernel::KernelResult<Outcome> {
+                let mut builder = Arc::clone(&snapshot).update_table(
+                    UpdateTableOperation::AlterTable,
+                    ENGINE_INFO,
+                    false,
+                );
+                for f in fields.fields() {
+                    builder = builder.add_column(f.clone());
+                }
+                let txn = builder.build(engine.as_ref(), Box::new(FileSystemCommitter::new()))?;
+                outcome_of(txn.commit(engine.as_ref())?)
+            })
+            .await
+            .map_err(|e| kernel_error(format!("delta: adding columns to {}", self.root), e))?;
+            match outcome {
+                Outcome::Committed(version, snapshot) => {
+                    let snapshot = match snapshot {
+                        Some(s) => {
+                            *self.latest.lock() = Some(Arc::clone(&s));
+                            s
+                        }
+                        None => self.snapshot().await?,
+                    };
+                    let names: Vec<&str> = new.iter().map(|c| c.name.as_str()).collect();
+                    tracing::info!(table = %self.root, version, columns = ?names,
+                        "delta: columns added");
+                    return columns(&snapshot);
+                }
+                Outcome::Conflicted => {
+                    tracing::debug!(table = %self.root, attempt, "delta: lost a version; again");
+                }
+                Outcome::Failed(e) => {
+                    return Err(kernel_error(
+                        format!("delta: adding columns to {}", self.root),
+                        e,
+                    ))
+                }
+                Outcome::Skipped => unreachable!("schema changes carry no transaction id"),
+            }
+        }
+        Err(Error::connector(
+            "delta",
+            format!(
+                "adding columns to {}: lost {MAX_CONFLICTS} versions in a row to other writers",
+                self.root
+            ),
+        ))
     }
 
     async fn publish(
@@ -378,13 +464,7 @@ impl Publish for DeltaTable {
                         &context,
                     )?);
                 }
-                Ok(match txn.commit(engine.as_ref())? {
-                    CommitResult::Committed(c) => {
-                        Outcome::Committed(c.commit_version(), c.post_commit_snapshot().cloned())
-                    }
-                    CommitResult::Conflicted(_) => Outcome::Conflicted,
-                    CommitResult::Retryable(r) => Outcome::Failed(r.error),
-                })
+                outcome_of(txn.commit(engine.as_ref())?)
             })
             .await
             .map_err(|e| kernel_error(format!("delta: committing to {}", self.root), e))?;
@@ -466,6 +546,27 @@ enum Outcome {
     Failed(delta_kernel::KernelError),
 }
 
+/// What a commit came to.
+fn outcome_of(result: CommitResult) -> delta_kernel::KernelResult<Outcome> {
+    Ok(match result {
+        CommitResult::Committed(c) => {
+            Outcome::Committed(c.commit_version(), c.post_commit_snapshot().cloned())
+        }
+        CommitResult::Conflicted(_) => Outcome::Conflicted,
+        CommitResult::Retryable(r) => Outcome::Failed(r.error),
+    })
+}
+
+/// Characters a Delta column name cannot hold without column mapping (Parquet's).
+const NOT_IN_NAMES: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+
+/// Whether a column `name` can be added to a table whose columns, in lower case, are
+/// `taken`: not there in any case (Delta's names are case-insensitive), and without the
+/// characters Delta refuses.
+fn addable(name: &str, taken: &HashSet<String>) -> bool {
+    !taken.contains(&name.to_lowercase()) && !name.contains(NOT_IN_NAMES) && !name.is_empty()
+}
+
 /// The statistics of a file as the log takes them: its record count.
 fn record_count(records: u64) -> delta_kernel::KernelResult<StructArray> {
     let n: ArrayRef = Arc::new(Int64Array::from(vec![records as i64]));
@@ -496,6 +597,16 @@ mod tests {
             root.join_relative("dt=2024-03-01/part-1.parquet").as_ref(),
             "lake/orders/dt=2024-03-01/part-1.parquet"
         );
+    }
+
+    #[test]
+    fn a_column_is_added_unless_its_name_is_taken_in_any_case_or_bad() {
+        let taken = HashSet::from(["id".to_owned(), "name".to_owned()]);
+        assert!(addable("amount", &taken));
+        assert!(!addable("Name", &taken), "case-insensitive");
+        assert!(!addable("a b", &taken), "a space");
+        assert!(!addable("k=v", &taken));
+        assert!(!addable("", &taken));
     }
 
     #[test]

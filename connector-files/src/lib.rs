@@ -23,7 +23,8 @@ mod source;
 mod staging;
 
 pub use encode::{
-    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaSource,
+    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaEvolution,
+    SchemaSource,
 };
 pub use location::{Location, S3Options};
 pub use path::PathTemplate;

@@ -13,7 +13,9 @@ use rivus_pipeline_file::{
     SourceSection,
 };
 
-use crate::encode::{AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression};
+use crate::encode::{
+    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaEvolution,
+};
 use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 
@@ -35,6 +37,10 @@ pub struct FilesSection {
     pub schema_subject: Option<String>,
     /// The schema registry of `schema_subject`: `{ url, username, password, token, ca_file }`.
     pub registry: Option<rivus_formats::RegistryConfig>,
+    /// `basic`: a field that is not a column becomes one in the next files; `none` (default):
+    /// the record goes to the error policy.
+    #[serde(default)]
+    pub schema_evolution: SchemaEvolution,
     /// Partition directories, e.g. `dt={event_time:%Y-%m-%d}/`.
     #[serde(default)]
     pub path: String,
@@ -230,6 +236,7 @@ impl FilesSection {
         let mut b = FilesSink::builder(&self.url)
             .format(format)
             .path(self.path.clone())
+            .schema_evolution(self.schema_evolution)
             .error_policy(policy)
             .s3(self.s3.options());
         if let Some(cols) = &self.schema {

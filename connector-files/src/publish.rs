@@ -1,6 +1,7 @@
 //! [`Publish`]: a table format kept over the sink's files (Delta Lake's log, say). The sink
 //! tells it which files became visible, once they are, in checkpoint order; the table decides
-//! the files' columns when the sink opens.
+//! the files' columns when the sink opens, and adds the columns records bring when the sink
+//! follows them.
 
 use async_trait::async_trait;
 
@@ -25,6 +26,14 @@ pub trait Publish: Send + Sync + std::fmt::Debug {
         ctx: &RuntimeContext,
         declared: Option<&[Column]>,
     ) -> Result<Option<Vec<Column>>>;
+
+    /// Adds `added` (nullable columns the records brought, not among the files' columns) to
+    /// the table now — before any file holding them is published, so the table never names a
+    /// file with a column it lacks — and returns the table's columns after it. Another writer
+    /// may have added some already (with their own types: the table's stand); a column the
+    /// table cannot take (its name clashes with one it has) is left out, and records with it
+    /// go to the error policy.
+    async fn evolve(&self, added: &[Column]) -> Result<Vec<Column>>;
 
     /// Records `files` — visible in the store now, written by `writer` (a subtask of one run,
     /// [`Recoverable::writer`]), with the same [`sequence`](Recoverable::sequence) (`None`:

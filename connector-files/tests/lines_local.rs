@@ -13,26 +13,6 @@ use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 use serde_json::{json, Value};
 
-/// Every data file under `dir` (not `_rivus/`), sorted.
-fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if !p.ends_with("_rivus") {
-                    stack.push(p);
-                }
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 async fn write_and_read(py: &str, format: FileFormat, reader: &str, ext: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().display());
@@ -60,7 +40,7 @@ async fn write_and_read(py: &str, format: FileFormat, reader: &str, ext: &str) -
     .run()
     .await
     .unwrap();
-    let found = files(dir.path());
+    let found = local_files(dir.path());
     assert!(found.len() > 28, "28 days, rolled on size: {}", found.len());
     assert!(
         found.iter().all(|f| f.to_string_lossy().ends_with(ext)),
@@ -168,7 +148,7 @@ async fn records_that_fit_no_file_go_to_the_error_policy_whole() {
             "content kept: {v}"
         );
     }
-    let written: Vec<_> = files(&dir.path().join("out"));
+    let written: Vec<_> = local_files(&dir.path().join("out"));
     let text: String = written
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap())

@@ -4,9 +4,12 @@
 //! `int64` when every value is an integer, `float64` when a value has a fraction, `boolean`,
 //! `string`, and `json` (the value's JSON text) for objects, arrays and mixed types; columns are
 //! nullable and ordered by name. A later record with a field outside the schema, or a value the
-//! column's type cannot hold, goes to the error policy whole.
+//! column's type cannot hold, goes to the error policy whole — unless the sink adds columns
+//! ([`SchemaEvolution::Basic`]): then a field outside the schema becomes a new column, typed by
+//! the same rule from the records that bring it. A field that is null and not a column is left
+//! out: a null and a missing field read the same.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, TimeUnit};
@@ -60,6 +63,20 @@ impl ColumnType {
             }
         }
     }
+}
+
+/// Whether the columns follow the records (`schema_evolution` in a pipeline file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "pipeline-file", derive(rivus_pipeline_file::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaEvolution {
+    /// The columns stay as they are; a record with another field goes to the error policy.
+    #[default]
+    None,
+    /// A field that is not a column yet becomes one (nullable, typed from its values): the
+    /// sink's open files are closed and the next ones have the new columns. Columns are never
+    /// removed or retyped.
+    Basic,
 }
 
 /// One column.
@@ -123,31 +140,7 @@ impl Schema {
 
     /// The columns of `records` (see the module docs).
     pub(crate) fn infer(records: &[&Value]) -> Result<Schema> {
-        let mut seen: BTreeMap<String, Option<ColumnType>> = BTreeMap::new();
-        for r in records {
-            let Some(obj) = r.as_object() else { continue };
-            for (k, v) in obj {
-                let ty = match v {
-                    Value::Null => None,
-                    Value::Bool(_) => Some(ColumnType::Boolean),
-                    Value::Number(n) if n.is_i64() || n.is_u64() => Some(ColumnType::Int64),
-                    Value::Number(_) => Some(ColumnType::Float64),
-                    Value::String(_) => Some(ColumnType::String),
-                    _ => Some(ColumnType::Json),
-                };
-                let slot = seen.entry(k.clone()).or_insert(None);
-                *slot = match (*slot, ty) {
-                    (a, None) => a,
-                    (None, b) => b,
-                    (Some(a), Some(b)) if a == b => Some(a),
-                    (Some(ColumnType::Int64), Some(ColumnType::Float64))
-                    | (Some(ColumnType::Float64), Some(ColumnType::Int64)) => {
-                        Some(ColumnType::Float64)
-                    }
-                    _ => Some(ColumnType::Json),
-                };
-            }
-        }
+        let seen = types(records, |_| true);
         if seen.is_empty() {
             return Err(Error::config(
                 "schema",
@@ -161,15 +154,25 @@ impl Schema {
         ))
     }
 
+    /// The fields of `records` with a value that are not columns, as new nullable columns
+    /// typed by the inference rule (ordered by name), leaving out those `skip` names.
+    pub(crate) fn added(&self, records: &[&Value], skip: &HashSet<String>) -> Vec<Column> {
+        let known: HashSet<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        types(records, |k| !known.contains(k) && !skip.contains(k))
+            .into_iter()
+            .filter_map(|(name, ty)| Some(Column::nullable(name, ty?)))
+            .collect()
+    }
+
     /// The record as the columns take it: an object of known fields, `json` columns as text,
     /// timestamps given as milliseconds turned into RFC 3339 text.
     pub(crate) fn prepare(&self, record: &Value) -> std::result::Result<Value, String> {
         let obj = record
             .as_object()
             .ok_or_else(|| "the record is not a JSON object".to_owned())?;
-        if let Some(k) = obj
-            .keys()
-            .find(|k| !self.columns.iter().any(|c| &c.name == *k))
+        if let Some((k, _)) = obj
+            .iter()
+            .find(|(k, v)| !v.is_null() && !self.columns.iter().any(|c| &c.name == *k))
         {
             return Err(format!("field `{k}` is not a column of the file's schema"));
         }
@@ -249,6 +252,35 @@ impl Schema {
     }
 }
 
+/// The type of each field of `records` that `take` accepts, by the inference rule (`None`:
+/// only nulls seen).
+fn types(records: &[&Value], take: impl Fn(&str) -> bool) -> BTreeMap<String, Option<ColumnType>> {
+    let mut seen: BTreeMap<String, Option<ColumnType>> = BTreeMap::new();
+    for r in records {
+        let Some(obj) = r.as_object() else { continue };
+        for (k, v) in obj.iter().filter(|(k, _)| take(k)) {
+            let ty = match v {
+                Value::Null => None,
+                Value::Bool(_) => Some(ColumnType::Boolean),
+                Value::Number(n) if n.is_i64() || n.is_u64() => Some(ColumnType::Int64),
+                Value::Number(_) => Some(ColumnType::Float64),
+                Value::String(_) => Some(ColumnType::String),
+                _ => Some(ColumnType::Json),
+            };
+            let slot = seen.entry(k.clone()).or_insert(None);
+            *slot = match (*slot, ty) {
+                (a, None) => a,
+                (None, b) => b,
+                (Some(a), Some(b)) if a == b => Some(a),
+                (Some(ColumnType::Int64), Some(ColumnType::Float64))
+                | (Some(ColumnType::Float64), Some(ColumnType::Int64)) => Some(ColumnType::Float64),
+                _ => Some(ColumnType::Json),
+            };
+        }
+    }
+    seen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,5 +309,26 @@ mod tests {
         assert_eq!(prepared["tags"], json!("[\"a\"]"));
         let e = s.prepare(&json!({"id": 3, "new": 1})).unwrap_err();
         assert!(e.contains("`new`"), "{e}");
+        // A null field outside the columns reads as missing.
+        assert_eq!(
+            s.prepare(&json!({"id": 3, "new": null})).unwrap()["id"],
+            json!(3)
+        );
+    }
+
+    #[test]
+    fn added_fields_are_typed_by_the_same_rule_and_nulls_add_nothing() {
+        let s = Schema::new(vec![Column::nullable("id", ColumnType::Int64)]);
+        let a = json!({"id": 1, "n": 1, "doc": {"k": 1}, "none": null, "Id": "x"});
+        let b = json!({"id": 2, "n": 2.5, "doc": "text"});
+        let skip = HashSet::from(["Id".to_owned()]);
+        assert_eq!(
+            s.added(&[&a, &b], &skip),
+            vec![
+                Column::nullable("doc", ColumnType::Json),
+                Column::nullable("n", ColumnType::Float64),
+            ]
+        );
+        assert!(s.added(&[&json!({"id": 3})], &skip).is_empty());
     }
 }

@@ -7,7 +7,7 @@ use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::{Error, Result};
 
 use super::{FilesSink, Settings};
-use crate::encode::{Column, FileFormat, ParquetCompression, SchemaSource};
+use crate::encode::{Column, FileFormat, ParquetCompression, SchemaEvolution, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::PathTemplate;
 use crate::publish::Publish;
@@ -21,6 +21,7 @@ pub struct FilesSinkBuilder {
     s3: S3Options,
     format: FileFormat,
     schema: SchemaSource,
+    evolution: SchemaEvolution,
     path: String,
     target_file_size: u64,
     rollover: Duration,
@@ -38,6 +39,7 @@ impl FilesSinkBuilder {
             s3: S3Options::default(),
             format: FileFormat::Parquet(ParquetCompression::Zstd),
             schema: SchemaSource::Infer,
+            evolution: SchemaEvolution::None,
             path: String::new(),
             target_file_size: 128 * MIB,
             rollover: Duration::from_secs(15 * 60),
@@ -58,6 +60,10 @@ impl FilesSinkBuilder {
 
         /// The columns of Parquet and CSV files (default: inferred from the first records).
         schema(columns: Vec<Column>) => schema = SchemaSource::Declared(columns);
+
+        /// Whether a record's field that is not a column becomes one (default
+        /// [`SchemaEvolution::None`]: the record goes to the error policy).
+        schema_evolution(e: SchemaEvolution) => evolution;
     }
 
     /// The columns of the latest Avro schema of `subject` in the registry (fetched when the
@@ -147,11 +153,18 @@ impl FilesSinkBuilder {
                 }
             }
         }
+        if self.evolution != SchemaEvolution::None && !self.format.columnar() {
+            return Err(Error::config(
+                "schema_evolution",
+                "JSON lines files have no columns to add: it is for Parquet, CSV and Avro",
+            ));
+        }
         Ok(FilesSink::from_settings(Settings {
             location,
             s3: self.s3,
             format: self.format,
             schema: self.schema,
+            evolution: self.evolution,
             path,
             target_file_size: self.target_file_size,
             rollover: self.rollover,

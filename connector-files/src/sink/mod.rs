@@ -30,7 +30,9 @@ use rivus_core::prelude::*;
 use rivus_core::two_phase::{Committer, TwoPhaseCommit};
 use rivus_core::Share;
 
-use crate::encode::{Encoder, FileFormat, Schema, SchemaSource};
+use crate::encode::{
+    Column, ColumnType, Encoder, FileFormat, Schema, SchemaEvolution, SchemaSource,
+};
 use crate::location::{Location, S3Options};
 use crate::path::{file_name, PathTemplate};
 use crate::publish::Publish;
@@ -54,6 +56,7 @@ pub(crate) struct Settings {
     pub(crate) s3: S3Options,
     pub(crate) format: FileFormat,
     pub(crate) schema: SchemaSource,
+    pub(crate) evolution: SchemaEvolution,
     pub(crate) path: PathTemplate,
     pub(crate) target_file_size: u64,
     pub(crate) rollover: Duration,
@@ -74,6 +77,8 @@ pub struct FilesSink {
     s: Arc<Settings>,
     staging: Option<Staging>,
     schema: Option<Schema>,
+    /// Fields the table would not take as columns (their records go to the error policy).
+    refused: HashSet<String>,
     files: HashMap<String, OpenFile>,
     /// Rolled since the last checkpoint.
     closed: Vec<Recoverable>,
@@ -113,6 +118,7 @@ impl FilesSink {
             s: Arc::new(s),
             staging: None,
             schema: None,
+            refused: HashSet::new(),
             files: HashMap::new(),
             closed: Vec::new(),
             txns: None,
@@ -302,6 +308,9 @@ impl RichFunction for FilesSink {
         self.txns = Some(txns);
         self.publish().await?;
         self.schema = match (table_columns, &self.s.schema) {
+            (Some(cols), SchemaSource::Declared(declared)) => {
+                Some(Schema::new(json_kept(cols, declared)))
+            }
             (Some(cols), _) => Some(Schema::new(cols)),
             (None, SchemaSource::Declared(cols)) => Some(Schema::new(cols.clone())),
             (None, SchemaSource::Registry { config, subject }) => {
@@ -311,6 +320,24 @@ impl RichFunction for FilesSink {
         };
         Ok(())
     }
+}
+
+/// `columns` (a table's) with a `json` column where `known` has one and the table stores a
+/// string: the table keeps JSON as text, and the sink still takes any value for it.
+fn json_kept(columns: Vec<Column>, known: &[Column]) -> Vec<Column> {
+    columns
+        .into_iter()
+        .map(|mut c| {
+            if c.ty == ColumnType::String
+                && known
+                    .iter()
+                    .any(|k| k.name == c.name && k.ty == ColumnType::Json)
+            {
+                c.ty = ColumnType::Json;
+            }
+            c
+        })
+        .collect()
 }
 
 /// The columns of the latest Avro schema of `subject`.
@@ -475,6 +502,50 @@ impl Committer for FilesCommitter {
 }
 
 impl FilesSink {
+    /// Adds the fields of `records` that are not columns yet (see [`SchemaEvolution::Basic`]):
+    /// through the table when there is one, which may take fewer; then the open files are
+    /// closed, and the next ones have the new columns.
+    async fn evolve(&mut self, records: &[&Value]) -> Result<()> {
+        let Some(schema) = &self.schema else {
+            return Ok(());
+        };
+        let added = schema.added(records, &self.refused);
+        if added.is_empty() {
+            return Ok(());
+        }
+        let known: Vec<Column> = schema.columns.iter().chain(&added).cloned().collect();
+        let columns = match &self.s.publish {
+            Some(table) => json_kept(table.evolve(&added).await?, &known),
+            None => known,
+        };
+        for a in added
+            .iter()
+            .filter(|a| !columns.iter().any(|c| c.name == a.name))
+        {
+            tracing::warn!(
+                field = %a.name, "files: the table does not take the field as a column; \
+                its records go to the error policy"
+            );
+            self.refused.insert(a.name.clone());
+        }
+        if columns == schema.columns {
+            return Ok(());
+        }
+        let new: Vec<&str> = columns
+            .iter()
+            .filter(|c| !schema.columns.iter().any(|o| o.name == c.name))
+            .map(|c| c.name.as_str())
+            .collect();
+        tracing::info!(columns = ?new, "files: columns added");
+        metrics::counter!("rivus_files_columns_added").increment(new.len() as u64);
+        let dirs: Vec<String> = self.files.keys().cloned().collect();
+        for d in dirs {
+            self.roll(&d).await?;
+        }
+        self.schema = Some(Schema::new(columns));
+        Ok(())
+    }
+
     async fn write_batch(
         &mut self,
         values: &[Value],
@@ -492,6 +563,9 @@ impl FilesSink {
             if !objects.is_empty() {
                 self.schema = Some(Schema::infer(&objects)?);
             }
+        } else if self.s.evolution == SchemaEvolution::Basic {
+            let records: Vec<&Value> = written.iter().map(|v| &**v).collect();
+            self.evolve(&records).await?;
         }
         // Records by directory, in order (one directory for all when the template has no
         // field).

@@ -157,6 +157,26 @@ pub(crate) fn pyarrow_read(py: &str, format: &str, files: &[PathBuf]) -> (Vec<Va
     (schemas, rows)
 }
 
+/// Every data file under `dir` (not `_rivus/`), sorted.
+pub(crate) fn local_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if !p.ends_with("_rivus") {
+                    stack.push(p);
+                }
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Record `i` of the tests: every column type.
 pub(crate) fn record(i: u64) -> Value {
     let kind = ["a", "b", "c"][(i % 3) as usize];
@@ -202,8 +222,6 @@ pub(crate) fn sink_into(
     }
 }
 
-/// `n` records of `record` (a sequence source, paced when `per_second` is given) into `sink`,
-/// checkpoints every `interval` into `backend`.
 /// Writes `n` records through `sink` as fast as they come, checkpointed every 100 ms, to the
 /// end.
 pub(crate) async fn write_all(
@@ -225,6 +243,8 @@ pub(crate) async fn write_all(
     .unwrap();
 }
 
+/// `n` records of `record` (a sequence source, paced when `per_second` is given) into `sink`,
+/// checkpoints every `interval` into `backend`.
 pub(crate) fn job(
     name: &str,
     n: u64,
