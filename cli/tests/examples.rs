@@ -265,7 +265,8 @@ fn orders_onto_s3(example: &str, modules: &str) -> Option<OnS3> {
 }
 
 /// generator → Kafka → `kafka-to-delta`: a Delta table on S3 created by the sink, read back by
-/// `deltalake` (delta-rs) with every order once and the declared types.
+/// `deltalake` (delta-rs) with every order once, the declared types, and the columns the orders
+/// added (`schema_evolution`) typed from their values.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delta_example_writes_a_table_on_s3_that_deltalake_reads() {
     let Some(at) = orders_onto_s3("kafka-to-delta", "deltalake, pyarrow") else {
@@ -280,7 +281,9 @@ t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_K
 data = t.to_pyarrow_table()
 ids = data.column("id").to_pylist()
 print(len(ids), len(set(ids)))
-print(data.schema.field("ts").type, data.schema.field("amount").type)
+print(data.schema.field("ts").type, data.schema.field("amount").type,
+      data.schema.field("status").type)
+print(sum(1 for a in data.column("amount").to_pylist() if a is None))
 # Out without the interpreter's teardown (delta-rs's runtime threads can abort it there).
 sys.stdout.flush()
 os._exit(0)
@@ -289,7 +292,8 @@ os._exit(0)
     let text = at.python(script, &[&uri, &at.endpoint, &at.access, &at.secret]);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "10000 10000", "every order once: {text}");
-    assert_eq!(lines[1], "timestamp[us, tz=UTC] double", "{text}");
+    assert_eq!(lines[1], "timestamp[us, tz=UTC] double string", "{text}");
+    assert_eq!(lines[2], "0", "every order holds its amount: {text}");
 }
 
 /// generator → Kafka → `kafka-to-s3-parquet`: Parquet files on S3 in Hive-style directories

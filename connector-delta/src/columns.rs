@@ -1,12 +1,16 @@
 //! A Delta schema as the files sink's columns, and back: the types both know (`boolean`,
 //! `int32`/`integer`, `int64`/`long`, `float32`/`float`, `float64`/`double`, `string`,
-//! `date`, `timestamp` in UTC); `json` columns are Delta strings. A table column of another
-//! type (decimal, binary, nested) is refused by name.
+//! `date`, `timestamp` in UTC); `json` columns are Delta strings marked `"rivus.type": "json"`
+//! in the column's metadata, so that every writer (a restore, another subtask) takes any value
+//! for them. A table column of another type (decimal, binary, nested) is refused by name.
 
-use delta_kernel::schema::{DataType, PrimitiveType, StructField, StructType};
+use delta_kernel::schema::{DataType, MetadataValue, PrimitiveType, StructField, StructType};
 
 use rivus_connector_files::{Column, ColumnType};
 use rivus_core::{Error, Result};
+
+/// The column metadata that marks a string column as JSON text.
+const TYPE_KEY: &str = "rivus.type";
 
 /// The table schema of `columns`.
 pub(crate) fn schema_of(columns: &[Column]) -> Result<StructType> {
@@ -21,10 +25,14 @@ pub(crate) fn schema_of(columns: &[Column]) -> Result<StructType> {
             ColumnType::Date => DataType::DATE,
             ColumnType::Timestamp => DataType::TIMESTAMP,
         };
-        if c.nullable {
+        let field = if c.nullable {
             StructField::nullable(&c.name, ty)
         } else {
             StructField::not_null(&c.name, ty)
+        };
+        match c.ty {
+            ColumnType::Json => field.add_metadata([(TYPE_KEY, "json")]),
+            _ => field,
         }
     });
     StructType::try_new(fields).map_err(|e| Error::config("schema", e.to_string()))
@@ -42,6 +50,12 @@ pub(crate) fn columns_of(schema: &StructType) -> std::result::Result<Vec<Column>
                     PrimitiveType::Long => ColumnType::Int64,
                     PrimitiveType::Float => ColumnType::Float32,
                     PrimitiveType::Double => ColumnType::Float64,
+                    PrimitiveType::String
+                        if f.metadata.get(TYPE_KEY)
+                            == Some(&MetadataValue::String("json".into())) =>
+                    {
+                        ColumnType::Json
+                    }
                     PrimitiveType::String => ColumnType::String,
                     PrimitiveType::Date => ColumnType::Date,
                     PrimitiveType::Timestamp => ColumnType::Timestamp,
@@ -91,10 +105,16 @@ mod tests {
             col("f", ColumnType::Float32, true),
         ];
         assert_eq!(columns_of(&schema_of(&cols).unwrap()).unwrap(), cols);
-        // A JSON column is a string in the table.
+        // A JSON column is a string in the table, marked as JSON.
         let json = vec![col("doc", ColumnType::Json, true)];
+        let schema = schema_of(&json).unwrap();
+        let field = schema.fields().next().unwrap();
+        assert_eq!(field.data_type(), &DataType::STRING);
+        assert_eq!(columns_of(&schema).unwrap(), json);
+        // A string column another engine made is a string.
+        let plain = StructType::try_new([StructField::nullable("doc", DataType::STRING)]).unwrap();
         assert_eq!(
-            columns_of(&schema_of(&json).unwrap()).unwrap(),
+            columns_of(&plain).unwrap(),
             vec![col("doc", ColumnType::String, true)]
         );
     }

@@ -10,8 +10,11 @@ use std::sync::Arc;
 
 use common::*;
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
+use rivus_connector_files::SchemaEvolution;
+use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_core::prelude::*;
 use rivus_testkit::wait;
+use serde_json::{json, Value};
 
 /// `n` records into `table` (files of `file_size` bytes) by a job named `name`, cancelled when
 /// each attempt has emitted `cancels[i]` records and restored, then run to the end (two
@@ -69,7 +72,7 @@ async fn fresh_run(name: &str, n: u64, sink: impl Fn() -> DeltaSink + Send + Syn
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_local_table_is_created_appended_to_and_read_by_deltalake() {
+async fn delta_a_local_table_is_created_appended_to_and_read_by_deltalake() {
     let Some(py) = python() else { return };
     let table = Table::local();
     let sink = sink_into(&table, |f| {
@@ -118,7 +121,7 @@ async fn a_local_table_is_created_appended_to_and_read_by_deltalake() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_once_on_s3_through_cancels_and_restores() {
+async fn delta_exactly_once_on_s3_through_cancels_and_restores() {
     let (Some(table), Some(py)) = (Table::s3("delta-eo"), python()) else {
         return;
     };
@@ -129,7 +132,7 @@ async fn exactly_once_on_s3_through_cancels_and_restores() {
 /// The same on a local disk, where the log can be read here: each run's writers commit under
 /// their own application ids, each with increasing versions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_once_locally_with_a_txn_per_writer_of_each_run() {
+async fn delta_exactly_once_locally_with_a_txn_per_writer_of_each_run() {
     let Some(py) = python() else { return };
     let table = Table::local();
     let name = rivus_testkit::services::unique_name("delta-local-eo");
@@ -156,8 +159,135 @@ async fn exactly_once_locally_with_a_txn_per_writer_of_each_run() {
     }
 }
 
+/// `record(i)` gaining fields: `extra` (an integer) from 10 000 on, `tags` (an array) from
+/// 20 000 on, and every thousandth a `Name` — which Delta's case-insensitive names cannot take
+/// beside `name`.
+fn growing(i: u64) -> Value {
+    let mut r = record(i);
+    if i >= 10_000 {
+        r["extra"] = json!(i * 10);
+    }
+    if i >= 20_000 {
+        r["tags"] = json!(["t", i % 3]);
+    }
+    if clash(i) {
+        r["Name"] = json!("clash");
+    }
+    r
+}
+
+fn clash(i: u64) -> bool {
+    i % 1_000 == 7
+}
+
+/// Columns added by the records (`schema_evolution = basic`) on S3, the job cancelled and
+/// restored twice (the first added column in the first run, the second in the second): the
+/// table gains both, `deltalake` reads each record once with its values and nulls where the
+/// field had not come yet; a field clashing with a column in another case goes, with its whole
+/// record, to the dead-letter file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_columns_follow_the_records_through_restores() {
+    let (Some(table), Some(py)) = (Table::s3("delta-evolve"), python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dlq_path = dir.path().join("dead.jsonl");
+    let dlq = Arc::new(FileDeadLetterQueue::open(&dlq_path).await.unwrap());
+    let sink = sink_into(&table, move |f| {
+        f.target_file_size(256 * 1024)
+            .schema_evolution(SchemaEvolution::Basic)
+            .error_policy(ErrorPolicy::DeadLetter(dlq.clone()))
+    });
+    let backend = MemoryStateBackend::new();
+    let name = rivus_testkit::services::unique_name("delta-evolve");
+    let n = 40_000;
+    for at in [12_000, 16_000] {
+        let emitted = Arc::new(AtomicU64::new(0));
+        let j = job_of(
+            growing,
+            &name,
+            n,
+            2,
+            Some(10_000),
+            emitted.clone(),
+            sink.clone(),
+            &backend,
+        );
+        wait::cancel_at(j, &emitted, at).await;
+    }
+    let summary = job_of(
+        growing,
+        &name,
+        n,
+        2,
+        Some(10_000),
+        Arc::default(),
+        sink,
+        &backend,
+    )
+    .run()
+    .await
+    .unwrap();
+    assert!(summary.restored_from.is_some());
+
+    let read = table.read(&py);
+    assert_eq!(read.schema["extra"], "int64", "{:?}", read.schema);
+    assert_eq!(read.schema["tags"], "string", "{:?}", read.schema);
+    assert!(read.schema.get("Name").is_none(), "{:?}", read.schema);
+    let ids = read.ids();
+    let mut counts = std::collections::BTreeMap::<u64, usize>::new();
+    for i in &ids {
+        *counts.entry(*i).or_default() += 1;
+    }
+    let twice: Vec<u64> = counts
+        .iter()
+        .filter(|(_, c)| **c > 1)
+        .map(|(i, _)| *i)
+        .collect();
+    let missing: Vec<u64> = (0..n)
+        .filter(|i| !clash(*i) && !counts.contains_key(i))
+        .collect();
+    assert!(
+        twice.is_empty() && missing.is_empty() && ids.len() as u64 == n - n / 1_000,
+        "every record exactly once, but those with `Name`: {} read, twice {:?}…, missing {:?}…",
+        ids.len(),
+        &twice[..twice.len().min(20)],
+        &missing[..missing.len().min(20)]
+    );
+    for r in &read.rows {
+        let i = r["id"].as_u64().unwrap();
+        let extra = if i >= 10_000 {
+            json!(i * 10)
+        } else {
+            Value::Null
+        };
+        assert_eq!(r["extra"], extra, "{r}");
+        let tags = if i >= 20_000 {
+            json!(format!("[\"t\",{}]", i % 3))
+        } else {
+            Value::Null
+        };
+        assert_eq!(r["tags"], tags, "{r}");
+    }
+    let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
+    let dead: std::collections::BTreeSet<u64> = letters
+        .iter()
+        .map(|l| {
+            assert!(l.reason.contains("`Name`"), "{}", l.reason);
+            let v: Value = serde_json::from_slice(&l.payload).unwrap();
+            assert_eq!(v["Name"], "clash", "the record whole: {v}");
+            v["id"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        dead,
+        (0..n).filter(|i| clash(*i)).collect(),
+        "each record with `Name` dead-lettered"
+    );
+}
+
 #[tokio::test]
-async fn a_missing_table_is_refused_unless_created() {
+async fn delta_a_missing_table_is_refused_unless_created() {
     let table = Table::local();
     let url = table.url();
     let err = Pipeline::new("delta-missing")
@@ -192,14 +322,14 @@ async fn a_missing_table_is_refused_unless_created() {
 /// writers make at least twelve versions; readers (and the sink's own `txn` lookups) start from
 /// the checkpoint, and `deltalake` still reads every run's records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_log_is_checkpointed_every_ten_versions() {
+async fn delta_log_is_checkpointed_every_ten_versions() {
     checkpointed_every_ten_versions().await;
 }
 
 /// The same on a single-threaded runtime, where the kernel's checkpoint writer gets a runtime
 /// of its own.
 #[tokio::test]
-async fn the_log_is_checkpointed_on_a_single_threaded_runtime_too() {
+async fn delta_log_is_checkpointed_on_a_single_threaded_runtime_too() {
     checkpointed_every_ten_versions().await;
 }
 

@@ -23,12 +23,12 @@ mod source;
 mod staging;
 
 pub use encode::{
-    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaEvolution,
-    SchemaSource,
+    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaSource,
 };
 pub use location::{Location, S3Options};
 pub use path::PathTemplate;
 pub use publish::Publish;
+pub use rivus_core::SchemaEvolution;
 pub use sink::{FilesSink, FilesSinkBuilder, FilesState};
 pub use source::{FilesSource, FilesSourceBuilder, FilesSourceState, ReadFormat};
 pub use staging::Recoverable;

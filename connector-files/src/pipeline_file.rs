@@ -13,11 +13,10 @@ use rivus_pipeline_file::{
     SourceSection,
 };
 
-use crate::encode::{
-    AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaEvolution,
-};
+use crate::encode::{AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression};
 use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
+use rivus_core::SchemaEvolution;
 
 /// `[sink] type = "files"`.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]

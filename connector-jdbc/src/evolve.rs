@@ -21,16 +21,7 @@
 use serde_json::Value;
 
 use crate::dialect::Dialect;
-
-/// Whether the sink changes its tables' schemas.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SchemaEvolution {
-    /// Tables must exist with every column the records have (default).
-    #[default]
-    None,
-    /// Create a missing table; add a missing column.
-    Basic,
-}
+pub use rivus_core::SchemaEvolution;
 
 /// A column to create.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use serde_json::Value;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::secrets::redact_url;
 use rivus_core::tls::TlsFiles;
-use rivus_core::{DeliveryGuarantee, Error, Result};
+use rivus_core::{DeliveryGuarantee, Error, Result, SchemaEvolution};
 use rivus_pipeline_file::{
     opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
@@ -75,7 +75,7 @@ pub struct JdbcSinkSection {
     /// `none` (default) or `basic`: create a missing table and add a missing column (with
     /// the source's types when the records carry them, else from the JSON values).
     #[serde(default)]
-    pub schema_evolution: JdbcSchemaEvolution,
+    pub schema_evolution: SchemaEvolution,
     /// Tables kept open at once with a table template (1 000).
     pub max_open_tables: Option<usize>,
     /// `insert` (default) or `upsert`.
@@ -139,19 +139,6 @@ impl From<JdbcBytesEncoding> for crate::BytesText {
             JdbcBytesEncoding::Hex => crate::BytesText::Hex,
         }
     }
-}
-
-/// Whether tables follow the records.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum JdbcSchemaEvolution {
-    /// Tables must exist with every column.
-    #[default]
-    None,
-    /// Create missing tables, add missing columns; never drop or narrow.
-    Basic,
 }
 
 /// Insert or upsert.
@@ -236,10 +223,7 @@ impl JdbcSinkSection {
             })
             .ignore_unknown_fields(self.ignore_unknown_fields)
             .apply_changes(self.apply_changes)
-            .schema_evolution(match self.schema_evolution {
-                JdbcSchemaEvolution::None => crate::SchemaEvolution::None,
-                JdbcSchemaEvolution::Basic => crate::SchemaEvolution::Basic,
-            })
+            .schema_evolution(self.schema_evolution)
             .error_policy(policy);
         if let Some(n) = self.max_open_tables {
             b = b.max_open_tables(n);
@@ -283,7 +267,7 @@ impl JdbcSinkSection {
     /// Connects; counts the table's rows unless the setup script or the sink may still create
     /// it, or the table is chosen per record.
     pub async fn healthcheck(&self) -> Health {
-        let evolves = self.schema_evolution != JdbcSchemaEvolution::None;
+        let evolves = self.schema_evolution != SchemaEvolution::None;
         let table = self
             .fixed_table()
             .filter(|_| self.setup.is_none() && !evolves);

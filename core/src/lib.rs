@@ -33,6 +33,7 @@ pub mod checkpoint;
 pub mod context;
 pub mod error;
 pub mod error_policy;
+pub mod evolution;
 pub mod function;
 pub mod guarantee;
 pub mod handover;
@@ -52,6 +53,7 @@ pub mod two_phase;
 pub use async_trait::async_trait;
 pub use context::{CompletedCheckpoints, RuntimeContext, SinkContext};
 pub use error::{Error, Fault, Result};
+pub use evolution::SchemaEvolution;
 pub use function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
 };

@@ -207,6 +207,30 @@ pub(crate) fn job(
     sink: impl Fn() -> DeltaSink + Send + Sync + 'static,
     backend: &MemoryStateBackend,
 ) -> Job {
+    job_of(
+        record,
+        name,
+        n,
+        parallelism,
+        per_second,
+        emitted,
+        sink,
+        backend,
+    )
+}
+
+/// As [`job`], with the records `map` makes of the sequence.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn job_of(
+    map: fn(u64) -> Value,
+    name: &str,
+    n: u64,
+    parallelism: usize,
+    per_second: Option<u64>,
+    emitted: Arc<AtomicU64>,
+    sink: impl Fn() -> DeltaSink + Send + Sync + 'static,
+    backend: &MemoryStateBackend,
+) -> Job {
     Pipeline::new(name)
         .checkpointing(CheckpointConfig::new(
             Duration::from_millis(100),
@@ -220,7 +244,7 @@ pub(crate) fn job(
                 None => s,
             }
         })
-        .map(record)
+        .map(map)
         .sink("delta", parallelism, move |_| sink())
         .unwrap()
 }

@@ -18,7 +18,7 @@ use rivus_core::Result;
 pub use avro::AvroCodec;
 pub use compress::Compression;
 pub use parquet::ParquetCompression;
-pub use schema::{Column, ColumnType, SchemaEvolution, SchemaSource};
+pub use schema::{Column, ColumnType, SchemaSource};
 
 pub(crate) use avro_columns::columns as avro_columns;
 pub(crate) use schema::Schema;

@@ -5,7 +5,7 @@
 //! `string`, and `json` (the value's JSON text) for objects, arrays and mixed types; columns are
 //! nullable and ordered by name. A later record with a field outside the schema, or a value the
 //! column's type cannot hold, goes to the error policy whole — unless the sink adds columns
-//! ([`SchemaEvolution::Basic`]): then a field outside the schema becomes a new column, typed by
+//! (`SchemaEvolution::Basic`): then a field outside the schema becomes a new column, typed by
 //! the same rule from the records that bring it. A field that is null and not a column is left
 //! out: a null and a missing field read the same.
 
@@ -63,20 +63,6 @@ impl ColumnType {
             }
         }
     }
-}
-
-/// Whether the columns follow the records (`schema_evolution` in a pipeline file).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
-#[cfg_attr(feature = "pipeline-file", derive(rivus_pipeline_file::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum SchemaEvolution {
-    /// The columns stay as they are; a record with another field goes to the error policy.
-    #[default]
-    None,
-    /// A field that is not a column yet becomes one (nullable, typed from its values): the
-    /// sink's open files are closed and the next ones have the new columns. Columns are never
-    /// removed or retyped.
-    Basic,
 }
 
 /// One column.

@@ -7,10 +7,11 @@ use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::{Error, Result};
 
 use super::{FilesSink, Settings};
-use crate::encode::{Column, FileFormat, ParquetCompression, SchemaEvolution, SchemaSource};
+use crate::encode::{Column, FileFormat, ParquetCompression, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::PathTemplate;
 use crate::publish::Publish;
+use rivus_core::SchemaEvolution;
 
 const MIB: u64 = 1 << 20;
 

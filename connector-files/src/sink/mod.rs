@@ -30,13 +30,12 @@ use rivus_core::prelude::*;
 use rivus_core::two_phase::{Committer, TwoPhaseCommit};
 use rivus_core::Share;
 
-use crate::encode::{
-    Column, ColumnType, Encoder, FileFormat, Schema, SchemaEvolution, SchemaSource,
-};
+use crate::encode::{Column, ColumnType, Encoder, FileFormat, Schema, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::{file_name, PathTemplate};
 use crate::publish::Publish;
 use crate::staging::{LocalStaging, Recoverable, S3Staging, Staging};
+use rivus_core::SchemaEvolution;
 
 pub use builder::FilesSinkBuilder;
 use open_file::OpenFile;
