@@ -15,6 +15,7 @@
 mod checkpoint;
 mod columns;
 mod error;
+mod merge;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod sink;

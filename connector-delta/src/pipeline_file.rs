@@ -33,6 +33,12 @@ pub struct DeltaSection {
     /// goes to the error policy.
     #[serde(default)]
     pub schema_evolution: SchemaEvolution,
+    /// Apply the records as changes (Debezium envelopes or the flat shape): upserts and
+    /// deletes by `key`, one MERGE per checkpoint (default false).
+    #[serde(default)]
+    pub apply_changes: bool,
+    /// The key columns changes are applied by (with `apply_changes`).
+    pub key: Option<Vec<String>>,
     /// The data files' codec: `zstd` (default), `snappy`, `gzip`, `none`.
     pub compression: Option<ParquetCodec>,
     /// Bytes at which a data file is closed (134217728).
@@ -82,9 +88,25 @@ impl DeltaSection {
             max_open_files: self.max_open_files,
         };
         let columns = self.schema.as_deref().map(ColumnOption::columns);
+        let key = match (self.apply_changes, &self.key) {
+            (true, Some(k)) => Some(k.clone()),
+            (true, None) => {
+                return Err(Error::config(
+                    "key",
+                    "`apply_changes = true` applies changes by key: name its columns",
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(Error::config("key", "`key` is for `apply_changes = true`"))
+            }
+            (false, None) => None,
+        };
         let evolution = self.schema_evolution;
-        Ok(DeltaSinkBuilder::new(&self.url)
-            .s3(self.s3.options())
+        let mut b = DeltaSinkBuilder::new(&self.url);
+        if let Some(key) = key {
+            b = b.apply_changes(key);
+        }
+        Ok(b.s3(self.s3.options())
             .create_table(self.create_table)
             .compression(match self.compression {
                 None | Some(ParquetCodec::Zstd) => ParquetCompression::Zstd,

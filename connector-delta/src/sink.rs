@@ -19,6 +19,7 @@ pub struct DeltaSinkBuilder {
     url: String,
     s3: S3Options,
     create_table: bool,
+    key: Option<Vec<String>>,
     compression: ParquetCompression,
     files: Box<dyn FnOnce(FilesSinkBuilder) -> FilesSinkBuilder + Send>,
 }
@@ -29,6 +30,7 @@ impl std::fmt::Debug for DeltaSinkBuilder {
             .field("url", &self.url)
             .field("s3", &self.s3)
             .field("create_table", &self.create_table)
+            .field("key", &self.key)
             .finish()
     }
 }
@@ -40,6 +42,7 @@ impl DeltaSinkBuilder {
             url: url.into(),
             s3: S3Options::default(),
             create_table: false,
+            key: None,
             compression: ParquetCompression::Zstd,
             files: Box::new(|b| b),
         }
@@ -55,6 +58,15 @@ impl DeltaSinkBuilder {
 
         /// The data files' codec (default zstd).
         compression(c: ParquetCompression) => compression;
+    }
+
+    /// Applies the records as changes by the key columns `key` (`apply_changes`): a change
+    /// record (Debezium's envelope or the flat shape, see `rivus_core::change`) upserts or
+    /// deletes its row, one MERGE per checkpoint that rewrites the files holding changed keys
+    /// (see the README, "Applying changes"). Needs one sink subtask.
+    pub fn apply_changes(mut self, key: Vec<String>) -> Self {
+        self.key = Some(key);
+        self
     }
 
     /// The files' own options: the declared columns (`schema`), `target_file_size`,
@@ -84,17 +96,35 @@ impl DeltaSinkBuilder {
     fn table(&self) -> Result<DeltaTable> {
         let location = Location::parse(&self.url, "url")?;
         let (root, store) = table_store(&location, &self.s3)?;
-        Ok(DeltaTable::new(root, store, self.create_table))
+        Ok(DeltaTable::new(
+            root,
+            store,
+            self.create_table,
+            self.key.clone(),
+        ))
     }
 
     /// The sink; an option out of range is refused with its name.
     pub fn build(self) -> Result<DeltaSink> {
+        if let Some(key) = &self.key {
+            if key.is_empty() {
+                return Err(rivus_core::Error::config("key", "no key column named"));
+            }
+            if let Some(i) = (0..key.len()).find(|&i| key[..i].contains(&key[i])) {
+                return Err(rivus_core::Error::config(
+                    format!("key[{i}]"),
+                    format!("`{}` named twice", key[i]),
+                ));
+            }
+        }
         let table = self.table()?;
+        // Change files live under `_changes/`, which readers skip; data files at the root.
+        let path = if self.key.is_some() { "_changes/" } else { "" };
         // The table's settings last: the files' own options cannot move them.
         (self.files)(FilesSink::builder(&self.url))
             .s3(self.s3)
             .format(FileFormat::Parquet(self.compression))
-            .path("")
+            .path(path)
             .table(Arc::new(table))
             .build()
     }

@@ -13,8 +13,11 @@ use async_trait::async_trait;
 use delta_kernel::arrow::array::{ArrayRef, Int64Array, StructArray};
 use delta_kernel::arrow::datatypes::{DataType as ArrowType, Field};
 use delta_kernel::committer::FileSystemCommitter;
+use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::table_features::ColumnMappingMode;
-use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
+use delta_kernel::transaction::{
+    BoundWriteContext, CommitResult, Transaction, UpdateTableOperation,
+};
 use delta_kernel::{FileMeta, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
 use delta_kernel_default_engine::parquet::DataFileMetadata;
@@ -32,6 +35,7 @@ use crate::columns::{columns_of, schema_of};
 use rivus_aws::s3::store_error;
 
 use crate::error::kernel_error;
+use crate::merge;
 
 /// What the commits say they are (the log's `commitInfo.engineInfo`).
 const ENGINE_INFO: &str = concat!("rivus/", env!("CARGO_PKG_VERSION"));
@@ -51,6 +55,11 @@ pub(crate) struct DeltaTable {
     root_path: StorePath,
     engine: Arc<Engine>,
     create: bool,
+    /// `apply_changes`: the key columns the changes are applied by.
+    key: Option<Vec<String>>,
+    /// Change files merged, by the checkpoint that merged them: deleted once a later
+    /// checkpoint completed (a restore from theirs would make them visible again).
+    merged: parking_lot::Mutex<Vec<(u64, StorePath)>>,
     /// The application id of the job's writers, `rivus-<job>-<sink>`; a writer's is
     /// `<app>-<writer>` (`<attempt>-<job tag>-<subtask>`: each run writes as new writers).
     app: parking_lot::Mutex<String>,
@@ -71,7 +80,12 @@ impl std::fmt::Debug for DeltaTable {
 impl DeltaTable {
     /// The table at `root` (a directory URL ending in `/`) in `store`, whose paths are the
     /// URL's; `create`: created from the declared columns when missing.
-    pub(crate) fn new(root: Url, store: Arc<DynObjectStore>, create: bool) -> DeltaTable {
+    pub(crate) fn new(
+        root: Url,
+        store: Arc<DynObjectStore>,
+        create: bool,
+        key: Option<Vec<String>>,
+    ) -> DeltaTable {
         let engine = DefaultEngineBuilder::new(Arc::clone(&store)).build();
         let checkpoints = Checkpoints::new(Arc::clone(&store));
         let root_path = StorePath::from_url_path(root.path()).unwrap_or_default();
@@ -81,6 +95,8 @@ impl DeltaTable {
             root_path,
             engine: Arc::new(engine),
             create,
+            key,
+            merged: parking_lot::Mutex::new(Vec::new()),
             app: parking_lot::Mutex::new(String::new()),
             latest: parking_lot::Mutex::new(None),
             checkpoints,
@@ -345,12 +361,26 @@ impl Publish for DeltaTable {
         }
         let columns = columns_of(&snapshot.schema())
             .map_err(|e| Error::config("url", format!("the table {}: {e}", self.root)))?;
-        Ok(Some(columns))
+        if let Some(key) = &self.key {
+            self.check_changes(ctx, &snapshot, key, &columns)?;
+        }
+        Ok(Some(self.file_columns(columns)))
+    }
+
+    fn row(
+        &self,
+        record: &serde_json::Value,
+    ) -> std::result::Result<Option<serde_json::Value>, String> {
+        match &self.key {
+            Some(key) => merge::change_row(key, record).map(Some),
+            None => Ok(None),
+        }
     }
 
     async fn evolve(&self, added: &[Column]) -> Result<Vec<Column>> {
         let columns = |snapshot: &SnapshotRef| {
             columns_of(&snapshot.schema())
+                .map(|c| self.file_columns(c))
                 .map_err(|e| Error::connector("delta", format!("the table {}: {e}", self.root)))
         };
         for attempt in 0..MAX_CONFLICTS {
@@ -426,12 +456,79 @@ impl Publish for DeltaTable {
         files: &[Recoverable],
     ) -> Result<()> {
         let app = self.app_id(writer);
+        let mut adds = self.adds(files).await?;
+        let Some(key) = self.key.clone() else {
+            let what = format!("{} files", files.len());
+            return self
+                .commit(
+                    &app,
+                    sequence,
+                    &what,
+                    UpdateTableOperation::StreamingUpdate,
+                    move |_, _, txn, context| {
+                        for (meta, records) in adds.clone() {
+                            let stats = record_count(records)?;
+                            txn.add_files(build_add_file_metadata(
+                                DataFileMetadata::new(meta, stats),
+                                context,
+                            )?);
+                        }
+                        Ok(())
+                    },
+                )
+                .await;
+        };
+        // The change files in the order they were written (their names sort so).
+        adds.sort_by(|a, b| a.0.location.as_str().cmp(b.0.location.as_str()));
+        let last = self.changes_of(&key, &adds).await?;
+        let what = format!("{} changed keys", last.len());
+        let (engine, root) = (Arc::clone(&self.engine), self.root.clone());
+        let handle = tokio::runtime::Handle::current();
+        self.commit(&app, sequence, &what, UpdateTableOperation::Merge, move |snapshot, engine2, txn, context| {
+            let plan = merge::plan(engine2, snapshot, &root, &key, &last)?;
+            if plan.unknown > 0 {
+                tracing::warn!(rows = plan.unknown, "delta: written rows whose unchanged columns had no earlier value (left null)");
+            }
+            for batch in plan.batches {
+                let data = ArrowEngineData::new(batch);
+                txn.add_files(handle.block_on(engine.write_parquet(&data, context))?);
+            }
+            for r in plan.removes {
+                txn.remove_files(r);
+            }
+            Ok(())
+        })
+        .await?;
+        self.forget_merged(sequence, &adds).await;
+        Ok(())
+    }
+}
+
+impl DeltaTable {
+    /// Commits one version made by `stage` on the newest snapshot, as `app`'s `sequence` (a
+    /// sequence committed before is skipped), built again on a newer one when another writer
+    /// took the version.
+    async fn commit(
+        &self,
+        app: &str,
+        sequence: Option<u64>,
+        what: &str,
+        operation: UpdateTableOperation,
+        stage: impl Fn(
+                &SnapshotRef,
+                &Engine,
+                &mut Transaction,
+                &BoundWriteContext,
+            ) -> delta_kernel::KernelResult<()>
+            + Clone
+            + Send
+            + 'static,
+    ) -> Result<()> {
         let started = std::time::Instant::now();
-        let adds = self.adds(files).await?;
         for attempt in 0..MAX_CONFLICTS {
             let snapshot = self.snapshot().await?;
             let engine = Arc::clone(&self.engine);
-            let (app2, adds2) = (app.clone(), adds.clone());
+            let (app2, stage, operation) = (app.to_owned(), stage.clone(), operation.clone());
             let outcome = blocking(move || -> delta_kernel::KernelResult<Outcome> {
                 let version = match sequence {
                     Some(seq) => {
@@ -446,24 +543,14 @@ impl Publish for DeltaTable {
                     }
                     None => None,
                 };
-                let mut builder = Arc::clone(&snapshot).update_table(
-                    UpdateTableOperation::StreamingUpdate,
-                    ENGINE_INFO,
-                    true,
-                );
+                let mut builder = Arc::clone(&snapshot).update_table(operation, ENGINE_INFO, true);
                 if let Some(v) = version {
                     builder = builder.with_transaction_id(app2.clone(), v);
                 }
                 let mut txn =
                     builder.build(engine.as_ref(), Box::new(FileSystemCommitter::new()))?;
                 let context = txn.write_state()?.write_context_builder().build()?;
-                for (meta, records) in adds2 {
-                    let stats = record_count(records)?;
-                    txn.add_files(build_add_file_metadata(
-                        DataFileMetadata::new(meta, stats),
-                        &context,
-                    )?);
-                }
+                stage(&snapshot, engine.as_ref(), &mut txn, &context)?;
                 outcome_of(txn.commit(engine.as_ref())?)
             })
             .await
@@ -485,8 +572,7 @@ impl Publish for DeltaTable {
                     metrics::histogram!("rivus_delta_commit_seconds")
                         .record(started.elapsed().as_secs_f64());
                     tracing::info!(
-                        table = %self.root, version, app = %app, ?sequence,
-                        files = files.len(), "delta: committed"
+                        table = %self.root, version, app = %app, ?sequence, what, "delta: committed"
                     );
                     return Ok(());
                 }
@@ -515,6 +601,101 @@ impl Publish for DeltaTable {
                 self.root
             ),
         ))
+    }
+
+    /// The files' columns for the table's `columns`: the change files' under `apply_changes`.
+    fn file_columns(&self, columns: Vec<Column>) -> Vec<Column> {
+        match self.key {
+            Some(_) => merge::change_columns(columns),
+            None => columns,
+        }
+    }
+
+    /// Refuses to apply changes where they would come out wrong: keys that are not columns,
+    /// more than one subtask (one key's changes must stay in order), deletion vectors (a
+    /// rewrite would bring their rows back).
+    fn check_changes(
+        &self,
+        ctx: &RuntimeContext,
+        snapshot: &SnapshotRef,
+        key: &[String],
+        columns: &[Column],
+    ) -> Result<()> {
+        if let Some(k) = key.iter().find(|k| !columns.iter().any(|c| &c.name == *k)) {
+            return Err(Error::config(
+                "key",
+                format!("`{k}` is not a column of the table {}", self.root),
+            ));
+        }
+        if ctx.parallelism() > 1 {
+            return Err(Error::config(
+                "apply_changes",
+                format!(
+                    "applying changes needs one sink subtask (each key's changes in order), \
+                     not {}",
+                    ctx.parallelism()
+                ),
+            ));
+        }
+        if snapshot.table_properties().enable_deletion_vectors == Some(true) {
+            return Err(Error::config(
+                "apply_changes",
+                format!(
+                    "the table {} has deletion vectors enabled, which the sink does not \
+                     write: rewriting a file would bring their rows back",
+                    self.root
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The last change of each key in the change files `adds`, read on the blocking pool.
+    async fn changes_of(
+        &self,
+        key: &[String],
+        adds: &[(FileMeta, u64)],
+    ) -> Result<std::collections::BTreeMap<String, merge::Last>> {
+        let snapshot = self.snapshot().await?;
+        let columns = columns_of(&snapshot.schema())
+            .map_err(|e| Error::connector("delta", format!("the table {}: {e}", self.root)))?;
+        let schema = Arc::new(schema_of(&merge::change_columns(columns))?);
+        let (engine, key, files) = (Arc::clone(&self.engine), key.to_vec(), adds.to_vec());
+        blocking(move || {
+            let mut rows = Vec::new();
+            for (file, _) in &files {
+                for batch in merge::read(engine.as_ref(), file, &schema)? {
+                    rows.extend(merge::rows_of(&batch)?);
+                }
+            }
+            merge::reduce(&key, rows)
+        })
+        .await
+        .map_err(|e| kernel_error(format!("delta: reading the changes for {}", self.root), e))
+    }
+
+    /// Queues the change files just merged for deletion, and deletes those merged at an
+    /// earlier checkpoint than `sequence`'s (no restore can make them visible again now).
+    async fn forget_merged(&self, sequence: Option<u64>, adds: &[(FileMeta, u64)]) {
+        let checkpoint = sequence.map_or(u64::MAX, |s| s / 2);
+        let due: Vec<StorePath> = {
+            let mut merged = self.merged.lock();
+            for (file, _) in adds {
+                if let Ok(path) = StorePath::from_url_path(file.location.path()) {
+                    merged.push((checkpoint, path));
+                }
+            }
+            let (due, kept) = std::mem::take(&mut *merged)
+                .into_iter()
+                .partition(|(c, _)| *c < checkpoint);
+            *merged = kept;
+            due.into_iter().map(|(_, p)| p).collect()
+        };
+        for path in due {
+            if let Err(e) = self.store.delete(&path).await {
+                tracing::warn!(%path, error = %e, "delta: deleting a merged change file failed");
+            }
+        }
     }
 }
 

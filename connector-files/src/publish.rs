@@ -27,6 +27,17 @@ pub trait Publish: Send + Sync + std::fmt::Debug {
         declared: Option<&[Column]>,
     ) -> Result<Option<Vec<Column>>>;
 
+    /// The row the files hold for `record` (`None`: the record as it is, the default). A table
+    /// that applies change records turns each into the row of a change file; an error sends
+    /// the record, whole, to the error policy.
+    fn row(
+        &self,
+        record: &serde_json::Value,
+    ) -> std::result::Result<Option<serde_json::Value>, String> {
+        let _ = record;
+        Ok(None)
+    }
+
     /// Adds `added` (nullable columns the records brought, not among the files' columns) to
     /// the table now — before any file holding them is published, so the table never names a
     /// file with a column it lacks — and returns the table's columns after it. Another writer

@@ -550,21 +550,36 @@ impl FilesSink {
         values: &[Value],
         event_time: &(dyn Fn(usize) -> Option<i64> + Sync),
     ) -> Result<()> {
-        // What is written: each record without its metadata (which a path may read).
-        let written: Vec<std::borrow::Cow<'_, Value>> =
+        // What is written: each record without its metadata (which a path may read), as
+        // the table's files hold it.
+        let mut written: Vec<std::borrow::Cow<'_, Value>> =
             values.iter().map(rivus_core::metadata::without).collect();
+        let mut dropped = vec![false; values.len()];
+        if let Some(table) = self.s.publish.clone() {
+            for (i, w) in written.iter_mut().enumerate() {
+                match table.row(w) {
+                    Ok(None) => {}
+                    Ok(Some(row)) => *w = std::borrow::Cow::Owned(row),
+                    Err(reason) => {
+                        self.reject(&values[i], &reason).await?;
+                        dropped[i] = true;
+                    }
+                }
+            }
+        }
+        let kept: Vec<&Value> = written
+            .iter()
+            .zip(&dropped)
+            .filter(|(_, d)| !**d)
+            .map(|(v, _)| &**v)
+            .collect();
         if self.schema.is_none() && self.s.format.columnar() {
-            let objects: Vec<&Value> = written
-                .iter()
-                .map(|v| &**v)
-                .filter(|v| v.is_object())
-                .collect();
+            let objects: Vec<&Value> = kept.iter().copied().filter(|v| v.is_object()).collect();
             if !objects.is_empty() {
                 self.schema = Some(Schema::infer(&objects)?);
             }
         } else if self.s.evolution == SchemaEvolution::Basic {
-            let records: Vec<&Value> = written.iter().map(|v| &**v).collect();
-            self.evolve(&records).await?;
+            self.evolve(&kept).await?;
         }
         // Records by directory, in order (one directory for all when the template has no
         // field).
@@ -572,9 +587,16 @@ impl FilesSink {
         let mut at: HashMap<String, usize> = HashMap::new();
         let fixed = self.s.path.fixed();
         if let Some(dir) = &fixed {
-            groups.push((dir.clone(), (0..values.len()).collect()));
+            groups.push((
+                dir.clone(),
+                (0..values.len()).filter(|i| !dropped[*i]).collect(),
+            ));
         }
-        for (i, v) in values.iter().enumerate().filter(|_| fixed.is_none()) {
+        for (i, v) in values
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| fixed.is_none() && !dropped[*i])
+        {
             match self.s.path.render(v, event_time(i)) {
                 Ok(dir) => {
                     let g = match at.get(&dir) {

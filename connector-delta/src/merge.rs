@@ -1,0 +1,377 @@
+//! Applying a change stream by key (`apply_changes`): a MERGE per checkpoint, copy-on-write.
+//!
+//! The files sink writes each change as a row of a **change file** under `_changes/` (hidden
+//! from readers): the row's columns, `_change` (`write` or `delete`) and `_unchanged` (the
+//! columns an UPDATE did not carry — unchanged TOASTed values — as a JSON array). When the
+//! checkpoint completes, the table reads the writer's change files of that checkpoint, keeps the
+//! last change of each key ([`reduce`]), and commits one version (carrying the writer's
+//! application transaction, as appends do) that removes every data file holding a changed key
+//! and adds it rewritten without those rows, plus a file of the written rows. An unchanged
+//! column takes its value from the row it replaces. Deletion vectors would spare the rewrite,
+//! but `deltalake` (delta-rs) 1.6 cannot read a table that has them; rewriting files is what
+//! its own MERGE does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use delta_kernel::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use delta_kernel::arrow::compute::filter_record_batch;
+use delta_kernel::arrow::datatypes::{Int64Type, Schema as ArrowSchema};
+use delta_kernel::arrow::json::{ArrayWriter, ReaderBuilder};
+use delta_kernel::engine::arrow_conversion::TryFromKernel;
+use delta_kernel::engine::arrow_data::ArrowEngineData;
+use delta_kernel::schema::SchemaRef;
+use delta_kernel::{Engine, FileMeta, FilteredEngineData, KernelError, KernelResult, SnapshotRef};
+use serde_json::{Map, Value};
+use url::Url;
+
+use rivus_connector_files::{Column, ColumnType};
+use rivus_core::change::Change;
+
+/// The column of a change file saying what the row is: `write` or `delete`.
+pub(crate) const CHANGE: &str = "_change";
+/// The column of a change file naming the columns a write did not carry (a JSON array).
+pub(crate) const UNCHANGED: &str = "_unchanged";
+
+/// The columns of the change files for a table with `columns`: all nullable (a delete holds
+/// only its key), and the two of the change.
+pub(crate) fn change_columns(columns: Vec<Column>) -> Vec<Column> {
+    columns
+        .into_iter()
+        .map(|c| Column::nullable(c.name, c.ty))
+        .chain([
+            Column::nullable(CHANGE, ColumnType::String),
+            Column::nullable(UNCHANGED, ColumnType::Json),
+        ])
+        .collect()
+}
+
+/// The row of a change file for `record` (a change record in either shape `Change` reads);
+/// the error says what is wrong with it.
+pub(crate) fn change_row(key: &[String], record: &Value) -> Result<Value, String> {
+    let (mut row, change, unchanged) = match Change::of(record)? {
+        Change::Write { row, unchanged } => (row, "write", unchanged),
+        Change::Delete(before) => {
+            let row: Map<String, Value> = key
+                .iter()
+                .filter_map(|k| before.get(k).map(|v| (k.clone(), v.clone())))
+                .collect();
+            (row, "delete", Vec::new())
+        }
+    };
+    if let Some(k) = key.iter().find(|k| row.get(*k).is_none_or(Value::is_null)) {
+        return Err(format!("the {change} has no value for key column `{k}`"));
+    }
+    row.insert(CHANGE.into(), Value::from(change));
+    if !unchanged.is_empty() {
+        row.insert(UNCHANGED.into(), Value::from(unchanged));
+    }
+    Ok(Value::Object(row))
+}
+
+/// The last change of a key in a checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Last {
+    /// The row as it is now; `unchanged`: columns to take from the row it replaces.
+    Write {
+        row: Map<String, Value>,
+        unchanged: Vec<String>,
+    },
+    Delete,
+}
+
+/// The last change of each key among change rows `rows` (in the order they happened): a write
+/// that did not carry a column takes it from an earlier write of the checkpoint.
+pub(crate) fn reduce(
+    key: &[String],
+    rows: impl IntoIterator<Item = Map<String, Value>>,
+) -> KernelResult<BTreeMap<String, Last>> {
+    let mut last: BTreeMap<String, Last> = BTreeMap::new();
+    for mut row in rows {
+        let k = key_of(&row, key)
+            .ok_or_else(|| KernelError::generic("a change row without its key"))?;
+        let change = row.remove(CHANGE);
+        let unchanged: Vec<String> = match row.remove(UNCHANGED) {
+            Some(Value::String(text)) => serde_json::from_str(&text).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if change.as_ref().and_then(Value::as_str) == Some("delete") {
+            last.insert(k, Last::Delete);
+            continue;
+        }
+        let mut missing = Vec::new();
+        for c in unchanged {
+            match last.get(&k) {
+                Some(Last::Write { row: before, .. }) if before.contains_key(&c) => {
+                    row.insert(c.clone(), before[&c].clone());
+                }
+                Some(Last::Write { unchanged, .. }) if !unchanged.contains(&c) => {
+                    // Null before it in this checkpoint.
+                }
+                _ => missing.push(c),
+            }
+        }
+        last.insert(
+            k,
+            Last::Write {
+                row,
+                unchanged: missing,
+            },
+        );
+    }
+    Ok(last)
+}
+
+/// A key's text: its columns' values joined (strings as they are, other values as JSON);
+/// `None` when one is missing.
+fn key_of(row: &Map<String, Value>, key: &[String]) -> Option<String> {
+    let mut out = String::new();
+    for (i, k) in key.iter().enumerate() {
+        if i > 0 {
+            out.push('\u{1f}');
+        }
+        match row.get(k)? {
+            Value::Null => return None,
+            Value::String(s) => out.push_str(s),
+            v => out.push_str(&v.to_string()),
+        }
+    }
+    Some(out)
+}
+
+/// The rows of `batch` as JSON objects (nulls left out).
+pub(crate) fn rows_of(batch: &RecordBatch) -> KernelResult<Vec<Map<String, Value>>> {
+    let mut w = ArrayWriter::new(Vec::new());
+    w.write_batches(&[batch])
+        .and_then(|()| w.finish())
+        .map_err(|e| KernelError::generic(format!("rows as JSON: {e}")))?;
+    let bytes = w.into_inner();
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| KernelError::generic(format!("rows as JSON: {e}")))
+}
+
+/// Reads the Parquet file `file` with `schema` (columns it lacks read as null).
+pub(crate) fn read(
+    engine: &dyn Engine,
+    file: &FileMeta,
+    schema: &SchemaRef,
+) -> KernelResult<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    for data in engine.parquet_handler().read_parquet_files(
+        std::slice::from_ref(file),
+        Arc::clone(schema),
+        None,
+    )? {
+        out.push(
+            ArrowEngineData::try_from_engine_data(data?)?
+                .record_batch()
+                .clone(),
+        );
+    }
+    Ok(out)
+}
+
+/// What applying a checkpoint's changes to a version of the table takes.
+pub(crate) struct Plan {
+    /// The data files to remove (rows of the scan's file list, selected).
+    pub(crate) removes: Vec<FilteredEngineData>,
+    /// The data to write: the removed files' rows that stay, and the written rows.
+    pub(crate) batches: Vec<RecordBatch>,
+    /// Written rows whose unchanged columns had no earlier value (left null).
+    pub(crate) unknown: usize,
+}
+
+/// Plans applying `last` (by key columns `key`) to `snapshot`, whose files are under `root`.
+pub(crate) fn plan(
+    engine: &dyn Engine,
+    snapshot: &SnapshotRef,
+    root: &Url,
+    key: &[String],
+    last: &BTreeMap<String, Last>,
+) -> KernelResult<Plan> {
+    let schema = snapshot.schema();
+    let arrow = Arc::new(ArrowSchema::try_from_kernel(schema.as_ref())?);
+    let key_schema = schema.project(key)?;
+    // Rows replaced by a write that did not carry some of their columns, by key.
+    let mut replaced: HashMap<String, Map<String, Value>> = HashMap::new();
+    let mut removes = Vec::new();
+    let mut batches = Vec::new();
+    let scan = Arc::clone(snapshot).scan_builder().build()?;
+    for meta in scan.scan_metadata(engine)? {
+        let (data, selected) = meta?.scan_files.into_parts();
+        let files = ArrowEngineData::try_from_engine_data(data)?;
+        let list = files.record_batch();
+        let column = |name: &str| {
+            list.column_by_name(name)
+                .cloned()
+                .ok_or_else(|| KernelError::generic(format!("the scan's files lack `{name}`")))
+        };
+        let (paths, sizes) = (column("path")?, column("size")?);
+        let (paths, sizes) = (paths.as_string::<i32>(), sizes.as_primitive::<Int64Type>());
+        let mut remove = vec![false; list.num_rows()];
+        for (i, gone) in remove.iter_mut().enumerate() {
+            if !selected.get(i).copied().unwrap_or(true) || paths.is_null(i) {
+                continue;
+            }
+            let file = FileMeta {
+                location: root
+                    .join(paths.value(i))
+                    .map_err(|e| KernelError::generic(format!("{}: {e}", paths.value(i))))?,
+                last_modified: 0,
+                size: sizes.value(i).max(0) as u64,
+            };
+            let touched = read(engine, &file, &key_schema)?
+                .iter()
+                .map(rows_of)
+                .collect::<KernelResult<Vec<_>>>()?
+                .iter()
+                .flatten()
+                .any(|r| key_of(r, key).is_some_and(|k| last.contains_key(&k)));
+            if !touched {
+                continue;
+            }
+            *gone = true;
+            for batch in read(engine, &file, &schema)? {
+                let rows = rows_of(&batch)?;
+                let keep: BooleanArray = rows
+                    .iter()
+                    .map(|r| {
+                        let k = key_of(r, key);
+                        let hit = k.as_ref().and_then(|k| last.get(k));
+                        if let (Some(k), Some(Last::Write { unchanged, .. })) = (&k, hit) {
+                            if !unchanged.is_empty() {
+                                replaced.insert(k.clone(), r.clone());
+                            }
+                        }
+                        Some(hit.is_none())
+                    })
+                    .collect();
+                let kept = filter_record_batch(&batch, &keep)?;
+                if kept.num_rows() > 0 {
+                    batches.push(kept);
+                }
+            }
+        }
+        if remove.iter().any(|r| *r) {
+            removes.push(FilteredEngineData::try_new(files, remove)?);
+        }
+    }
+    let mut unknown = 0;
+    let mut written = Vec::new();
+    for (k, l) in last {
+        let Last::Write { row, unchanged } = l else {
+            continue;
+        };
+        let mut row = row.clone();
+        if !unchanged.is_empty() {
+            match replaced.get(k) {
+                Some(before) => {
+                    for c in unchanged {
+                        if let Some(v) = before.get(c) {
+                            row.insert(c.clone(), v.clone());
+                        }
+                    }
+                }
+                None => unknown += 1,
+            }
+        }
+        written.push(Value::Object(row));
+    }
+    if !written.is_empty() {
+        let mut decoder = ReaderBuilder::new(arrow)
+            .with_batch_size(written.len())
+            .build_decoder()?;
+        decoder.serialize(&written)?;
+        if let Some(batch) = decoder.flush()? {
+            batches.push(batch);
+        }
+    }
+    Ok(Plan {
+        removes,
+        batches,
+        unknown,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key() -> Vec<String> {
+        vec!["id".into()]
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn envelope(op: &str, before: Value, after: Value) -> Value {
+        json!({"op": op, "before": before, "after": after, "source": {"table": "t"}})
+    }
+
+    #[test]
+    fn change_records_become_rows_of_the_change_files() {
+        let w = change_row(
+            &key(),
+            &envelope(
+                "u",
+                Value::Null,
+                json!({"id": 1, "doc": "__debezium_unavailable_value", "n": 2}),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            w,
+            json!({"id": 1, "n": 2, "_change": "write", "_unchanged": ["doc"]})
+        );
+        let d = change_row(
+            &key(),
+            &envelope("d", json!({"id": 1, "n": 2}), Value::Null),
+        )
+        .unwrap();
+        assert_eq!(d, json!({"id": 1, "_change": "delete"}));
+        let e = change_row(&key(), &envelope("c", Value::Null, json!({"n": 2}))).unwrap_err();
+        assert!(e.contains("`id`"), "{e}");
+    }
+
+    #[test]
+    fn the_last_change_of_each_key_wins_and_unchanged_columns_come_from_earlier_writes() {
+        let rows = [
+            json!({"id": 1, "doc": "a", "n": 1, "_change": "write"}),
+            json!({"id": 1, "n": 2, "_change": "write", "_unchanged": "[\"doc\"]"}),
+            json!({"id": 2, "n": 1, "_change": "write"}),
+            json!({"id": 2, "_change": "delete"}),
+            json!({"id": 3, "n": 3, "_change": "write", "_unchanged": "[\"doc\"]"}),
+        ]
+        .map(obj);
+        let last = reduce(&key(), rows).unwrap();
+        assert_eq!(
+            last["1"],
+            Last::Write {
+                row: obj(json!({"id": 1, "doc": "a", "n": 2})),
+                unchanged: vec![]
+            }
+        );
+        assert_eq!(last["2"], Last::Delete);
+        assert_eq!(
+            last["3"],
+            Last::Write {
+                row: obj(json!({"id": 3, "n": 3})),
+                unchanged: vec!["doc".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn keys_join_their_columns() {
+        let k = vec!["a".to_owned(), "b".to_owned()];
+        assert_eq!(
+            key_of(&obj(json!({"a": 1, "b": "x"})), &k).as_deref(),
+            Some("1\u{1f}x")
+        );
+        assert_eq!(key_of(&obj(json!({"a": 1})), &k), None);
+    }
+}

@@ -1,0 +1,173 @@
+//! Applying a change stream by key (`apply_changes`) to a Delta table on the dev S3 store,
+//! read back by `deltalake`: inserts, updates (some without an unchanged TOASTed column) and
+//! deletes, the job cancelled and restored twice — the table equals the source's rows, no
+//! placeholder ever written, and a record that is not a change goes to the error policy whole.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+
+use common::*;
+use rivus_connector_files::{Column, ColumnType};
+use rivus_core::change::UNCHANGED;
+use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_core::prelude::*;
+use rivus_testkit::wait;
+use serde_json::{json, Value};
+
+/// Keys the changes touch.
+const KEYS: u64 = 500;
+/// Changes in the stream.
+const N: u64 = 20_000;
+
+/// The stream (Debezium envelopes, as `postgres-cdc` sends them) and the rows it leaves.
+struct Stream {
+    changes: Vec<Value>,
+    rows: BTreeMap<u64, Value>,
+}
+
+/// Change `i` touches key `i * 7919 % KEYS`: an insert when the key has no row, else a delete
+/// every fifth change, else an update — every fourth of which leaves `doc` out (unchanged and
+/// TOASTed: Debezium's placeholder). Every 997th change is not a change record at all.
+fn stream() -> &'static Stream {
+    static STREAM: OnceLock<Stream> = OnceLock::new();
+    STREAM.get_or_init(|| {
+        let mut rows: BTreeMap<u64, Value> = BTreeMap::new();
+        let mut changes = Vec::new();
+        let source = json!({"table": "items", "schema": "public"});
+        for i in 0..N {
+            if i % 997 == 996 {
+                changes.push(json!({"not": "a change", "i": i}));
+                continue;
+            }
+            let id = i * 7919 % KEYS;
+            let change = match rows.get(&id) {
+                None => {
+                    let row = json!({"id": id, "name": format!("name-{id}"), "n": i,
+                        "doc": format!("doc-{i}")});
+                    rows.insert(id, row.clone());
+                    json!({"op": "c", "before": null, "after": row, "source": source})
+                }
+                Some(_) if i % 5 == 0 => {
+                    rows.remove(&id);
+                    json!({"op": "d", "before": {"id": id}, "after": null, "source": source})
+                }
+                Some(old) => {
+                    let toast = i % 4 == 0;
+                    let doc = if toast {
+                        old["doc"].clone()
+                    } else {
+                        json!(format!("doc-{i}"))
+                    };
+                    let row = json!({"id": id, "name": format!("name-{id}"), "n": i, "doc": doc});
+                    rows.insert(id, row.clone());
+                    let mut after = row;
+                    if toast {
+                        after["doc"] = json!(UNCHANGED);
+                    }
+                    json!({"op": "u", "before": null, "after": after, "source": source})
+                }
+            };
+            changes.push(change);
+        }
+        Stream { changes, rows }
+    })
+}
+
+fn change(i: u64) -> Value {
+    stream().changes[i as usize].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_changes_applied_by_key_through_restores_equal_the_source() {
+    let (Some(table), Some(py)) = (Table::s3("delta-changes"), python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dlq_path = dir.path().join("dead.jsonl");
+    let dlq = Arc::new(FileDeadLetterQueue::open(&dlq_path).await.unwrap());
+    let (url, s3) = match &table {
+        Table::S3 { url, s3, .. } => (url.clone(), s3.clone()),
+        Table::Local(_) => unreachable!(),
+    };
+    let sink = move || {
+        let dlq = dlq.clone();
+        rivus_connector_delta::DeltaSinkBuilder::new(&url)
+            .s3(s3.clone())
+            .create_table(true)
+            .apply_changes(vec!["id".into()])
+            .files(move |f| {
+                f.schema(vec![
+                    Column {
+                        name: "id".into(),
+                        ty: ColumnType::Int64,
+                        nullable: false,
+                    },
+                    Column::nullable("name", ColumnType::String),
+                    Column::nullable("n", ColumnType::Int64),
+                    Column::nullable("doc", ColumnType::String),
+                ])
+                .error_policy(ErrorPolicy::DeadLetter(dlq))
+            })
+            .build()
+            .unwrap()
+    };
+    let backend = MemoryStateBackend::new();
+    let name = rivus_testkit::services::unique_name("delta-changes");
+    for at in [6_000, 5_000] {
+        let emitted = Arc::new(AtomicU64::new(0));
+        let j = job_of(
+            change,
+            &name,
+            N,
+            1,
+            Some(10_000),
+            emitted.clone(),
+            sink.clone(),
+            &backend,
+        );
+        wait::cancel_at(j, &emitted, at).await;
+    }
+    let summary = job_of(
+        change,
+        &name,
+        N,
+        1,
+        Some(10_000),
+        Arc::default(),
+        sink,
+        &backend,
+    )
+    .run()
+    .await
+    .unwrap();
+    assert!(summary.restored_from.is_some());
+
+    let read = table.read(&py);
+    let want: Vec<Value> = stream().rows.values().cloned().collect();
+    assert_eq!(read.rows.len(), want.len(), "one row per live key");
+    for (got, want) in read.rows.iter().zip(&want) {
+        assert_eq!(got, want, "the row as the source has it");
+    }
+    assert!(
+        !read.schema.as_object().unwrap().contains_key("_change"),
+        "{:?}",
+        read.schema
+    );
+    let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
+    let dead: std::collections::BTreeSet<u64> = letters
+        .iter()
+        .map(|l| {
+            let v: Value = serde_json::from_slice(&l.payload).unwrap();
+            assert_eq!(v["not"], "a change", "the record whole: {v}");
+            v["i"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        dead,
+        (0..N).filter(|i| i % 997 == 996).collect(),
+        "every record that is not a change dead-lettered"
+    );
+}
