@@ -1,6 +1,6 @@
-//! Change data capture through the `rivus` command, against the real PostgreSQL, Kafka and
-//! Elasticsearch: the `postgres-cdc-to-kafka` and `postgres-cdc-to-elasticsearch` examples,
-//! and a PostgreSQL replica through the SQL sink. A writer inserts, updates and deletes while
+//! Change data capture through the `rivus` command, against the real PostgreSQL, Kafka,
+//! Elasticsearch and S3 store: the `postgres-cdc-to-kafka`, `postgres-cdc-to-elasticsearch` and
+//! `postgres-cdc-to-delta` examples, and a PostgreSQL replica through the SQL sink. A writer inserts, updates and deletes while
 //! the jobs run; the Kafka and replica jobs are killed with SIGKILL twice (once while the
 //! snapshot is read, once while the stream runs) and started again from their checkpoints;
 //! the replica job writes with two sink subtasks, changes keyed by the primary key (per-key
@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message};
-use rivus_testkit::services::{require, unique_name, Service};
+use rivus_testkit::services::{
+    python_with, require, s3_credentials, s3_keys, unique_name, Service,
+};
 
 use cdc::{count, rivus, stop, wait, wait_rows, Cleanup};
 use index::Index;
@@ -541,6 +543,173 @@ async fn cdc_fanned_out_to_a_replica_and_an_index_survives_kill_nine_and_both_eq
             got.iter().filter(|(k, v)| want.get(*k) == Some(v)).count(),
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop(job, dir.path(), "run2");
+}
+
+/// The rows of the Delta table `uri` read by `deltalake`, by id: `body`, `amount`, `note` (empty
+/// when null or not a column yet); none while the table does not exist.
+fn delta_rows(py: &str, uri: &str, endpoint: &str) -> BTreeMap<String, Vec<String>> {
+    let (_, access, secret) = s3_credentials();
+    let script = r#"
+import json, os, sys
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+uri, endpoint, access, secret = sys.argv[1:5]
+try:
+    t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": access,
+        "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+    for r in t.to_pyarrow_table().to_pylist():
+        print(json.dumps(r, default=str))
+except TableNotFoundError:
+    pass
+sys.stdout.flush()
+os._exit(0)
+"#;
+    let out = Command::new(py)
+        .args(["-c", script, uri, endpoint, &access, &secret])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "deltalake: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            (
+                r["id"].to_string(),
+                vec![text("body"), text("amount"), text("note")],
+            )
+        })
+        .collect()
+}
+
+/// The table's rows as [`delta_rows`] shows them (`note` when the table has it).
+async fn table_rows_with_note(pg: &str, name: &str, note: bool) -> BTreeMap<String, Vec<String>> {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    let note = if note { "coalesce(note, '')" } else { "''" };
+    let rows: Vec<(String, String, String, String)> = sqlx::query_as(&format!(
+        "SELECT id::text, coalesce(body, ''), coalesce(amount::text, ''), {note} FROM {name}"
+    ))
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(id, b, a, n)| (id, vec![b, a, n]))
+        .collect()
+}
+
+/// `examples/postgres-cdc-to-delta.toml`: the table's snapshot and a writer's inserts, updates
+/// and deletes applied to a Delta table on S3; the job is SIGKILLed once after the snapshot's
+/// first commits and once while the writer runs, and started again; then a column is added to
+/// the source table and set on some rows. `deltalake` ends reading exactly the table's rows,
+/// the added column included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_to_delta_example_survives_kill_nine_follows_an_added_column_and_equals_the_table() {
+    let (Some(pg), Some(cdc), Some(endpoint), Some(py)) = (
+        require(Service::Postgres),
+        require(Service::PostgresCdc),
+        require(Service::S3),
+        python_with("deltalake, pyarrow"),
+    ) else {
+        return;
+    };
+    let (bucket, access, secret) = s3_credentials();
+    let (name, _cleanup) = Cleanup::table(&pg, "cdc_delta", false);
+    table(&pg, &name, 6_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = example_job(
+        dir.path(),
+        "postgres-cdc-to-delta",
+        &name,
+        &["orders_delta", "rivus_orders_to_delta"],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("/orders-replica\"", &format!("/{name}\"")),
+    )
+    .unwrap();
+    let env = [
+        ("RIVUS_PG_CDC_URL", cdc.as_str()),
+        ("RIVUS_S3_ENDPOINT", endpoint.as_str()),
+        ("RIVUS_S3_BUCKET", bucket.as_str()),
+        ("RIVUS_S3_ACCESS_KEY", access.as_str()),
+        ("RIVUS_S3_SECRET_KEY", secret.as_str()),
+    ];
+    let uri = format!("s3://{bucket}/{name}");
+    let versions = || {
+        s3_keys(&endpoint, &format!("{name}/_delta_log/"))
+            .iter()
+            .filter(|k| k.ends_with(".json"))
+            .count()
+    };
+    // Killed once the snapshot's first merge is in the table (version 0 is its creation).
+    let mut job = rivus(dir.path(), &file, "run0", &env);
+    let log = |label: &str| {
+        std::fs::read_to_string(dir.path().join(format!("{label}.log"))).unwrap_or_default()
+    };
+    wait(&mut job, 90, || versions() >= 2, || log("run0")).await;
+    job.kill();
+    // Killed again while the writer runs, after the table gained versions.
+    let mut job = rivus(dir.path(), &file, "run1", &env);
+    let done = Arc::new(AtomicU64::new(0));
+    let writing = writer(
+        pg.clone(),
+        name.clone(),
+        300,
+        Arc::default(),
+        Arc::clone(&done),
+    );
+    let before = versions();
+    wait(
+        &mut job,
+        90,
+        || done.load(Ordering::SeqCst) >= 100 && versions() >= before + 3,
+        || log("run1"),
+    )
+    .await;
+    job.kill();
+    let mut job = rivus(dir.path(), &file, "run2", &env);
+    writing.await.unwrap();
+    cdc::exec(
+        &pg,
+        &format!(
+            "ALTER TABLE {name} ADD COLUMN note TEXT;
+             UPDATE {name} SET note = 'note ' || id WHERE id % 10 = 0"
+        ),
+    )
+    .await;
+    let want = table_rows_with_note(&pg, &name, true).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let got = delta_rows(&py, &uri, &endpoint);
+        if got == want {
+            break;
+        }
+        assert!(
+            job.child().try_wait().unwrap().is_none(),
+            "the job ended: {}",
+            log("run2")
+        );
+        if Instant::now() > deadline {
+            let differ: Vec<_> = want
+                .iter()
+                .filter(|(k, v)| got.get(*k) != Some(v))
+                .take(3)
+                .map(|(k, v)| format!("{k}: table {v:?}, Delta {:?}", got.get(k)))
+                .collect();
+            panic!(
+                "the Delta table has {} rows, the table {}; {differ:?}",
+                got.len(),
+                want.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     stop(job, dir.path(), "run2");
 }

@@ -118,14 +118,17 @@ impl DeltaSinkBuilder {
             }
         }
         let table = self.table()?;
-        // Change files live under `_changes/`, which readers skip; data files at the root.
-        let path = if self.key.is_some() { "_changes/" } else { "" };
         // The table's settings last: the files' own options cannot move them.
-        (self.files)(FilesSink::builder(&self.url))
+        let files = (self.files)(FilesSink::builder(&self.url))
             .s3(self.s3)
             .format(FileFormat::Parquet(self.compression))
-            .path(path)
-            .table(Arc::new(table))
-            .build()
+            .table(Arc::new(table));
+        match self.key {
+            // Change files live under `_changes/`, which readers skip, and each checkpoint's
+            // are merged when it completes.
+            Some(_) => files.path("_changes/").roll_at_checkpoints(true),
+            None => files.path(""),
+        }
+        .build()
     }
 }

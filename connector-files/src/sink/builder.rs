@@ -26,6 +26,7 @@ pub struct FilesSinkBuilder {
     path: String,
     target_file_size: u64,
     rollover: Duration,
+    roll_at_checkpoints: bool,
     part_size: usize,
     row_group_bytes: usize,
     max_open_files: usize,
@@ -44,6 +45,7 @@ impl FilesSinkBuilder {
             path: String::new(),
             target_file_size: 128 * MIB,
             rollover: Duration::from_secs(15 * 60),
+            roll_at_checkpoints: false,
             part_size: 8 * MIB as usize,
             row_group_bytes: 16 * MIB as usize,
             max_open_files: 16,
@@ -91,6 +93,11 @@ impl FilesSinkBuilder {
 
         /// A file is closed once open this long (default 15 minutes).
         rollover(d: Duration) => rollover;
+
+        /// Closes every open file at each checkpoint (default false: files close on size and
+        /// age only): what a checkpoint holds is committed when it completes, at the price of
+        /// a file per open partition and checkpoint.
+        roll_at_checkpoints(yes: bool) => roll_at_checkpoints;
 
         /// Bytes per uploaded part on S3 (default 8 MiB, at least 5 MiB).
         part_size(bytes: usize) => part_size;
@@ -169,6 +176,7 @@ impl FilesSinkBuilder {
             path,
             target_file_size: self.target_file_size,
             rollover: self.rollover,
+            roll_at_checkpoints: self.roll_at_checkpoints,
             part_size: self.part_size,
             row_group_bytes: self.row_group_bytes,
             max_open_files: self.max_open_files,

@@ -59,6 +59,8 @@ pub(crate) struct Settings {
     pub(crate) path: PathTemplate,
     pub(crate) target_file_size: u64,
     pub(crate) rollover: Duration,
+    /// Every open file closed at each checkpoint.
+    pub(crate) roll_at_checkpoints: bool,
     pub(crate) part_size: usize,
     pub(crate) row_group_bytes: usize,
     pub(crate) max_open_files: usize,
@@ -380,6 +382,12 @@ impl CheckpointedFunction for FilesSink {
     }
 
     async fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<FilesState> {
+        if self.s.roll_at_checkpoints {
+            let dirs: Vec<String> = self.files.keys().cloned().collect();
+            for d in dirs {
+                self.roll(&d).await?;
+            }
+        }
         self.roll_old().await?;
         let staging = self.staging.clone().expect("opened");
         let mut open = Vec::with_capacity(self.files.len());
