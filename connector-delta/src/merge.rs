@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use delta_kernel::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use delta_kernel::arrow::compute::filter_record_batch;
+use delta_kernel::arrow::compute::{concat_batches, filter_record_batch};
 use delta_kernel::arrow::datatypes::{Int64Type, Schema as ArrowSchema};
 use delta_kernel::arrow::json::{ArrayWriter, ReaderBuilder};
 use delta_kernel::engine::arrow_conversion::TryFromKernel;
@@ -177,7 +177,8 @@ pub(crate) fn read(
 pub(crate) struct Plan {
     /// The data files to remove (rows of the scan's file list, selected).
     pub(crate) removes: Vec<FilteredEngineData>,
-    /// The data to write: the removed files' rows that stay, and the written rows.
+    /// The data to write, as one file: the removed files' rows that stay, and the written
+    /// rows.
     pub(crate) batches: Vec<RecordBatch>,
     /// Written rows whose unchanged columns had no earlier value (left null).
     pub(crate) unknown: usize,
@@ -280,7 +281,7 @@ pub(crate) fn plan(
         written.push(Value::Object(row));
     }
     if !written.is_empty() {
-        let mut decoder = ReaderBuilder::new(arrow)
+        let mut decoder = ReaderBuilder::new(Arc::clone(&arrow))
             .with_batch_size(written.len())
             .build_decoder()?;
         decoder.serialize(&written)?;
@@ -288,6 +289,12 @@ pub(crate) fn plan(
             batches.push(batch);
         }
     }
+    // One file of what stays and what is written: the rewritten files merge into it, so a
+    // table whose rows change a few at a time does not grow a file per checkpoint and file.
+    let batches = match batches.is_empty() {
+        true => Vec::new(),
+        false => vec![concat_batches(&arrow, &batches)?],
+    };
     Ok(Plan {
         removes,
         batches,

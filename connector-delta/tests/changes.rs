@@ -152,6 +152,11 @@ async fn delta_changes_applied_by_key_through_restores_equal_the_source() {
         assert_eq!(got, want, "the row as the source has it");
     }
     assert!(
+        read.files <= 3,
+        "a merge writes one file of what it rewrites: {} files",
+        read.files
+    );
+    assert!(
         !read.schema.as_object().unwrap().contains_key("_change"),
         "{:?}",
         read.schema

@@ -140,7 +140,10 @@ pub(crate) fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) 
         .current_dir(dir)
         .stdout(Stdio::from(log.try_clone().unwrap()))
         .stderr(Stdio::from(log));
-    cmd.env("RUST_LOG", "warn,rivus_connector_cdc=info");
+    cmd.env(
+        "RUST_LOG",
+        "warn,rivus_connector_cdc=info,rivus_connector_delta=info",
+    );
     for (k, v) in env {
         cmd.env(k, v);
     }
