@@ -2,11 +2,14 @@
 //! store or a local disk, exactly once. The records go into Parquet files through the files
 //! sink (its rolling by size, its two-phase commit of each file, its error policy); the files
 //! each checkpoint made visible are added to the table's log in one commit per writer,
-//! carrying an application transaction (`txn`) that makes a repeated commit a no-op. The log
-//! is Delta's own Rust kernel (`delta_kernel`).
+//! carrying an application transaction (`txn`) that makes a repeated commit a no-op. With
+//! `apply_changes` the files are change files, merged into the table by key at each completed
+//! checkpoint. The log is Delta's own Rust kernel (`delta_kernel`).
 //!
 //! - `sink.rs`: the builder;
-//! - `table.rs`: the table — read or created at open, the commits, the orphan files;
+//! - `table.rs`: the table — read or created at open, added columns, the commits, the orphan
+//!   files;
+//! - `merge.rs`: applying a checkpoint's changes by key (copy-on-write);
 //! - `checkpoint.rs`: the log's checkpoints, every `delta.checkpointInterval` versions;
 //! - `columns.rs`: a Delta schema as the files' columns and back;
 //! - `store.rs`: where the table is;
