@@ -10,6 +10,8 @@
 
 #[path = "support/cdc.rs"]
 mod cdc;
+#[path = "support/delta.rs"]
+mod delta;
 #[path = "support/index.rs"]
 mod index;
 #[path = "support/topics.rs"]
@@ -30,6 +32,7 @@ use rivus_testkit::services::{
 };
 
 use cdc::{count, rivus, stop, wait, wait_rows, Cleanup};
+use delta::{delta_rows, text};
 use index::Index;
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
@@ -547,48 +550,19 @@ async fn cdc_fanned_out_to_a_replica_and_an_index_survives_kill_nine_and_both_eq
     stop(job, dir.path(), "run2");
 }
 
-/// The rows of the Delta table `uri` read by `deltalake`, by id: `body`, `amount`, `note` (empty
-/// when null or not a column yet); none while the table does not exist.
-fn delta_rows(py: &str, uri: &str, endpoint: &str) -> BTreeMap<String, Vec<String>> {
-    let (_, access, secret) = s3_credentials();
-    let script = r#"
-import json, os, sys
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
-uri, endpoint, access, secret = sys.argv[1:5]
-try:
-    t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": access,
-        "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
-    for r in t.to_pyarrow_table().to_pylist():
-        print(json.dumps(r, default=str))
-except TableNotFoundError:
-    pass
-sys.stdout.flush()
-os._exit(0)
-"#;
-    let out = Command::new(py)
-        .args(["-c", script, uri, endpoint, &access, &secret])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "deltalake: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let r: Value = serde_json::from_str(l).unwrap();
-            let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-            (
-                r["id"].to_string(),
-                vec![text("body"), text("amount"), text("note")],
-            )
+/// The rows of the Delta table `uri` by id: `body`, `amount`, `note` (empty when null or not a
+/// column yet).
+fn delta_orders(py: &str, uri: &str, endpoint: &str) -> BTreeMap<String, Vec<String>> {
+    delta_rows(py, uri, endpoint)
+        .iter()
+        .map(|r| {
+            let cols = ["body", "amount", "note"].map(|k| text(r.get(k).unwrap_or(&Value::Null)));
+            (text(&r["id"]), cols.to_vec())
         })
         .collect()
 }
 
-/// The table's rows as [`delta_rows`] shows them (`note` when the table has it).
+/// The table's rows as [`delta_orders`] shows them (`note` when the table has it).
 async fn table_rows_with_note(pg: &str, name: &str, note: bool) -> BTreeMap<String, Vec<String>> {
     let mut c = PgConnection::connect(pg).await.unwrap();
     let note = if note { "coalesce(note, '')" } else { "''" };
@@ -687,7 +661,7 @@ async fn cdc_to_delta_example_survives_kill_nine_follows_an_added_column_and_equ
     let want = table_rows_with_note(&pg, &name, true).await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let got = delta_rows(&py, &uri, &endpoint);
+        let got = delta_orders(&py, &uri, &endpoint);
         if got == want {
             break;
         }

@@ -5,6 +5,8 @@
 
 #[path = "support/cdc.rs"]
 mod cdc;
+#[path = "support/delta.rs"]
+mod delta;
 #[path = "support/index.rs"]
 mod index;
 
@@ -18,6 +20,7 @@ use rivus_testkit::services::{python_with, require, s3_credentials, Service};
 use sqlx::{Connection, PgConnection, Row};
 
 use cdc::{count, differences, exec, job_file, rivus, stop, Cleanup, Job};
+use delta::{delta_rows, text};
 use index::Index;
 
 /// Rows of the TOAST table (`RIVUS_CDC_TOAST_ROWS`, default 20 000: the writer's large
@@ -550,44 +553,11 @@ schema = [
 /// The rows of the Delta table `uri` as [`table_docs`] shows them, by `a` (none while the table
 /// does not exist).
 fn delta_docs(py: &str, uri: &str, endpoint: &str) -> BTreeMap<String, Vec<String>> {
-    let (_, access, secret) = s3_credentials();
-    let script = r#"
-import json, os, sys
-from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
-uri, endpoint, access, secret = sys.argv[1:5]
-try:
-    t = DeltaTable(uri, storage_options={"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": access,
-        "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
-    for r in t.to_pyarrow_table().to_pylist():
-        print(json.dumps(r))
-except TableNotFoundError:
-    pass
-sys.stdout.flush()
-os._exit(0)
-"#;
-    let out = std::process::Command::new(py)
-        .args(["-c", script, uri, endpoint, &access, &secret])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "deltalake: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let r: serde_json::Value = serde_json::from_str(l).unwrap();
-            let text = |k: &str| match &r[k] {
-                serde_json::Value::Null => String::new(),
-                serde_json::Value::String(s) => s.clone(),
-                v => v.to_string(),
-            };
-            (
-                text("a"),
-                ["big", "tags", "doc", "amount", "n"].map(text).to_vec(),
-            )
+    delta_rows(py, uri, endpoint)
+        .iter()
+        .map(|r| {
+            let cols = ["big", "tags", "doc", "amount", "n"].map(|k| text(&r[k]));
+            (text(&r["a"]), cols.to_vec())
         })
         .collect()
 }
