@@ -10,6 +10,7 @@
 //! - `table.rs`: the table — read or created at open, added columns, the commits, the orphan
 //!   files;
 //! - `merge.rs`: applying a checkpoint's changes by key (copy-on-write);
+//! - `partition.rs`: a partitioned table's directories and partition values;
 //! - `checkpoint.rs`: the log's checkpoints, every `delta.checkpointInterval` versions;
 //! - `columns.rs`: a Delta schema as the files' columns and back;
 //! - `store.rs`: where the table is;
@@ -19,6 +20,7 @@ mod checkpoint;
 mod columns;
 mod error;
 mod merge;
+mod partition;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 mod sink;

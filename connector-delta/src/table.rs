@@ -15,9 +15,7 @@ use delta_kernel::arrow::datatypes::{DataType as ArrowType, Field};
 use delta_kernel::committer::FileSystemCommitter;
 use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::table_features::ColumnMappingMode;
-use delta_kernel::transaction::{
-    BoundWriteContext, CommitResult, Transaction, UpdateTableOperation,
-};
+use delta_kernel::transaction::{CommitResult, Transaction, UpdateTableOperation};
 use delta_kernel::{FileMeta, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
 use delta_kernel_default_engine::parquet::DataFileMetadata;
@@ -36,6 +34,7 @@ use rivus_aws::s3::store_error;
 
 use crate::error::kernel_error;
 use crate::merge;
+use crate::partition::Partitions;
 
 /// What the commits say they are (the log's `commitInfo.engineInfo`).
 const ENGINE_INFO: &str = concat!("rivus/", env!("CARGO_PKG_VERSION"));
@@ -57,6 +56,8 @@ pub(crate) struct DeltaTable {
     create: bool,
     /// `apply_changes`: the key columns the changes are applied by.
     key: Option<Vec<String>>,
+    /// The table's partition columns, read at open.
+    partitions: parking_lot::Mutex<Partitions>,
     /// Change files merged, by the checkpoint that merged them: deleted once a later
     /// checkpoint completed (a restore from theirs would make them visible again).
     merged: parking_lot::Mutex<Vec<(u64, StorePath)>>,
@@ -96,6 +97,7 @@ impl DeltaTable {
             engine: Arc::new(engine),
             create,
             key,
+            partitions: parking_lot::Mutex::new(Partitions::default()),
             merged: parking_lot::Mutex::new(Vec::new()),
             app: parking_lot::Mutex::new(String::new()),
             latest: parking_lot::Mutex::new(None),
@@ -331,20 +333,6 @@ impl Publish for DeltaTable {
             }
         }
         let snapshot = self.snapshot().await?;
-        if !snapshot
-            .table_configuration()
-            .logical_partition_columns()
-            .is_empty()
-        {
-            return Err(Error::config(
-                "url",
-                format!(
-                    "the table {} is partitioned by {:?}: partitioned tables are not written yet",
-                    self.root,
-                    snapshot.table_configuration().logical_partition_columns()
-                ),
-            ));
-        }
         if let Some(mode) = snapshot
             .table_properties()
             .column_mapping_mode
@@ -361,10 +349,31 @@ impl Publish for DeltaTable {
         }
         let columns = columns_of(&snapshot.schema())
             .map_err(|e| Error::config("url", format!("the table {}: {e}", self.root)))?;
+        let partitions = Partitions::of(
+            snapshot.table_configuration().logical_partition_columns(),
+            &columns,
+        )
+        .map_err(|e| Error::config("url", format!("the table {}: {e}", self.root)))?;
         if let Some(key) = &self.key {
+            if !partitions.is_empty() {
+                return Err(Error::config(
+                    "apply_changes",
+                    format!(
+                        "the table {} is partitioned by {:?}: changes are applied to \
+                         unpartitioned tables only",
+                        self.root,
+                        partitions.names()
+                    ),
+                ));
+            }
             self.check_changes(ctx, &snapshot, key, &columns)?;
         }
+        *self.partitions.lock() = partitions;
         Ok(Some(self.file_columns(columns)))
+    }
+
+    fn partition_columns(&self) -> Vec<String> {
+        self.partitions.lock().names()
     }
 
     fn row(
@@ -373,7 +382,7 @@ impl Publish for DeltaTable {
     ) -> std::result::Result<Option<serde_json::Value>, String> {
         match &self.key {
             Some(key) => merge::change_row(key, record).map(Some),
-            None => Ok(None),
+            None => self.partitions.lock().check(record).map(|()| None),
         }
     }
 
@@ -458,6 +467,15 @@ impl Publish for DeltaTable {
         let app = self.app_id(writer);
         let mut adds = self.adds(files).await?;
         let Some(key) = self.key.clone() else {
+            let partitions = self.partitions.lock().clone();
+            let values = files
+                .iter()
+                .map(|f| {
+                    partitions.values(&f.key).map_err(|e| {
+                        Error::connector("delta", format!("the file {}{}: {e}", self.root, f.key))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
             let what = format!("{} files", files.len());
             return self
                 .commit(
@@ -465,13 +483,15 @@ impl Publish for DeltaTable {
                     sequence,
                     &what,
                     UpdateTableOperation::StreamingUpdate,
-                    move |_, _, txn, context| {
-                        for (meta, records) in adds.clone() {
-                            let stats = record_count(records)?;
-                            txn.add_files(build_add_file_metadata(
-                                DataFileMetadata::new(meta, stats),
-                                context,
-                            )?);
+                    move |_, _, txn| {
+                        for ((meta, records), values) in adds.iter().cloned().zip(&values) {
+                            let file = DataFileMetadata::new(meta, record_count(records)?);
+                            // A partitioned table's file carries its partition values.
+                            let mut context = txn.write_state()?.write_context_builder();
+                            if !values.is_empty() {
+                                context = context.with_partition_values(values.clone());
+                            }
+                            txn.add_files(build_add_file_metadata(file, &context.build()?)?);
                         }
                         Ok(())
                     },
@@ -484,14 +504,15 @@ impl Publish for DeltaTable {
         let what = format!("{} changed keys", last.len());
         let (engine, root) = (Arc::clone(&self.engine), self.root.clone());
         let handle = tokio::runtime::Handle::current();
-        self.commit(&app, sequence, &what, UpdateTableOperation::Merge, move |snapshot, engine2, txn, context| {
+        self.commit(&app, sequence, &what, UpdateTableOperation::Merge, move |snapshot, engine2, txn| {
+            let context = txn.write_state()?.write_context_builder().build()?;
             let plan = merge::plan(engine2, snapshot, &root, &key, &last)?;
             if plan.unknown > 0 {
                 tracing::warn!(rows = plan.unknown, "delta: written rows whose unchanged columns had no earlier value (left null)");
             }
             for batch in plan.batches {
                 let data = ArrowEngineData::new(batch);
-                txn.add_files(handle.block_on(engine.write_parquet(&data, context))?);
+                txn.add_files(handle.block_on(engine.write_parquet(&data, &context))?);
             }
             for r in plan.removes {
                 txn.remove_files(r);
@@ -514,12 +535,7 @@ impl DeltaTable {
         sequence: Option<u64>,
         what: &str,
         operation: UpdateTableOperation,
-        stage: impl Fn(
-                &SnapshotRef,
-                &Engine,
-                &mut Transaction,
-                &BoundWriteContext,
-            ) -> delta_kernel::KernelResult<()>
+        stage: impl Fn(&SnapshotRef, &Engine, &mut Transaction) -> delta_kernel::KernelResult<()>
             + Clone
             + Send
             + 'static,
@@ -549,8 +565,7 @@ impl DeltaTable {
                 }
                 let mut txn =
                     builder.build(engine.as_ref(), Box::new(FileSystemCommitter::new()))?;
-                let context = txn.write_state()?.write_context_builder().build()?;
-                stage(&snapshot, engine.as_ref(), &mut txn, &context)?;
+                stage(&snapshot, engine.as_ref(), &mut txn)?;
                 outcome_of(txn.commit(engine.as_ref())?)
             })
             .await
@@ -603,8 +618,14 @@ impl DeltaTable {
         ))
     }
 
-    /// The files' columns for the table's `columns`: the change files' under `apply_changes`.
+    /// The files' columns for the table's `columns`: without the partition columns (the
+    /// directories hold them); the change files' under `apply_changes`.
     fn file_columns(&self, columns: Vec<Column>) -> Vec<Column> {
+        let partitions = self.partitions.lock().names();
+        let columns = columns
+            .into_iter()
+            .filter(|c| !partitions.contains(&c.name))
+            .collect();
         match self.key {
             Some(_) => merge::change_columns(columns),
             None => columns,

@@ -286,6 +286,101 @@ async fn delta_columns_follow_the_records_through_restores() {
     );
 }
 
+/// `record(i)`, every 500th with a `day` that is not a date.
+fn dated(i: u64) -> Value {
+    let mut r = record(i);
+    if i % 500 == 499 {
+        r["day"] = json!("someday");
+    }
+    r
+}
+
+/// A table another engine made, partitioned by `ok` and `day` (`deltalake`'s
+/// `write_deltalake(partition_by=...)`): the sink writes each record under `ok=…/day=…/`,
+/// leaves the partition columns out of the files and names their values in the log;
+/// `deltalake` reads every record with its own values, and a record whose `day` is not a date
+/// goes to the dead-letter file whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_a_partitioned_table_gets_its_files_in_partition_directories() {
+    let Some(py) = python() else { return };
+    let table = Table::local();
+    let Table::Local(dir) = &table else {
+        unreachable!()
+    };
+    let create = r#"
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("price", pa.float64()),
+    ("ok", pa.bool_()), ("day", pa.date32()), ("at", pa.timestamp("us", tz="UTC"))])
+write_deltalake(sys.argv[1], schema.empty_table(), partition_by=["ok", "day"])
+"#;
+    let made = std::process::Command::new(&py)
+        .args(["-c", create, &dir.path().display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let dead = tempfile::tempdir().unwrap();
+    let dlq_path = dead.path().join("dead.jsonl");
+    let dlq = Arc::new(FileDeadLetterQueue::open(&dlq_path).await.unwrap());
+    let url = table.url();
+    let sink = move || {
+        let dlq = dlq.clone();
+        DeltaSinkBuilder::new(&url)
+            .files(move |f| f.error_policy(ErrorPolicy::DeadLetter(dlq)))
+            .build()
+            .unwrap()
+    };
+    let n = 6_000;
+    let name = rivus_testkit::services::unique_name("delta-partitioned");
+    job_of(
+        dated,
+        &name,
+        n,
+        2,
+        None,
+        Arc::default(),
+        sink,
+        &MemoryStateBackend::new(),
+    )
+    .run()
+    .await
+    .unwrap();
+
+    let read = table.read(&py);
+    let bad = |i: u64| i % 500 == 499;
+    assert_eq!(
+        read.ids(),
+        (0..n).filter(|i| !bad(*i)).collect::<Vec<_>>(),
+        "every record once, but those without a date"
+    );
+    for r in &read.rows {
+        let want = record(r["id"].as_u64().unwrap());
+        assert_eq!(r["day"], want["day"], "{r}");
+        assert_eq!(r["ok"], want["ok"], "{r}");
+        assert_eq!(r["name"], want["name"], "{r}");
+    }
+    let partition_dirs = std::fs::read_dir(dir.path().join("ok=true"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("day=2024-03-"))
+        .count();
+    assert_eq!(partition_dirs, 14, "a directory per even day of `ok=true`");
+    let letters = FileDeadLetterQueue::read_all(&dlq_path).await.unwrap();
+    let ids: Vec<u64> = letters
+        .iter()
+        .map(|l| {
+            assert!(l.reason.contains("`day`"), "{}", l.reason);
+            let v: Value = serde_json::from_slice(&l.payload).unwrap();
+            v["id"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(ids.len() as u64, n / 500, "{ids:?}");
+}
+
 #[tokio::test]
 async fn delta_a_missing_table_is_refused_unless_created() {
     let table = Table::local();

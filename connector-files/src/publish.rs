@@ -27,6 +27,13 @@ pub trait Publish: Send + Sync + std::fmt::Debug {
         declared: Option<&[Column]>,
     ) -> Result<Option<Vec<Column>>>;
 
+    /// After [`open`](Publish::open): the table's partition columns, whose values name the
+    /// files' directories (`col=value/`, in this order) and which the files leave out (default
+    /// none).
+    fn partition_columns(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The row the files hold for `record` (`None`: the record as it is, the default). A table
     /// that applies change records turns each into the row of a change file; an error sends
     /// the record, whole, to the error policy.

@@ -110,6 +110,9 @@ pub enum SchemaSource {
 pub(crate) struct Schema {
     pub(crate) columns: Vec<Column>,
     pub(crate) arrow: arrow_schema::SchemaRef,
+    /// Fields records may have that the files leave out (a table's partition columns, whose
+    /// values name the files' directories).
+    pub(crate) skipped: Vec<String>,
 }
 
 impl Schema {
@@ -121,7 +124,14 @@ impl Schema {
         Schema {
             columns,
             arrow: Arc::new(arrow_schema::Schema::new(fields)),
+            skipped: Vec::new(),
         }
+    }
+
+    /// The same columns, the records' fields `skipped` left out of the files.
+    pub(crate) fn skipping(mut self, skipped: &[String]) -> Schema {
+        self.skipped = skipped.to_vec();
+        self
     }
 
     /// The columns of `records` (see the module docs).
@@ -143,7 +153,12 @@ impl Schema {
     /// The fields of `records` with a value that are not columns, as new nullable columns
     /// typed by the inference rule (ordered by name), leaving out those `skip` names.
     pub(crate) fn added(&self, records: &[&Value], skip: &HashSet<String>) -> Vec<Column> {
-        let known: HashSet<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        let known: HashSet<&str> = self
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(self.skipped.iter().map(String::as_str))
+            .collect();
         types(records, |k| !known.contains(k) && !skip.contains(k))
             .into_iter()
             .filter_map(|(name, ty)| Some(Column::nullable(name, ty?)))
@@ -156,10 +171,9 @@ impl Schema {
         let obj = record
             .as_object()
             .ok_or_else(|| "the record is not a JSON object".to_owned())?;
-        if let Some((k, _)) = obj
-            .iter()
-            .find(|(k, v)| !v.is_null() && !self.columns.iter().any(|c| &c.name == *k))
-        {
+        if let Some((k, _)) = obj.iter().find(|(k, v)| {
+            !v.is_null() && !self.columns.iter().any(|c| &c.name == *k) && !self.skipped.contains(k)
+        }) {
             return Err(format!("field `{k}` is not a column of the file's schema"));
         }
         let mut out = Map::with_capacity(self.columns.len());

@@ -78,6 +78,10 @@ pub struct FilesSink {
     s: Arc<Settings>,
     staging: Option<Staging>,
     schema: Option<Schema>,
+    /// The partition directories: the setting's, or the table's partition columns.
+    path: PathTemplate,
+    /// The table's partition columns (left out of the files).
+    partitions: Vec<String>,
     /// Fields the table would not take as columns (their records go to the error policy).
     refused: HashSet<String>,
     files: HashMap<String, OpenFile>,
@@ -116,6 +120,8 @@ impl FilesSink {
     pub(crate) fn from_settings(s: Settings) -> FilesSink {
         let errors = ErrorHandler::new(s.policy.clone(), s.location.url()).connector("files");
         FilesSink {
+            path: s.path.clone(),
+            partitions: Vec::new(),
             s: Arc::new(s),
             staging: None,
             schema: None,
@@ -308,11 +314,23 @@ impl RichFunction for FilesSink {
             .await?;
         self.txns = Some(txns);
         self.publish().await?;
+        if let Some(table) = &self.s.publish {
+            self.partitions = table.partition_columns();
+            if !self.partitions.is_empty() {
+                let template: String = self
+                    .partitions
+                    .iter()
+                    .map(|p| format!("{p}={{{p}}}/"))
+                    .collect();
+                self.path = PathTemplate::parse(&template, "path")?;
+            }
+        }
+        let partitions = self.partitions.clone();
         self.schema = match (table_columns, &self.s.schema) {
             (Some(cols), SchemaSource::Declared(declared)) => {
-                Some(Schema::new(json_kept(cols, declared)))
+                Some(Schema::new(json_kept(cols, declared)).skipping(&partitions))
             }
-            (Some(cols), _) => Some(Schema::new(cols)),
+            (Some(cols), _) => Some(Schema::new(cols).skipping(&partitions)),
             (None, SchemaSource::Declared(cols)) => Some(Schema::new(cols.clone())),
             (None, SchemaSource::Registry { config, subject }) => {
                 Some(Schema::new(registry_columns(config, subject).await?))
@@ -549,7 +567,7 @@ impl FilesSink {
         for d in dirs {
             self.roll(&d).await?;
         }
-        self.schema = Some(Schema::new(columns));
+        self.schema = Some(Schema::new(columns).skipping(&self.partitions));
         Ok(())
     }
 
@@ -593,7 +611,7 @@ impl FilesSink {
         // field).
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
-        let fixed = self.s.path.fixed();
+        let fixed = self.path.fixed();
         if let Some(dir) = &fixed {
             groups.push((
                 dir.clone(),
@@ -605,7 +623,7 @@ impl FilesSink {
             .enumerate()
             .filter(|(i, _)| fixed.is_none() && !dropped[*i])
         {
-            match self.s.path.render(v, event_time(i)) {
+            match self.path.render(v, event_time(i)) {
                 Ok(dir) => {
                     let g = match at.get(&dir) {
                         Some(g) => *g,
