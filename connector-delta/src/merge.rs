@@ -15,12 +15,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use delta_kernel::arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
-use delta_kernel::arrow::compute::{concat_batches, filter_record_batch};
+use delta_kernel::arrow::compute::{
+    concat_batches, filter_record_batch, sort_to_indices, take_record_batch,
+};
 use delta_kernel::arrow::datatypes::{Int64Type, Schema as ArrowSchema};
 use delta_kernel::arrow::json::{ArrayWriter, ReaderBuilder};
 use delta_kernel::engine::arrow_conversion::TryFromKernel;
 use delta_kernel::engine::arrow_data::ArrowEngineData;
-use delta_kernel::schema::SchemaRef;
+use delta_kernel::expressions::{Expression, Predicate, Scalar};
+use delta_kernel::schema::{DataType, SchemaRef};
 use delta_kernel::{Engine, FileMeta, FilteredEngineData, KernelError, KernelResult, SnapshotRef};
 use serde_json::{Map, Value};
 use url::Url;
@@ -173,33 +176,49 @@ pub(crate) fn read(
     Ok(out)
 }
 
-/// What applying a checkpoint's changes to a version of the table takes.
-pub(crate) struct Plan {
+/// What applying a checkpoint's changes to a version of the table came to.
+pub(crate) struct Applied {
     /// The data files to remove (rows of the scan's file list, selected).
     pub(crate) removes: Vec<FilteredEngineData>,
-    /// The data to write, as one file: the removed files' rows that stay, and the written
-    /// rows.
-    pub(crate) batches: Vec<RecordBatch>,
     /// Written rows whose unchanged columns had no earlier value (left null).
     pub(crate) unknown: usize,
+    /// Data files whose keys were read, and those rewritten.
+    pub(crate) read: usize,
+    pub(crate) rewritten: usize,
 }
 
-/// Plans applying `last` (by key columns `key`) to `snapshot`, whose files are under `root`.
-pub(crate) fn plan(
+/// Applies `last` (by key columns `key`) to `snapshot`, whose files are under `root`: the
+/// rows that stay in the files holding changed keys, and the written rows, go to `emit` in
+/// batches of about `file_bytes` (in memory), sorted by key — a file each. Files whose key
+/// statistics exclude every changed key (a single key column of integers or text) are not read.
+pub(crate) fn apply(
     engine: &dyn Engine,
     snapshot: &SnapshotRef,
-    root: &Url,
-    key: &[String],
+    (root, key, file_bytes): (&Url, &[String], usize),
     last: &BTreeMap<String, Last>,
-) -> KernelResult<Plan> {
+    emit: &mut dyn FnMut(RecordBatch) -> KernelResult<()>,
+) -> KernelResult<Applied> {
     let schema = snapshot.schema();
     let arrow = Arc::new(ArrowSchema::try_from_kernel(schema.as_ref())?);
     let key_schema = schema.project(key)?;
+    let mut out = Output {
+        sort: match key {
+            [k] => arrow.index_of(k).ok(),
+            _ => None,
+        },
+        arrow: Arc::clone(&arrow),
+        limit: file_bytes.max(1),
+        pending: Vec::new(),
+        bytes: 0,
+        emit,
+    };
     // Rows replaced by a write that did not carry some of their columns, by key.
     let mut replaced: HashMap<String, Map<String, Value>> = HashMap::new();
-    let mut removes = Vec::new();
-    let mut batches = Vec::new();
-    let scan = Arc::clone(snapshot).scan_builder().build()?;
+    let (mut removes, mut read_files, mut rewritten) = (Vec::new(), 0, 0);
+    let scan = Arc::clone(snapshot)
+        .scan_builder()
+        .with_predicate(key_range(&schema, key, last))
+        .build()?;
     for meta in scan.scan_metadata(engine)? {
         let (data, selected) = meta?.scan_files.into_parts();
         let files = ArrowEngineData::try_from_engine_data(data)?;
@@ -223,6 +242,7 @@ pub(crate) fn plan(
                 last_modified: 0,
                 size: sizes.value(i).max(0) as u64,
             };
+            read_files += 1;
             let touched = read(engine, &file, &key_schema)?
                 .iter()
                 .map(rows_of)
@@ -234,6 +254,7 @@ pub(crate) fn plan(
                 continue;
             }
             *gone = true;
+            rewritten += 1;
             for batch in read(engine, &file, &schema)? {
                 let rows = rows_of(&batch)?;
                 let keep: BooleanArray = rows
@@ -249,10 +270,7 @@ pub(crate) fn plan(
                         Some(hit.is_none())
                     })
                     .collect();
-                let kept = filter_record_batch(&batch, &keep)?;
-                if kept.num_rows() > 0 {
-                    batches.push(kept);
-                }
+                out.push(filter_record_batch(&batch, &keep)?)?;
             }
         }
         if remove.iter().any(|r| *r) {
@@ -286,20 +304,98 @@ pub(crate) fn plan(
             .build_decoder()?;
         decoder.serialize(&written)?;
         if let Some(batch) = decoder.flush()? {
-            batches.push(batch);
+            out.push(batch)?;
         }
     }
-    // One file of what stays and what is written: the rewritten files merge into it, so a
-    // table whose rows change a few at a time does not grow a file per checkpoint and file.
-    let batches = match batches.is_empty() {
-        true => Vec::new(),
-        false => vec![concat_batches(&arrow, &batches)?],
-    };
-    Ok(Plan {
+    out.flush()?;
+    Ok(Applied {
         removes,
-        batches,
         unknown,
+        read: read_files,
+        rewritten,
     })
+}
+
+/// The range of the changed keys, for the scan to skip the files whose statistics lie outside
+/// it: a single key column of integers or text; `None` (every file) otherwise.
+fn key_range(
+    schema: &SchemaRef,
+    key: &[String],
+    last: &BTreeMap<String, Last>,
+) -> Option<Arc<Predicate>> {
+    let [k] = key else { return None };
+    let ty = schema.field(k)?.data_type().clone();
+    let scalars: Vec<Scalar> = if ty == DataType::LONG {
+        let v: Vec<i64> = last.keys().filter_map(|t| t.parse().ok()).collect();
+        [v.iter().min()?, v.iter().max()?]
+            .map(|n| Scalar::Long(*n))
+            .to_vec()
+    } else if ty == DataType::INTEGER {
+        let v: Vec<i32> = last.keys().filter_map(|t| t.parse().ok()).collect();
+        [v.iter().min()?, v.iter().max()?]
+            .map(|n| Scalar::Integer(*n))
+            .to_vec()
+    } else if ty == DataType::STRING {
+        // The map is ordered by text: its first and last keys.
+        [last.keys().next()?, last.keys().next_back()?]
+            .map(|t| Scalar::String(t.clone()))
+            .to_vec()
+    } else {
+        return None;
+    };
+    let column = Expression::column([k.as_str()]);
+    Some(Arc::new(Predicate::and(
+        column.clone().ge(Expression::literal(scalars[0].clone())),
+        column.le(Expression::literal(scalars[1].clone())),
+    )))
+}
+
+/// The rows a merge writes, gathered into files of about `limit` bytes (in memory), each
+/// sorted by the key column when there is one (so that files hold narrow key ranges).
+struct Output<'a> {
+    arrow: Arc<ArrowSchema>,
+    sort: Option<usize>,
+    limit: usize,
+    pending: Vec<RecordBatch>,
+    bytes: usize,
+    emit: &'a mut dyn FnMut(RecordBatch) -> KernelResult<()>,
+}
+
+impl Output<'_> {
+    fn push(&mut self, batch: RecordBatch) -> KernelResult<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.bytes += batch.get_array_memory_size();
+        self.pending.push(batch);
+        if self.bytes >= self.limit {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> KernelResult<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut batch = concat_batches(&self.arrow, &self.pending)?;
+        let bytes = std::mem::take(&mut self.bytes).max(1);
+        self.pending.clear();
+        if let Some(i) = self.sort {
+            let order = sort_to_indices(batch.column(i), None, None)?;
+            batch = take_record_batch(&batch, &order)?;
+        }
+        // A batch larger than a file (a checkpoint's many written rows) goes out in slices.
+        let rows = batch.num_rows();
+        let per_file = (rows * self.limit / bytes).clamp(1, rows.max(1));
+        let mut at = 0;
+        while at < rows {
+            let len = per_file.min(rows - at);
+            (self.emit)(batch.slice(at, len))?;
+            at += len;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

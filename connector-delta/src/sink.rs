@@ -83,17 +83,18 @@ impl DeltaSinkBuilder {
     /// What `rivus check` says: the table's version and columns read from its log, or that it
     /// is created at start; a missing table without `create_table` is refused.
     pub async fn report(self) -> Result<String> {
-        self.table()?.report().await
+        self.table(0)?.report().await
     }
 
     /// The data files under the table's root that its newest version does not name (oldest
     /// first): what a failure may leave — see the README, "Orphan files". Lists only.
     pub async fn orphans(self) -> Result<Vec<Orphan>> {
-        self.table()?.orphans().await
+        self.table(0)?.orphans().await
     }
 
-    /// The table at `url`, in the store the options name.
-    fn table(&self) -> Result<DeltaTable> {
+    /// The table at `url`, in the store the options name; a merge writes files of about
+    /// `file_size` bytes.
+    fn table(&self, file_size: u64) -> Result<DeltaTable> {
         let location = Location::parse(&self.url, "url")?;
         let (root, store) = table_store(&location, &self.s3)?;
         Ok(DeltaTable::new(
@@ -101,11 +102,12 @@ impl DeltaSinkBuilder {
             store,
             self.create_table,
             self.key.clone(),
+            usize::try_from(file_size).unwrap_or(usize::MAX),
         ))
     }
 
     /// The sink; an option out of range is refused with its name.
-    pub fn build(self) -> Result<DeltaSink> {
+    pub fn build(mut self) -> Result<DeltaSink> {
         if let Some(key) = &self.key {
             if key.is_empty() {
                 return Err(rivus_core::Error::config("key", "no key column named"));
@@ -117,9 +119,11 @@ impl DeltaSinkBuilder {
                 ));
             }
         }
-        let table = self.table()?;
+        let tune = std::mem::replace(&mut self.files, Box::new(|b| b));
+        let files = tune(FilesSink::builder(&self.url));
+        let table = self.table(files.file_size())?;
         // The table's settings last: the files' own options cannot move them.
-        let files = (self.files)(FilesSink::builder(&self.url))
+        let files = files
             .s3(self.s3)
             .format(FileFormat::Parquet(self.compression))
             .table(Arc::new(table));

@@ -56,6 +56,8 @@ pub(crate) struct DeltaTable {
     create: bool,
     /// `apply_changes`: the key columns the changes are applied by.
     key: Option<Vec<String>>,
+    /// The size of the files a merge writes (bytes of Arrow data in memory).
+    file_bytes: usize,
     /// The table's partition columns, read at open.
     partitions: parking_lot::Mutex<Partitions>,
     /// Change files merged, by the checkpoint that merged them: deleted once a later
@@ -86,6 +88,7 @@ impl DeltaTable {
         store: Arc<DynObjectStore>,
         create: bool,
         key: Option<Vec<String>>,
+        file_bytes: usize,
     ) -> DeltaTable {
         let engine = DefaultEngineBuilder::new(Arc::clone(&store)).build();
         let checkpoints = Checkpoints::new(Arc::clone(&store));
@@ -97,6 +100,7 @@ impl DeltaTable {
             engine: Arc::new(engine),
             create,
             key,
+            file_bytes,
             partitions: parking_lot::Mutex::new(Partitions::default()),
             merged: parking_lot::Mutex::new(Vec::new()),
             app: parking_lot::Mutex::new(String::new()),
@@ -503,22 +507,53 @@ impl Publish for DeltaTable {
         let last = self.changes_of(&key, &adds).await?;
         let what = format!("{} changed keys", last.len());
         let (engine, root) = (Arc::clone(&self.engine), self.root.clone());
+        let file_bytes = self.file_bytes;
         let handle = tokio::runtime::Handle::current();
-        self.commit(&app, sequence, &what, UpdateTableOperation::Merge, move |snapshot, engine2, txn| {
-            let context = txn.write_state()?.write_context_builder().build()?;
-            let plan = merge::plan(engine2, snapshot, &root, &key, &last)?;
-            if plan.unknown > 0 {
-                tracing::warn!(rows = plan.unknown, "delta: written rows whose unchanged columns had no earlier value (left null)");
-            }
-            for batch in plan.batches {
-                let data = ArrowEngineData::new(batch);
-                txn.add_files(handle.block_on(engine.write_parquet(&data, &context))?);
-            }
-            for r in plan.removes {
-                txn.remove_files(r);
-            }
-            Ok(())
-        })
+        self.commit(
+            &app,
+            sequence,
+            &what,
+            UpdateTableOperation::Merge,
+            move |snapshot, engine2, txn| {
+                let context = txn.write_state()?.write_context_builder().build()?;
+                let mut added = Vec::new();
+                let applied = merge::apply(
+                    engine2,
+                    snapshot,
+                    (&root, &key, file_bytes),
+                    &last,
+                    &mut |batch| {
+                        let data = ArrowEngineData::new(batch);
+                        added.push(handle.block_on(engine.write_parquet(&data, &context))?);
+                        Ok(())
+                    },
+                )?;
+                if applied.unknown > 0 {
+                    tracing::warn!(
+                    rows = applied.unknown,
+                    "delta: written rows whose unchanged columns had no earlier value (left null)"
+                );
+                }
+                tracing::debug!(
+                    read = applied.read,
+                    rewritten = applied.rewritten,
+                    written = added.len(),
+                    "delta: merge"
+                );
+                let table = root.to_string();
+                metrics::counter!("rivus_delta_merge_files_read", "table" => table.clone())
+                    .increment(applied.read as u64);
+                metrics::counter!("rivus_delta_merge_files_rewritten", "table" => table)
+                    .increment(applied.rewritten as u64);
+                for a in added {
+                    txn.add_files(a);
+                }
+                for r in applied.removes {
+                    txn.remove_files(r);
+                }
+                Ok(())
+            },
+        )
         .await?;
         self.forget_merged(sequence, &adds).await;
         Ok(())

@@ -176,3 +176,162 @@ async fn delta_changes_applied_by_key_through_restores_equal_the_source() {
         "every record that is not a change dead-lettered"
     );
 }
+
+/// Insert `i`: key `i` in order.
+fn insert(i: u64) -> Value {
+    json!({"op": "c", "before": null, "source": {"table": "t"},
+        "after": {"id": i, "name": format!("name-{i}"), "n": 0, "doc": "x".repeat(40)}})
+}
+
+/// Update `i`: one of ten keys from 100.
+fn update(i: u64) -> Value {
+    let id = 100 + i % 10;
+    json!({"op": "u", "before": null, "source": {"table": "t"},
+        "after": {"id": id, "name": format!("name-{id}"), "n": i + 1,
+            "doc": UNCHANGED}})
+}
+
+/// A merge writes files of about the target size sorted by key, and skips the files whose key
+/// statistics lie outside the changed keys: keys inserted in order (each merge reads no file:
+/// the new keys lie beyond every file's range), then ten of them updated — one file read and
+/// rewritten, the others neither — and `deltalake` reads every row with its last values (the
+/// unchanged `doc` kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_changes_rewrite_only_the_files_holding_changed_keys() {
+    let Some(py) = python() else { return };
+    // The merges' counts, labelled by table (the only test of this binary that installs one).
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    // A run's files read and rewritten by merges of `table` (a snapshot drains the counters).
+    let counts = |table: &str| -> (u64, u64) {
+        let mut out = (0, 0);
+        for (k, _, _, v) in snapshotter.snapshot().into_vec() {
+            let of_table = k
+                .key()
+                .labels()
+                .any(|l| l.key() == "table" && l.value().starts_with(table));
+            let metrics_util::debugging::DebugValue::Counter(n) = v else {
+                continue;
+            };
+            match k.key().name() {
+                "rivus_delta_merge_files_read" if of_table => out.0 += n,
+                "rivus_delta_merge_files_rewritten" if of_table => out.1 += n,
+                _ => {}
+            }
+        }
+        out
+    };
+    let table = Table::local();
+    let url = table.url();
+    let sink = move || {
+        rivus_connector_delta::DeltaSinkBuilder::new(&url)
+            .create_table(true)
+            .apply_changes(vec!["id".into()])
+            .files(|f| {
+                f.schema(vec![
+                    Column {
+                        name: "id".into(),
+                        ty: ColumnType::Int64,
+                        nullable: false,
+                    },
+                    Column::nullable("name", ColumnType::String),
+                    Column::nullable("n", ColumnType::Int64),
+                    Column::nullable("doc", ColumnType::String),
+                ])
+                .target_file_size(32 * 1024)
+            })
+            .build()
+            .unwrap()
+    };
+    let name = rivus_testkit::services::unique_name("delta-changes-files");
+    let n = 6_000;
+    let mut read_rewritten = Vec::new();
+    for (map, count) in [(insert as fn(u64) -> Value, n), (update, 20)] {
+        job_of(
+            map,
+            &name,
+            count,
+            1,
+            None,
+            Arc::default(),
+            sink.clone(),
+            &MemoryStateBackend::new(),
+        )
+        .run()
+        .await
+        .unwrap();
+        read_rewritten.push(counts(&table.url()));
+    }
+    assert_eq!(
+        read_rewritten[0],
+        (0, 0),
+        "inserts beyond every file's keys read none"
+    );
+    assert_eq!(
+        read_rewritten[1],
+        (1, 1),
+        "ten keys of one file: that file alone"
+    );
+    let read = table.read(&py);
+    assert_eq!(read.ids(), (0..n).collect::<Vec<_>>(), "every key once");
+    for r in &read.rows {
+        let id = r["id"].as_u64().unwrap();
+        let want_n = if (100..110).contains(&id) {
+            id - 100 + 11
+        } else {
+            0
+        };
+        assert_eq!(r["n"], json!(want_n), "{r}");
+        assert_eq!(
+            r["doc"],
+            json!("x".repeat(40)),
+            "the unchanged value kept: {r}"
+        );
+    }
+    assert!(read.files >= 8, "files of the target size: {}", read.files);
+    // Compare with the table before the updates: a second table read would need a version;
+    // the log's removes say which files the updates rewrote.
+    let Table::Local(dir) = &table else {
+        unreachable!()
+    };
+    let removed = removed_after_inserts(dir.path());
+    assert!(
+        removed <= 2,
+        "the updates rewrote {removed} of {} files",
+        read.files
+    );
+}
+
+/// Data files the commits after the first merge without updates removed: the log's `remove`
+/// actions in versions whose `commitInfo` says `MERGE` and that follow the last insert.
+fn removed_after_inserts(dir: &std::path::Path) -> usize {
+    let mut commits: Vec<_> = std::fs::read_dir(dir.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    commits.sort();
+    let actions: Vec<Vec<Value>> = commits
+        .iter()
+        .map(|c| {
+            std::fs::read_to_string(c)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .collect();
+    // The updates' job is the second run: its commits carry another application id.
+    let app = |a: &[Value]| {
+        a.iter()
+            .find_map(|x| x.get("txn")?.get("appId")?.as_str().map(str::to_owned))
+    };
+    let first = actions.iter().find_map(|a| app(a)).unwrap();
+    actions
+        .iter()
+        .filter(|a| app(a).is_some_and(|id| id != first))
+        .map(|a| a.iter().filter(|x| x.get("remove").is_some()).count())
+        .sum()
+}

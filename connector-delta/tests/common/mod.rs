@@ -98,7 +98,13 @@ impl Table {
         Read {
             version: head["version"].as_i64().unwrap(),
             schema: head["schema"].clone(),
-            files: head["files"].as_u64().unwrap(),
+            files: head["files"].as_array().unwrap().len() as u64,
+            uris: head["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u.as_str().unwrap().to_owned())
+                .collect(),
             rows,
         }
     }
@@ -110,6 +116,8 @@ pub(crate) struct Read {
     pub version: i64,
     pub schema: Value,
     pub files: u64,
+    /// The data files' URIs, sorted.
+    pub uris: Vec<String>,
     pub rows: Vec<Value>,
 }
 
@@ -133,7 +141,7 @@ data = t.to_pyarrow_table()
 print(json.dumps({
     "version": t.version(),
     "schema": {f.name: str(f.type) for f in data.schema},
-    "files": len(t.file_uris()),
+    "files": sorted(t.file_uris()),
 }))
 for r in data.to_pylist():
     print(json.dumps(r, default=str, sort_keys=True))

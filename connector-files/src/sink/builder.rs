@@ -116,6 +116,12 @@ impl FilesSinkBuilder {
         table(p: Arc<dyn Publish>) => publish = Some(p);
     }
 
+    /// The size at which files close (`target_file_size`), for a table that writes files of
+    /// its own alike.
+    pub fn file_size(&self) -> u64 {
+        self.target_file_size
+    }
+
     /// Checks the options; errors name the option (`part_size`, `schema[0].name`).
     pub fn build(self) -> Result<FilesSink> {
         let location = Location::parse(&self.url, "url")?;
