@@ -192,10 +192,10 @@ fn update(i: u64) -> Value {
 }
 
 /// A merge writes files of about the target size sorted by key, and skips the files whose key
-/// statistics lie outside the changed keys: keys inserted in order (each merge reads no file:
-/// the new keys lie beyond every file's range), then ten of them updated — one file read and
-/// rewritten, the others neither — and `deltalake` reads every row with its last values (the
-/// unchanged `doc` kept).
+/// statistics lie outside the changed keys: 6 000 keys inserted in one merge (files of ~32 KiB
+/// in key order), then ten of them updated in another — one file read and rewritten, the
+/// others neither — and `deltalake` reads every row with its last values (the unchanged `doc`
+/// kept).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delta_changes_rewrite_only_the_files_holding_changed_keys() {
     let Some(py) = python() else { return };
@@ -248,25 +248,30 @@ async fn delta_changes_rewrite_only_the_files_holding_changed_keys() {
     let n = 6_000;
     let mut read_rewritten = Vec::new();
     for (map, count) in [(insert as fn(u64) -> Value, n), (update, 20)] {
-        job_of(
-            map,
-            &name,
-            count,
-            1,
-            None,
-            Arc::default(),
-            sink.clone(),
-            &MemoryStateBackend::new(),
-        )
-        .run()
-        .await
-        .unwrap();
+        // Checkpoints far apart: the end of the input's is the only one, so each run is one
+        // merge (and the files' boundaries do not depend on timing).
+        let sink = sink.clone();
+        Pipeline::new(&name)
+            .checkpointing(CheckpointConfig::new(
+                std::time::Duration::from_secs(3_600),
+                Arc::new(MemoryStateBackend::new()),
+            ))
+            .batch_size(500)
+            .source("seq", 1, move |i| {
+                rivus_testkit::SequenceSource::new(i, 1, Some(count), Arc::default())
+            })
+            .map(map)
+            .sink("delta", 1, move |_| sink())
+            .unwrap()
+            .run()
+            .await
+            .unwrap();
         read_rewritten.push(counts(&table.url()));
     }
     assert_eq!(
         read_rewritten[0],
         (0, 0),
-        "inserts beyond every file's keys read none"
+        "inserts into an empty table read none"
     );
     assert_eq!(
         read_rewritten[1],
