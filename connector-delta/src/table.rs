@@ -733,19 +733,22 @@ impl DeltaTable {
     /// Queues the change files just merged for deletion, and deletes those merged at an
     /// earlier checkpoint than `sequence`'s (no restore can make them visible again now).
     async fn forget_merged(&self, sequence: Option<u64>, adds: &[(FileMeta, u64)]) {
-        let checkpoint = sequence.map_or(u64::MAX, |s| s / 2);
-        let due: Vec<StorePath> = {
-            let mut merged = self.merged.lock();
-            for (file, _) in adds {
-                if let Ok(path) = StorePath::from_url_path(file.location.path()) {
-                    merged.push((checkpoint, path));
-                }
+        let paths = adds
+            .iter()
+            .filter_map(|(file, _)| StorePath::from_url_path(file.location.path()).ok());
+        let due: Vec<StorePath> = match sequence {
+            // Without checkpoints no restore comes back to them: gone at once.
+            None => paths.collect(),
+            Some(s) => {
+                let checkpoint = s / 2;
+                let mut merged = self.merged.lock();
+                merged.extend(paths.map(|p| (checkpoint, p)));
+                let (due, kept) = std::mem::take(&mut *merged)
+                    .into_iter()
+                    .partition(|(c, _)| *c < checkpoint);
+                *merged = kept;
+                due.into_iter().map(|(_, p)| p).collect()
             }
-            let (due, kept) = std::mem::take(&mut *merged)
-                .into_iter()
-                .partition(|(c, _)| *c < checkpoint);
-            *merged = kept;
-            due.into_iter().map(|(_, p)| p).collect()
         };
         for path in due {
             if let Err(e) = self.store.delete(&path).await {
