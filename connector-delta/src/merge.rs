@@ -201,6 +201,10 @@ pub(crate) fn apply(
     let schema = snapshot.schema();
     let arrow = Arc::new(ArrowSchema::try_from_kernel(schema.as_ref())?);
     let key_schema = schema.project(key)?;
+    let key_columns = key
+        .iter()
+        .map(|k| arrow.index_of(k))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut out = Output {
         sort: match key {
             [k] => arrow.index_of(k).ok(),
@@ -256,21 +260,22 @@ pub(crate) fn apply(
             *gone = true;
             rewritten += 1;
             for batch in read(engine, &file, &schema)? {
-                let rows = rows_of(&batch)?;
-                let keep: BooleanArray = rows
-                    .iter()
-                    .map(|r| {
-                        let k = key_of(r, key);
-                        let hit = k.as_ref().and_then(|k| last.get(k));
-                        if let (Some(k), Some(Last::Write { unchanged, .. })) = (&k, hit) {
-                            if !unchanged.is_empty() {
-                                replaced.insert(k.clone(), r.clone());
-                            }
+                // The keys as JSON (the key columns only); a whole row only where a write
+                // takes columns from it.
+                let keys = rows_of(&batch.project(&key_columns)?)?;
+                let mut keep = Vec::with_capacity(keys.len());
+                for (i, r) in keys.iter().enumerate() {
+                    let k = key_of(r, key);
+                    let hit = k.as_ref().and_then(|k| last.get(k));
+                    if let (Some(k), Some(Last::Write { unchanged, .. })) = (&k, hit) {
+                        if !unchanged.is_empty() {
+                            let row = rows_of(&batch.slice(i, 1))?.pop().unwrap_or_default();
+                            replaced.insert(k.clone(), row);
                         }
-                        Some(hit.is_none())
-                    })
-                    .collect();
-                out.push(filter_record_batch(&batch, &keep)?)?;
+                    }
+                    keep.push(Some(hit.is_none()));
+                }
+                out.push(filter_record_batch(&batch, &BooleanArray::from(keep))?)?;
             }
         }
         if remove.iter().any(|r| *r) {
