@@ -7,8 +7,9 @@
 //! checkpoint. The log is Delta's own Rust kernel (`delta_kernel`).
 //!
 //! - `sink.rs`: the builder;
-//! - `table.rs`: the table — read or created at open, added columns, the commits, the orphan
-//!   files;
+//! - `table/`: the table — read or created at open, appends (`mod.rs`), the commit loop
+//!   (`commit.rs`), added columns (`evolve.rs`), changes applied by key (`changes.rs`), the
+//!   orphan files (`orphans.rs`);
 //! - `merge.rs`: applying a checkpoint's changes by key (copy-on-write);
 //! - `partition.rs`: a partitioned table's directories and partition values;
 //! - `checkpoint.rs`: the log's checkpoints, every `delta.checkpointInterval` versions;
