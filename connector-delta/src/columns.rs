@@ -67,6 +67,7 @@ pub(crate) fn columns_of(schema: &StructType) -> std::result::Result<Vec<Column>
                 name: f.name().clone(),
                 ty,
                 nullable: f.is_nullable(),
+                field_id: None,
             })
         })
         .collect()
@@ -89,6 +90,7 @@ mod tests {
             name: name.into(),
             ty,
             nullable,
+            field_id: None,
         }
     }
 

@@ -36,6 +36,7 @@ impl SinkExternal for Delta {
                     name: "v".into(),
                     ty: ColumnType::String,
                     nullable: false,
+                    field_id: None,
                 }])
                 .target_file_size(4 * 1024)
                 .row_group_bytes(1024)

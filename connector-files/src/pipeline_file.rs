@@ -184,6 +184,7 @@ impl ColumnOption {
                 name: c.name.clone(),
                 ty: c.ty,
                 nullable: c.nullable.unwrap_or(true),
+                field_id: None,
             })
             .collect()
     }

@@ -9,6 +9,7 @@ use rivus_core::prelude::RuntimeContext;
 use rivus_core::Result;
 
 use crate::encode::Column;
+use crate::location::Location;
 use crate::staging::Recoverable;
 
 /// A table over the files a [`FilesSink`](crate::FilesSink) writes.
@@ -26,6 +27,13 @@ pub trait Publish: Send + Sync + std::fmt::Debug {
         ctx: &RuntimeContext,
         declared: Option<&[Column]>,
     ) -> Result<Option<Vec<Column>>>;
+
+    /// After [`open`](Publish::open): where the files go when the table decides it (an
+    /// Iceberg table's data directory, read from its catalog), instead of the sink's own
+    /// location (default).
+    fn location(&self) -> Option<Location> {
+        None
+    }
 
     /// After [`open`](Publish::open): the table's partition columns, whose values name the
     /// files' directories (`col=value/`, in this order) and which the files leave out (default

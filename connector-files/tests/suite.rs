@@ -35,6 +35,7 @@ impl SinkExternal for Files {
                 name: "v".into(),
                 ty: ColumnType::String,
                 nullable: false,
+                field_id: None,
             }])
             .target_file_size(4 * 1024)
             .error_policy(policy)

@@ -257,16 +257,19 @@ mod tests {
                 name: "id".into(),
                 ty: ColumnType::Int64,
                 nullable: false,
+                field_id: None,
             },
             Column {
                 name: "day".into(),
                 ty: ColumnType::Date,
                 nullable: true,
+                field_id: None,
             },
             Column {
                 name: "at".into(),
                 ty: ColumnType::Timestamp,
                 nullable: true,
+                field_id: None,
             },
         ];
         for codec in [AvroCodec::Null, AvroCodec::Deflate, AvroCodec::Zstandard] {

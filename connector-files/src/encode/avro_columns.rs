@@ -22,6 +22,7 @@ pub(crate) fn columns(schema: &Avro) -> Result<Vec<Column>, String> {
                 name: f.name.clone(),
                 ty,
                 nullable,
+                field_id: None,
             }
         })
         .collect())

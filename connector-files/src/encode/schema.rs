@@ -17,6 +17,9 @@ use serde_json::{Map, Value};
 
 use rivus_core::{Error, Result};
 
+/// The Arrow field metadata Parquet's writer turns into the column's `field_id`.
+const FIELD_ID: &str = "PARQUET:field_id";
+
 /// A column's type; a pipeline file names it in lower case (`int64`, or `long`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[cfg_attr(feature = "pipeline-file", derive(rivus_pipeline_file::JsonSchema))]
@@ -74,6 +77,9 @@ pub struct Column {
     pub ty: ColumnType,
     /// Whether it may be missing or null (default true).
     pub nullable: bool,
+    /// The column's id in a table that names columns by id (Iceberg), written into the
+    /// files' schema (Parquet's `field_id`); `None` for files named by column names alone.
+    pub field_id: Option<i32>,
 }
 
 impl Column {
@@ -83,6 +89,7 @@ impl Column {
             name: name.into(),
             ty,
             nullable: true,
+            field_id: None,
         }
     }
 }
@@ -119,7 +126,16 @@ impl Schema {
     pub(crate) fn new(columns: Vec<Column>) -> Schema {
         let fields: Vec<Field> = columns
             .iter()
-            .map(|c| Field::new(&c.name, c.ty.arrow(), c.nullable))
+            .map(|c| {
+                let field = Field::new(&c.name, c.ty.arrow(), c.nullable);
+                match c.field_id {
+                    Some(id) => field.with_metadata(std::collections::HashMap::from([(
+                        FIELD_ID.to_owned(),
+                        id.to_string(),
+                    )])),
+                    None => field,
+                }
+            })
             .collect();
         Schema {
             columns,

@@ -280,16 +280,8 @@ impl RichFunction for FilesSink {
             .clone();
         let job = ctx.job_name().replace(['/', ' '], "_");
         self.job_tag = crate::staging::job_tag(ctx.job_name());
-        let staging = match &self.s.location {
-            Location::S3 { bucket, prefix } => {
-                let client = crate::location::s3_client(bucket, &self.s.s3)?;
-                Staging::S3(Arc::new(S3Staging::new(client, prefix, &job)))
-            }
-            Location::Local(dir) => Staging::Local(Arc::new(LocalStaging::new(dir.clone(), &job))),
-        };
-        self.staging = Some(staging.clone());
-        // The table first: it names the files' columns, and what the restore below makes
-        // visible is recorded in it under this job's name.
+        // The table first: it names the files' columns and may place them, and what the
+        // restore below makes visible is recorded in it under this job's name.
         let declared = match &self.s.schema {
             SchemaSource::Declared(cols) => Some(cols.as_slice()),
             _ => None,
@@ -298,6 +290,18 @@ impl RichFunction for FilesSink {
             Some(table) => table.open(ctx, declared).await?,
             None => None,
         };
+        let location = match self.s.publish.as_ref().and_then(|t| t.location()) {
+            Some(location) => location,
+            None => self.s.location.clone(),
+        };
+        let staging = match &location {
+            Location::S3 { bucket, prefix } => {
+                let client = crate::location::s3_client(bucket, &self.s.s3)?;
+                Staging::S3(Arc::new(S3Staging::new(client, prefix, &job)))
+            }
+            Location::Local(dir) => Staging::Local(Arc::new(LocalStaging::new(dir.clone(), &job))),
+        };
+        self.staging = Some(staging.clone());
         // What the checkpoint holds — rolled files and open ones as far as it saw them — is
         // committed by the subtask that owns their writer now; what no checkpoint refers to is
         // thrown away.

@@ -1,0 +1,268 @@
+//! [`IcebergTable`]: an Iceberg table kept over the files sink's files. At open it loads the
+//! table from its catalog (or creates it from the declared columns) and hands the sink the
+//! table's columns with their field ids and its data directory; when files become visible it
+//! appends them in one snapshot per writer and sequence (`commit.rs`), carrying the writer and
+//! sequence in the snapshot summary — which is how a restore finds what was committed before
+//! and never commits it twice. Columns the records bring are added by `evolve.rs`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use iceberg::table::Table;
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+use tokio::sync::OnceCell;
+
+use rivus_connector_files::{Column, Location, Publish, Recoverable, S3Options};
+use rivus_core::prelude::RuntimeContext;
+use rivus_core::{Error, Result};
+
+use crate::catalog::CatalogOptions;
+use crate::columns::{columns_of, json_value, schema_of, JSON_COLUMNS};
+use crate::error::iceberg_error;
+use crate::storage::Store;
+
+mod commit;
+mod evolve;
+
+/// One Iceberg table, shared by the subtasks of a sink.
+pub(crate) struct IcebergTable {
+    catalog_options: CatalogOptions,
+    s3: S3Options,
+    ident: TableIdent,
+    create: bool,
+    /// Connected at the first subtask's open, with the store of the table's files.
+    catalog: OnceCell<(Arc<dyn Catalog>, Store)>,
+    /// The table as last loaded or committed.
+    table: parking_lot::Mutex<Option<Table>>,
+    /// The job's name, recorded in each snapshot's summary.
+    job: parking_lot::Mutex<String>,
+    /// The table's data directory, read at open.
+    data: parking_lot::Mutex<Option<Location>>,
+}
+
+impl std::fmt::Debug for IcebergTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IcebergTable")
+            .field("table", &self.ident.to_string())
+            .field("catalog", &self.catalog_options)
+            .finish()
+    }
+}
+
+impl IcebergTable {
+    /// The table `ident` of the catalog; `create`: created from the declared columns when
+    /// missing.
+    pub(crate) fn new(
+        catalog: CatalogOptions,
+        s3: S3Options,
+        ident: TableIdent,
+        create: bool,
+    ) -> IcebergTable {
+        IcebergTable {
+            catalog_options: catalog,
+            s3,
+            ident,
+            create,
+            catalog: OnceCell::new(),
+            table: parking_lot::Mutex::new(None),
+            job: parking_lot::Mutex::new(String::new()),
+            data: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// The catalog, connected once.
+    async fn catalog(&self) -> Result<Arc<dyn Catalog>> {
+        Ok(Arc::clone(&self.connected().await?.0))
+    }
+
+    /// The store of the table's files.
+    async fn store(&self) -> Result<Store> {
+        Ok(self.connected().await?.1.clone())
+    }
+
+    async fn connected(&self) -> Result<&(Arc<dyn Catalog>, Store)> {
+        self.catalog
+            .get_or_try_init(|| async {
+                let store = Store::new(&self.catalog_options.warehouse()?, &self.s3)?;
+                let catalog = self.catalog_options.connect(store.clone()).await?;
+                Ok((catalog, store))
+            })
+            .await
+    }
+
+    /// The table as it is now in the catalog.
+    async fn load(&self) -> Result<Table> {
+        let catalog = self.catalog().await?;
+        let table = catalog
+            .load_table(&self.ident)
+            .await
+            .map_err(|e| iceberg_error(format!("iceberg: loading the table {}", self.ident), e))?;
+        *self.table.lock() = Some(table.clone());
+        Ok(table)
+    }
+
+    async fn exists(&self) -> Result<bool> {
+        self.catalog()
+            .await?
+            .table_exists(&self.ident)
+            .await
+            .map_err(|e| iceberg_error(format!("iceberg: looking up the table {}", self.ident), e))
+    }
+
+    /// Creates the table (and its namespace) with `columns`; another subtask or writer
+    /// creating it at the same time wins as well.
+    async fn create(&self, columns: &[Column]) -> Result<()> {
+        let catalog = self.catalog().await?;
+        let namespace: &NamespaceIdent = self.ident.namespace();
+        let what = |e| iceberg_error(format!("iceberg: creating the table {}", self.ident), e);
+        if !catalog.namespace_exists(namespace).await.map_err(what)? {
+            if let Err(e) = catalog
+                .create_namespace(namespace, Default::default())
+                .await
+            {
+                if !catalog.namespace_exists(namespace).await.map_err(what)? {
+                    return Err(what(e));
+                }
+            }
+        }
+        let schema = schema_of(columns)?;
+        let json: Vec<&str> = columns
+            .iter()
+            .filter(|c| c.ty == rivus_connector_files::ColumnType::Json)
+            .map(|c| c.name.as_str())
+            .collect();
+        let mut creation = TableCreation::builder()
+            .name(self.ident.name().to_owned())
+            .schema(schema)
+            .build();
+        if !json.is_empty() {
+            creation
+                .properties
+                .insert(JSON_COLUMNS.to_owned(), json_value(json));
+        }
+        match catalog.create_table(namespace, creation).await {
+            Ok(_) => {
+                tracing::info!(table = %self.ident, "iceberg: created the table");
+                Ok(())
+            }
+            // Another subtask created it between our look and ours.
+            Err(_) if self.exists().await? => Ok(()),
+            Err(e) => Err(what(e)),
+        }
+    }
+
+    fn missing(&self) -> Error {
+        Error::config(
+            "table",
+            format!(
+                "the catalog has no table {} (`create_table = true` creates it)",
+                self.ident
+            ),
+        )
+    }
+
+    /// What `rivus check` says of the table (nothing written).
+    pub(crate) async fn report(&self) -> Result<String> {
+        if !self.exists().await? {
+            return if self.create {
+                Ok(format!("{}: no table yet; created at start", self.ident))
+            } else {
+                Err(self.missing())
+            };
+        }
+        let table = self.load().await?;
+        let meta = table.metadata();
+        Ok(format!(
+            "{}: Iceberg table at {}, {} snapshots, {} columns",
+            self.ident,
+            meta.location(),
+            meta.snapshots().len(),
+            meta.current_schema().as_struct().fields().len()
+        ))
+    }
+
+    /// The table's columns, as the files take them.
+    fn columns(table: &Table) -> Result<Vec<Column>> {
+        let meta = table.metadata();
+        columns_of(meta.current_schema(), meta.properties())
+            .map_err(|e| e.under(&format!("the table {}", table.identifier())))
+    }
+}
+
+#[async_trait]
+impl Publish for IcebergTable {
+    async fn open(
+        &self,
+        ctx: &RuntimeContext,
+        declared: Option<&[Column]>,
+    ) -> Result<Option<Vec<Column>>> {
+        *self.job.lock() = ctx.job_name().to_owned();
+        if !self.exists().await? {
+            match (self.create, declared) {
+                (true, Some(cols)) => self.create(cols).await?,
+                (true, None) => {
+                    return Err(Error::config(
+                        "schema",
+                        format!(
+                            "the table {} does not exist: declare its columns to create it",
+                            self.ident
+                        ),
+                    ))
+                }
+                (false, _) => return Err(self.missing()),
+            }
+        }
+        let table = self.load().await?;
+        let spec = table.metadata().default_partition_spec();
+        if !spec.is_unpartitioned() {
+            return Err(Error::config(
+                "table",
+                format!(
+                    "the table {} is partitioned ({} fields): partitioned Iceberg tables are \
+                     not written yet",
+                    self.ident,
+                    spec.fields().len()
+                ),
+            ));
+        }
+        let root = table.metadata().location().trim_end_matches('/');
+        let data = Location::parse(&format!("{root}/data"), "table")
+            .map_err(|e| e.under(&format!("the table {}'s location", self.ident)))?;
+        let same_store = match (&data, &self.catalog_options.warehouse()?) {
+            (Location::S3 { bucket, .. }, Location::S3 { bucket: ours, .. }) => bucket == ours,
+            (Location::Local(_), Location::Local(_)) => true,
+            _ => false,
+        };
+        if !same_store {
+            return Err(Error::config(
+                "catalog.warehouse",
+                format!(
+                    "the table {} is at {}, outside the warehouse's store ({}): the sink \
+                     writes to the warehouse's bucket or disk",
+                    self.ident,
+                    data.url(),
+                    self.catalog_options.warehouse
+                ),
+            ));
+        }
+        *self.data.lock() = Some(data);
+        Ok(Some(Self::columns(&table)?))
+    }
+
+    fn location(&self) -> Option<Location> {
+        self.data.lock().clone()
+    }
+
+    async fn evolve(&self, added: &[Column]) -> Result<Vec<Column>> {
+        self.add_columns(added).await
+    }
+
+    async fn publish(
+        &self,
+        writer: &str,
+        sequence: Option<u64>,
+        files: &[Recoverable],
+    ) -> Result<()> {
+        self.append(writer, sequence, files).await
+    }
+}

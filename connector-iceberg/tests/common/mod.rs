@@ -1,0 +1,211 @@
+//! What the Iceberg tests share: a fresh catalog (its own name in the SQL catalog tables of the
+//! dev PostgreSQL) and warehouse (a prefix of the dev object store), pyiceberg as the
+//! independent reader through the same catalog, and small jobs.
+
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivus_connector_files::{Column, ColumnType, FilesSinkBuilder, S3Options};
+use rivus_connector_iceberg::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
+use rivus_core::prelude::*;
+use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
+use rivus_testkit::SequenceSource;
+use serde_json::{json, Value};
+
+/// A fresh catalog and warehouse on the dev PostgreSQL and object store.
+#[derive(Clone)]
+pub(crate) struct Lake {
+    pub catalog: CatalogOptions,
+    pub s3: S3Options,
+    endpoint: String,
+    pg: String,
+}
+
+impl Lake {
+    /// `None` when a service is not reachable and skipping was asked for.
+    pub(crate) fn new(name: &str) -> Option<Lake> {
+        let endpoint = require(Service::S3)?;
+        let pg = require(Service::Postgres)?;
+        let (bucket, access, secret) = s3_credentials();
+        let unique = unique_name(name);
+        let mut catalog = CatalogOptions::sql(&pg, format!("s3://{bucket}/{unique}"));
+        catalog.name = unique;
+        Some(Lake {
+            catalog,
+            s3: S3Options {
+                endpoint: Some(endpoint.clone()),
+                access_key: Some(access),
+                secret_key: Some(secret),
+                ..Default::default()
+            },
+            endpoint,
+            pg,
+        })
+    }
+
+    pub(crate) fn builder(&self, table: &str) -> IcebergSinkBuilder {
+        IcebergSinkBuilder::new(self.catalog.clone(), table).s3(self.s3.clone())
+    }
+
+    /// What pyiceberg reads of `table` through the same catalog: its snapshots' summaries,
+    /// its columns (name → type, with field ids), its data files, every row (sorted by `id`).
+    pub(crate) fn read(&self, py: &str, table: &str) -> Read {
+        let (_, access, secret) = s3_credentials();
+        let options = json!({
+            "uri": self.pg.replacen("postgres://", "postgresql+psycopg2://", 1),
+            "warehouse": self.catalog.warehouse,
+            "s3.endpoint": self.endpoint,
+            "s3.access-key-id": access,
+            "s3.secret-access-key": secret,
+            "s3.region": "us-east-1",
+        });
+        let out = Command::new(py)
+            .args(["-c", READ, &self.catalog.name, table, &options.to_string()])
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "pyiceberg failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut lines = text.lines();
+        let head: Value = serde_json::from_str(lines.next().expect("a head line")).unwrap();
+        let mut rows: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+        rows.sort_by_key(|r| r["id"].as_i64());
+        Read {
+            summaries: head["summaries"].as_array().unwrap().clone(),
+            schema: head["schema"].clone(),
+            files: head["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| (f[0].as_str().unwrap().to_owned(), f[1].as_u64().unwrap()))
+                .collect(),
+            rows,
+        }
+    }
+}
+
+/// What pyiceberg read.
+#[derive(Debug)]
+pub(crate) struct Read {
+    /// Each snapshot's summary, oldest first.
+    pub summaries: Vec<Value>,
+    /// Column name → `"<id>:<type>"`.
+    pub schema: Value,
+    /// The data files the current snapshot names, sorted, with their sizes.
+    pub files: Vec<(String, u64)>,
+    pub rows: Vec<Value>,
+}
+
+impl Read {
+    /// The `id`s read, in order.
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.rows
+            .iter()
+            .map(|r| r["id"].as_u64().unwrap())
+            .collect()
+    }
+}
+
+/// The reader: the table through pyiceberg's SQL catalog, its files through pyarrow.
+const READ: &str = r##"
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+name, table, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+t = SqlCatalog(name, **options).load_table(table)
+scan = t.scan()
+data = scan.to_arrow()
+print(json.dumps({
+    "summaries": [dict(s.summary.additional_properties, operation=str(s.summary.operation))
+                  for s in sorted(t.snapshots(), key=lambda s: s.sequence_number)],
+    "schema": {f.name: "%d:%s" % (f.field_id, f.field_type) for f in t.schema().fields},
+    "files": sorted([task.file.file_path, task.file.file_size_in_bytes]
+                    for task in scan.plan_files()),
+}))
+for r in data.to_pylist():
+    print(json.dumps(r, default=str, sort_keys=True))
+"##;
+
+/// Python with pyiceberg (`dev/python`), or a failure saying how to get it.
+pub(crate) fn python() -> Option<String> {
+    rivus_testkit::services::python_with("pyiceberg.catalog.sql, psycopg2, pyarrow")
+}
+
+/// Record `i` of the tests.
+pub(crate) fn record(i: u64) -> Value {
+    json!({
+        "id": i,
+        "name": format!("name-{i}"),
+        "price": i as f64 / 4.0,
+        "ok": i.is_multiple_of(2),
+        "day": format!("2024-03-{:02}", 1 + i % 28),
+        "at": 1_709_287_200_000u64 + i,
+    })
+}
+
+/// The columns of `record`.
+pub(crate) fn columns() -> Vec<Column> {
+    [
+        ("id", ColumnType::Int64),
+        ("name", ColumnType::String),
+        ("price", ColumnType::Float64),
+        ("ok", ColumnType::Boolean),
+        ("day", ColumnType::Date),
+        ("at", ColumnType::Timestamp),
+    ]
+    .map(|(name, ty)| Column::nullable(name, ty))
+    .into()
+}
+
+/// Sinks creating (when missing) and appending to `table` of `lake`, as `tune` sets the files.
+pub(crate) fn sink_into(
+    lake: &Lake,
+    table: &str,
+    tune: impl Fn(FilesSinkBuilder) -> FilesSinkBuilder + Clone + Send + Sync + 'static,
+) -> impl Fn() -> IcebergSink + Clone + Send + Sync + 'static {
+    let lake = lake.clone();
+    let table = table.to_owned();
+    move || {
+        let tune = tune.clone();
+        lake.builder(&table)
+            .create_table(true)
+            .files(move |f| tune(f.schema(columns())))
+            .build()
+            .unwrap()
+    }
+}
+
+/// `n` records `map` makes of a sequence (two source subtasks, paced when `per_second` is
+/// given) into `sink` (two subtasks), checkpoints every 100 ms into `backend`.
+pub(crate) fn job_of(
+    map: fn(u64) -> Value,
+    name: &str,
+    n: u64,
+    per_second: Option<u64>,
+    emitted: Arc<AtomicU64>,
+    sink: impl Fn() -> IcebergSink + Send + Sync + 'static,
+    backend: &MemoryStateBackend,
+) -> Job {
+    Pipeline::new(name)
+        .checkpointing(CheckpointConfig::new(
+            Duration::from_millis(100),
+            Arc::new(backend.clone()),
+        ))
+        .batch_size(500)
+        .source("seq", 2, move |i| {
+            let s = SequenceSource::new(i, 2, Some(n), emitted.clone());
+            match per_second {
+                Some(r) => s.paced(r),
+                None => s,
+            }
+        })
+        .map(map)
+        .sink("iceberg", 2, move |_| sink())
+        .unwrap()
+}
