@@ -26,6 +26,8 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
         .replace("rivus-orders-to-postgres", &format!("{unique}-group"))
         .replace("rivus-orders-to-s3", &format!("{unique}-s3-group"))
         .replace("rivus-orders-to-delta", &format!("{unique}-delta-group"))
+        .replace("rivus-orders-to-iceberg", &format!("{unique}-iceberg-group"))
+        .replace("\"lake.orders\"", &format!("\"lake.{unique}\""))
         .replace("/orders\"", &format!("/{unique}\""))
         .replace("/orders-delta\"", &format!("/{unique}-delta\""))
         // Tests run side by side: one job name (and so one set of transactional ids) each.
@@ -98,7 +100,7 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch_and_ope
     ) else {
         return;
     };
-    let env = [
+    let mut env = vec![
         ("RIVUS_KAFKA_BOOTSTRAP", kafka),
         ("RIVUS_PG_URL", pg.clone()),
         ("RIVUS_ES_URL", es.clone()),
@@ -233,7 +235,7 @@ impl OnS3 {
 
 /// generator → Kafka → `example` (a sink on the dev S3 store), every order read; `None` when a
 /// service, or Python with `modules`, is missing and skipping was asked for.
-fn orders_onto_s3(example: &str, modules: &str) -> Option<OnS3> {
+fn orders_onto_s3(example: &str, modules: &str, more: &[(&str, String)]) -> Option<OnS3> {
     let (Some(kafka), Some(endpoint), Some(py)) = (
         require(Service::Kafka),
         require(Service::S3),
@@ -249,6 +251,7 @@ fn orders_onto_s3(example: &str, modules: &str) -> Option<OnS3> {
         ("RIVUS_S3_ACCESS_KEY", access.clone()),
         ("RIVUS_S3_SECRET_KEY", secret.clone()),
     ];
+    env.extend_from_slice(more);
     let dir = tempfile::tempdir().unwrap();
     let unique = unique_name("orders").replace('-', "_");
     run_example(dir.path(), "generator-to-kafka", &unique, &env);
@@ -269,7 +272,7 @@ fn orders_onto_s3(example: &str, modules: &str) -> Option<OnS3> {
 /// added (`schema_evolution`) typed from their values.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delta_example_writes_a_table_on_s3_that_deltalake_reads() {
-    let Some(at) = orders_onto_s3("kafka-to-delta", "deltalake, pyarrow") else {
+    let Some(at) = orders_onto_s3("kafka-to-delta", "deltalake, pyarrow", &[]) else {
         return;
     };
     let script = r#"
@@ -296,11 +299,64 @@ os._exit(0)
     assert_eq!(lines[2], "0", "every order holds its amount: {text}");
 }
 
+/// generator → Kafka → `kafka-to-iceberg`: an Iceberg table of the SQL catalog on PostgreSQL,
+/// created by the sink, its files on S3, read back by pyiceberg through the same catalog with
+/// every order once, the declared types, the columns the orders added, and one snapshot per
+/// commit naming its writer and checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_iceberg_example_writes_a_table_that_pyiceberg_reads() {
+    let Some(pg) = require(Service::Postgres) else {
+        return;
+    };
+    let Some(at) = orders_onto_s3(
+        "kafka-to-iceberg",
+        "pyiceberg.catalog.sql, psycopg2, pyarrow",
+        &[("RIVUS_PG_URL", pg.clone())],
+    ) else {
+        return;
+    };
+    let script = r#"
+import sys
+from pyiceberg.catalog.sql import SqlCatalog
+uri, bucket, table, endpoint, access, secret = sys.argv[1:7]
+catalog = SqlCatalog("rivus", uri=uri, warehouse=f"s3://{bucket}/warehouse",
+    **{"s3.endpoint": endpoint, "s3.access-key-id": access, "s3.secret-access-key": secret,
+       "s3.region": "us-east-1"})
+t = catalog.load_table(table)
+data = t.scan().to_arrow()
+ids = data.column("id").to_pylist()
+print(len(ids), len(set(ids)))
+print(data.schema.field("ts").type, data.schema.field("amount").type,
+      data.schema.field("status").type)
+print(sum(1 for a in data.column("amount").to_pylist() if a is None))
+summaries = [s.summary for s in t.snapshots() if s.summary.get("rivus.writer")]
+print(len(summaries), len({(s["rivus.writer"], s["rivus.sequence"]) for s in summaries}))
+"#;
+    let uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
+    let table = format!("lake.{}", at.unique);
+    let text = at.python(
+        script,
+        &[&uri, &at.bucket, &table, &at.endpoint, &at.access, &at.secret],
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "10000 10000", "every order once: {text}");
+    assert_eq!(
+        lines[1], "timestamp[us, tz=UTC] double string",
+        "declared and added types: {text}"
+    );
+    assert_eq!(lines[2], "0", "every order holds its amount: {text}");
+    let commits: Vec<usize> = lines[3].split(' ').map(|n| n.parse().unwrap()).collect();
+    assert!(
+        commits[0] >= 1 && commits[0] == commits[1],
+        "each (writer, checkpoint) appended once: {text}"
+    );
+}
+
 /// generator → Kafka → `kafka-to-s3-parquet`: Parquet files on S3 in Hive-style directories
 /// by day and hour, read back by pyarrow (as a partitioned dataset) with every order once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parquet_example_writes_hive_partitions_on_s3_that_pyarrow_reads() {
-    let Some(at) = orders_onto_s3("kafka-to-s3-parquet", "pyarrow.parquet") else {
+    let Some(at) = orders_onto_s3("kafka-to-s3-parquet", "pyarrow.parquet", &[]) else {
         return;
     };
     let script = r#"

@@ -29,4 +29,4 @@ mod store;
 mod table;
 
 pub use sink::{DeltaSink, DeltaSinkBuilder};
-pub use table::Orphan;
+pub use rivus_connector_files::Orphan;

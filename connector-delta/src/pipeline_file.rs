@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, S3Section};
-use rivus_connector_files::{ParquetCompression, SchemaEvolution};
+use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, ParquetCodec, S3Section};
+use rivus_connector_files::SchemaEvolution;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::{Error, Result};
 use rivus_pipeline_file::{
@@ -58,20 +58,6 @@ pub struct DeltaSection {
     pub s3: S3Section,
 }
 
-/// `compression = ...`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ParquetCodec {
-    /// None.
-    None,
-    /// Snappy.
-    Snappy,
-    /// gzip.
-    Gzip,
-    /// Zstandard.
-    Zstd,
-}
-
 impl DeltaSection {
     fn builder(&self, policy: ErrorPolicy) -> Result<DeltaSinkBuilder> {
         if self.create_table && self.schema.is_none() {
@@ -108,12 +94,7 @@ impl DeltaSection {
         }
         Ok(b.s3(self.s3.options())
             .create_table(self.create_table)
-            .compression(match self.compression {
-                None | Some(ParquetCodec::Zstd) => ParquetCompression::Zstd,
-                Some(ParquetCodec::None) => ParquetCompression::None,
-                Some(ParquetCodec::Snappy) => ParquetCompression::Snappy,
-                Some(ParquetCodec::Gzip) => ParquetCompression::Gzip,
-            })
+            .compression(ParquetCodec::compression(self.compression))
             .files(move |mut b| {
                 if let Some(cols) = columns {
                     b = b.schema(cols);
@@ -166,14 +147,7 @@ impl SinkSection for DeltaSection {
         Some(listed.map(|files| {
             files
                 .into_iter()
-                .map(|o| {
-                    let ms = o
-                        .modified
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis() as i64);
-                    let at = rivus_core::calendar::format(ms, "%Y-%m-%dT%H:%M:%SZ");
-                    format!("{}  {} bytes  {at}", o.key, o.size)
-                })
+                .map(|o| o.line())
                 .collect()
         }))
     }

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use rivus_connector_files::{
-    FileFormat, FilesSink, FilesSinkBuilder, Location, ParquetCompression, S3Options,
+    FileFormat, FilesSink, FilesSinkBuilder, Location, Orphan, ParquetCompression, S3Options,
 };
 use rivus_core::Result;
 
 use crate::store::table_store;
-use crate::table::{DeltaTable, Orphan};
+use crate::table::DeltaTable;
 
 /// The Delta sink: a [`FilesSink`] whose files are a Delta table's.
 pub type DeltaSink = FilesSink;

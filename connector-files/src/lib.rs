@@ -14,6 +14,7 @@
 pub mod encode;
 mod error;
 mod location;
+mod orphan;
 mod path;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
@@ -26,8 +27,9 @@ pub use encode::{
     AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression, SchemaSource,
 };
 pub use location::{Location, S3Options};
+pub use orphan::Orphan;
 pub use path::PathTemplate;
-pub use publish::Publish;
+pub use publish::{Layout, Publish};
 pub use rivus_core::SchemaEvolution;
 pub use sink::{FilesSink, FilesSinkBuilder, FilesState};
 pub use source::{FilesSource, FilesSourceBuilder, FilesSourceState, ReadFormat};

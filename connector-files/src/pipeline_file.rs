@@ -125,6 +125,32 @@ pub enum CompressionOption {
     Deflate,
 }
 
+/// `compression = ...` of a table's Parquet data files (the lakehouse sinks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, rivus_pipeline_file::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ParquetCodec {
+    /// None.
+    None,
+    /// Snappy.
+    Snappy,
+    /// gzip.
+    Gzip,
+    /// Zstandard.
+    Zstd,
+}
+
+impl ParquetCodec {
+    /// The codec an option names; zstd when it names none.
+    pub fn compression(option: Option<ParquetCodec>) -> ParquetCompression {
+        match option {
+            None | Some(ParquetCodec::Zstd) => ParquetCompression::Zstd,
+            Some(ParquetCodec::None) => ParquetCompression::None,
+            Some(ParquetCodec::Snappy) => ParquetCompression::Snappy,
+            Some(ParquetCodec::Gzip) => ParquetCompression::Gzip,
+        }
+    }
+}
+
 /// One `schema` entry.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]

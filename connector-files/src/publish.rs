@@ -3,6 +3,8 @@
 //! the files' columns when the sink opens, and adds the columns records bring when the sink
 //! follows them.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use rivus_core::prelude::RuntimeContext;
@@ -11,6 +13,11 @@ use rivus_core::Result;
 use crate::encode::Column;
 use crate::location::Location;
 use crate::staging::Recoverable;
+
+/// How a table lays its files out: the directory of a record's file under the files' location
+/// (`name=value/…/`, ending in `/`), or why the record has none (it goes to the error policy
+/// whole). The table reads a file's partition back from its directory when it records it.
+pub type Layout = Arc<dyn Fn(&serde_json::Value) -> std::result::Result<String, String> + Send + Sync>;
 
 /// A table over the files a [`FilesSink`](crate::FilesSink) writes.
 ///
@@ -40,6 +47,13 @@ pub trait Publish: Send + Sync + std::fmt::Debug {
     /// none).
     fn partition_columns(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// After [`open`](Publish::open): the table's own layout of the files by record (an
+    /// Iceberg table's partition spec), which replaces the sink's path template; the files
+    /// keep every column (default none).
+    fn layout(&self) -> Option<Layout> {
+        None
     }
 
     /// The row the files hold for `record` (`None`: the record as it is, the default). A table

@@ -9,17 +9,23 @@
 //! - `sink.rs`: the builder;
 //! - `catalog.rs`: the catalog (SQL) and the table's name;
 //! - `table/`: the table — loaded or created at open (`mod.rs`), appends (`commit.rs`),
-//!   added columns (`evolve.rs`);
+//!   added columns (`evolve.rs`), orphan files (`orphans.rs`);
+//! - `partition.rs`: a partitioned table's layout of the files, and a file's partition;
 //! - `columns.rs`: an Iceberg schema as the files' columns and back;
+//! - `pipeline_file.rs`: `[sink] type = "iceberg"` (feature `pipeline-file`);
 //! - `storage.rs`: the table's files through rivus's store client;
 //! - `error.rs`: errors with context.
 
 mod catalog;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod columns;
 mod error;
+mod partition;
 mod sink;
 mod storage;
 mod table;
 
 pub use catalog::CatalogOptions;
+pub use rivus_connector_files::Orphan;
 pub use sink::{IcebergSink, IcebergSinkBuilder};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use rivus_connector_files::{
-    FileFormat, FilesSink, FilesSinkBuilder, ParquetCompression, S3Options,
+    FileFormat, FilesSink, FilesSinkBuilder, Orphan, ParquetCompression, S3Options,
 };
 use rivus_core::Result;
 
@@ -77,6 +77,12 @@ impl IcebergSinkBuilder {
     /// refused.
     pub async fn report(self) -> Result<String> {
         self.table()?.report().await
+    }
+
+    /// The files under the table's data directory that no snapshot names (oldest first):
+    /// what a failure may leave — see the README, "Orphan files". Lists only.
+    pub async fn orphans(self) -> Result<Vec<Orphan>> {
+        self.table()?.orphans().await
     }
 
     fn table(&self) -> Result<IcebergTable> {

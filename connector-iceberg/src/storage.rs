@@ -72,6 +72,15 @@ impl Store {
         })
     }
 
+    /// The objects below `path` (a directory), with their keys in the store.
+    pub(crate) fn list(
+        &self,
+        path: &str,
+    ) -> iceberg::Result<BoxStream<'static, object_store::Result<object_store::ObjectMeta>>> {
+        let prefix = self.key(path)?;
+        Ok(self.client()?.list(Some(&prefix)))
+    }
+
     /// The key of `path` in the store: `s3://bucket/a/b` → `a/b` (the bucket must be the
     /// store's), `file:///a/b` or `/a/b` → `a/b`.
     pub(crate) fn key(&self, path: &str) -> iceberg::Result<StorePath> {

@@ -278,3 +278,114 @@ async fn iceberg_a_missing_table_is_refused_unless_created() {
         .to_string();
     assert!(e.contains("table") && e.contains("namespace.table"), "{e}");
 }
+
+/// Record `i` of the partitioned test: six minutes apart from 2024-03-01, so that 2 000 span
+/// eight days and more, 240 a day.
+fn spread(i: u64) -> Value {
+    let mut r = record(i);
+    r["at"] = json!(1_709_251_200_000u64 + i * 360_000);
+    r
+}
+
+/// A table another engine (pyiceberg) created partitioned by `day(at)`, `bucket(4, id)` and
+/// `ok`: the sink lays each file out in one partition, and its data file names it — each
+/// row's partition, computed by pyiceberg's own transforms, is its file's; a scan filtered on
+/// a day (pruning files by their partition values) reads exactly that day's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iceberg_partitioned_table_gets_each_file_in_its_partition() {
+    let (Some(lake), Some(py)) = (Lake::new("iceberg-parts"), python()) else {
+        return;
+    };
+    let table = "lake.parts";
+    let create = r#"
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.types import *
+from pyiceberg.partitioning import PartitionSpec, PartitionField
+from pyiceberg.transforms import DayTransform, BucketTransform, IdentityTransform
+name, table, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+catalog = SqlCatalog(name, **options)
+catalog.create_namespace("lake")
+schema = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "name", StringType(), required=False),
+    NestedField(3, "price", DoubleType(), required=False),
+    NestedField(4, "ok", BooleanType(), required=False),
+    NestedField(5, "day", DateType(), required=False),
+    NestedField(6, "at", TimestamptzType(), required=False))
+spec = PartitionSpec(
+    PartitionField(source_id=6, field_id=1000, transform=DayTransform(), name="at_day"),
+    PartitionField(source_id=1, field_id=1001, transform=BucketTransform(4), name="id_bucket"),
+    PartitionField(source_id=4, field_id=1002, transform=IdentityTransform(), name="ok"))
+catalog.create_table(table, schema=schema, partition_spec=spec)
+"#;
+    lake.python(&py, create, table);
+    let sink = {
+        let lake = lake.clone();
+        move || {
+            lake.builder(table)
+                .files(|f| f.target_file_size(64 * 1024))
+                .build()
+                .unwrap()
+        }
+    };
+    let n = 2_000;
+    let backend = MemoryStateBackend::new();
+    let name = rivus_testkit::services::unique_name("iceberg-parts");
+    let emitted = Arc::new(AtomicU64::new(0));
+    job_of(spread, &name, n, None, emitted, sink, &backend)
+        .run()
+        .await
+        .unwrap();
+
+    let check = r#"
+import datetime, json, sys
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+name, table, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+t = SqlCatalog(name, **options).load_table(table)
+spec, schema = t.spec(), t.schema()
+epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+def internal(v):
+    if isinstance(v, datetime.datetime):
+        return (v - epoch) // datetime.timedelta(microseconds=1)
+    return v
+files = rows = wrong = 0
+ids = []
+paths = []
+for task in t.scan().plan_files():
+    files += 1
+    paths.append(task.file.file_path)
+    with t.io.new_input(task.file.file_path).open() as f:
+        data = pq.read_table(f).to_pylist()
+    for r in data:
+        rows += 1
+        ids.append(r["id"])
+        for i, field in enumerate(spec.fields):
+            source = schema.find_field(field.source_id)
+            want = field.transform.transform(source.field_type)(internal(r[source.name]))
+            if want != task.file.partition[i]:
+                wrong += 1
+day = t.scan(row_filter="at >= '2024-03-02T00:00:00+00:00' and at < '2024-03-03T00:00:00+00:00'")
+day_rows = len(day.to_arrow())
+day_files = len(list(day.plan_files()))
+print(json.dumps({"files": files, "rows": rows, "distinct": len(set(ids)), "wrong": wrong,
+                  "day_rows": day_rows, "day_files": day_files, "paths": paths[:3]}))
+"#;
+    let got: Value = serde_json::from_str(lake.python(&py, check, table).trim()).unwrap();
+    assert_eq!(got["rows"], n, "{got}");
+    assert_eq!(got["distinct"], n, "{got}");
+    assert_eq!(got["wrong"], 0, "each row in its file's partition: {got}");
+    // 2024-03-02 holds records 240..480 (six minutes apart from midnight on 03-01).
+    assert_eq!(got["day_rows"], 240, "{got}");
+    let (files, day_files) = (got["files"].as_u64().unwrap(), got["day_files"].as_u64().unwrap());
+    assert!(
+        (8..=files / 2).contains(&day_files),
+        "a day's scan reads its partitions' files only (4 buckets × 2 of `ok` at least): {got}"
+    );
+    assert!(
+        got["paths"][0].as_str().unwrap().contains("/data/at_day=2024-03-0"),
+        "files under their partition's directory: {got}"
+    );
+}

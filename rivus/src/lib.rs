@@ -1,8 +1,8 @@
 //! The `rivus` facade: the names a pipeline author uses from [`rivus_core`] and, behind one
 //! feature flag each, the connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`,
-//! `postgres-cdc`, `files`, `delta`), the S3 checkpoint store (`s3`) and the formats with schemas
-//! (`formats`). The rest of the core — what a connector author implements against — is under
-//! [`core`].
+//! `postgres-cdc`, `files`, `delta`, `iceberg`), the S3 checkpoint store (`s3`) and the
+//! formats with schemas (`formats`). The rest of the core — what a connector author implements
+//! against — is under [`core`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -58,6 +58,9 @@ pub use rivus_connector_cdc as cdc;
 /// Delta Lake tables on S3-compatible stores and local disks (feature `delta`).
 #[cfg(feature = "delta")]
 pub use rivus_connector_delta as delta;
+/// Apache Iceberg tables of a SQL catalog (feature `iceberg`).
+#[cfg(feature = "iceberg")]
+pub use rivus_connector_iceberg as iceberg;
 /// Files on S3-compatible stores and local disks: Parquet, JSON lines, CSV (feature `files`).
 #[cfg(feature = "files")]
 pub use rivus_connector_files as files;

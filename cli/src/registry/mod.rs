@@ -161,6 +161,8 @@ impl Registry {
             .sink::<rivus_connector_files::pipeline_file::FilesSection>();
         #[cfg(feature = "delta")]
         let r = r.sink::<rivus_connector_delta::pipeline_file::DeltaSection>();
+        #[cfg(feature = "iceberg")]
+        let r = r.sink::<rivus_connector_iceberg::pipeline_file::IcebergSection>();
         #[cfg(feature = "jdbc")]
         let r = r
             .source::<rivus_connector_jdbc::pipeline_file::JdbcSourceSection>()

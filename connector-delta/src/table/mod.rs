@@ -7,7 +7,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use async_trait::async_trait;
 use delta_kernel::arrow::array::{ArrayRef, Int64Array, StructArray};
@@ -40,8 +39,6 @@ mod changes;
 mod commit;
 mod evolve;
 mod orphans;
-
-pub use orphans::Orphan;
 
 /// What the commits say they are (the log's `commitInfo.engineInfo`).
 const ENGINE_INFO: &str = concat!("rivus/", env!("CARGO_PKG_VERSION"));

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use rivus_connector_files::Orphan;
 use rivus_core::Result;
 
 use super::*;
@@ -66,18 +67,6 @@ impl DeltaTable {
         let path = path.strip_prefix(self.root.as_str()).unwrap_or(path);
         decode(path)
     }
-}
-
-/// A data file under a table's root that the table does not name (see
-/// [`DeltaSinkBuilder::orphans`](crate::DeltaSinkBuilder::orphans)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Orphan {
-    /// Its key below the table's root.
-    pub key: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// When the store last modified it.
-    pub modified: SystemTime,
 }
 
 /// Percent-decodes a key as the Delta log encodes paths.

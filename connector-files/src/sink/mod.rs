@@ -33,7 +33,7 @@ use rivus_core::Share;
 use crate::encode::{Column, ColumnType, Encoder, FileFormat, Schema, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::{file_name, PathTemplate};
-use crate::publish::Publish;
+use crate::publish::{Layout, Publish};
 use crate::staging::{LocalStaging, Recoverable, S3Staging, Staging};
 use rivus_core::SchemaEvolution;
 
@@ -82,6 +82,8 @@ pub struct FilesSink {
     path: PathTemplate,
     /// The table's partition columns (left out of the files).
     partitions: Vec<String>,
+    /// The table's own layout of the files, in place of `path`.
+    layout: Option<Layout>,
     /// Fields the table would not take as columns (their records go to the error policy).
     refused: HashSet<String>,
     files: HashMap<String, OpenFile>,
@@ -122,6 +124,7 @@ impl FilesSink {
         FilesSink {
             path: s.path.clone(),
             partitions: Vec::new(),
+            layout: None,
             s: Arc::new(s),
             staging: None,
             schema: None,
@@ -319,6 +322,7 @@ impl RichFunction for FilesSink {
         self.txns = Some(txns);
         self.publish().await?;
         if let Some(table) = &self.s.publish {
+            self.layout = table.layout();
             self.partitions = table.partition_columns();
             if !self.partitions.is_empty() {
                 let template: String = self
@@ -615,7 +619,10 @@ impl FilesSink {
         // field).
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
-        let fixed = self.path.fixed();
+        let fixed = match self.layout {
+            Some(_) => None,
+            None => self.path.fixed(),
+        };
         if let Some(dir) = &fixed {
             groups.push((
                 dir.clone(),
@@ -627,7 +634,11 @@ impl FilesSink {
             .enumerate()
             .filter(|(i, _)| fixed.is_none() && !dropped[*i])
         {
-            match self.path.render(v, event_time(i)) {
+            let dir = match &self.layout {
+                Some(layout) => layout(v),
+                None => self.path.render(v, event_time(i)),
+            };
+            match dir {
                 Ok(dir) => {
                     let g = match at.get(&dir) {
                         Some(g) => *g,

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use iceberg::io::Storage;
-use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat};
+use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
@@ -96,7 +96,11 @@ impl IcebergTable {
     ) -> Result<Vec<DataFile>> {
         let store = self.store().await?;
         let root = data.url();
-        let spec = table.metadata().default_partition_spec_id();
+        let partitioning = self.partitioning.lock().clone();
+        let spec = match &partitioning {
+            Some(p) => p.spec_id(),
+            None => table.metadata().default_partition_spec_id(),
+        };
         let mut out = Vec::with_capacity(files.len());
         for f in files {
             let path = format!("{}/{}", root.trim_end_matches('/'), f.key);
@@ -104,8 +108,13 @@ impl IcebergTable {
                 .await
                 .map_err(|e| iceberg_error(format!("iceberg: reading the size of {path}"), e))?
                 .size;
+            let partition = match &partitioning {
+                Some(p) => p.partition(&f.key)?,
+                None => Struct::empty(),
+            };
             let file = DataFileBuilder::default()
                 .content(DataContentType::Data)
+                .partition(partition)
                 .file_path(path.clone())
                 .file_format(DataFileFormat::Parquet)
                 .record_count(f.records)

@@ -3,7 +3,8 @@
 //! table's columns with their field ids and its data directory; when files become visible it
 //! appends them in one snapshot per writer and sequence (`commit.rs`), carrying the writer and
 //! sequence in the snapshot summary — which is how a restore finds what was committed before
-//! and never commits it twice. Columns the records bring are added by `evolve.rs`.
+//! and never commits it twice. Columns the records bring are added by `evolve.rs`; files no
+//! snapshot names are listed by `orphans.rs`.
 
 use std::sync::Arc;
 
@@ -12,17 +13,19 @@ use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 use tokio::sync::OnceCell;
 
-use rivus_connector_files::{Column, Location, Publish, Recoverable, S3Options};
+use rivus_connector_files::{Column, Layout, Location, Publish, Recoverable, S3Options};
 use rivus_core::prelude::RuntimeContext;
 use rivus_core::{Error, Result};
 
 use crate::catalog::CatalogOptions;
 use crate::columns::{columns_of, json_value, schema_of, JSON_COLUMNS};
 use crate::error::iceberg_error;
+use crate::partition::{self, Partitioning};
 use crate::storage::Store;
 
 mod commit;
 mod evolve;
+mod orphans;
 
 /// One Iceberg table, shared by the subtasks of a sink.
 pub(crate) struct IcebergTable {
@@ -38,6 +41,8 @@ pub(crate) struct IcebergTable {
     job: parking_lot::Mutex<String>,
     /// The table's data directory, read at open.
     data: parking_lot::Mutex<Option<Location>>,
+    /// The table's partition spec, read at open (`None`: unpartitioned).
+    partitioning: parking_lot::Mutex<Option<Arc<Partitioning>>>,
 }
 
 impl std::fmt::Debug for IcebergTable {
@@ -67,6 +72,7 @@ impl IcebergTable {
             table: parking_lot::Mutex::new(None),
             job: parking_lot::Mutex::new(String::new()),
             data: parking_lot::Mutex::new(None),
+            partitioning: parking_lot::Mutex::new(None),
         }
     }
 
@@ -213,18 +219,10 @@ impl Publish for IcebergTable {
             }
         }
         let table = self.load().await?;
-        let spec = table.metadata().default_partition_spec();
-        if !spec.is_unpartitioned() {
-            return Err(Error::config(
-                "table",
-                format!(
-                    "the table {} is partitioned ({} fields): partitioned Iceberg tables are \
-                     not written yet",
-                    self.ident,
-                    spec.fields().len()
-                ),
-            ));
-        }
+        let meta = table.metadata();
+        let partitioning = Partitioning::of(meta.default_partition_spec(), meta.current_schema())
+            .map_err(|e| e.under(&format!("the table {}", self.ident)))?;
+        *self.partitioning.lock() = partitioning.map(Arc::new);
         let root = table.metadata().location().trim_end_matches('/');
         let data = Location::parse(&format!("{root}/data"), "table")
             .map_err(|e| e.under(&format!("the table {}'s location", self.ident)))?;
@@ -251,6 +249,10 @@ impl Publish for IcebergTable {
 
     fn location(&self) -> Option<Location> {
         self.data.lock().clone()
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        self.partitioning.lock().clone().map(partition::layout)
     }
 
     async fn evolve(&self, added: &[Column]) -> Result<Vec<Column>> {

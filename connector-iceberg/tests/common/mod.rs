@@ -54,25 +54,7 @@ impl Lake {
     /// What pyiceberg reads of `table` through the same catalog: its snapshots' summaries,
     /// its columns (name → type, with field ids), its data files, every row (sorted by `id`).
     pub(crate) fn read(&self, py: &str, table: &str) -> Read {
-        let (_, access, secret) = s3_credentials();
-        let options = json!({
-            "uri": self.pg.replacen("postgres://", "postgresql+psycopg2://", 1),
-            "warehouse": self.catalog.warehouse,
-            "s3.endpoint": self.endpoint,
-            "s3.access-key-id": access,
-            "s3.secret-access-key": secret,
-            "s3.region": "us-east-1",
-        });
-        let out = Command::new(py)
-            .args(["-c", READ, &self.catalog.name, table, &options.to_string()])
-            .output()
-            .expect("python runs");
-        assert!(
-            out.status.success(),
-            "pyiceberg failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = self.python(py, READ, table);
         let mut lines = text.lines();
         let head: Value = serde_json::from_str(lines.next().expect("a head line")).unwrap();
         let mut rows: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -88,6 +70,32 @@ impl Lake {
                 .collect(),
             rows,
         }
+    }
+}
+
+impl Lake {
+    /// What the Python `script` prints, run with the catalog's name, `table` and pyiceberg's
+    /// options for the catalog (JSON) as its arguments; fails the test when it fails.
+    pub(crate) fn python(&self, py: &str, script: &str, table: &str) -> String {
+        let (_, access, secret) = s3_credentials();
+        let options = json!({
+            "uri": self.pg.replacen("postgres://", "postgresql+psycopg2://", 1),
+            "warehouse": self.catalog.warehouse,
+            "s3.endpoint": self.endpoint,
+            "s3.access-key-id": access,
+            "s3.secret-access-key": secret,
+            "s3.region": "us-east-1",
+        });
+        let out = Command::new(py)
+            .args(["-c", script, &self.catalog.name, table, &options.to_string()])
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "pyiceberg failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 }
 

@@ -1,0 +1,155 @@
+//! Kafka → an Iceberg table (the SQL catalog on PostgreSQL, files on S3) through the `rivus`
+//! command: the job is SIGKILLed three times, each time right after the table gained a
+//! snapshot, and started again from its checkpoints; the last run reads to the end. pyiceberg
+//! then reads every record once through the same catalog — and reading the table reads every
+//! file its snapshots name, so none is missing. `rivus orphans` lists no data file outside
+//! the table after the kills, and lists a stray one put there.
+
+#[path = "support/cdc.rs"]
+mod cdc;
+#[path = "support/run.rs"]
+mod run;
+#[path = "support/topics.rs"]
+mod topics;
+
+use std::time::{Duration, Instant};
+
+use rivus_testkit::services::{
+    python_with, require, s3_credentials, s3_keys, s3_open_uploads, s3_put, unique_name, Service,
+};
+use run::{produce, rivus_succeeds, text};
+
+/// The table's metadata files so far: one per commit (and one for its creation).
+fn commits(endpoint: &str, table: &str) -> usize {
+    s3_keys(endpoint, &format!("{table}/metadata/"))
+        .iter()
+        .filter(|k| k.ends_with(".metadata.json"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_to_iceberg_sigkilled_three_times_holds_every_record_once() {
+    let (Some(kafka), Some(endpoint), Some(pg), Some(py)) = (
+        require(Service::Kafka),
+        require(Service::S3),
+        require(Service::Postgres),
+        python_with("pyiceberg.catalog.sql, psycopg2, pyarrow"),
+    ) else {
+        return;
+    };
+    let (bucket, access, secret) = s3_credentials();
+    let dir = tempfile::tempdir().unwrap();
+    let unique = unique_name("iceberg-kill").replace('-', "_");
+    let n: u64 = 100_000;
+    topics::topic(&kafka, &unique).await;
+    produce(
+        dir.path(),
+        "to-topic",
+        n,
+        &format!(
+            "type = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{unique}\"\n\
+             exactly_once = true"
+        ),
+    );
+    // A catalog of its own (its name) and a warehouse of its own: tests run side by side.
+    let warehouse = format!("s3://{bucket}/{unique}");
+    let file = dir.path().join("to-iceberg.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "{unique}"
+[checkpoint]
+interval = "500ms"
+dir = "state"
+
+[source]
+type = "kafka"
+bootstrap_servers = "{kafka}"
+topics = ["{unique}"]
+start = "earliest"
+bounded = true
+properties = {{ "isolation.level" = "read_committed" }}
+
+[sink]
+type = "iceberg"
+catalog = {{ uri = "{pg}", warehouse = "{warehouse}", name = "{unique}" }}
+table = "lake.orders"
+s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
+create_table = true
+target_file_size = 262144
+schema = [
+  {{ name = "id", type = "int64", nullable = false }},
+  {{ name = "user", type = "string" }},
+  {{ name = "amount", type = "float64" }},
+  {{ name = "status", type = "string" }},
+  {{ name = "ts", type = "timestamp" }},
+]
+"#
+        ),
+    )
+    .unwrap();
+    let table = format!("{unique}/lake/orders");
+    for round in 0..3 {
+        // The first metadata file is the table's creation: the first kill waits for a commit
+        // of data.
+        let before = commits(&endpoint, &table).max(1);
+        let mut job = cdc::rivus(dir.path(), &file, &format!("run{round}"), &[]);
+        // Killed once the table gained a snapshot: between a commit and the next checkpoint,
+        // with files open and others made visible but not yet committed.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while commits(&endpoint, &table) <= before {
+            assert!(
+                job.child().try_wait().unwrap().is_none(),
+                "round {round}: the job ended early"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no commit in 90 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        job.kill();
+    }
+    rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
+    let script = r#"
+import sys
+from pyiceberg.catalog.sql import SqlCatalog
+name, uri, warehouse, endpoint, access, secret = sys.argv[1:7]
+catalog = SqlCatalog(name, uri=uri, warehouse=warehouse,
+    **{"s3.endpoint": endpoint, "s3.access-key-id": access, "s3.secret-access-key": secret,
+       "s3.region": "us-east-1"})
+t = catalog.load_table("lake.orders")
+scan = t.scan(selected_fields=("id",))
+ids = scan.to_arrow().column("id").to_pylist()
+print(len(ids), len(set(ids)), min(ids), max(ids), len(list(scan.plan_files())))
+"#;
+    let uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
+    let read = std::process::Command::new(&py)
+        .args(["-c", script, &unique, &uri, &warehouse, &endpoint, &access, &secret])
+        .output()
+        .unwrap();
+    let got = text(&read.stdout);
+    assert!(read.status.success(), "{got}{}", text(&read.stderr));
+    let f: Vec<u64> = got.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    assert_eq!(
+        f[..4],
+        [n, n, 0, n - 1],
+        "every record once (rows, distinct, min, max): {got}"
+    );
+    assert!(f[4] > 3, "files rolled by size, not one: {got}");
+    assert_eq!(s3_open_uploads(&endpoint, &unique), 0, "no upload left open");
+
+    // Nothing outside the table after the kills; a stray file is listed, by key.
+    let orphans = |dir: &std::path::Path| {
+        text(&rivus_succeeds(dir, &["orphans", file.to_str().unwrap()]).stdout)
+    };
+    let listed = orphans(dir.path());
+    assert!(listed.contains("sink iceberg: 0 orphaned"), "{listed}");
+    s3_put(&endpoint, &format!("{table}/data/part-stray.parquet"), b"PAR1");
+    let listed = orphans(dir.path());
+    assert!(listed.contains("sink iceberg: 1 orphaned"), "{listed}");
+    assert!(
+        listed.contains("  part-stray.parquet  4 bytes  "),
+        "{listed}"
+    );
+}

@@ -1,0 +1,207 @@
+//! The `iceberg` section of a pipeline file (feature `pipeline-file`): `[sink] type =
+//! "iceberg"`, read by serde (unknown fields refused), turned into the sink, and checked by a
+//! healthcheck that loads the table from its catalog. The files' options mean what they mean
+//! for `type = "files"`.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, ParquetCodec, S3Section};
+use rivus_connector_files::SchemaEvolution;
+use rivus_core::error_policy::ErrorPolicy;
+use rivus_core::secrets::redact_url;
+use rivus_core::{Error, Result};
+use rivus_pipeline_file::{
+    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection,
+};
+
+use crate::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
+
+/// `[sink] type = "iceberg"`.
+#[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IcebergSection {
+    /// The catalog: `{ uri, warehouse, name }`.
+    pub catalog: CatalogSection,
+    /// The table: `namespace.table`.
+    pub table: String,
+    /// Create the table (and its namespace) from `schema` when it does not exist (default
+    /// false).
+    #[serde(default)]
+    pub create_table: bool,
+    /// The columns of a table created now: `[{ name, type, nullable }]`. An existing
+    /// table's columns are its own.
+    pub schema: Option<Vec<ColumnOption>>,
+    /// `basic`: a record's field that is not a column is added to the table (optional,
+    /// typed from its values) before any file holding it is committed; `none` (default): the
+    /// record goes to the error policy.
+    #[serde(default)]
+    pub schema_evolution: SchemaEvolution,
+    /// Changes applied by key: not yet (the Iceberg library cannot commit delete files);
+    /// only `false` is accepted.
+    #[serde(default)]
+    pub apply_changes: bool,
+    /// The data files' codec: `zstd` (default), `snappy`, `gzip`, `none`.
+    pub compression: Option<ParquetCodec>,
+    /// Bytes at which a data file is closed (134217728).
+    pub target_file_size: Option<u64>,
+    /// Age at which a data file is closed (15m).
+    #[serde(default, deserialize_with = "opt_duration")]
+    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
+    pub rollover: Option<Duration>,
+    /// Bytes per S3 part (8388608, at least 5 MiB).
+    pub part_size: Option<usize>,
+    /// Bytes at which a Parquet row group is closed (16777216).
+    pub row_group_bytes: Option<usize>,
+    /// Data files open at once per subtask (16).
+    pub max_open_files: Option<usize>,
+    /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
+    #[serde(default)]
+    pub s3: S3Section,
+}
+
+/// `catalog = { ... }`: the SQL catalog.
+#[derive(Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogSection {
+    /// The database holding the catalog's tables: `postgres://…`, `mysql://…`, `sqlite:…`.
+    pub uri: String,
+    /// Where new tables go: `s3://bucket/prefix` or `file:///dir`.
+    pub warehouse: String,
+    /// The catalog's name (`rivus`).
+    pub name: Option<String>,
+}
+
+impl std::fmt::Debug for CatalogSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogSection")
+            .field("uri", &redact_url(&self.uri))
+            .field("warehouse", &self.warehouse)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl CatalogSection {
+    /// The catalog's options.
+    pub fn options(&self) -> CatalogOptions {
+        let mut o = CatalogOptions::sql(&self.uri, &self.warehouse);
+        if let Some(name) = &self.name {
+            o.name.clone_from(name);
+        }
+        o
+    }
+}
+
+impl IcebergSection {
+    fn builder(&self, policy: ErrorPolicy) -> Result<IcebergSinkBuilder> {
+        if self.apply_changes {
+            return Err(Error::config(
+                "apply_changes",
+                "not supported for Iceberg yet: the Iceberg library (iceberg 0.10) cannot \
+                 commit the delete files that upserts and deletes need; append the changes \
+                 (`apply_changes = false`) or write them to a Delta table",
+            ));
+        }
+        if self.create_table && self.schema.is_none() {
+            return Err(Error::config(
+                "schema",
+                "`create_table = true` creates the table from the columns declared here",
+            ));
+        }
+        let sizes = FileSizes {
+            target_file_size: self.target_file_size,
+            rollover: self.rollover,
+            part_size: self.part_size,
+            row_group_bytes: self.row_group_bytes,
+            max_open_files: self.max_open_files,
+        };
+        let columns = self.schema.as_deref().map(ColumnOption::columns);
+        let evolution = self.schema_evolution;
+        Ok(IcebergSinkBuilder::new(self.catalog.options(), &self.table)
+            .s3(self.s3.options())
+            .create_table(self.create_table)
+            .compression(ParquetCodec::compression(self.compression))
+            .files(move |mut b| {
+                if let Some(cols) = columns {
+                    b = b.schema(cols);
+                }
+                sizes
+                    .apply(b)
+                    .schema_evolution(evolution)
+                    .error_policy(policy)
+            }))
+    }
+
+    /// The sink.
+    pub fn sink(&self, policy: ErrorPolicy) -> Result<IcebergSink> {
+        self.builder(policy)?.build()
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkSection for IcebergSection {
+    const TYPE: &'static str = "iceberg";
+    const CATALOG: CatalogEntry = CatalogEntry {
+        summary: "appends to an Apache Iceberg table of a SQL catalog (PostgreSQL, MySQL, \
+                  SQLite), data files on S3-compatible stores or local disks",
+        guarantee: "exactly-once (each checkpoint's files appended in one snapshot whose \
+                    summary names the writer and checkpoint; a restore skips what it finds)",
+    };
+
+    fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {
+        let (section, policy) = (self.clone(), ctx.policy.clone());
+        SinkPlan::checked(move || section.sink(policy.clone()))
+    }
+
+    async fn check(&self, _ctx: &SectionContext) -> Health {
+        // Every option checked as the plan checks them, then the table loaded.
+        let outcome = match self
+            .sink(ErrorPolicy::Fail)
+            .and_then(|_| self.builder(ErrorPolicy::Fail))
+        {
+            Ok(b) => b.report().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        Health::new(Self::TYPE, self.table.clone(), outcome)
+    }
+
+    async fn orphans(&self, _ctx: &SectionContext) -> Option<Result<Vec<String>>> {
+        let listed = match self.builder(ErrorPolicy::Fail) {
+            Ok(b) => b.orphans().await,
+            Err(e) => Err(e),
+        };
+        Some(listed.map(|files| files.iter().map(|o| o.line()).collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(extra: &str) -> Result<IcebergSection> {
+        let text = format!(
+            "catalog = {{ uri = \"postgres://u:hunter2@h/db\", warehouse = \"s3://lake/wh\" }}\n\
+             table = \"lake.orders\"\n{extra}"
+        );
+        toml::from_str(&text).map_err(|e| Error::config("sink", e.to_string()))
+    }
+
+    #[test]
+    fn options_are_refused_by_name_and_the_uri_never_shown() {
+        let s = section("").unwrap();
+        assert!(s.sink(ErrorPolicy::Fail).is_ok());
+        assert!(!format!("{s:?}").contains("hunter2"));
+        let e = section("apply_changes = true").unwrap().sink(ErrorPolicy::Fail);
+        assert!(e.unwrap_err().to_string().contains("apply_changes"));
+        let e = section("create_table = true").unwrap().sink(ErrorPolicy::Fail);
+        assert!(e.unwrap_err().to_string().contains("schema"));
+        let e = section("").map(|mut s| {
+            s.table = "orders".into();
+            s.sink(ErrorPolicy::Fail)
+        });
+        assert!(e.unwrap().unwrap_err().to_string().contains("table"));
+        assert!(section("url = \"x\"").is_err(), "unknown fields refused");
+    }
+}
