@@ -100,7 +100,7 @@ async fn example_pipelines_move_orders_from_a_generator_to_elasticsearch_and_ope
     ) else {
         return;
     };
-    let mut env = vec![
+    let env = [
         ("RIVUS_KAFKA_BOOTSTRAP", kafka),
         ("RIVUS_PG_URL", pg.clone()),
         ("RIVUS_ES_URL", es.clone()),
@@ -244,7 +244,7 @@ fn orders_onto_s3(example: &str, modules: &str, more: &[(&str, String)]) -> Opti
         return None;
     };
     let (bucket, access, secret) = rivus_testkit::services::s3_credentials();
-    let env = [
+    let mut env = vec![
         ("RIVUS_KAFKA_BOOTSTRAP", kafka),
         ("RIVUS_S3_ENDPOINT", endpoint.clone()),
         ("RIVUS_S3_BUCKET", bucket.clone()),

@@ -40,7 +40,7 @@ async fn kafka_to_iceberg_sigkilled_three_times_holds_every_record_once() {
     let (bucket, access, secret) = s3_credentials();
     let dir = tempfile::tempdir().unwrap();
     let unique = unique_name("iceberg-kill").replace('-', "_");
-    let n: u64 = 100_000;
+    let n: u64 = 300_000;
     topics::topic(&kafka, &unique).await;
     produce(
         dir.path(),
@@ -59,7 +59,7 @@ async fn kafka_to_iceberg_sigkilled_three_times_holds_every_record_once() {
         format!(
             r#"name = "{unique}"
 [checkpoint]
-interval = "500ms"
+interval = "200ms"
 dir = "state"
 
 [source]
@@ -76,7 +76,7 @@ catalog = {{ uri = "{pg}", warehouse = "{warehouse}", name = "{unique}" }}
 table = "lake.orders"
 s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
 create_table = true
-target_file_size = 262144
+target_file_size = 65536
 schema = [
   {{ name = "id", type = "int64", nullable = false }},
   {{ name = "user", type = "string" }},
@@ -93,15 +93,20 @@ schema = [
         // The first metadata file is the table's creation: the first kill waits for a commit
         // of data.
         let before = commits(&endpoint, &table).max(1);
-        let mut job = cdc::rivus(dir.path(), &file, &format!("run{round}"), &[]);
+        let mut job = cdc::rivus(
+            dir.path(),
+            &file,
+            &format!("run{round}"),
+            &[("RUST_LOG", "warn,rivus_connector_iceberg=info")],
+        );
         // Killed once the table gained a snapshot: between a commit and the next checkpoint,
         // with files open and others made visible but not yet committed.
         let deadline = Instant::now() + Duration::from_secs(90);
         while commits(&endpoint, &table) <= before {
-            assert!(
-                job.child().try_wait().unwrap().is_none(),
-                "round {round}: the job ended early"
-            );
+            if let Some(status) = job.child().try_wait().unwrap() {
+                let log = std::fs::read_to_string(dir.path().join(format!("run{round}.log")));
+                panic!("round {round}: the job ended early ({status}): {log:?}");
+            }
             assert!(
                 Instant::now() < deadline,
                 "round {round}: no commit in 90 s"
