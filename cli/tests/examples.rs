@@ -26,7 +26,10 @@ fn run_example(dir: &Path, name: &str, unique: &str, env: &[(&str, String)]) -> 
         .replace("rivus-orders-to-postgres", &format!("{unique}-group"))
         .replace("rivus-orders-to-s3", &format!("{unique}-s3-group"))
         .replace("rivus-orders-to-delta", &format!("{unique}-delta-group"))
-        .replace("rivus-orders-to-iceberg", &format!("{unique}-iceberg-group"))
+        .replace(
+            "rivus-orders-to-iceberg",
+            &format!("{unique}-iceberg-group"),
+        )
         .replace("\"lake.orders\"", &format!("\"lake.{unique}\""))
         .replace("/orders\"", &format!("/{unique}\""))
         .replace("/orders-delta\"", &format!("/{unique}-delta\""))
@@ -336,7 +339,14 @@ print(len(summaries), len({(s["rivus.writer"], s["rivus.sequence"]) for s in sum
     let table = format!("lake.{}", at.unique);
     let text = at.python(
         script,
-        &[&uri, &at.bucket, &table, &at.endpoint, &at.access, &at.secret],
+        &[
+            &uri,
+            &at.bucket,
+            &table,
+            &at.endpoint,
+            &at.access,
+            &at.secret,
+        ],
     );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "10000 10000", "every order once: {text}");

@@ -130,7 +130,9 @@ print(len(ids), len(set(ids)), min(ids), max(ids), len(list(scan.plan_files())))
 "#;
     let uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
     let read = std::process::Command::new(&py)
-        .args(["-c", script, &unique, &uri, &warehouse, &endpoint, &access, &secret])
+        .args([
+            "-c", script, &unique, &uri, &warehouse, &endpoint, &access, &secret,
+        ])
         .output()
         .unwrap();
     let got = text(&read.stdout);
@@ -142,7 +144,11 @@ print(len(ids), len(set(ids)), min(ids), max(ids), len(list(scan.plan_files())))
         "every record once (rows, distinct, min, max): {got}"
     );
     assert!(f[4] > 3, "files rolled by size, not one: {got}");
-    assert_eq!(s3_open_uploads(&endpoint, &unique), 0, "no upload left open");
+    assert_eq!(
+        s3_open_uploads(&endpoint, &unique),
+        0,
+        "no upload left open"
+    );
 
     // Nothing outside the table after the kills; a stray file is listed, by key.
     let orphans = |dir: &std::path::Path| {
@@ -150,7 +156,11 @@ print(len(ids), len(set(ids)), min(ids), max(ids), len(list(scan.plan_files())))
     };
     let listed = orphans(dir.path());
     assert!(listed.contains("sink iceberg: 0 orphaned"), "{listed}");
-    s3_put(&endpoint, &format!("{table}/data/part-stray.parquet"), b"PAR1");
+    s3_put(
+        &endpoint,
+        &format!("{table}/data/part-stray.parquet"),
+        b"PAR1",
+    );
     let listed = orphans(dir.path());
     assert!(listed.contains("sink iceberg: 1 orphaned"), "{listed}");
     assert!(

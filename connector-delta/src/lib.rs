@@ -28,5 +28,5 @@ mod sink;
 mod store;
 mod table;
 
-pub use sink::{DeltaSink, DeltaSinkBuilder};
 pub use rivus_connector_files::Orphan;
+pub use sink::{DeltaSink, DeltaSinkBuilder};

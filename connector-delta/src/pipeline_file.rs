@@ -144,11 +144,6 @@ impl SinkSection for DeltaSection {
             Ok(b) => b.orphans().await,
             Err(e) => Err(e),
         };
-        Some(listed.map(|files| {
-            files
-                .into_iter()
-                .map(|o| o.line())
-                .collect()
-        }))
+        Some(listed.map(|files| files.into_iter().map(|o| o.line()).collect()))
     }
 }

@@ -17,7 +17,8 @@ use crate::staging::Recoverable;
 /// How a table lays its files out: the directory of a record's file under the files' location
 /// (`name=value/…/`, ending in `/`), or why the record has none (it goes to the error policy
 /// whole). The table reads a file's partition back from its directory when it records it.
-pub type Layout = Arc<dyn Fn(&serde_json::Value) -> std::result::Result<String, String> + Send + Sync>;
+pub type Layout =
+    Arc<dyn Fn(&serde_json::Value) -> std::result::Result<String, String> + Send + Sync>;
 
 /// A table over the files a [`FilesSink`](crate::FilesSink) writes.
 ///

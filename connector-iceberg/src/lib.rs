@@ -17,11 +17,11 @@
 //! - `error.rs`: errors with context.
 
 mod catalog;
-#[cfg(feature = "pipeline-file")]
-pub mod pipeline_file;
 mod columns;
 mod error;
 mod partition;
+#[cfg(feature = "pipeline-file")]
+pub mod pipeline_file;
 mod sink;
 mod storage;
 mod table;

@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use iceberg::spec::{Datum, Literal, PartitionSpec, PrimitiveType, Schema, Struct, Type};
+use iceberg::spec::{
+    Datum, Literal, PartitionSpec, PrimitiveType, Schema, Struct, Transform, Type,
+};
 use iceberg::transform::{create_transform_function, BoxedTransformFunction};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::Value;
@@ -48,13 +50,17 @@ impl Partitioning {
         }
         let mut fields = Vec::new();
         for f in spec.fields() {
-            let refused =
-                |why: String| Error::config("table", format!("partition field `{}`: {why}", f.name));
+            let refused = |why: String| {
+                Error::config("table", format!("partition field `{}`: {why}", f.name))
+            };
             let source = schema
                 .field_by_id(f.source_id)
                 .ok_or_else(|| refused(format!("no column has id {}", f.source_id)))?;
             let Type::Primitive(source_type) = source.field_type.as_ref() else {
-                return Err(refused(format!("column `{}` is not primitive", source.name)));
+                return Err(refused(format!(
+                    "column `{}` is not primitive",
+                    source.name
+                )));
             };
             let result_type = f
                 .transform
@@ -134,6 +140,84 @@ impl Partitioning {
     }
 }
 
+/// `partition_by`: the spec of a table the sink creates, as Spark's `PARTITIONED BY` writes it
+/// — `day(ts)`, `hour(ts)`, `month(ts)`, `year(ts)`, `bucket(16, id)`, `truncate(4, name)`,
+/// `identity(user)` or just `user` — each field named as Iceberg's Java library names it
+/// (`ts_day`, `id_bucket`, `name_trunc`, `user`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PartitionBy(Vec<(String, String, Transform)>);
+
+impl PartitionBy {
+    /// The fields written in `fields`; one it cannot read is refused by its place
+    /// (`partition_by[1]`).
+    pub(crate) fn parse(fields: &[String]) -> Result<PartitionBy> {
+        let mut out = Vec::with_capacity(fields.len());
+        for (i, text) in fields.iter().enumerate() {
+            let refused = |why: &str| {
+                Error::config(
+                    format!("partition_by[{i}]"),
+                    format!(
+                        "`{text}`: {why} (day(ts), hour(ts), month(ts), year(ts), \
+                             bucket(16, id), truncate(4, name), identity(c) or c)"
+                    ),
+                )
+            };
+            let t = text.trim();
+            let (func, args) = match t.split_once('(') {
+                Some((f, rest)) => {
+                    let args = rest
+                        .strip_suffix(')')
+                        .ok_or_else(|| refused("no closing parenthesis"))?;
+                    (
+                        f.trim().to_lowercase(),
+                        args.split(',').map(str::trim).collect(),
+                    )
+                }
+                None => ("identity".to_owned(), vec![t]),
+            };
+            let width = |s: &str| -> Result<u32> {
+                s.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| refused("the width is not a positive whole number"))
+            };
+            let (column, transform, suffix) = match (func.as_str(), args.as_slice()) {
+                ("identity", [c]) => (*c, Transform::Identity, ""),
+                ("year" | "years", [c]) => (*c, Transform::Year, "_year"),
+                ("month" | "months", [c]) => (*c, Transform::Month, "_month"),
+                ("day" | "days", [c]) => (*c, Transform::Day, "_day"),
+                ("hour" | "hours", [c]) => (*c, Transform::Hour, "_hour"),
+                ("bucket", [n, c]) => (*c, Transform::Bucket(width(n)?), "_bucket"),
+                ("truncate", [n, c]) => (*c, Transform::Truncate(width(n)?), "_trunc"),
+                _ => return Err(refused("not a partition field")),
+            };
+            if column.is_empty() || column.contains([' ', '(', ')', ',']) {
+                return Err(refused("no column named"));
+            }
+            out.push((column.to_owned(), format!("{column}{suffix}"), transform));
+        }
+        Ok(PartitionBy(out))
+    }
+
+    /// Whether it partitions at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The spec over `schema`; a column it lacks, or of a type the transform does not take,
+    /// is refused naming `partition_by`.
+    pub(crate) fn spec(&self, schema: &Schema) -> Result<PartitionSpec> {
+        let mut b = PartitionSpec::builder(schema.clone());
+        for (column, name, transform) in &self.0 {
+            b = b
+                .add_partition_field(column, name, *transform)
+                .map_err(|e| Error::config("partition_by", format!("`{name}`: {e}")))?;
+        }
+        b.build()
+            .map_err(|e| Error::config("partition_by", e.to_string()))
+    }
+}
+
 /// The layout the files sink takes from a table partitioned by `p`.
 pub(crate) fn layout(p: Arc<Partitioning>) -> rivus_connector_files::Layout {
     Arc::new(move |record| p.directory(record))
@@ -149,19 +233,27 @@ fn datum(v: &Value, ty: &PrimitiveType) -> std::result::Result<Option<Datum>, St
     }
     let d = match (ty, v) {
         (PrimitiveType::Boolean, Value::Bool(b)) => Datum::bool(*b),
-        (PrimitiveType::Int, Value::Number(n)) => {
-            Datum::int(n.as_i64().and_then(|i| i32::try_from(i).ok()).ok_or_else(wrong)?)
-        }
+        (PrimitiveType::Int, Value::Number(n)) => Datum::int(
+            n.as_i64()
+                .and_then(|i| i32::try_from(i).ok())
+                .ok_or_else(wrong)?,
+        ),
         (PrimitiveType::Long, Value::Number(n)) => Datum::long(n.as_i64().ok_or_else(wrong)?),
-        (PrimitiveType::Float, Value::Number(n)) => Datum::float(n.as_f64().ok_or_else(wrong)? as f32),
+        (PrimitiveType::Float, Value::Number(n)) => {
+            Datum::float(n.as_f64().ok_or_else(wrong)? as f32)
+        }
         (PrimitiveType::Double, Value::Number(n)) => Datum::double(n.as_f64().ok_or_else(wrong)?),
         (PrimitiveType::String, Value::String(s)) => Datum::string(s),
-        (PrimitiveType::Date, Value::String(s)) => {
-            Datum::date(parse_date(s).and_then(|d| i32::try_from(d).ok()).ok_or_else(wrong)?)
-        }
-        (PrimitiveType::Date, Value::Number(n)) => {
-            Datum::date(n.as_i64().and_then(|d| i32::try_from(d).ok()).ok_or_else(wrong)?)
-        }
+        (PrimitiveType::Date, Value::String(s)) => Datum::date(
+            parse_date(s)
+                .and_then(|d| i32::try_from(d).ok())
+                .ok_or_else(wrong)?,
+        ),
+        (PrimitiveType::Date, Value::Number(n)) => Datum::date(
+            n.as_i64()
+                .and_then(|d| i32::try_from(d).ok())
+                .ok_or_else(wrong)?,
+        ),
         (PrimitiveType::Timestamp | PrimitiveType::Timestamptz, v) => {
             let micros = match v {
                 Value::String(s) => parse_instant(s, 1_000_000),
@@ -224,7 +316,7 @@ fn decode(text: &str, ty: &Type) -> std::result::Result<Option<Literal>, String>
 
 #[cfg(test)]
 mod tests {
-    use iceberg::spec::{NestedField, Transform};
+    use iceberg::spec::NestedField;
     use serde_json::json;
 
     use super::*;
@@ -278,6 +370,48 @@ mod tests {
         assert_eq!(dir, "ts_day=2024-03-01/");
         let part = days.partition(&format!("{dir}part-1.parquet")).unwrap();
         assert_eq!(part[0], Some(Literal::date(19_783)));
+    }
+
+    #[test]
+    fn partition_by_reads_spark_s_syntax_and_refuses_by_place() {
+        let by = PartitionBy::parse(&[
+            "day(ts)".into(),
+            "bucket(16, id)".into(),
+            "user".into(),
+            "truncate(4,user)".into(),
+        ])
+        .unwrap();
+        let names: Vec<&str> = by.0.iter().map(|(_, n, _)| n.as_str()).collect();
+        assert_eq!(names, ["ts_day", "id_bucket", "user", "user_trunc"]);
+        assert_eq!(by.0[1].2, Transform::Bucket(16));
+        for (bad, at) in [
+            ("bucket(id)", 0),
+            ("day(ts", 0),
+            ("bucket(0, id)", 0),
+            ("week(ts)", 0),
+        ] {
+            let e = PartitionBy::parse(&[bad.into()]).unwrap_err().to_string();
+            assert!(e.contains(&format!("partition_by[{at}]")), "{e}");
+        }
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::optional(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Long),
+            )
+            .into()])
+            .build()
+            .unwrap();
+        let e = PartitionBy::parse(&["day(ts)".into()])
+            .unwrap()
+            .spec(&schema)
+            .unwrap_err();
+        assert!(e.to_string().contains("partition_by"), "{e}");
+        let e = PartitionBy::parse(&["day(id)".into()])
+            .unwrap()
+            .spec(&schema)
+            .unwrap_err();
+        assert!(e.to_string().contains("partition_by"), "{e}");
     }
 
     #[test]

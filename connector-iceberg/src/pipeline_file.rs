@@ -33,6 +33,10 @@ pub struct IcebergSection {
     /// The columns of a table created now: `[{ name, type, nullable }]`. An existing
     /// table's columns are its own.
     pub schema: Option<Vec<ColumnOption>>,
+    /// The partition spec of a table created now: `["day(ts)", "bucket(16, id)", "user"]`
+    /// (Spark's `PARTITIONED BY`). An existing table's spec is its own.
+    #[serde(default)]
+    pub partition_by: Vec<String>,
     /// `basic`: a record's field that is not a column is added to the table (optional,
     /// typed from its values) before any file holding it is committed; `none` (default): the
     /// record goes to the error policy.
@@ -122,6 +126,7 @@ impl IcebergSection {
         Ok(IcebergSinkBuilder::new(self.catalog.options(), &self.table)
             .s3(self.s3.options())
             .create_table(self.create_table)
+            .partition_by(self.partition_by.clone())
             .compression(ParquetCodec::compression(self.compression))
             .files(move |mut b| {
                 if let Some(cols) = columns {
@@ -193,9 +198,13 @@ mod tests {
         let s = section("").unwrap();
         assert!(s.sink(ErrorPolicy::Fail).is_ok());
         assert!(!format!("{s:?}").contains("hunter2"));
-        let e = section("apply_changes = true").unwrap().sink(ErrorPolicy::Fail);
+        let e = section("apply_changes = true")
+            .unwrap()
+            .sink(ErrorPolicy::Fail);
         assert!(e.unwrap_err().to_string().contains("apply_changes"));
-        let e = section("create_table = true").unwrap().sink(ErrorPolicy::Fail);
+        let e = section("create_table = true")
+            .unwrap()
+            .sink(ErrorPolicy::Fail);
         assert!(e.unwrap_err().to_string().contains("schema"));
         let e = section("").map(|mut s| {
             s.table = "orders".into();
@@ -203,5 +212,13 @@ mod tests {
         });
         assert!(e.unwrap().unwrap_err().to_string().contains("table"));
         assert!(section("url = \"x\"").is_err(), "unknown fields refused");
+        let e = section("partition_by = [\"day(ts)\"]")
+            .unwrap()
+            .sink(ErrorPolicy::Fail);
+        assert!(e.unwrap_err().to_string().contains("create_table"));
+        let e = section("create_table = true\nschema = []\npartition_by = [\"week(ts)\"]")
+            .unwrap()
+            .sink(ErrorPolicy::Fail);
+        assert!(e.unwrap_err().to_string().contains("partition_by[0]"));
     }
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use rivus_connector_files::{
     FileFormat, FilesSink, FilesSinkBuilder, Orphan, ParquetCompression, S3Options,
 };
-use rivus_core::Result;
+use rivus_core::{Error, Result};
 
 use crate::catalog::{table_ident, CatalogOptions};
+use crate::partition::PartitionBy;
 use crate::table::IcebergTable;
 
 /// The Iceberg sink: a [`FilesSink`] whose files are an Iceberg table's.
@@ -20,6 +21,7 @@ pub struct IcebergSinkBuilder {
     table: String,
     s3: S3Options,
     create_table: bool,
+    partition_by: Vec<String>,
     compression: ParquetCompression,
     files: Box<dyn FnOnce(FilesSinkBuilder) -> FilesSinkBuilder + Send>,
 }
@@ -31,6 +33,7 @@ impl std::fmt::Debug for IcebergSinkBuilder {
             .field("table", &self.table)
             .field("s3", &self.s3)
             .field("create_table", &self.create_table)
+            .field("partition_by", &self.partition_by)
             .finish()
     }
 }
@@ -43,6 +46,7 @@ impl IcebergSinkBuilder {
             table: table.into(),
             s3: S3Options::default(),
             create_table: false,
+            partition_by: Vec::new(),
             compression: ParquetCompression::Zstd,
             files: Box::new(|b| b),
         }
@@ -53,9 +57,15 @@ impl IcebergSinkBuilder {
         s3(o: S3Options) => s3;
 
         /// Creates the table (and its namespace) from the declared columns (`schema`) when
-        /// it does not exist, unpartitioned, at `<warehouse>/<namespace>/<table>` (default
-        /// false: a missing table is refused at open).
+        /// it does not exist, at `<warehouse>/<namespace>/<table>` (default false: a missing
+        /// table is refused at open).
         create_table(yes: bool) => create_table;
+
+        /// The partition spec of a table created now, as Spark's `PARTITIONED BY` writes it:
+        /// `day(ts)`, `hour(ts)`, `month(ts)`, `year(ts)`, `bucket(16, id)`,
+        /// `truncate(4, name)`, `identity(c)` or `c` (default none: unpartitioned). An
+        /// existing table's spec is its own.
+        partition_by(fields: Vec<String>) => partition_by;
 
         /// The data files' codec (default zstd).
         compression(c: ParquetCompression) => compression;
@@ -87,11 +97,19 @@ impl IcebergSinkBuilder {
 
     fn table(&self) -> Result<IcebergTable> {
         self.catalog.check()?;
+        let by = PartitionBy::parse(&self.partition_by)?;
+        if !self.create_table && !by.is_empty() {
+            return Err(Error::config(
+                "partition_by",
+                "the spec of a table created now (`create_table = true`); an existing table's \
+                 spec is its own",
+            ));
+        }
         Ok(IcebergTable::new(
             self.catalog.clone(),
             self.s3.clone(),
             table_ident(&self.table)?,
-            self.create_table,
+            self.create_table.then_some(by),
         ))
     }
 

@@ -288,9 +288,7 @@ fn spread(i: u64) -> Value {
 }
 
 /// A table another engine (pyiceberg) created partitioned by `day(at)`, `bucket(4, id)` and
-/// `ok`: the sink lays each file out in one partition, and its data file names it — each
-/// row's partition, computed by pyiceberg's own transforms, is its file's; a scan filtered on
-/// a day (pruning files by their partition values) reads exactly that day's rows.
+/// `ok`: the sink lays each file out in one partition, and its data file names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn iceberg_partitioned_table_gets_each_file_in_its_partition() {
     let (Some(lake), Some(py)) = (Lake::new("iceberg-parts"), python()) else {
@@ -321,11 +319,36 @@ spec = PartitionSpec(
 catalog.create_table(table, schema=schema, partition_spec=spec)
 "#;
     lake.python(&py, create, table);
+    partitioned_by_day_bucket_and_ok(&lake, &py, table, vec![]).await;
+}
+
+/// The same spec, given as `partition_by` to a table the sink creates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iceberg_a_table_created_partitioned_by_the_sink() {
+    let (Some(lake), Some(py)) = (Lake::new("iceberg-created-parts"), python()) else {
+        return;
+    };
+    let by = ["day(at)", "bucket(4, id)", "ok"]
+        .map(String::from)
+        .to_vec();
+    partitioned_by_day_bucket_and_ok(&lake, &py, "lake.parts", by).await;
+}
+
+/// 2 000 records into `table` (created by the sink, partitioned by `by`, when `by` is not
+/// empty): each row's partition, computed by pyiceberg's own transforms, is its file's; a
+/// scan filtered on a day (pruning files by their partition values) reads exactly that
+/// day's rows.
+async fn partitioned_by_day_bucket_and_ok(lake: &Lake, py: &str, table: &str, by: Vec<String>) {
     let sink = {
-        let lake = lake.clone();
+        let (lake, table) = (lake.clone(), table.to_owned());
         move || {
-            lake.builder(table)
-                .files(|f| f.target_file_size(64 * 1024))
+            let b = lake.builder(&table);
+            let b = if by.is_empty() {
+                b
+            } else {
+                b.create_table(true).partition_by(by.clone())
+            };
+            b.files(|f| f.schema(columns()).target_file_size(64 * 1024))
                 .build()
                 .unwrap()
         }
@@ -368,24 +391,30 @@ for task in t.scan().plan_files():
             if want != task.file.partition[i]:
                 wrong += 1
 day = t.scan(row_filter="at >= '2024-03-02T00:00:00+00:00' and at < '2024-03-03T00:00:00+00:00'")
-day_rows = len(day.to_arrow())
-day_files = len(list(day.plan_files()))
 print(json.dumps({"files": files, "rows": rows, "distinct": len(set(ids)), "wrong": wrong,
-                  "day_rows": day_rows, "day_files": day_files, "paths": paths[:3]}))
+                  "day_rows": len(day.to_arrow()), "day_files": len(list(day.plan_files())),
+                  "spec": [f.name for f in spec.fields], "paths": paths[:3]}))
 "#;
-    let got: Value = serde_json::from_str(lake.python(&py, check, table).trim()).unwrap();
+    let got: Value = serde_json::from_str(lake.python(py, check, table).trim()).unwrap();
+    assert_eq!(got["spec"], json!(["at_day", "id_bucket", "ok"]), "{got}");
     assert_eq!(got["rows"], n, "{got}");
     assert_eq!(got["distinct"], n, "{got}");
     assert_eq!(got["wrong"], 0, "each row in its file's partition: {got}");
     // 2024-03-02 holds records 240..480 (six minutes apart from midnight on 03-01).
     assert_eq!(got["day_rows"], 240, "{got}");
-    let (files, day_files) = (got["files"].as_u64().unwrap(), got["day_files"].as_u64().unwrap());
+    let (files, day_files) = (
+        got["files"].as_u64().unwrap(),
+        got["day_files"].as_u64().unwrap(),
+    );
     assert!(
         (8..=files / 2).contains(&day_files),
         "a day's scan reads its partitions' files only (4 buckets × 2 of `ok` at least): {got}"
     );
     assert!(
-        got["paths"][0].as_str().unwrap().contains("/data/at_day=2024-03-0"),
+        got["paths"][0]
+            .as_str()
+            .unwrap()
+            .contains("/data/at_day=2024-03-0"),
         "files under their partition's directory: {got}"
     );
 }

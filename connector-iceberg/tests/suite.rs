@@ -52,9 +52,9 @@ impl SinkExternal for Iceberg {
                     nullable: false,
                     field_id: None,
                 }])
-                    .target_file_size(4 * 1024)
-                    .row_group_bytes(1024)
-                    .error_policy(policy)
+                .target_file_size(4 * 1024)
+                .row_group_bytes(1024)
+                .error_policy(policy)
             })
             .build()
             .unwrap()

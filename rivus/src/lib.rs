@@ -58,12 +58,12 @@ pub use rivus_connector_cdc as cdc;
 /// Delta Lake tables on S3-compatible stores and local disks (feature `delta`).
 #[cfg(feature = "delta")]
 pub use rivus_connector_delta as delta;
-/// Apache Iceberg tables of a SQL catalog (feature `iceberg`).
-#[cfg(feature = "iceberg")]
-pub use rivus_connector_iceberg as iceberg;
 /// Files on S3-compatible stores and local disks: Parquet, JSON lines, CSV (feature `files`).
 #[cfg(feature = "files")]
 pub use rivus_connector_files as files;
+/// Apache Iceberg tables of a SQL catalog (feature `iceberg`).
+#[cfg(feature = "iceberg")]
+pub use rivus_connector_iceberg as iceberg;
 
 /// Checkpoints on an S3-compatible object store, one owner per job (feature `s3`).
 #[cfg(feature = "s3")]

@@ -20,7 +20,7 @@ use rivus_core::{Error, Result};
 use crate::catalog::CatalogOptions;
 use crate::columns::{columns_of, json_value, schema_of, JSON_COLUMNS};
 use crate::error::iceberg_error;
-use crate::partition::{self, Partitioning};
+use crate::partition::{self, PartitionBy, Partitioning};
 use crate::storage::Store;
 
 mod commit;
@@ -32,7 +32,8 @@ pub(crate) struct IcebergTable {
     catalog_options: CatalogOptions,
     s3: S3Options,
     ident: TableIdent,
-    create: bool,
+    /// `Some`: created when missing, partitioned so.
+    create: Option<PartitionBy>,
     /// Connected at the first subtask's open, with the store of the table's files.
     catalog: OnceCell<(Arc<dyn Catalog>, Store)>,
     /// The table as last loaded or committed.
@@ -56,12 +57,12 @@ impl std::fmt::Debug for IcebergTable {
 
 impl IcebergTable {
     /// The table `ident` of the catalog; `create`: created from the declared columns when
-    /// missing.
+    /// missing, partitioned so.
     pub(crate) fn new(
         catalog: CatalogOptions,
         s3: S3Options,
         ident: TableIdent,
-        create: bool,
+        create: Option<PartitionBy>,
     ) -> IcebergTable {
         IcebergTable {
             catalog_options: catalog,
@@ -115,9 +116,9 @@ impl IcebergTable {
             .map_err(|e| iceberg_error(format!("iceberg: looking up the table {}", self.ident), e))
     }
 
-    /// Creates the table (and its namespace) with `columns`; another subtask or writer
+    /// Creates the table (and its namespace) with `columns`, partitioned by `by`; another subtask or writer
     /// creating it at the same time wins as well.
-    async fn create(&self, columns: &[Column]) -> Result<()> {
+    async fn create(&self, columns: &[Column], by: &PartitionBy) -> Result<()> {
         let catalog = self.catalog().await?;
         let namespace: &NamespaceIdent = self.ident.namespace();
         let what = |e| iceberg_error(format!("iceberg: creating the table {}", self.ident), e);
@@ -132,6 +133,11 @@ impl IcebergTable {
             }
         }
         let schema = schema_of(columns)?;
+        let spec = if by.is_empty() {
+            None
+        } else {
+            Some(by.spec(&schema)?.into_unbound())
+        };
         let json: Vec<&str> = columns
             .iter()
             .filter(|c| c.ty == rivus_connector_files::ColumnType::Json)
@@ -140,6 +146,7 @@ impl IcebergTable {
         let mut creation = TableCreation::builder()
             .name(self.ident.name().to_owned())
             .schema(schema)
+            .partition_spec_opt(spec)
             .build();
         if !json.is_empty() {
             creation
@@ -170,7 +177,7 @@ impl IcebergTable {
     /// What `rivus check` says of the table (nothing written).
     pub(crate) async fn report(&self) -> Result<String> {
         if !self.exists().await? {
-            return if self.create {
+            return if self.create.is_some() {
                 Ok(format!("{}: no table yet; created at start", self.ident))
             } else {
                 Err(self.missing())
@@ -204,9 +211,9 @@ impl Publish for IcebergTable {
     ) -> Result<Option<Vec<Column>>> {
         *self.job.lock() = ctx.job_name().to_owned();
         if !self.exists().await? {
-            match (self.create, declared) {
-                (true, Some(cols)) => self.create(cols).await?,
-                (true, None) => {
+            match (&self.create, declared) {
+                (Some(by), Some(cols)) => self.create(cols, by).await?,
+                (Some(_), None) => {
                     return Err(Error::config(
                         "schema",
                         format!(
@@ -215,7 +222,7 @@ impl Publish for IcebergTable {
                         ),
                     ))
                 }
-                (false, _) => return Err(self.missing()),
+                (None, _) => return Err(self.missing()),
             }
         }
         let table = self.load().await?;

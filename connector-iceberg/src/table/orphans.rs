@@ -70,7 +70,11 @@ impl IcebergTable {
             else {
                 continue;
             };
-            if rel.is_empty() || rel.split('/').any(|p| p.starts_with('_') || p.starts_with('.')) {
+            if rel.is_empty()
+                || rel
+                    .split('/')
+                    .any(|p| p.starts_with('_') || p.starts_with('.'))
+            {
                 continue;
             }
             if !named.contains(&full) {

@@ -87,7 +87,13 @@ impl Lake {
             "s3.region": "us-east-1",
         });
         let out = Command::new(py)
-            .args(["-c", script, &self.catalog.name, table, &options.to_string()])
+            .args([
+                "-c",
+                script,
+                &self.catalog.name,
+                table,
+                &options.to_string(),
+            ])
             .output()
             .expect("python runs");
         assert!(
