@@ -10,14 +10,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebuggingRecorder, Snapshotter};
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
 use rivus_connector_files::{
     Column, ColumnType, FileFormat, FilesSink, FilesSinkBuilder, ParquetCompression, S3Options,
 };
 use rivus_core::prelude::*;
 use rivus_testkit::bench::{
-    child_case, compare, order, peak_rss_mib, rounds, run_child, s3_endpoint,
+    child_case, compare, histogram, order, peak_rss_mib, quantiles, rounds, run_child, s3_endpoint,
 };
 use rivus_testkit::services::{s3_credentials, s3_keys, unique_name};
 use rivus_testkit::SequenceSource;
@@ -113,20 +113,9 @@ async fn run(n: u64, delta: Option<u64>, per_second: Option<u64>) -> (f64, usize
     (rate, files)
 }
 
-/// The commit latencies recorded since the last call (a snapshot drains them), in ms, sorted.
+/// The commit latencies recorded since the last call, in ms, sorted.
 fn commit_ms(snapshotter: &Snapshotter) -> Vec<f64> {
-    let mut ms: Vec<f64> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == "rivus_delta_commit_seconds")
-        .flat_map(|(.., v)| match v {
-            DebugValue::Histogram(h) => h.into_iter().map(|s| s.into_inner() * 1e3).collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    ms
+    histogram(snapshotter, "rivus_delta_commit_seconds", 1e3)
 }
 
 fn main() {
@@ -185,14 +174,9 @@ fn main() {
         "the same with files of 256 KiB: {files} data files, {} commits",
         ms.len()
     );
-    if !ms.is_empty() {
-        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
-        println!(
-            "commit latency over {} commits: median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
-            ms.len(),
-            at(0.5),
-            at(0.9),
-            at(1.0)
-        );
-    }
+    println!(
+        "commit latency over {} commits: {}",
+        ms.len(),
+        quantiles(&ms, "ms")
+    );
 }

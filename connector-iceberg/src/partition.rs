@@ -357,7 +357,7 @@ mod tests {
         assert!(dir.contains("/user=a%2Fb%3Dc/day=2024-03-02/"), "{dir}");
         let part = p.partition(&format!("{dir}part-1.parquet")).unwrap();
         let hours = 1_709_287_200 / 3600; // 2024-03-01T10:00Z
-        assert_eq!(part[0], Some(Literal::int(hours as i32)));
+        assert_eq!(part[0], Some(Literal::int(hours)));
         assert!(matches!(part[1], Some(Literal::Primitive(_))));
         assert_eq!(part[2], Some(Literal::string("a/b=c")));
         assert_eq!(part[3], Some(Literal::date(19_784)));

@@ -181,6 +181,42 @@ pub fn order(n: u64) -> serde_json::Value {
     })
 }
 
+/// The values of the histogram `name` recorded since the last call (a snapshot drains them),
+/// times `scale` (`1e3`: seconds as milliseconds), sorted.
+pub fn histogram(
+    snapshotter: &metrics_util::debugging::Snapshotter,
+    name: &str,
+    scale: f64,
+) -> Vec<f64> {
+    use metrics_util::debugging::DebugValue;
+    let mut values: Vec<f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == name)
+        .flat_map(|(.., v)| match v {
+            DebugValue::Histogram(h) => h.into_iter().map(|s| s.into_inner() * scale).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    values.sort_by(f64::total_cmp);
+    values
+}
+
+/// `median …, p90 …, max …` of sorted `values`, each followed by `unit`.
+pub fn quantiles(values: &[f64], unit: &str) -> String {
+    if values.is_empty() {
+        return "no values".into();
+    }
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "median {:.1} {unit}, p90 {:.1} {unit}, max {:.1} {unit}",
+        at(0.5),
+        at(0.9),
+        at(1.0)
+    )
+}
+
 /// The dev S3 store's endpoint for a benchmark (see [`require`](crate::services::require)).
 pub fn s3_endpoint() -> String {
     crate::services::require(crate::services::Service::S3)
