@@ -1,11 +1,16 @@
-//! The catalog the table is in: the SQL catalog (the JDBC catalog's tables, which Java's
-//! `JdbcCatalog`, pyiceberg's `SqlCatalog` and iceberg-rust share) on PostgreSQL, MySQL or
-//! SQLite. Its files are read and written through the table's [`Store`](crate::storage).
+//! The catalog the table is in, by its URI's scheme: an Iceberg REST catalog (`http://`,
+//! `https://`: Nessie, Polaris, Lakekeeper, Gravitino, Unity, AWS Glue's and S3 Tables' REST
+//! endpoints), or the SQL catalog (the JDBC catalog's tables, which Java's `JdbcCatalog`,
+//! pyiceberg's `SqlCatalog` and iceberg-rust share) on PostgreSQL, MySQL or SQLite. Its files
+//! are read and written through the sink's [`Store`](crate::storage).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use iceberg::{Catalog, CatalogBuilder, TableIdent};
+use iceberg_catalog_rest::{
+    RestCatalogBuilder, REST_CATALOG_PROP_URI, REST_CATALOG_PROP_WAREHOUSE,
+};
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
 
 use rivus_connector_files::Location;
@@ -18,15 +23,20 @@ use crate::storage::{Factory, Store};
 /// Where the table's catalog is.
 #[derive(Clone)]
 pub struct CatalogOptions {
-    /// The database holding the catalog's tables (`postgres://…`, `mysql://…`,
-    /// `sqlite://…`); its password is never shown.
+    /// The REST catalog's base URL (`http://127.0.0.1:19120/iceberg`), or the database
+    /// holding the SQL catalog's tables (`postgres://…`, `mysql://…`, `sqlite://…`); its
+    /// password is never shown.
     pub uri: String,
-    /// The catalog's name (the `catalog_name` of its rows; default `rivus`).
+    /// The catalog's name (the SQL catalog's `catalog_name` of its rows; default `rivus`).
     pub name: String,
-    /// Where new tables go: `s3://bucket/prefix` or `file:///dir` (a table is created at
-    /// `<warehouse>/<namespace>/<table>`). Existing tables' files are where their metadata
-    /// says, in the same bucket.
+    /// Where new tables go: `s3://bucket/prefix` or `file:///dir` (the SQL catalog creates a
+    /// table at `<warehouse>/<namespace>/<table>`; a REST catalog takes it as its `warehouse`
+    /// and places tables itself). Existing tables' files are where their metadata says.
     pub warehouse: String,
+    /// More properties of a REST catalog, as iceberg's REST client takes them: `token` (a
+    /// bearer token), `credential` (`client_id:client_secret`, exchanged for a token by
+    /// OAuth2), `scope`, `oauth2-server-uri`, `header.<name>`; their values are never shown.
+    pub properties: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for CatalogOptions {
@@ -35,16 +45,28 @@ impl std::fmt::Debug for CatalogOptions {
             .field("uri", &redact_url(&self.uri))
             .field("name", &self.name)
             .field("warehouse", &self.warehouse)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
 impl CatalogOptions {
+    /// The REST catalog at `uri`, new tables under `warehouse`.
+    pub fn rest(uri: impl Into<String>, warehouse: impl Into<String>) -> CatalogOptions {
+        CatalogOptions::sql(uri, warehouse)
+    }
+
+    /// Whether the catalog is a REST catalog (its URI is `http://` or `https://`).
+    pub fn is_rest(&self) -> bool {
+        self.uri.starts_with("http://") || self.uri.starts_with("https://")
+    }
+
     /// The SQL catalog in the database at `uri`, new tables under `warehouse`.
     pub fn sql(uri: impl Into<String>, warehouse: impl Into<String>) -> CatalogOptions {
         CatalogOptions {
             uri: uri.into(),
             name: "rivus".into(),
+            properties: BTreeMap::new(),
             warehouse: warehouse.into(),
         }
     }
@@ -56,22 +78,30 @@ impl CatalogOptions {
 
     /// Options out of range, refused with their names.
     pub(crate) fn check(&self) -> Result<()> {
-        if ![
-            "postgres://",
-            "postgresql://",
-            "mysql://",
-            "mariadb://",
-            "sqlite:",
-        ]
-        .iter()
-        .any(|s| self.uri.starts_with(s))
+        if !self.is_rest()
+            && ![
+                "postgres://",
+                "postgresql://",
+                "mysql://",
+                "mariadb://",
+                "sqlite:",
+            ]
+            .iter()
+            .any(|s| self.uri.starts_with(s))
         {
             return Err(Error::config(
                 "catalog.uri",
                 format!(
-                    "`{}` is not a postgres://, mysql:// or sqlite: URL",
+                    "`{}` is not a REST catalog's http(s):// URL, nor a postgres://, mysql:// \
+                     or sqlite: URL",
                     redact_url(&self.uri)
                 ),
+            ));
+        }
+        if !self.properties.is_empty() && !self.is_rest() {
+            return Err(Error::config(
+                "catalog.properties",
+                "properties are for a REST catalog (an http(s):// `uri`)",
             ));
         }
         if self.name.trim().is_empty() {
@@ -82,6 +112,29 @@ impl CatalogOptions {
 
     /// Connects to the catalog; the table's files go through `store`.
     pub(crate) async fn connect(&self, store: Store) -> Result<Arc<dyn Catalog>> {
+        let failed = |e| {
+            iceberg_error(
+                format!(
+                    "iceberg: connecting to the catalog at {}",
+                    redact_url(&self.uri)
+                ),
+                e,
+            )
+        };
+        if self.is_rest() {
+            let mut props: HashMap<String, String> = self.properties.clone().into_iter().collect();
+            props.insert(REST_CATALOG_PROP_URI.to_owned(), self.uri.clone());
+            props.insert(
+                REST_CATALOG_PROP_WAREHOUSE.to_owned(),
+                self.warehouse.clone(),
+            );
+            let catalog = RestCatalogBuilder::default()
+                .with_storage_factory(Arc::new(Factory(store)))
+                .load(&self.name, props)
+                .await
+                .map_err(failed)?;
+            return Ok(Arc::new(catalog));
+        }
         let style = if self.uri.starts_with("postgres") {
             SqlBindStyle::DollarNumeric
         } else {
@@ -94,15 +147,7 @@ impl CatalogOptions {
             .with_storage_factory(Arc::new(Factory(store)))
             .load(&self.name, HashMap::new())
             .await
-            .map_err(|e| {
-                iceberg_error(
-                    format!(
-                        "iceberg: connecting to the catalog at {}",
-                        redact_url(&self.uri)
-                    ),
-                    e,
-                )
-            })?;
+            .map_err(failed)?;
         Ok(Arc::new(catalog))
     }
 }
@@ -133,11 +178,19 @@ mod tests {
         }
         let mut c = CatalogOptions::sql("postgres://u:hunter2@h/db", "s3://lake/wh");
         assert!(c.check().is_ok());
-        c.uri = "http://u:hunter2@h/db".into();
+        c.uri = "ftp://u:hunter2@h/db".into();
         let e = c.check().unwrap_err().to_string();
         assert!(e.contains("catalog.uri") && !e.contains("hunter2"), "{e}");
         assert!(!format!("{c:?}").contains("hunter2"));
+        c.uri = "postgres://u@h/db".into();
+        c.properties.insert("token".into(), "hunter2".into());
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("catalog.properties"), "{e}");
+        c.uri = "https://catalog.example/iceberg".into();
+        assert!(c.check().is_ok());
+        assert!(!format!("{c:?}").contains("hunter2"), "{c:?}");
         c.uri = "sqlite::memory:".into();
+        c.properties.clear();
         c.warehouse = "ftp://x".into();
         let e = c.check().unwrap_err().to_string();
         assert!(e.contains("catalog.warehouse"), "{e}");

@@ -65,16 +65,22 @@ pub struct IcebergSection {
     pub s3: S3Section,
 }
 
-/// `catalog = { ... }`: the SQL catalog.
+/// `catalog = { ... }`: a REST catalog or the SQL catalog, by the URI's scheme.
 #[derive(Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogSection {
-    /// The database holding the catalog's tables: `postgres://…`, `mysql://…`, `sqlite:…`.
+    /// A REST catalog's base URL (`http(s)://…`), or the database holding the SQL catalog's
+    /// tables: `postgres://…`, `mysql://…`, `sqlite:…`.
     pub uri: String,
-    /// Where new tables go: `s3://bucket/prefix` or `file:///dir`.
+    /// Where new tables go: `s3://bucket/prefix` or `file:///dir` (a REST catalog takes it
+    /// as its `warehouse`).
     pub warehouse: String,
-    /// The catalog's name (`rivus`).
+    /// The SQL catalog's name (`rivus`).
     pub name: Option<String>,
+    /// A REST catalog's properties: `token`, `credential`, `scope`, `oauth2-server-uri`,
+    /// `header.<name>` (values never shown).
+    #[serde(default)]
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for CatalogSection {
@@ -83,6 +89,7 @@ impl std::fmt::Debug for CatalogSection {
             .field("uri", &redact_url(&self.uri))
             .field("warehouse", &self.warehouse)
             .field("name", &self.name)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -94,6 +101,7 @@ impl CatalogSection {
         if let Some(name) = &self.name {
             o.name.clone_from(name);
         }
+        o.properties.clone_from(&self.properties);
         o
     }
 }
@@ -149,10 +157,11 @@ impl IcebergSection {
 impl SinkSection for IcebergSection {
     const TYPE: &'static str = "iceberg";
     const CATALOG: CatalogEntry = CatalogEntry {
-        summary: "appends to an Apache Iceberg table of a SQL catalog (PostgreSQL, MySQL, \
-                  SQLite), data files on S3-compatible stores or local disks",
-        guarantee: "exactly-once (each checkpoint's files appended in one snapshot whose \
-                    summary names the writer and checkpoint; a restore skips what it finds)",
+        summary: "appends to an Apache Iceberg table of a REST catalog or a SQL catalog \
+                  (PostgreSQL, MySQL, SQLite), data files on S3-compatible stores or local disks",
+        guarantee: "exactly-once (each checkpoint's files appended in one snapshot that \
+                    records the writer's checkpoint in the table's properties; a restore \
+                    skips what it finds)",
     };
 
     fn build(&self, ctx: &SectionContext) -> Result<SinkPlan> {

@@ -1,8 +1,9 @@
 //! The table's files — metadata JSON, manifest lists, manifests — read and written through
 //! rivus's own store client (an S3 bucket with the files sink's options, or the local disk),
-//! as iceberg's [`Storage`]: one client, one TLS stack and one set of credentials for the
-//! data files and the table around them.
+//! as iceberg's [`Storage`]: one client per bucket, one TLS stack and one set of credentials
+//! for the data files and the table around them.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -20,91 +21,114 @@ use object_store::{DynObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use rivus_aws::s3::{S3Client, Writes};
-use rivus_connector_files::{Location, S3Options};
-use rivus_core::Result;
+use rivus_connector_files::S3Options;
 
-/// Where the table's files are: a bucket (`s3://bucket/…` paths) or the local disk
-/// (`file:///…` or absolute paths).
+/// The store of a catalog's files: S3 buckets (`s3://bucket/…` paths, a client per bucket
+/// with the sink's S3 options, made at its first use) and the local disk (`file:///…` or
+/// absolute paths).
 #[derive(Clone, Serialize, Deserialize)]
 pub(crate) struct Store {
-    /// `Some(bucket)` for S3, `None` for the local disk.
-    bucket: Option<String>,
-    /// The client; not carried by the serialized form (iceberg asks for one; a store read
+    /// The clients; not carried by the serialized form (iceberg asks for one; a store read
     /// back from it refuses every call).
     #[serde(skip)]
-    client: Option<Arc<DynObjectStore>>,
+    clients: Option<Arc<Clients>>,
+}
+
+struct Clients {
+    s3: S3Options,
+    buckets: parking_lot::Mutex<HashMap<String, Arc<DynObjectStore>>>,
+    local: Arc<DynObjectStore>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("bucket", &self.bucket)
-            .finish()
+        let buckets: Vec<String> = self
+            .clients
+            .as_ref()
+            .map(|c| c.buckets.lock().keys().cloned().collect())
+            .unwrap_or_default();
+        f.debug_struct("Store").field("buckets", &buckets).finish()
     }
 }
 
 impl Store {
-    /// The store of `location` (a warehouse or a table location), with the S3 options.
-    pub(crate) fn new(location: &Location, s3: &S3Options) -> Result<Store> {
-        match location {
-            Location::S3 { bucket, .. } => {
-                let client =
-                    S3Client::build(bucket, s3, Writes::Conditional).map_err(|e| e.under("s3"))?;
-                Ok(Store {
-                    bucket: Some(bucket.clone()),
-                    client: Some(client.store),
-                })
-            }
-            Location::Local(_) => Ok(Store {
-                bucket: None,
-                client: Some(Arc::new(object_store::local::LocalFileSystem::new())),
-            }),
+    /// A store reaching S3 with `s3` and the local disk.
+    pub(crate) fn new(s3: &S3Options) -> Store {
+        Store {
+            clients: Some(Arc::new(Clients {
+                s3: s3.clone(),
+                buckets: parking_lot::Mutex::new(HashMap::new()),
+                local: Arc::new(object_store::local::LocalFileSystem::new()),
+            })),
         }
     }
 
-    /// The client, or an error for a store read back from its serialized form.
-    fn client(&self) -> iceberg::Result<&Arc<DynObjectStore>> {
-        self.client.as_ref().ok_or_else(|| {
+    /// The client holding `path`, and its key there: `s3://bucket/a/b` → bucket's client,
+    /// `a/b`; `file:///a/b` or `/a/b` → the local disk, `a/b`.
+    pub(crate) fn object(&self, path: &str) -> iceberg::Result<(Arc<DynObjectStore>, StorePath)> {
+        let bad =
+            |why: &str| IcebergError::new(ErrorKind::DataInvalid, format!("the path {path} {why}"));
+        let clients = self.clients.as_ref().ok_or_else(|| {
             IcebergError::new(
                 ErrorKind::Unexpected,
                 "a rivus store cannot be used after being serialized",
             )
-        })
+        })?;
+        let (client, rest) = match path
+            .strip_prefix("s3://")
+            .or_else(|| path.strip_prefix("s3a://"))
+        {
+            Some(rest) => {
+                let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+                if bucket.is_empty() {
+                    return Err(bad("names no bucket"));
+                }
+                let mut buckets = clients.buckets.lock();
+                let client = match buckets.get(bucket) {
+                    Some(c) => Arc::clone(c),
+                    None => {
+                        let c: Arc<DynObjectStore> =
+                            S3Client::build(bucket, &clients.s3, Writes::Conditional)
+                                .map_err(|e| {
+                                    IcebergError::new(
+                                        ErrorKind::DataInvalid,
+                                        format!("the S3 client of {path}: {e}"),
+                                    )
+                                })?
+                                .store;
+                        buckets.insert(bucket.to_owned(), Arc::clone(&c));
+                        c
+                    }
+                };
+                (client, key)
+            }
+            None if path.contains("://") && !path.starts_with("file://") => {
+                return Err(bad("is neither s3:// nor file://"))
+            }
+            None => {
+                let rest = path.strip_prefix("file://").unwrap_or(path);
+                let rest = rest
+                    .strip_prefix('/')
+                    .ok_or_else(|| bad("is not an absolute file path"))?;
+                (Arc::clone(&clients.local), rest)
+            }
+        };
+        let key = StorePath::parse(rest).map_err(|e| bad(&e.to_string()))?;
+        Ok((client, key))
     }
 
-    /// The objects below `path` (a directory), with their keys in the store.
+    /// The key of `path` in its store (see [`object`](Store::object)).
+    pub(crate) fn key(&self, path: &str) -> iceberg::Result<StorePath> {
+        Ok(self.object(path)?.1)
+    }
+
+    /// The objects below `path` (a directory), with their keys in its store.
     pub(crate) fn list(
         &self,
         path: &str,
     ) -> iceberg::Result<BoxStream<'static, object_store::Result<object_store::ObjectMeta>>> {
-        let prefix = self.key(path)?;
-        Ok(self.client()?.list(Some(&prefix)))
-    }
-
-    /// The key of `path` in the store: `s3://bucket/a/b` → `a/b` (the bucket must be the
-    /// store's), `file:///a/b` or `/a/b` → `a/b`.
-    pub(crate) fn key(&self, path: &str) -> iceberg::Result<StorePath> {
-        let bad =
-            |why: &str| IcebergError::new(ErrorKind::DataInvalid, format!("the path {path} {why}"));
-        let rest = match &self.bucket {
-            Some(bucket) => {
-                let rest = path
-                    .strip_prefix("s3://")
-                    .or_else(|| path.strip_prefix("s3a://"))
-                    .ok_or_else(|| bad("is not an s3:// path"))?;
-                let (b, key) = rest.split_once('/').unwrap_or((rest, ""));
-                if b != bucket {
-                    return Err(bad(&format!("is not in the bucket `{bucket}`")));
-                }
-                key
-            }
-            None => {
-                let rest = path.strip_prefix("file://").unwrap_or(path);
-                rest.strip_prefix('/')
-                    .ok_or_else(|| bad("is not an absolute file path"))?
-            }
-        };
-        StorePath::parse(rest).map_err(|e| bad(&e.to_string()))
+        let (client, prefix) = self.object(path)?;
+        Ok(client.list(Some(&prefix)))
     }
 }
 
@@ -121,7 +145,8 @@ fn failed(what: &str, path: &str, e: object_store::Error) -> IcebergError {
 #[typetag::serde(name = "rivus")]
 impl Storage for Store {
     async fn exists(&self, path: &str) -> iceberg::Result<bool> {
-        match self.client()?.head(&self.key(path)?).await {
+        let (client, key) = self.object(path)?;
+        match client.head(&key).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(failed("reading", path, e)),
@@ -129,34 +154,36 @@ impl Storage for Store {
     }
 
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
-        let meta = self
-            .client()?
-            .head(&self.key(path)?)
+        let (client, key) = self.object(path)?;
+        let meta = client
+            .head(&key)
             .await
             .map_err(|e| failed("reading", path, e))?;
         Ok(FileMetadata { size: meta.size })
     }
 
     async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
-        let got = self
-            .client()?
-            .get(&self.key(path)?)
+        let (client, key) = self.object(path)?;
+        let got = client
+            .get(&key)
             .await
             .map_err(|e| failed("reading", path, e))?;
         got.bytes().await.map_err(|e| failed("reading", path, e))
     }
 
     async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
+        let (client, key) = self.object(path)?;
         Ok(Box::new(Reader {
-            client: Arc::clone(self.client()?),
-            key: self.key(path)?,
+            client,
+            key,
             path: path.to_owned(),
         }))
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
-        self.client()?
-            .put(&self.key(path)?, PutPayload::from(bs))
+        let (client, key) = self.object(path)?;
+        client
+            .put(&key, PutPayload::from(bs))
             .await
             .map_err(|e| failed("writing", path, e))?;
         Ok(())
@@ -171,15 +198,15 @@ impl Storage for Store {
     }
 
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
-        match self.client()?.delete(&self.key(path)?).await {
+        let (client, key) = self.object(path)?;
+        match client.delete(&key).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(failed("deleting", path, e)),
         }
     }
 
     async fn delete_prefix(&self, path: &str) -> iceberg::Result<()> {
-        let client = self.client()?;
-        let prefix = self.key(path)?;
+        let (client, prefix) = self.object(path)?;
         let keys: Vec<_> = client
             .list(Some(&prefix))
             .map_ok(|m| m.location)

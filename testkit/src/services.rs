@@ -63,6 +63,9 @@ pub enum Service {
     /// A Confluent-compatible schema registry (Apicurio), `RIVUS_SCHEMA_REGISTRY_URL`,
     /// default `http://127.0.0.1:8085/apis/ccompat/v7`.
     SchemaRegistry,
+    /// An Iceberg REST catalog (Project Nessie), `RIVUS_ICEBERG_REST_URL`, default
+    /// `http://127.0.0.1:19120/iceberg`; its tables on the [`S3`](Service::S3) store.
+    IcebergRest,
 }
 
 impl Service {
@@ -88,6 +91,7 @@ impl Service {
             Service::MySqlTls => "RIVUS_MYSQL_TLS_URL",
             Service::S3 => "RIVUS_S3_ENDPOINT",
             Service::SchemaRegistry => "RIVUS_SCHEMA_REGISTRY_URL",
+            Service::IcebergRest => "RIVUS_ICEBERG_REST_URL",
         }
     }
 
@@ -119,6 +123,7 @@ impl Service {
             }
             Service::S3 => "http://127.0.0.1:8333",
             Service::SchemaRegistry => "http://127.0.0.1:8085/apis/ccompat/v7",
+            Service::IcebergRest => "http://127.0.0.1:19120/iceberg",
         }
     }
 

@@ -1,8 +1,11 @@
 //! Appends: the files a writer made visible at one sequence, added to the table in one
-//! snapshot whose summary carries the writer and the sequence. Before committing, the
-//! writer's newest snapshot among the current snapshot's ancestors says whether this sequence
-//! was committed already (a restore repeating it): then nothing is committed. A commit that
-//! loses to another writer's is retried by iceberg on the table as it is then.
+//! snapshot whose summary carries the writer and the sequence, and — in the same commit — the
+//! table property `rivus.sequence.<writer>` set to the sequence. Before committing, that
+//! property says whether this sequence was committed already (a restore repeating it): then
+//! nothing is committed. A property, not the snapshots: catalogs may keep fewer snapshots
+//! than were committed (Nessie's keeps the current one only; snapshot expiry removes old
+//! ones), while the table's properties stay. A commit that loses to another writer's is
+//! retried by iceberg on the table as it is then.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -24,6 +27,8 @@ pub(crate) const WRITER: &str = "rivus.writer";
 pub(crate) const SEQUENCE: &str = "rivus.sequence";
 /// The snapshot summary's job name.
 const JOB: &str = "rivus.job";
+/// The table property holding a writer's last sequence: `rivus.sequence.<writer>`.
+const COMMITTED: &str = "rivus.sequence.";
 
 impl IcebergTable {
     /// Appends `files` (visible in the store) as `writer`'s `sequence`, at most once.
@@ -59,6 +64,14 @@ impl IcebergTable {
         }
         let what = || format!("iceberg: appending {} files to {}", files.len(), self.ident);
         let tx = Transaction::new(&table);
+        let tx = match sequence {
+            Some(sequence) => tx
+                .update_table_properties()
+                .set(format!("{COMMITTED}{writer}"), sequence.to_string())
+                .apply(tx)
+                .map_err(|e| iceberg_error(what(), e))?,
+            None => tx,
+        };
         let tx = tx
             .fast_append()
             // The summary above is what makes the append once; the duplicate check would read
@@ -128,16 +141,11 @@ impl IcebergTable {
     }
 }
 
-/// The newest sequence `writer` committed among the ancestors of the current snapshot.
+/// The last sequence `writer` committed to the table.
 pub(crate) fn last_sequence(table: &Table, writer: &str) -> Option<u64> {
-    let meta = table.metadata();
-    let mut next = meta.current_snapshot_id();
-    while let Some(snapshot) = next.and_then(|id| meta.snapshot_by_id(id)) {
-        let summary = &snapshot.summary().additional_properties;
-        if summary.get(WRITER).map(String::as_str) == Some(writer) {
-            return summary.get(SEQUENCE).and_then(|s| s.parse().ok());
-        }
-        next = snapshot.parent_snapshot_id();
-    }
-    None
+    table
+        .metadata()
+        .properties()
+        .get(&format!("{COMMITTED}{writer}"))
+        .and_then(|s| s.parse().ok())
 }

@@ -90,7 +90,7 @@ impl IcebergTable {
     async fn connected(&self) -> Result<&(Arc<dyn Catalog>, Store)> {
         self.catalog
             .get_or_try_init(|| async {
-                let store = Store::new(&self.catalog_options.warehouse()?, &self.s3)?;
+                let store = Store::new(&self.s3);
                 let catalog = self.catalog_options.connect(store.clone()).await?;
                 Ok((catalog, store))
             })
@@ -233,23 +233,6 @@ impl Publish for IcebergTable {
         let root = table.metadata().location().trim_end_matches('/');
         let data = Location::parse(&format!("{root}/data"), "table")
             .map_err(|e| e.under(&format!("the table {}'s location", self.ident)))?;
-        let same_store = match (&data, &self.catalog_options.warehouse()?) {
-            (Location::S3 { bucket, .. }, Location::S3 { bucket: ours, .. }) => bucket == ours,
-            (Location::Local(_), Location::Local(_)) => true,
-            _ => false,
-        };
-        if !same_store {
-            return Err(Error::config(
-                "catalog.warehouse",
-                format!(
-                    "the table {} is at {}, outside the warehouse's store ({}): the sink \
-                     writes to the warehouse's bucket or disk",
-                    self.ident,
-                    data.url(),
-                    self.catalog_options.warehouse
-                ),
-            ));
-        }
         *self.data.lock() = Some(data);
         Ok(Some(Self::columns(&table)?))
     }

@@ -1,6 +1,7 @@
 //! What the Iceberg tests share: a fresh catalog (its own name in the SQL catalog tables of the
-//! dev PostgreSQL) and warehouse (a prefix of the dev object store), pyiceberg as the
-//! independent reader through the same catalog, and small jobs.
+//! dev PostgreSQL, or a namespace of its own in the dev REST catalog) and warehouse (a prefix
+//! of the dev object store), pyiceberg as the independent reader through the same catalog,
+//! and small jobs.
 
 #![allow(dead_code)]
 
@@ -16,24 +17,49 @@ use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
-/// A fresh catalog and warehouse on the dev PostgreSQL and object store.
+/// A fresh catalog and warehouse on the dev PostgreSQL (or REST catalog) and object store.
 #[derive(Clone)]
 pub(crate) struct Lake {
     pub catalog: CatalogOptions,
     pub s3: S3Options,
     endpoint: String,
-    pg: String,
+    /// pyiceberg's catalog type (`sql`, `rest`) and URI.
+    kind: &'static str,
+    py_uri: String,
+    /// The namespace of this lake's tables.
+    pub namespace: String,
 }
 
 impl Lake {
-    /// `None` when a service is not reachable and skipping was asked for.
+    /// A SQL catalog of its own on the dev PostgreSQL; `None` when a service is not reachable
+    /// and skipping was asked for.
     pub(crate) fn new(name: &str) -> Option<Lake> {
-        let endpoint = require(Service::S3)?;
         let pg = require(Service::Postgres)?;
-        let (bucket, access, secret) = s3_credentials();
+        let (bucket, _, _) = s3_credentials();
         let unique = unique_name(name);
         let mut catalog = CatalogOptions::sql(&pg, format!("s3://{bucket}/{unique}"));
         catalog.name = unique;
+        let py_uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
+        Lake::with(catalog, "sql", py_uri, "lake".into())
+    }
+
+    /// A namespace of its own in the dev REST catalog (Nessie).
+    pub(crate) fn rest(name: &str) -> Option<Lake> {
+        let uri = require(Service::IcebergRest)?;
+        let (bucket, _, _) = s3_credentials();
+        let unique = unique_name(name).replace('-', "_");
+        let catalog = CatalogOptions::rest(&uri, format!("s3://{bucket}/nessie"));
+        Lake::with(catalog, "rest", uri, unique)
+    }
+
+    fn with(
+        catalog: CatalogOptions,
+        kind: &'static str,
+        py_uri: String,
+        namespace: String,
+    ) -> Option<Lake> {
+        let endpoint = require(Service::S3)?;
+        let (_, access, secret) = s3_credentials();
         Some(Lake {
             catalog,
             s3: S3Options {
@@ -43,8 +69,15 @@ impl Lake {
                 ..Default::default()
             },
             endpoint,
-            pg,
+            kind,
+            py_uri,
+            namespace,
         })
+    }
+
+    /// The lake's table `name`: `<namespace>.<name>`.
+    pub(crate) fn table(&self, name: &str) -> String {
+        format!("{}.{name}", self.namespace)
     }
 
     pub(crate) fn builder(&self, table: &str) -> IcebergSinkBuilder {
@@ -60,6 +93,8 @@ impl Lake {
         let mut rows: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
         rows.sort_by_key(|r| r["id"].as_i64());
         Read {
+            location: head["location"].as_str().unwrap().to_owned(),
+            properties: head["properties"].clone(),
             summaries: head["summaries"].as_array().unwrap().clone(),
             schema: head["schema"].clone(),
             files: head["files"]
@@ -79,7 +114,8 @@ impl Lake {
     pub(crate) fn python(&self, py: &str, script: &str, table: &str) -> String {
         let (_, access, secret) = s3_credentials();
         let options = json!({
-            "uri": self.pg.replacen("postgres://", "postgresql+psycopg2://", 1),
+            "type": self.kind,
+            "uri": self.py_uri,
             "warehouse": self.catalog.warehouse,
             "s3.endpoint": self.endpoint,
             "s3.access-key-id": access,
@@ -108,6 +144,10 @@ impl Lake {
 /// What pyiceberg read.
 #[derive(Debug)]
 pub(crate) struct Read {
+    /// The table's location.
+    pub location: String,
+    /// The table's properties (a JSON object).
+    pub properties: Value,
     /// Each snapshot's summary, oldest first.
     pub summaries: Vec<Value>,
     /// Column name → `"<id>:<type>"`.
@@ -127,15 +167,18 @@ impl Read {
     }
 }
 
-/// The reader: the table through pyiceberg's SQL catalog, its files through pyarrow.
+/// The reader: the table through pyiceberg's catalog of the same kind, its files through
+/// pyarrow.
 const READ: &str = r##"
 import json, sys
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog import load_catalog
 name, table, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-t = SqlCatalog(name, **options).load_table(table)
+t = load_catalog(name, **options).load_table(table)
 scan = t.scan()
 data = scan.to_arrow()
 print(json.dumps({
+    "location": t.location(),
+    "properties": t.properties,
     "summaries": [dict(s.summary.additional_properties, operation=str(s.summary.operation))
                   for s in sorted(t.snapshots(), key=lambda s: s.sequence_number)],
     "schema": {f.name: "%d:%s" % (f.field_id, f.field_type) for f in t.schema().fields},
@@ -148,7 +191,9 @@ for r in data.to_pylist():
 
 /// Python with pyiceberg (`dev/python`), or a failure saying how to get it.
 pub(crate) fn python() -> Option<String> {
-    rivus_testkit::services::python_with("pyiceberg.catalog.sql, psycopg2, pyarrow")
+    rivus_testkit::services::python_with(
+        "pyiceberg.catalog.sql, pyiceberg.catalog.rest, psycopg2, pyarrow",
+    )
 }
 
 /// Record `i` of the tests.
