@@ -4,8 +4,9 @@
 //! property says whether this sequence was committed already (a restore repeating it): then
 //! nothing is committed. A property, not the snapshots: catalogs may keep fewer snapshots
 //! than were committed (Nessie's keeps the current one only; snapshot expiry removes old
-//! ones), while the table's properties stay. A commit that loses to another writer's is
-//! retried by iceberg on the table as it is then.
+//! ones), while the table's properties stay. A writer's commit removes the properties of the
+//! same job's earlier runs, which no restore needs any more. A commit that loses to another
+//! writer's is retried by iceberg on the table as it is then.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -27,7 +28,10 @@ pub(crate) const WRITER: &str = "rivus.writer";
 pub(crate) const SEQUENCE: &str = "rivus.sequence";
 /// The snapshot summary's job name.
 const JOB: &str = "rivus.job";
-/// The table property holding a writer's last sequence: `rivus.sequence.<writer>`.
+/// The snapshot summary's sink (the job's task writing the table).
+const SINK: &str = "rivus.sink";
+/// The table properties holding each writer's last sequence:
+/// `rivus.sequence.<job>/<sink>/<writer>`.
 const COMMITTED: &str = "rivus.sequence.";
 
 impl IcebergTable {
@@ -45,7 +49,9 @@ impl IcebergTable {
             Error::connector("iceberg", "files published before the table opened")
         })?;
         let table = self.load().await?;
-        if let (Some(sequence), Some(done)) = (sequence, last_sequence(&table, writer)) {
+        let (job, sink) = self.job.lock().clone();
+        let key = Committed::new(&job, &sink, writer);
+        if let (Some(sequence), Some(done)) = (sequence, key.last(&table)) {
             if done >= sequence {
                 tracing::info!(
                     table = %self.ident, writer, sequence,
@@ -57,7 +63,8 @@ impl IcebergTable {
         let data_files = self.data_files(&table, &data, files).await?;
         let mut summary = HashMap::from([
             (WRITER.to_owned(), writer.to_owned()),
-            (JOB.to_owned(), self.job.lock().clone()),
+            (JOB.to_owned(), job.clone()),
+            (SINK.to_owned(), sink.clone()),
         ]);
         if let Some(sequence) = sequence {
             summary.insert(SEQUENCE.to_owned(), sequence.to_string());
@@ -65,11 +72,15 @@ impl IcebergTable {
         let what = || format!("iceberg: appending {} files to {}", files.len(), self.ident);
         let tx = Transaction::new(&table);
         let tx = match sequence {
-            Some(sequence) => tx
-                .update_table_properties()
-                .set(format!("{COMMITTED}{writer}"), sequence.to_string())
-                .apply(tx)
-                .map_err(|e| iceberg_error(what(), e))?,
+            Some(sequence) => {
+                let mut update = tx
+                    .update_table_properties()
+                    .set(key.property(), sequence.to_string());
+                for stale in key.superseded(&table) {
+                    update = update.remove(stale);
+                }
+                update.apply(tx).map_err(|e| iceberg_error(what(), e))?
+            }
             None => tx,
         };
         let tx = tx
@@ -141,11 +152,61 @@ impl IcebergTable {
     }
 }
 
-/// The last sequence `writer` committed to the table.
-pub(crate) fn last_sequence(table: &Table, writer: &str) -> Option<u64> {
-    table
-        .metadata()
-        .properties()
-        .get(&format!("{COMMITTED}{writer}"))
-        .and_then(|s| s.parse().ok())
+/// The table property holding the last sequence of one sink's writer:
+/// `rivus.sequence.<job>/<sink>/<writer>` — two sinks of a job writing one table, or two jobs,
+/// never share one.
+pub(crate) struct Committed<'a> {
+    owner: String,
+    writer: &'a str,
+}
+
+impl<'a> Committed<'a> {
+    pub(crate) fn new(job: &str, sink: &str, writer: &'a str) -> Committed<'a> {
+        Committed {
+            owner: format!("{COMMITTED}{job}/{sink}/"),
+            writer,
+        }
+    }
+
+    /// The property's name.
+    pub(crate) fn property(&self) -> String {
+        format!("{}{}", self.owner, self.writer)
+    }
+
+    /// The last sequence the writer committed to `table`.
+    pub(crate) fn last(&self, table: &Table) -> Option<u64> {
+        table
+            .metadata()
+            .properties()
+            .get(&self.property())
+            .and_then(|s| s.parse().ok())
+    }
+
+    /// The properties of the writers this one supersedes: the same sink's from an earlier run
+    /// of the job. A run commits its own files only once a checkpoint of its own completed,
+    /// after every subtask finished what the restored checkpoint held — so no restore needs an
+    /// earlier run's writers again.
+    pub(crate) fn superseded(&self, table: &Table) -> Vec<String> {
+        let Some(attempt) = attempt_of(self.writer) else {
+            return Vec::new();
+        };
+        table
+            .metadata()
+            .properties()
+            .keys()
+            .filter(|k| {
+                k.strip_prefix(self.owner.as_str())
+                    .and_then(attempt_of)
+                    .is_some_and(|a| a < attempt)
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// A writer's run: `<attempt>-<job tag>-<subtask>` → the attempt (its start, ms).
+fn attempt_of(writer: &str) -> Option<u64> {
+    let (attempt, rest) = writer.split_once('-')?;
+    rest.contains('-').then_some(())?;
+    attempt.parse().ok()
 }

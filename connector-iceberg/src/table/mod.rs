@@ -38,8 +38,9 @@ pub(crate) struct IcebergTable {
     catalog: OnceCell<(Arc<dyn Catalog>, Store)>,
     /// The table as last loaded or committed.
     table: parking_lot::Mutex<Option<Table>>,
-    /// The job's name, recorded in each snapshot's summary.
-    job: parking_lot::Mutex<String>,
+    /// The job's name and the sink's, recorded in each snapshot's summary and naming the
+    /// property of each writer's last sequence.
+    job: parking_lot::Mutex<(String, String)>,
     /// The table's data directory, read at open.
     data: parking_lot::Mutex<Option<Location>>,
     /// The table's partition spec, read at open (`None`: unpartitioned).
@@ -71,7 +72,7 @@ impl IcebergTable {
             create,
             catalog: OnceCell::new(),
             table: parking_lot::Mutex::new(None),
-            job: parking_lot::Mutex::new(String::new()),
+            job: parking_lot::Mutex::new(Default::default()),
             data: parking_lot::Mutex::new(None),
             partitioning: parking_lot::Mutex::new(None),
         }
@@ -209,7 +210,7 @@ impl Publish for IcebergTable {
         ctx: &RuntimeContext,
         declared: Option<&[Column]>,
     ) -> Result<Option<Vec<Column>>> {
-        *self.job.lock() = ctx.job_name().to_owned();
+        *self.job.lock() = (ctx.job_name().to_owned(), ctx.task_name().to_owned());
         if !self.exists().await? {
             match (&self.create, declared) {
                 (Some(by), Some(cols)) => self.create(cols, by).await?,
