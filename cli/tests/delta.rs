@@ -71,7 +71,8 @@ type = "delta"
 url = "s3://{bucket}/{unique}"
 s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
 create_table = true
-target_file_size = 262144
+target_file_size = 65536
+row_group_bytes = 16384
 schema = [
   {{ name = "id", type = "int64", nullable = false }},
   {{ name = "user", type = "string" }},
