@@ -25,8 +25,9 @@ pub struct DeltaSection {
     /// Create the table from `schema` when it does not exist (default false).
     #[serde(default)]
     pub create_table: bool,
-    /// The columns of a table created now: `[{ name, type, nullable }]`. An existing
-    /// table's columns are its own.
+    /// The columns of a table created now: `[{ name, type, nullable }]`; without them (and
+    /// with `schema_evolution = "basic"`) a table is created without columns and takes the
+    /// records' fields as they come. An existing table's columns are its own.
     pub schema: Option<Vec<ColumnOption>>,
     /// `basic`: a record's field that is not a column is added to the table (nullable, typed
     /// from its values) before any file holding it is committed; `none` (default): the record
@@ -60,10 +61,15 @@ pub struct DeltaSection {
 
 impl DeltaSection {
     fn builder(&self, policy: ErrorPolicy) -> Result<DeltaSinkBuilder> {
-        if self.create_table && self.schema.is_none() {
+        if self.create_table
+            && self.schema.is_none()
+            && self.schema_evolution != SchemaEvolution::Basic
+        {
             return Err(Error::config(
                 "schema",
-                "`create_table = true` creates the table from the columns declared here",
+                "`create_table = true` creates the table from the columns declared here, or \
+                 without columns, adding the records' fields as they come, with \
+                 `schema_evolution = \"basic\"`",
             ));
         }
         let sizes = FileSizes {

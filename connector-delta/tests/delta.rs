@@ -120,6 +120,32 @@ async fn delta_a_local_table_is_created_appended_to_and_read_by_deltalake() {
     }
 }
 
+/// `create_table` without declared columns: the table starts with none and takes the
+/// records' fields, typed from their values, before any file holding them is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_a_table_created_from_the_records() {
+    let Some(py) = python() else { return };
+    let table = Table::local();
+    let url = table.url();
+    let name = rivus_testkit::services::unique_name("delta-inferred");
+    let n = 3_000;
+    fresh_run(&name, n, move || {
+        DeltaSinkBuilder::new(&url)
+            .create_table(true)
+            .files(|f| f.schema_evolution(SchemaEvolution::Basic))
+            .build()
+            .unwrap()
+    })
+    .await;
+    let read = table.read(&py);
+    assert_eq!(read.ids(), (0..n).collect::<Vec<_>>());
+    assert_eq!(
+        read.schema,
+        serde_json::json!({"id": "int64", "name": "string", "price": "double", "ok": "bool",
+            "day": "string", "at": "int64"})
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delta_exactly_once_on_s3_through_cancels_and_restores() {
     let (Some(table), Some(py)) = (Table::s3("delta-eo"), python()) else {

@@ -30,8 +30,9 @@ pub struct IcebergSection {
     /// false).
     #[serde(default)]
     pub create_table: bool,
-    /// The columns of a table created now: `[{ name, type, nullable }]`. An existing
-    /// table's columns are its own.
+    /// The columns of a table created now: `[{ name, type, nullable }]`; without them (and
+    /// with `schema_evolution = "basic"`) a table is created without columns and takes the
+    /// records' fields as they come. An existing table's columns are its own.
     pub schema: Option<Vec<ColumnOption>>,
     /// The partition spec of a table created now: `["day(ts)", "bucket(16, id)", "user"]`
     /// (Spark's `PARTITIONED BY`). An existing table's spec is its own.
@@ -116,10 +117,15 @@ impl IcebergSection {
                  (`apply_changes = false`) or write them to a Delta table",
             ));
         }
-        if self.create_table && self.schema.is_none() {
+        if self.create_table
+            && self.schema.is_none()
+            && self.schema_evolution != SchemaEvolution::Basic
+        {
             return Err(Error::config(
                 "schema",
-                "`create_table = true` creates the table from the columns declared here",
+                "`create_table = true` creates the table from the columns declared here, or \
+                 without columns, adding the records' fields as they come, with \
+                 `schema_evolution = \"basic\"`",
             ));
         }
         let sizes = FileSizes {
@@ -215,6 +221,11 @@ mod tests {
             .unwrap()
             .sink(ErrorPolicy::Fail);
         assert!(e.unwrap_err().to_string().contains("schema"));
+        let s = section("create_table = true\nschema_evolution = \"basic\"").unwrap();
+        assert!(
+            s.sink(ErrorPolicy::Fail).is_ok(),
+            "created from the records"
+        );
         let e = section("").map(|mut s| {
             s.table = "orders".into();
             s.sink(ErrorPolicy::Fail)

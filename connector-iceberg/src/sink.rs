@@ -57,8 +57,9 @@ impl IcebergSinkBuilder {
         s3(o: S3Options) => s3;
 
         /// Creates the table (and its namespace) from the declared columns (`schema`) when
-        /// it does not exist, at `<warehouse>/<namespace>/<table>` (default false: a missing
-        /// table is refused at open).
+        /// it does not exist (default false: a missing table is refused at open). Without
+        /// declared columns the table starts with none, and takes the records' fields as
+        /// they come with `schema_evolution = basic` (else they go to the error policy).
         create_table(yes: bool) => create_table;
 
         /// The partition spec of a table created now, as Spark's `PARTITIONED BY` writes it:

@@ -299,6 +299,61 @@ async fn iceberg_columns_follow_the_records_through_restores() {
     );
 }
 
+/// `create_table` without declared columns: the table starts with none and takes the
+/// records' fields, typed from their values, before any file holding them is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iceberg_a_table_created_from_the_records() {
+    let (Some(lake), Some(py)) = (Lake::new("iceberg-inferred"), python()) else {
+        return;
+    };
+    let table = "lake.inferred";
+    let sink = {
+        let lake = lake.clone();
+        move || {
+            lake.builder(table)
+                .create_table(true)
+                .files(|f| f.schema_evolution(SchemaEvolution::Basic))
+                .build()
+                .unwrap()
+        }
+    };
+    let n = 3_000;
+    let backend = MemoryStateBackend::new();
+    let name = rivus_testkit::services::unique_name("iceberg-inferred");
+    job_of(record, &name, n, None, Arc::default(), sink, &backend)
+        .run()
+        .await
+        .unwrap();
+    let read = lake.read(&py, table);
+    assert_eq!(read.ids(), (0..n).collect::<Vec<_>>());
+    let types: BTreeMap<&str, &str> = read
+        .schema
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str().unwrap().split(':').nth(1).unwrap()))
+        .collect();
+    assert_eq!(
+        types,
+        BTreeMap::from([
+            ("at", "long"),
+            ("day", "string"),
+            ("id", "long"),
+            ("name", "string"),
+            ("ok", "boolean"),
+            ("price", "double"),
+        ]),
+        "{:?}",
+        read.schema
+    );
+    let r = &read.rows[7];
+    assert_eq!(
+        (&r["name"], &r["ok"]),
+        (&json!("name-7"), &json!(false)),
+        "{r}"
+    );
+}
+
 /// A missing table is refused by `rivus check` and at open, naming `table`, unless
 /// `create_table`; with it, the check says the table is created at start.
 #[tokio::test]

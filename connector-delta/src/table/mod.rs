@@ -268,15 +268,9 @@ impl Publish for DeltaTable {
         if !self.exists().await? {
             match (self.create, declared) {
                 (true, Some(cols)) => self.create(cols).await?,
-                (true, None) => {
-                    return Err(Error::config(
-                        "schema",
-                        format!(
-                            "the table {} does not exist: declare its columns to create it",
-                            self.root
-                        ),
-                    ))
-                }
+                // No columns declared: the table starts without any, and the records' fields
+                // are added as they come (`schema_evolution = "basic"`).
+                (true, None) => self.create(&[]).await?,
                 (false, _) => return Err(self.missing()),
             }
         }

@@ -214,11 +214,15 @@ impl Publish for IcebergTable {
         if !self.exists().await? {
             match (&self.create, declared) {
                 (Some(by), Some(cols)) => self.create(cols, by).await?,
+                // No columns declared: the table starts without any, and the records' fields
+                // are added as they come (`schema_evolution = "basic"`).
+                (Some(by), None) if by.is_empty() => self.create(&[], by).await?,
                 (Some(_), None) => {
                     return Err(Error::config(
-                        "schema",
+                        "partition_by",
                         format!(
-                            "the table {} does not exist: declare its columns to create it",
+                            "the table {} does not exist: declare the columns it is \
+                             partitioned by (`schema`)",
                             self.ident
                         ),
                     ))
