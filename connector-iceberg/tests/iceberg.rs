@@ -163,6 +163,8 @@ async fn exactly_once(lake: &Lake, py: &str) -> Read {
             "{s}"
         );
         assert!(seen.insert(key), "a writer's sequence committed twice: {s}");
+        let sequence: u64 = s["rivus.sequence"].as_str().unwrap().parse().unwrap();
+        assert_eq!(s["rivus.checkpoint"], (sequence / 2).to_string(), "{s}");
     }
     // Three runs, two writers each: the last run's writers' sequences in the table's
     // properties, the earlier runs' removed by its commits.

@@ -26,6 +26,9 @@ use crate::error::iceberg_error;
 pub(crate) const WRITER: &str = "rivus.writer";
 /// The snapshot summary's sequence of the writer's files.
 pub(crate) const SEQUENCE: &str = "rivus.sequence";
+/// The snapshot summary's checkpoint: the one whose completion committed the files (or, for
+/// files a restore finished, the one that held them).
+const CHECKPOINT: &str = "rivus.checkpoint";
 /// The snapshot summary's job name.
 const JOB: &str = "rivus.job";
 /// The snapshot summary's sink (the job's task writing the table).
@@ -68,6 +71,7 @@ impl IcebergTable {
         ]);
         if let Some(sequence) = sequence {
             summary.insert(SEQUENCE.to_owned(), sequence.to_string());
+            summary.insert(CHECKPOINT.to_owned(), (sequence / 2).to_string());
         }
         let what = || format!("iceberg: appending {} files to {}", files.len(), self.ident);
         let tx = Transaction::new(&table);
