@@ -2,12 +2,12 @@
 //! exactly once, its files on an S3-compatible store or a local disk. The records go into
 //! Parquet files through the files sink (its rolling by size, its two-phase commit of each
 //! file, its error policy), each column carrying its Iceberg field id; the files each
-//! checkpoint made visible are appended to the table in one snapshot per writer, whose summary
-//! names the writer and checkpoint so that a restore never appends them twice. The table
-//! metadata is Apache Iceberg's Rust library (`iceberg`).
+//! checkpoint made visible are appended to the table in one snapshot per writer, whose commit
+//! records the writer's checkpoint in the table's properties so that a restore never appends
+//! them twice. The table metadata is Apache Iceberg's Rust library (`iceberg`).
 //!
 //! - `sink.rs`: the builder;
-//! - `catalog.rs`: the catalog (SQL) and the table's name;
+//! - `catalog.rs`: the catalog (REST or SQL) and the table's name;
 //! - `table/`: the table — loaded or created at open (`mod.rs`), appends (`commit.rs`),
 //!   added columns (`evolve.rs`), orphan files (`orphans.rs`);
 //! - `partition.rs`: a partitioned table's layout of the files, and a file's partition;

@@ -1,10 +1,10 @@
 //! [`IcebergTable`]: an Iceberg table kept over the files sink's files. At open it loads the
-//! table from its catalog (or creates it from the declared columns) and hands the sink the
-//! table's columns with their field ids and its data directory; when files become visible it
-//! appends them in one snapshot per writer and sequence (`commit.rs`), carrying the writer and
-//! sequence in the snapshot summary — which is how a restore finds what was committed before
-//! and never commits it twice. Columns the records bring are added by `evolve.rs`; files no
-//! snapshot names are listed by `orphans.rs`.
+//! table from its catalog (or creates it) and hands the sink the table's columns with their
+//! field ids, its data directory and its partition layout; when files become visible it
+//! appends them in one snapshot per writer and sequence (`commit.rs`), recording the writer's
+//! sequence in the table's properties in the same commit — which is how a restore finds what
+//! was committed before and never commits it twice. Columns the records bring are added by
+//! `evolve.rs`; files no snapshot names are listed by `orphans.rs`.
 
 use std::sync::Arc;
 
@@ -117,8 +117,8 @@ impl IcebergTable {
             .map_err(|e| iceberg_error(format!("iceberg: looking up the table {}", self.ident), e))
     }
 
-    /// Creates the table (and its namespace) with `columns`, partitioned by `by`; another subtask or writer
-    /// creating it at the same time wins as well.
+    /// Creates the table (and its namespace) with `columns`, partitioned by `by`; another
+    /// subtask or writer creating it at the same time wins as well.
     async fn create(&self, columns: &[Column], by: &PartitionBy) -> Result<()> {
         let catalog = self.catalog().await?;
         let namespace: &NamespaceIdent = self.ident.namespace();
