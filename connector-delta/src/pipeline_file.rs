@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, ParquetCodec, S3Section};
+use rivus_connector_files::pipeline_file::{
+    ColumnOption, FileSizes, ParquetCodec, S3Section, TableFiles,
+};
 use rivus_connector_files::SchemaEvolution;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::{Error, Result};
@@ -61,25 +63,18 @@ pub struct DeltaSection {
 
 impl DeltaSection {
     fn builder(&self, policy: ErrorPolicy) -> Result<DeltaSinkBuilder> {
-        if self.create_table
-            && self.schema.is_none()
-            && self.schema_evolution != SchemaEvolution::Basic
-        {
-            return Err(Error::config(
-                "schema",
-                "`create_table = true` creates the table from the columns declared here, or \
-                 without columns, adding the records' fields as they come, with \
-                 `schema_evolution = \"basic\"`",
-            ));
-        }
-        let sizes = FileSizes {
-            target_file_size: self.target_file_size,
-            rollover: self.rollover,
-            part_size: self.part_size,
-            row_group_bytes: self.row_group_bytes,
-            max_open_files: self.max_open_files,
-        };
-        let columns = self.schema.as_deref().map(ColumnOption::columns);
+        let files = TableFiles::new(
+            self.create_table,
+            self.schema.as_deref(),
+            self.schema_evolution,
+            FileSizes {
+                target_file_size: self.target_file_size,
+                rollover: self.rollover,
+                part_size: self.part_size,
+                row_group_bytes: self.row_group_bytes,
+                max_open_files: self.max_open_files,
+            },
+        )?;
         let key = match (self.apply_changes, &self.key) {
             (true, Some(k)) => Some(k.clone()),
             (true, None) => {
@@ -93,7 +88,6 @@ impl DeltaSection {
             }
             (false, None) => None,
         };
-        let evolution = self.schema_evolution;
         let mut b = DeltaSinkBuilder::new(&self.url);
         if let Some(key) = key {
             b = b.apply_changes(key);
@@ -101,15 +95,7 @@ impl DeltaSection {
         Ok(b.s3(self.s3.options())
             .create_table(self.create_table)
             .compression(ParquetCodec::compression(self.compression))
-            .files(move |mut b| {
-                if let Some(cols) = columns {
-                    b = b.schema(cols);
-                }
-                sizes
-                    .apply(b)
-                    .schema_evolution(evolution)
-                    .error_policy(policy)
-            }))
+            .files(files.apply(policy)))
     }
 
     /// The sink.

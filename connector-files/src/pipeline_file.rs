@@ -201,6 +201,57 @@ impl FileSizes {
     }
 }
 
+/// The files' options of a table sink's section (`delta`, `iceberg`): the declared columns,
+/// their evolution and the sizes, checked once and applied to the files sink under the table.
+#[derive(Debug, Clone)]
+pub struct TableFiles {
+    columns: Option<Vec<Column>>,
+    evolution: SchemaEvolution,
+    sizes: FileSizes,
+}
+
+impl TableFiles {
+    /// The options; `create_table` with neither declared columns nor `schema_evolution =
+    /// "basic"` (which creates the table without columns and adds the records' fields) is
+    /// refused by `schema`.
+    pub fn new(
+        create_table: bool,
+        schema: Option<&[ColumnOption]>,
+        evolution: SchemaEvolution,
+        sizes: FileSizes,
+    ) -> Result<TableFiles> {
+        if create_table && schema.is_none() && evolution != SchemaEvolution::Basic {
+            return Err(Error::config(
+                "schema",
+                "`create_table = true` creates the table from the columns declared here, or \
+                 without columns, adding the records' fields as they come, with \
+                 `schema_evolution = \"basic\"`",
+            ));
+        }
+        Ok(TableFiles {
+            columns: schema.map(ColumnOption::columns),
+            evolution,
+            sizes,
+        })
+    }
+
+    /// The files sink's options under the table, with the job's error `policy`.
+    pub fn apply(
+        self,
+        policy: ErrorPolicy,
+    ) -> impl FnOnce(FilesSinkBuilder) -> FilesSinkBuilder + Send + 'static {
+        move |mut b| {
+            if let Some(cols) = self.columns {
+                b = b.schema(cols);
+            }
+            self.sizes
+                .apply(b)
+                .schema_evolution(self.evolution)
+                .error_policy(policy)
+        }
+    }
+}
+
 impl ColumnOption {
     /// The columns `options` declare.
     pub fn columns(options: &[ColumnOption]) -> Vec<Column> {

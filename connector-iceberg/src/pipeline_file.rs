@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use rivus_connector_files::pipeline_file::{ColumnOption, FileSizes, ParquetCodec, S3Section};
+use rivus_connector_files::pipeline_file::{
+    ColumnOption, FileSizes, ParquetCodec, S3Section, TableFiles,
+};
 use rivus_connector_files::SchemaEvolution;
 use rivus_core::error_policy::ErrorPolicy;
 use rivus_core::secrets::redact_url;
@@ -117,40 +119,24 @@ impl IcebergSection {
                  (`apply_changes = false`) or write them to a Delta table",
             ));
         }
-        if self.create_table
-            && self.schema.is_none()
-            && self.schema_evolution != SchemaEvolution::Basic
-        {
-            return Err(Error::config(
-                "schema",
-                "`create_table = true` creates the table from the columns declared here, or \
-                 without columns, adding the records' fields as they come, with \
-                 `schema_evolution = \"basic\"`",
-            ));
-        }
-        let sizes = FileSizes {
-            target_file_size: self.target_file_size,
-            rollover: self.rollover,
-            part_size: self.part_size,
-            row_group_bytes: self.row_group_bytes,
-            max_open_files: self.max_open_files,
-        };
-        let columns = self.schema.as_deref().map(ColumnOption::columns);
-        let evolution = self.schema_evolution;
+        let files = TableFiles::new(
+            self.create_table,
+            self.schema.as_deref(),
+            self.schema_evolution,
+            FileSizes {
+                target_file_size: self.target_file_size,
+                rollover: self.rollover,
+                part_size: self.part_size,
+                row_group_bytes: self.row_group_bytes,
+                max_open_files: self.max_open_files,
+            },
+        )?;
         Ok(IcebergSinkBuilder::new(self.catalog.options(), &self.table)
             .s3(self.s3.options())
             .create_table(self.create_table)
             .partition_by(self.partition_by.clone())
             .compression(ParquetCodec::compression(self.compression))
-            .files(move |mut b| {
-                if let Some(cols) = columns {
-                    b = b.schema(cols);
-                }
-                sizes
-                    .apply(b)
-                    .schema_evolution(evolution)
-                    .error_policy(policy)
-            }))
+            .files(files.apply(policy)))
     }
 
     /// The sink.
