@@ -68,7 +68,7 @@ fn files_sink(prefix: &str) -> FilesSink {
 fn iceberg_sink(prefix: &str, target: u64) -> IcebergSink {
     let (bucket, _, _) = s3_credentials();
     let pg = require(Service::Postgres).expect("the dev PostgreSQL: `dev/services up postgres`");
-    let mut catalog = CatalogOptions::sql(pg, format!("s3://{bucket}/{prefix}"));
+    let mut catalog = CatalogOptions::new(pg, format!("s3://{bucket}/{prefix}"));
     catalog.name = prefix.to_owned();
     IcebergSinkBuilder::new(catalog, "bench.t")
         .s3(s3())

@@ -51,18 +51,14 @@ impl std::fmt::Debug for CatalogOptions {
 }
 
 impl CatalogOptions {
-    /// The REST catalog at `uri`, new tables under `warehouse`.
-    pub fn rest(uri: impl Into<String>, warehouse: impl Into<String>) -> CatalogOptions {
-        CatalogOptions::sql(uri, warehouse)
-    }
-
     /// Whether the catalog is a REST catalog (its URI is `http://` or `https://`).
     pub fn is_rest(&self) -> bool {
         self.uri.starts_with("http://") || self.uri.starts_with("https://")
     }
 
-    /// The SQL catalog in the database at `uri`, new tables under `warehouse`.
-    pub fn sql(uri: impl Into<String>, warehouse: impl Into<String>) -> CatalogOptions {
+    /// The catalog at `uri` — a REST catalog's `http(s)://` base URL, or the SQL catalog's
+    /// database — new tables under `warehouse`.
+    pub fn new(uri: impl Into<String>, warehouse: impl Into<String>) -> CatalogOptions {
         CatalogOptions {
             uri: uri.into(),
             name: "rivus".into(),
@@ -176,7 +172,7 @@ mod tests {
             let e = table_ident(bad).unwrap_err().to_string();
             assert!(e.contains("table"), "{e}");
         }
-        let mut c = CatalogOptions::sql("postgres://u:hunter2@h/db", "s3://lake/wh");
+        let mut c = CatalogOptions::new("postgres://u:hunter2@h/db", "s3://lake/wh");
         assert!(c.check().is_ok());
         c.uri = "ftp://u:hunter2@h/db".into();
         let e = c.check().unwrap_err().to_string();

@@ -100,7 +100,7 @@ impl std::fmt::Debug for CatalogSection {
 impl CatalogSection {
     /// The catalog's options.
     pub fn options(&self) -> CatalogOptions {
-        let mut o = CatalogOptions::sql(&self.uri, &self.warehouse);
+        let mut o = CatalogOptions::new(&self.uri, &self.warehouse);
         if let Some(name) = &self.name {
             o.name.clone_from(name);
         }

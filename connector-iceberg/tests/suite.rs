@@ -39,7 +39,7 @@ impl SinkExternal for Iceberg {
 
     fn create_sink(&self, _: usize, _: usize, policy: ErrorPolicy) -> IcebergSink {
         let dir = self.dir();
-        let catalog = CatalogOptions::sql(
+        let catalog = CatalogOptions::new(
             format!("sqlite://{}?mode=rwc", dir.join("catalog.db").display()),
             format!("file://{}", dir.join("wh").display()),
         );

@@ -37,7 +37,7 @@ impl Lake {
         let pg = require(Service::Postgres)?;
         let (bucket, _, _) = s3_credentials();
         let unique = unique_name(name);
-        let mut catalog = CatalogOptions::sql(&pg, format!("s3://{bucket}/{unique}"));
+        let mut catalog = CatalogOptions::new(&pg, format!("s3://{bucket}/{unique}"));
         catalog.name = unique;
         let py_uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
         Lake::with(catalog, "sql", py_uri, "lake".into())
@@ -48,7 +48,7 @@ impl Lake {
         let uri = require(Service::IcebergRest)?;
         let (bucket, _, _) = s3_credentials();
         let unique = unique_name(name).replace('-', "_");
-        let catalog = CatalogOptions::rest(&uri, format!("s3://{bucket}/nessie"));
+        let catalog = CatalogOptions::new(&uri, format!("s3://{bucket}/nessie"));
         Lake::with(catalog, "rest", uri, unique)
     }
 
