@@ -6,12 +6,12 @@
 
 #[path = "support/cdc.rs"]
 mod cdc;
+#[path = "support/kills.rs"]
+mod kills;
 #[path = "support/run.rs"]
 mod run;
 #[path = "support/topics.rs"]
 mod topics;
-
-use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{
     python_with, require, s3_credentials, s3_keys, s3_open_uploads, s3_put, unique_name, Service,
@@ -84,26 +84,7 @@ schema = [
         ),
     )
     .unwrap();
-    for round in 0..3 {
-        // Version 0 is the table's creation: the first kill waits for a commit of data.
-        let before = versions(&endpoint, &unique).max(1);
-        let mut job = cdc::rivus(dir.path(), &file, &format!("run{round}"), &[]);
-        // Killed once the table gained a version: between a commit and the next checkpoint,
-        // with files open and others made visible but not yet committed.
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while versions(&endpoint, &unique) <= before {
-            assert!(
-                job.child().try_wait().unwrap().is_none(),
-                "round {round}: the job ended early"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: no commit in 90 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        job.kill();
-    }
+    kills::killed_after_commits(dir.path(), &file, || versions(&endpoint, &unique), &[]).await;
     rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
     let script = r#"
 import os, sys
@@ -137,16 +118,7 @@ os._exit(0)
     );
 
     // Nothing outside the log after the kills; a stray file is listed, by key.
-    let orphans = |dir: &std::path::Path| {
-        text(&rivus_succeeds(dir, &["orphans", file.to_str().unwrap()]).stdout)
-    };
-    let listed = orphans(dir.path());
-    assert!(listed.contains("sink delta: 0 orphaned"), "{listed}");
-    s3_put(&endpoint, &format!("{unique}/part-stray.parquet"), b"PAR1");
-    let listed = orphans(dir.path());
-    assert!(listed.contains("sink delta: 1 orphaned"), "{listed}");
-    assert!(
-        listed.contains("  part-stray.parquet  4 bytes  "),
-        "{listed}"
-    );
+    kills::orphans_listed(dir.path(), &file, "delta", || {
+        s3_put(&endpoint, &format!("{unique}/part-stray.parquet"), b"PAR1")
+    });
 }

@@ -7,12 +7,12 @@
 
 #[path = "support/cdc.rs"]
 mod cdc;
+#[path = "support/kills.rs"]
+mod kills;
 #[path = "support/run.rs"]
 mod run;
 #[path = "support/topics.rs"]
 mod topics;
-
-use std::time::{Duration, Instant};
 
 use rivus_testkit::services::{
     python_with, require, s3_credentials, s3_keys, s3_open_uploads, s3_put, unique_name, Service,
@@ -90,32 +90,13 @@ schema = [
     )
     .unwrap();
     let table = format!("{unique}/lake/orders");
-    for round in 0..3 {
-        // The first metadata file is the table's creation: the first kill waits for a commit
-        // of data.
-        let before = commits(&endpoint, &table).max(1);
-        let mut job = cdc::rivus(
-            dir.path(),
-            &file,
-            &format!("run{round}"),
-            &[("RUST_LOG", "warn,rivus_connector_iceberg=info")],
-        );
-        // Killed once the table gained a snapshot: between a commit and the next checkpoint,
-        // with files open and others made visible but not yet committed.
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while commits(&endpoint, &table) <= before {
-            if let Some(status) = job.child().try_wait().unwrap() {
-                let log = std::fs::read_to_string(dir.path().join(format!("run{round}.log")));
-                panic!("round {round}: the job ended early ({status}): {log:?}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: no commit in 90 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        job.kill();
-    }
+    kills::killed_after_commits(
+        dir.path(),
+        &file,
+        || commits(&endpoint, &table),
+        &[("RUST_LOG", "warn,rivus_connector_iceberg=info")],
+    )
+    .await;
     rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
     let script = r#"
 import sys
@@ -152,20 +133,11 @@ print(len(ids), len(set(ids)), min(ids), max(ids), len(list(scan.plan_files())))
     );
 
     // Nothing outside the table after the kills; a stray file is listed, by key.
-    let orphans = |dir: &std::path::Path| {
-        text(&rivus_succeeds(dir, &["orphans", file.to_str().unwrap()]).stdout)
-    };
-    let listed = orphans(dir.path());
-    assert!(listed.contains("sink iceberg: 0 orphaned"), "{listed}");
-    s3_put(
-        &endpoint,
-        &format!("{table}/data/part-stray.parquet"),
-        b"PAR1",
-    );
-    let listed = orphans(dir.path());
-    assert!(listed.contains("sink iceberg: 1 orphaned"), "{listed}");
-    assert!(
-        listed.contains("  part-stray.parquet  4 bytes  "),
-        "{listed}"
-    );
+    kills::orphans_listed(dir.path(), &file, "iceberg", || {
+        s3_put(
+            &endpoint,
+            &format!("{table}/data/part-stray.parquet"),
+            b"PAR1",
+        )
+    });
 }
