@@ -128,10 +128,12 @@ fn checkpoint_backend(
                 "only an object store (`store`) has a lease",
             ))
         }
-        (Some(dir), None) if !dry => Arc::new(FsStateBackend::new(dir, retain)?),
+        (Some(dir), None) if !dry => {
+            Arc::new(FsStateBackend::new(dir, retain)?.on_damaged(cp.on_damaged.into()))
+        }
         (Some(_), None) => Arc::new(MemoryStateBackend::new()),
         (None, Some(url)) => {
-            let s3 = crate::store::s3(url, retain, cp.lease)?;
+            let s3 = crate::store::s3(url, retain, cp.lease, cp.on_damaged.into())?;
             if dry {
                 Arc::new(MemoryStateBackend::new())
             } else {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::checkpoint::StateBackend;
+use rivus_core::checkpoint::{OnDamaged, StateBackend};
 use rivus_core::Result;
 
 /// The store at `url` (credentials from the environment), keeping `retain` checkpoints, held
@@ -14,8 +14,11 @@ pub(crate) fn s3(
     url: &str,
     retain: usize,
     lease: Option<Duration>,
+    on_damaged: OnDamaged,
 ) -> Result<Arc<dyn StateBackend>> {
-    let mut c = rivus_state_s3::S3Config::from_env(url)?.retain(retain);
+    let mut c = rivus_state_s3::S3Config::from_env(url)?
+        .retain(retain)
+        .on_damaged(on_damaged);
     if let Some(l) = lease {
         c = c.lease(l);
     }
@@ -28,6 +31,7 @@ pub(crate) fn s3(
     _url: &str,
     _retain: usize,
     _lease: Option<Duration>,
+    _on_damaged: OnDamaged,
 ) -> Result<Arc<dyn StateBackend>> {
     Err(rivus_core::Error::config(
         "checkpoint.store",

@@ -66,12 +66,11 @@ async fn toast_table(pg: &str, name: &str, n: i64, composite: bool) {
 /// update a row's small columns (its `big` unchanged), every 10th rewrites a `big`, every 25th
 /// deletes a key and inserts it again, every 200th updates all rows in one transaction; round
 /// 300 inserts as many new rows as the table has in one transaction and round 900 deletes them
-/// in another.
+/// in another. With `moves`, every 25th round (offset 12) changes a row's key to one of its
+/// own (`a = 3000000 + round`), its `big` unchanged.
 fn toast_writer(
-    pg: String,
-    name: String,
-    rows: i64,
-    rounds: u64,
+    (pg, name): (String, String),
+    (rows, rounds, moves): (i64, u64, bool),
     stop: Arc<AtomicBool>,
     done: Arc<AtomicU64>,
 ) -> tokio::task::JoinHandle<()> {
@@ -92,6 +91,12 @@ fn toast_writer(
                 900 => format!("DELETE FROM {name} WHERE a > 1000000"),
                 _ if r % 200 == 100 => {
                     format!("UPDATE {name} SET n = n + 1, amount = amount + 0.01")
+                }
+                _ if moves && r % 25 == 12 => {
+                    format!(
+                        "UPDATE {name} SET a = {}, n = n + 1 WHERE a = {a}",
+                        3_000_000 + r
+                    )
                 }
                 _ if r % 25 == 0 => format!(
                     "BEGIN; DELETE FROM {name} WHERE a = {a}; \
@@ -123,7 +128,7 @@ fn toast_writer(
 async fn through_six_kills<Fut>(
     (pg, cdc, name): (&str, &str, &str),
     snapshot: i64,
-    (sink, kills, parallelism): (&str, Kills, usize),
+    (sink, kills, parallelism, moves): (&str, Kills, usize, bool),
     progress: impl Fn() -> Fut,
     equal: impl Fn() -> Check,
 ) where
@@ -142,7 +147,7 @@ async fn through_six_kills<Fut>(
         ),
     );
     let file = file.as_path();
-    let mut writing = Writing::start(pg, name, snapshot);
+    let mut writing = Writing::start(pg, name, snapshot, moves);
     let (done, halt) = (Arc::clone(&writing.done), Arc::clone(&writing.halt));
     let log =
         |label: &str| std::fs::read_to_string(dir.join(format!("{label}.log"))).unwrap_or_default();
@@ -274,7 +279,7 @@ struct Writing {
 impl Writing {
     const ROUNDS: u64 = 1_200;
 
-    fn start(pg: &str, name: &str, rows: i64) -> Writing {
+    fn start(pg: &str, name: &str, rows: i64, moves: bool) -> Writing {
         let (done, halt) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(true)));
         let (gate, d) = (Arc::clone(&halt), Arc::clone(&done));
         let (pg, name) = (pg.to_owned(), name.to_owned());
@@ -282,7 +287,7 @@ impl Writing {
             while gate.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            toast_writer(pg, name, rows, Self::ROUNDS, gate, d)
+            toast_writer((pg, name), (rows, Self::ROUNDS, moves), gate, d)
                 .await
                 .unwrap();
         });
@@ -302,11 +307,22 @@ const TOAST_COLUMNS: &str = "a, b, big, tags, doc, amount, n";
 /// column (`EXCEPT` both ways) — never the placeholder of an unchanged value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
+    postgres_replica("cdc_toast", toast_rows(), 2, false).await;
+}
+
+/// The same with key changes among the writer's rounds (one sink subtask: a row moved between
+/// keys is moved by one statement): every moved row keeps its `big`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_changes_keep_unchanged_toast_values_through_kill_nine_in_a_postgres_replica() {
+    postgres_replica("cdc_toast_moves", toast_rows() / 4, 1, true).await;
+}
+
+/// The replica test over `rows` rows into `parallelism` sink subtasks, key changes or not.
+async fn postgres_replica(prefix: &str, rows: i64, parallelism: usize, moves: bool) {
     let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
         return;
     };
-    let rows = toast_rows();
-    let (name, _cleanup) = Cleanup::table(&pg, "cdc_toast", true);
+    let (name, _cleanup) = Cleanup::table(&pg, prefix, true);
     let replica = format!("{name}_copy");
     toast_table(&pg, &name, rows, true).await;
     exec(
@@ -351,7 +367,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
     through_six_kills(
         (&pg, &cdc, &name),
         rows,
-        (&sink, Kills::Anywhere, 2),
+        (&sink, Kills::Anywhere, parallelism, moves),
         progress,
         equal,
     )
@@ -435,7 +451,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_an_elasticsearch_index() {
     through_six_kills(
         (&pg, &cdc, &name),
         rows,
-        (&sink, Kills::AfterTheSnapshot, 2),
+        (&sink, Kills::AfterTheSnapshot, 2, false),
         progress,
         equal,
     )
@@ -543,7 +559,7 @@ schema = [
     through_six_kills(
         (&pg, &cdc, &name),
         rows,
-        (&sink, Kills::Anywhere, 1),
+        (&sink, Kills::Anywhere, 1, true),
         progress,
         equal,
     )

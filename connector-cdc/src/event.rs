@@ -81,6 +81,15 @@ pub(crate) fn row(rel: &Relation, datums: &[Datum]) -> Map<String, Value> {
         .collect()
 }
 
+/// The key columns (the replica identity's) of `datums`, a row of `rel`.
+pub(crate) fn key(rel: &Relation, datums: &[Datum]) -> Map<String, Value> {
+    let mut r = row(rel, datums);
+    for c in rel.columns.iter().filter(|c| !c.key) {
+        r.remove(&c.name);
+    }
+    r
+}
+
 /// The record of one change; `types`: the table's columns (`crate::types`), carried by a
 /// Debezium envelope as `columns` when given.
 pub(crate) fn record(

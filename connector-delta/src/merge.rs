@@ -35,6 +35,9 @@ use rivus_core::change::Change;
 pub(crate) const CHANGE: &str = "_change";
 /// The column of a change file naming the columns a write did not carry (a JSON array).
 pub(crate) const UNCHANGED: &str = "_unchanged";
+/// The column of a change file naming the old key of a write that moves its row (a key
+/// change whose new row lacks values: they are the old key's row's), as a JSON object.
+pub(crate) const MOVED_FROM: &str = "_moved_from";
 
 /// The columns of the change files for a table with `columns`: all nullable (a delete holds
 /// only its key), and the two of the change.
@@ -45,6 +48,7 @@ pub(crate) fn change_columns(columns: Vec<Column>) -> Vec<Column> {
         .chain([
             Column::nullable(CHANGE, ColumnType::String),
             Column::nullable(UNCHANGED, ColumnType::Json),
+            Column::nullable(MOVED_FROM, ColumnType::Json),
         ])
         .collect()
 }
@@ -52,15 +56,20 @@ pub(crate) fn change_columns(columns: Vec<Column>) -> Vec<Column> {
 /// The row of a change file for `record` (a change record in either shape `Change` reads);
 /// the error says what is wrong with it.
 pub(crate) fn change_row(key: &[String], record: &Value) -> Result<Value, String> {
-    let (mut row, change, unchanged) = match Change::of(record)? {
-        Change::Write { row, unchanged } => (row, "write", unchanged),
-        Change::Delete(before) => {
-            let row: Map<String, Value> = key
-                .iter()
-                .filter_map(|k| before.get(k).map(|v| (k.clone(), v.clone())))
-                .collect();
-            (row, "delete", Vec::new())
-        }
+    let only_key = |r: Map<String, Value>| -> Map<String, Value> {
+        key.iter()
+            .filter_map(|k| r.get(k).map(|v| (k.clone(), v.clone())))
+            .collect()
+    };
+    let (mut row, change, unchanged, from) = match Change::of(record)? {
+        Change::Write {
+            row,
+            unchanged,
+            moved_from,
+        } => (row, "write", unchanged, moved_from.map(only_key)),
+        Change::Delete(before) => (only_key(before), "delete", Vec::new(), None),
+        // The write of the new key that follows moves the row: nothing happens here.
+        Change::MovedOut { key: before, .. } => (only_key(before), "moved", Vec::new(), None),
     };
     if let Some(k) = key.iter().find(|k| row.get(*k).is_none_or(Value::is_null)) {
         return Err(format!("the {change} has no value for key column `{k}`"));
@@ -69,22 +78,31 @@ pub(crate) fn change_row(key: &[String], record: &Value) -> Result<Value, String
     if !unchanged.is_empty() {
         row.insert(UNCHANGED.into(), Value::from(unchanged));
     }
+    if let Some(from) = from {
+        if let Some(k) = key.iter().find(|k| from.get(*k).is_none_or(Value::is_null)) {
+            return Err(format!("the key change's old key has no value for `{k}`"));
+        }
+        row.insert(MOVED_FROM.into(), Value::Object(from));
+    }
     Ok(Value::Object(row))
 }
 
 /// The last change of a key in a checkpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Last {
-    /// The row as it is now; `unchanged`: columns to take from the row it replaces.
+    /// The row as it is now; `unchanged`: columns to take from the table's row of key
+    /// `from` (its own key, or the key a key change moved it from).
     Write {
         row: Map<String, Value>,
         unchanged: Vec<String>,
+        from: String,
     },
     Delete,
 }
 
 /// The last change of each key among change rows `rows` (in the order they happened): a write
-/// that did not carry a column takes it from an earlier write of the checkpoint.
+/// that did not carry a column takes it from an earlier write of the checkpoint — of its own
+/// key, or of the key it moved from, which is then deleted.
 pub(crate) fn reduce(
     key: &[String],
     rows: impl IntoIterator<Item = Map<String, Value>>,
@@ -98,27 +116,50 @@ pub(crate) fn reduce(
             Some(Value::String(text)) => serde_json::from_str(&text).unwrap_or_default(),
             _ => Vec::new(),
         };
-        if change.as_ref().and_then(Value::as_str) == Some("delete") {
-            last.insert(k, Last::Delete);
-            continue;
-        }
-        let mut missing = Vec::new();
-        for c in unchanged {
-            match last.get(&k) {
-                Some(Last::Write { row: before, .. }) if before.contains_key(&c) => {
-                    row.insert(c.clone(), before[&c].clone());
-                }
-                Some(Last::Write { unchanged, .. }) if !unchanged.contains(&c) => {
-                    // Null before it in this checkpoint.
-                }
-                _ => missing.push(c),
+        let moved_from = match row.remove(MOVED_FROM) {
+            Some(Value::String(text)) => serde_json::from_str::<Map<String, Value>>(&text)
+                .ok()
+                .and_then(|m| key_of(&m, key)),
+            _ => None,
+        };
+        match change.as_ref().and_then(Value::as_str) {
+            Some("delete") => {
+                last.insert(k, Last::Delete);
+                continue;
             }
+            Some("moved") => continue,
+            _ => {}
+        }
+        let source = moved_from.clone().unwrap_or_else(|| k.clone());
+        let mut missing = Vec::new();
+        let mut from = source.clone();
+        match last.get(&source) {
+            Some(Last::Write {
+                row: before,
+                unchanged: before_missing,
+                from: before_from,
+            }) => {
+                for c in unchanged {
+                    if let Some(v) = before.get(&c) {
+                        row.insert(c, v.clone());
+                    } else if before_missing.contains(&c) {
+                        missing.push(c);
+                    }
+                    // Else null before it in this checkpoint.
+                }
+                from = before_from.clone();
+            }
+            _ => missing = unchanged,
+        }
+        if let Some(old) = moved_from.filter(|old| *old != k) {
+            last.insert(old, Last::Delete);
         }
         last.insert(
             k,
             Last::Write {
                 row,
                 unchanged: missing,
+                from,
             },
         );
     }
@@ -216,7 +257,17 @@ pub(crate) fn apply(
         bytes: 0,
         emit,
     };
-    // Rows replaced by a write that did not carry some of their columns, by key.
+    // Rows a write takes the columns it did not carry from, by key: its own key's, or the
+    // key it moved from.
+    let wanted: std::collections::HashSet<&str> = last
+        .values()
+        .filter_map(|l| match l {
+            Last::Write {
+                unchanged, from, ..
+            } if !unchanged.is_empty() => Some(from.as_str()),
+            _ => None,
+        })
+        .collect();
     let mut replaced: HashMap<String, Map<String, Value>> = HashMap::new();
     let (mut removes, mut read_files, mut rewritten) = (Vec::new(), 0, 0);
     let scan = Arc::clone(snapshot)
@@ -234,6 +285,19 @@ pub(crate) fn apply(
         };
         let (paths, sizes) = (column("path")?, column("size")?);
         let (paths, sizes) = (paths.as_string::<i32>(), sizes.as_primitive::<Int64Type>());
+        // Deletion vectors written by another engine since the job started: rewriting such a
+        // file from its Parquet alone would bring its deleted rows back.
+        let vectors = list.column_by_name("deletionVector").cloned();
+        let has_vector = |i: usize| {
+            vectors
+                .as_ref()
+                .and_then(|v| v.as_struct_opt())
+                .is_some_and(|v| {
+                    v.is_valid(i)
+                        && v.column_by_name("storageType")
+                            .is_some_and(|t| t.is_valid(i))
+                })
+        };
         let mut remove = vec![false; list.num_rows()];
         for (i, gone) in remove.iter_mut().enumerate() {
             if !selected.get(i).copied().unwrap_or(true) || paths.is_null(i) {
@@ -257,6 +321,15 @@ pub(crate) fn apply(
             if !touched {
                 continue;
             }
+            if has_vector(i) {
+                return Err(KernelError::generic(format!(
+                    "the data file {} has a deletion vector (written by another engine), which \
+                     this sink cannot apply: a rewrite would bring its deleted rows back; \
+                     compact the table without deletion vectors (REORG … APPLY (PURGE)) before \
+                     applying changes",
+                    paths.value(i)
+                )));
+            }
             *gone = true;
             rewritten += 1;
             for batch in read(engine, &file, &schema)? {
@@ -267,11 +340,9 @@ pub(crate) fn apply(
                 for (i, r) in keys.iter().enumerate() {
                     let k = key_of(r, key);
                     let hit = k.as_ref().and_then(|k| last.get(k));
-                    if let (Some(k), Some(Last::Write { unchanged, .. })) = (&k, hit) {
-                        if !unchanged.is_empty() {
-                            let row = rows_of(&batch.slice(i, 1))?.pop().unwrap_or_default();
-                            replaced.insert(k.clone(), row);
-                        }
+                    if let Some(k) = k.as_ref().filter(|k| wanted.contains(k.as_str())) {
+                        let row = rows_of(&batch.slice(i, 1))?.pop().unwrap_or_default();
+                        replaced.insert(k.clone(), row);
                     }
                     keep.push(Some(hit.is_none()));
                 }
@@ -284,13 +355,18 @@ pub(crate) fn apply(
     }
     let mut unknown = 0;
     let mut written = Vec::new();
-    for (k, l) in last {
-        let Last::Write { row, unchanged } = l else {
+    for l in last.values() {
+        let Last::Write {
+            row,
+            unchanged,
+            from,
+        } = l
+        else {
             continue;
         };
         let mut row = row.clone();
         if !unchanged.is_empty() {
-            match replaced.get(k) {
+            match replaced.get(from) {
                 Some(before) => {
                     for c in unchanged {
                         if let Some(v) = before.get(c) {
@@ -460,7 +536,8 @@ mod tests {
             last["1"],
             Last::Write {
                 row: obj(json!({"id": 1, "doc": "a", "n": 2})),
-                unchanged: vec![]
+                unchanged: vec![],
+                from: "1".into(),
             }
         );
         assert_eq!(last["2"], Last::Delete);
@@ -468,7 +545,61 @@ mod tests {
             last["3"],
             Last::Write {
                 row: obj(json!({"id": 3, "n": 3})),
-                unchanged: vec!["doc".into()]
+                unchanged: vec!["doc".into()],
+                from: "3".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_key_change_takes_the_old_keys_values_and_deletes_it() {
+        let out = json!({"op": "d", "before": {"id": 1}, "after": null, "source": {},
+                         "__moved_to": {"id": 9}});
+        assert_eq!(
+            change_row(&key(), &out).unwrap(),
+            json!({"id": 1, "_change": "moved"})
+        );
+        let into = json!({"op": "c", "before": null, "source": {},
+                          "after": {"id": 9, "doc": "__debezium_unavailable_value", "n": 5},
+                          "__moved_from": {"id": 1}});
+        assert_eq!(
+            change_row(&key(), &into).unwrap(),
+            json!({"id": 9, "n": 5, "_change": "write", "_unchanged": ["doc"],
+                   "_moved_from": {"id": 1}})
+        );
+        // Key 1 written in the checkpoint, then moved to 9 and on to 12; key 2 moved to 5
+        // with its value only in the table.
+        let rows = [
+            json!({"id": 1, "doc": "a", "n": 1, "_change": "write"}),
+            json!({"id": 1, "_change": "moved"}),
+            json!({"id": 9, "n": 5, "_change": "write", "_unchanged": "[\"doc\"]",
+                   "_moved_from": "{\"id\":1}"}),
+            json!({"id": 9, "_change": "moved"}),
+            json!({"id": 12, "n": 6, "_change": "write", "_unchanged": "[\"doc\"]",
+                   "_moved_from": "{\"id\":9}"}),
+            json!({"id": 2, "_change": "moved"}),
+            json!({"id": 5, "n": 7, "_change": "write", "_unchanged": "[\"doc\"]",
+                   "_moved_from": "{\"id\":2}"}),
+        ]
+        .map(obj);
+        let last = reduce(&key(), rows).unwrap();
+        assert_eq!(last["1"], Last::Delete);
+        assert_eq!(last["9"], Last::Delete);
+        assert_eq!(
+            last["12"],
+            Last::Write {
+                row: obj(json!({"id": 12, "n": 6, "doc": "a"})),
+                unchanged: vec![],
+                from: "1".into(),
+            }
+        );
+        assert_eq!(last["2"], Last::Delete);
+        assert_eq!(
+            last["5"],
+            Last::Write {
+                row: obj(json!({"id": 5, "n": 7})),
+                unchanged: vec!["doc".into()],
+                from: "2".into(),
             }
         );
     }

@@ -123,10 +123,13 @@ impl EsSinkSection {
                 // A change without some columns (unchanged TOASTed values) updates the
                 // document partially: the fields it does not carry keep their values.
                 let (delete, partial, row) = match change {
-                    rivus_core::change::Change::Write { row, unchanged } => {
+                    rivus_core::change::Change::Write { row, unchanged, .. } => {
                         (false, !unchanged.is_empty(), Value::Object(row))
                     }
-                    rivus_core::change::Change::Delete(row) => (true, false, Value::Object(row)),
+                    rivus_core::change::Change::Delete(row)
+                    | rivus_core::change::Change::MovedOut { key: row, .. } => {
+                        (true, false, Value::Object(row))
+                    }
                 };
                 let index = index_of(v)?;
                 let Some(id) = id_of(&row) else {

@@ -11,6 +11,9 @@ pub(crate) struct Change {
     /// Positions of the columns this write leaves as they are (ascending; their values are
     /// NULL placeholders, never bound): a change that did not carry them. Empty for most.
     pub kept: Vec<usize>,
+    /// The key values (in the plan's key order) of the row this write moves (a key change
+    /// whose new row lacks the `kept` values): the row is updated in place, keeping them.
+    pub moved_from: Option<Vec<SqlValue>>,
 }
 
 impl Change {

@@ -139,6 +139,7 @@ mod tests {
     fn csv_quotes_text_and_leaves_null_empty() {
         let rows = vec![Change {
             kept: Vec::new(),
+            moved_from: None,
             delete: false,
             values: vec![
                 SqlValue::Int(Some(7)),

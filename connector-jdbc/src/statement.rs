@@ -201,6 +201,38 @@ impl Plan {
         })
     }
 
+    /// UPDATE moving one row from its old key: the columns of shape `kept` set (the new key
+    /// among them; the kept ones stay), then the old key's values in the condition.
+    pub(crate) fn move_sql(&self, kept: &[usize]) -> String {
+        let written: Vec<usize> = self.written(kept).collect();
+        let n = written.len();
+        let set: Vec<String> = written
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| {
+                let c = &self.columns[i];
+                let p = self.dialect.placeholder(j + 1, c.cast.as_deref());
+                format!("{} = {p}", self.dialect.quote(&c.name))
+            })
+            .collect();
+        let condition: Vec<String> = self
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(j, &k)| {
+                let c = &self.columns[k];
+                let p = self.dialect.placeholder(n + j + 1, c.cast.as_deref());
+                format!("{} = {p}", self.dialect.quote(&c.name))
+            })
+            .collect();
+        format!(
+            "UPDATE {} SET {} WHERE {}",
+            self.table,
+            set.join(", "),
+            condition.join(" AND ")
+        )
+    }
+
     /// PostgreSQL: COPY in CSV.
     pub(crate) fn copy_sql(&self) -> String {
         format!(

@@ -194,13 +194,18 @@ impl CodecSerializer {
             return match rivus_core::change::Change::of(&rivus_core::metadata::without(v)) {
                 // Kafka consumers of change streams expect Debezium's placeholder for a
                 // value the change did not carry: it is written back as it came.
-                Ok(rivus_core::change::Change::Write { mut row, unchanged }) => {
+                Ok(rivus_core::change::Change::Write {
+                    mut row, unchanged, ..
+                }) => {
                     for c in unchanged {
                         row.insert(c, Value::from(rivus_core::change::UNCHANGED));
                     }
                     self.record(&Value::Object(row), true)
                 }
-                Ok(rivus_core::change::Change::Delete(row)) => {
+                // A key change's first half is a delete of the old key here: a compacted topic
+                // must not keep the row under it.
+                Ok(rivus_core::change::Change::Delete(row))
+                | Ok(rivus_core::change::Change::MovedOut { key: row, .. }) => {
                     self.record(&Value::Object(row), false)
                 }
                 Err(e) => Err(SchemaError::new("json", "record", e)),

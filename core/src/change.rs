@@ -10,11 +10,25 @@
 //! [`Change::Write::unchanged`]: a sink updates the other columns and leaves these as they
 //! are (the SQL sink's upsert names only the columns it has, Elasticsearch updates the
 //! document partially); writing the placeholder would overwrite the real value.
+//!
+//! An update that changes a row's key is two records, as Debezium gives it: a delete of the old
+//! key and a write of the new one. When the new row lacks values (unchanged TOASTed columns)
+//! they are only in the row under the old key, so the two records name each other — the delete
+//! carries [`MOVED_TO`] (the new key), the write [`MOVED_FROM`] (the old key) — and read as
+//! [`Change::MovedOut`] and a write with `moved_from`: a sink that applies changes does nothing
+//! for the first and moves the row at the second (the kept columns taken from the old key's
+//! row, which is then deleted); a log (Kafka) writes the first as the delete it is.
 
 use serde_json::{Map, Value};
 
 /// Debezium's placeholder for a value the change did not carry (an unchanged TOASTed column).
 pub const UNCHANGED: &str = "__debezium_unavailable_value";
+
+/// The field of a key change's write naming the key the row had (an object of key columns).
+pub const MOVED_FROM: &str = "__moved_from";
+
+/// The field of a key change's delete naming the key the row moved to.
+pub const MOVED_TO: &str = "__moved_to";
 
 /// What a change record does.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,9 +39,20 @@ pub enum Change {
         row: Map<String, Value>,
         /// Columns the change did not carry, which keep their value (in the row's order).
         unchanged: Vec<String>,
+        /// The key the row had, when this write moves it from there (a key change): the
+        /// `unchanged` columns are the old key's row's, and that row goes.
+        moved_from: Option<Map<String, Value>>,
     },
     /// The row was deleted: its key fields (the whole old row when the source has it).
     Delete(Map<String, Value>),
+    /// The row left `key` for `to`; the write of `to` that follows moves it. A sink that
+    /// applies changes leaves the row where it is until then; a log writes a delete of `key`.
+    MovedOut {
+        /// The old key's fields.
+        key: Map<String, Value>,
+        /// The new key's fields.
+        to: Map<String, Value>,
+    },
 }
 
 impl Change {
@@ -36,11 +61,12 @@ impl Change {
         Change::Write {
             row,
             unchanged: Vec::new(),
+            moved_from: None,
         }
     }
 
     /// A write of `row`, its [`UNCHANGED`] columns taken out and named.
-    fn write_of(mut row: Map<String, Value>) -> Change {
+    fn write_of(mut row: Map<String, Value>, moved_from: Option<Map<String, Value>>) -> Change {
         let unchanged: Vec<String> = row
             .iter()
             .filter(|(_, v)| v.as_str() == Some(UNCHANGED))
@@ -49,7 +75,36 @@ impl Change {
         for k in &unchanged {
             row.remove(k);
         }
-        Change::Write { row, unchanged }
+        Change::Write {
+            row,
+            unchanged,
+            moved_from,
+        }
+    }
+
+    /// A delete of `row`, or the first half of a move when `to` names the new key.
+    fn delete_of(row: Map<String, Value>, to: Option<Map<String, Value>>) -> Change {
+        match to {
+            Some(to) => Change::MovedOut { key: row, to },
+            None => Change::Delete(row),
+        }
+    }
+
+    /// The row (or key) the change names: a write's row, a delete's or a move's old key.
+    pub fn row(&self) -> &Map<String, Value> {
+        match self {
+            Change::Write { row, .. } | Change::Delete(row) => row,
+            Change::MovedOut { key, .. } => key,
+        }
+    }
+}
+
+/// The object in `field` of `row`, when there is one (a key change's marker).
+fn key_in(row: &Map<String, Value>, field: &str) -> Result<Option<Map<String, Value>>, String> {
+    match row.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(k)) => Ok(Some(k.clone())),
+        Some(other) => Err(format!("`{field}` is not an object of key fields: {other}")),
     }
 }
 
@@ -75,8 +130,10 @@ impl Change {
                     )),
                 };
                 return match op.as_str() {
-                    "c" | "u" | "r" => side("after").map(Change::write_of),
-                    "d" => side("before").map(Change::Delete),
+                    "c" | "u" | "r" => {
+                        Ok(Change::write_of(side("after")?, key_in(row, MOVED_FROM)?))
+                    }
+                    "d" => Ok(Change::delete_of(side("before")?, key_in(row, MOVED_TO)?)),
                     other => Err(format!("op `{other}` is not a row change (c, u, r, d)")),
                 };
             }
@@ -87,15 +144,16 @@ impl Change {
             Some(Value::String(s)) if s == "true" || s == "false" => s == "true",
             Some(other) => return Err(format!("`__deleted` is not a boolean: {other}")),
         };
+        let (from, to) = (key_in(row, MOVED_FROM)?, key_in(row, MOVED_TO)?);
         let row: Map<String, Value> = row
             .iter()
-            .filter(|(k, _)| *k != "__deleted" && *k != "__op")
+            .filter(|(k, _)| !["__deleted", "__op", MOVED_FROM, MOVED_TO].contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         Ok(if deleted {
-            Change::Delete(row)
+            Change::delete_of(row, to)
         } else {
-            Change::write_of(row)
+            Change::write_of(row, from)
         })
     }
 }
@@ -155,6 +213,7 @@ mod tests {
             Ok(Change::Write {
                 row: obj(json!({"id": 1, "n": 2})),
                 unchanged: vec!["body".into()],
+                moved_from: None,
             })
         );
         let envelope = json!({
@@ -163,7 +222,7 @@ mod tests {
             "op": "u",
             "source": {"table": "t"},
         });
-        let Ok(Change::Write { row, unchanged }) = Change::of(&envelope) else {
+        let Ok(Change::Write { row, unchanged, .. }) = Change::of(&envelope) else {
             panic!("a write");
         };
         assert_eq!(row, obj(json!({"id": 1})));
@@ -173,6 +232,37 @@ mod tests {
             Change::of(&json!({"id": 1, "body": UNCHANGED, "__deleted": true})),
             Ok(Change::Delete(obj(json!({"id": 1, "body": UNCHANGED}))))
         );
+    }
+
+    #[test]
+    fn a_key_change_names_both_keys_in_either_shape() {
+        let source = json!({"table": "t"});
+        let out = json!({"before": {"id": 1}, "after": null, "op": "d", "source": source,
+                         (MOVED_TO): {"id": 9}});
+        assert_eq!(
+            Change::of(&out),
+            Ok(Change::MovedOut {
+                key: obj(json!({"id": 1})),
+                to: obj(json!({"id": 9})),
+            })
+        );
+        let into = json!({"before": null, "after": {"id": 9, "a": UNCHANGED}, "op": "c",
+                          "source": source, (MOVED_FROM): {"id": 1}});
+        assert_eq!(
+            Change::of(&into),
+            Ok(Change::Write {
+                row: obj(json!({"id": 9})),
+                unchanged: vec!["a".into()],
+                moved_from: Some(obj(json!({"id": 1}))),
+            })
+        );
+        let flat = json!({"id": 9, "a": UNCHANGED, "__op": "c", "__deleted": false,
+                          (MOVED_FROM): {"id": 1}});
+        assert_eq!(Change::of(&flat), Change::of(&into));
+        let flat = json!({"id": 1, "__op": "d", "__deleted": true, (MOVED_TO): {"id": 9}});
+        assert_eq!(Change::of(&flat), Change::of(&out));
+        let e = Change::of(&json!({"id": 1, (MOVED_FROM): 3})).unwrap_err();
+        assert!(e.contains(MOVED_FROM), "{e}");
     }
 
     #[test]

@@ -280,10 +280,16 @@ async fn graceful_stop_takes_a_final_checkpoint_and_resumes_from_it() {
     assert_same(&all, &(0..200_000).collect::<Vec<u64>>());
 }
 
+/// A damaged newest checkpoint stops the restore, naming it (an older one would replay what
+/// the transactional sink committed since); `OnDamaged::RestoreOlder` restores the one before
+/// it, and the replay shows as duplicates — why it is not the default.
 #[tokio::test]
-async fn corrupt_newest_checkpoint_is_skipped() {
+async fn corrupt_newest_checkpoint_is_refused_unless_an_older_one_is_allowed() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = FsStateBackend::new(dir.path(), 5).unwrap();
+    let refusing = FsStateBackend::new(dir.path(), 5).unwrap();
+    let fs = refusing
+        .clone()
+        .on_damaged(rivus_core::checkpoint::OnDamaged::RestoreOlder);
     let store = TxnStore::new();
     let data = splits(2, 3000);
     let emitted = Arc::new(AtomicUsize::new(0));
@@ -335,8 +341,23 @@ async fn corrupt_newest_checkpoint_is_skipped() {
         .unwrap_err()
         .contains("checksum"));
 
+    let newest_id: u64 = newest.file_stem().unwrap().to_str().unwrap()["chk-".len()..]
+        .parse()
+        .unwrap();
+    let e = rivus_core::checkpoint::StateBackend::latest(&refusing, "fs")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("checkpoint {newest_id}"))
+            && e.contains(&newest.display().to_string())
+            && e.contains("on_damaged"),
+        "{e}"
+    );
+    let committed_before = store.committed().len();
     let summary = run(None).await.unwrap();
     assert_eq!(summary.restored_from, Some(second_newest.checkpoint_id));
+    assert!(store.committed().len() > committed_before);
     // The lost checkpoint's transactions were already committed, so restoring from an older
     // one replays them: nothing is lost, duplicates are expected.
     let mut got = store.committed();

@@ -159,8 +159,11 @@ impl StateBackend for S3StateBackend {
                 Ok(cp) if cp.job == job => return Ok(Some(cp)),
                 Ok(cp) => tracing::warn!(path = %path, found = %cp.job, expected = %job,
                     "skipping checkpoint of another job"),
-                Err(why) => tracing::warn!(checkpoint = id, path = %path, %why,
-                    "skipping damaged checkpoint object"),
+                Err(why) => self.config.on_damaged.damaged(
+                    id,
+                    &format!("{}/{path}", self.config.url()),
+                    &why,
+                )?,
             }
         }
         Ok(None)

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use rivus_aws::s3::{S3Client, S3Options, S3Url, Writes};
+use rivus_core::checkpoint::OnDamaged;
 use rivus_core::{Error, Result};
 
 /// Settings of an [`S3StateBackend`](crate::S3StateBackend). The secret key never appears in
@@ -16,6 +17,7 @@ pub struct S3Config {
     pub(crate) s3: S3Options,
     pub(crate) retain: usize,
     pub(crate) lease: Duration,
+    pub(crate) on_damaged: OnDamaged,
 }
 
 impl std::fmt::Debug for S3Config {
@@ -25,6 +27,7 @@ impl std::fmt::Debug for S3Config {
             .field("s3", &self.s3)
             .field("retain", &self.retain)
             .field("lease", &self.lease)
+            .field("on_damaged", &self.on_damaged)
             .finish()
     }
 }
@@ -49,6 +52,7 @@ impl S3Config {
             s3: S3Options::default(),
             retain: 5,
             lease: Duration::from_secs(30),
+            on_damaged: OnDamaged::default(),
         })
     }
 
@@ -83,6 +87,12 @@ impl S3Config {
     /// How many of the newest checkpoints are kept (default 5, at least 1).
     pub fn retain(mut self, n: usize) -> Self {
         self.retain = n;
+        self
+    }
+
+    /// What a restore does when the newest checkpoint cannot be read (default: refuse).
+    pub fn on_damaged(mut self, on: OnDamaged) -> Self {
+        self.on_damaged = on;
         self
     }
 

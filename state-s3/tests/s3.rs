@@ -1,5 +1,5 @@
 //! The S3 checkpoint store against a real S3-compatible server (SeaweedFS from
-//! `dev/services up s3`): checkpoints written, retained and restored, a damaged one skipped,
+//! `dev/services up s3`): checkpoints written, retained and restored, a damaged one refused by name,
 //! one owner per job through the lease, a lease that ran out taken over and its old holder
 //! fenced, and a job resuming from the store after a stop.
 
@@ -56,7 +56,7 @@ fn holder(worker: &str) -> Holder {
 }
 
 #[tokio::test]
-async fn checkpoints_are_kept_restored_and_a_damaged_one_is_skipped() {
+async fn checkpoints_are_kept_restored_and_a_damaged_one_refused_by_name() {
     let Some(endpoint) = require(Service::S3) else {
         return;
     };
@@ -84,13 +84,25 @@ async fn checkpoints_are_kept_restored_and_a_damaged_one_is_skipped() {
     assert_eq!(backend.latest("j").await.unwrap(), Some(checkpoint("j", 7)));
     assert!(backend.latest("other").await.unwrap().is_none());
 
-    // A torn copy of the newest: skipped, the one before it restored.
+    // A torn copy of the newest: refused by name; skipped for the one before it only when
+    // asked.
     let newest = Path::from(format!("{prefix}/chk-{:020}.ckpt", 7));
     let good = raw.get(&newest).await.unwrap().bytes().await.unwrap();
     raw.put(&newest, PutPayload::from(good[..good.len() - 5].to_vec()))
         .await
         .unwrap();
-    assert_eq!(backend.latest("j").await.unwrap(), Some(checkpoint("j", 6)));
+    let e = backend.latest("j").await.unwrap_err().to_string();
+    assert!(
+        e.contains("checkpoint 7") && e.contains(newest.as_ref()),
+        "{e}"
+    );
+    let older = S3StateBackend::new(
+        config(&endpoint, &prefix)
+            .retain(3)
+            .on_damaged(rivus_core::checkpoint::OnDamaged::RestoreOlder),
+    )
+    .unwrap();
+    assert_eq!(older.latest("j").await.unwrap(), Some(checkpoint("j", 6)));
     // The job goes on from 6, so checkpoint 7 is written again over the damaged object.
     backend.store(&checkpoint("j", 7)).await.unwrap();
     assert_eq!(backend.latest("j").await.unwrap(), Some(checkpoint("j", 7)));

@@ -231,6 +231,30 @@ pub(crate) struct CheckpointSection {
     #[serde(default, deserialize_with = "rivus_pipeline_file::opt_duration")]
     #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
     pub lease: Option<Duration>,
+    /// When the newest checkpoint cannot be read: `refuse` to start, naming it (default), or
+    /// `restore-older` — the newest intact one, whose replay exactly-once sinks may write again.
+    #[serde(default)]
+    pub on_damaged: OnDamagedName,
+}
+
+/// `[checkpoint] on_damaged`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum OnDamagedName {
+    /// Refuse to start, naming the damaged checkpoint.
+    #[default]
+    Refuse,
+    /// Restore the newest intact older checkpoint.
+    RestoreOlder,
+}
+
+impl From<OnDamagedName> for rivus_core::checkpoint::OnDamaged {
+    fn from(n: OnDamagedName) -> Self {
+        match n {
+            OnDamagedName::Refuse => Self::Refuse,
+            OnDamagedName::RestoreOlder => Self::RestoreOlder,
+        }
+    }
 }
 
 /// `[errors]`.

@@ -52,6 +52,44 @@ impl KeyOrder {
         Ok(true)
     }
 
+    /// The key columns of `schema.table`: those named in `key_columns`, else its primary key
+    /// (none without one). For a table whose replica identity is `FULL`, whose relation
+    /// messages mark every column as part of the identity.
+    pub(crate) async fn primary_key(
+        &mut self,
+        s: &Settings,
+        schema: &str,
+        table: &str,
+    ) -> Result<Vec<String>> {
+        if let Some(cols) = s.key_columns.get(&format!("{schema}.{table}")) {
+            return Ok(cols.clone());
+        }
+        let conn = self.connection(s).await?;
+        let qualified = literal(&format!("{}.{}", ident(schema), ident(table)));
+        let rows = conn
+            .query(&format!(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a \
+                 ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+                 WHERE i.indrelid = {qualified}::regclass AND i.indisprimary"
+            ))
+            .await
+            .map_err(|e| wire_error(format!("postgres-cdc: the key of {schema}.{table}"), e))?;
+        Ok((0..rows.rows.len())
+            .filter_map(|i| rows.text(i, "attname"))
+            .collect())
+    }
+
+    /// The side connection, opened at the first question.
+    async fn connection(&mut self, s: &Settings) -> Result<&mut Connection> {
+        if self.conn.is_none() {
+            let c = Connection::connect(&s.params, false, s.timeout)
+                .await
+                .map_err(|e| wire_error("postgres-cdc: connecting to place keys", e))?;
+            self.conn = Some(c);
+        }
+        Ok(self.conn.as_mut().expect("opened above"))
+    }
+
     async fn at_or_before(
         &mut self,
         s: &Settings,
@@ -59,12 +97,7 @@ impl KeyOrder {
         key: &[String],
         end: &[String],
     ) -> Result<bool> {
-        if self.conn.is_none() {
-            let c = Connection::connect(&s.params, false, s.timeout)
-                .await
-                .map_err(|e| wire_error("postgres-cdc: connecting to place keys", e))?;
-            self.conn = Some(c);
-        }
+        self.connection(s).await?;
         if !self.types.contains_key(&t.table) {
             let types = self.key_types(t).await?;
             self.types.insert(t.table.clone(), types);

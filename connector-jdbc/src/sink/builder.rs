@@ -267,16 +267,26 @@ impl JdbcSinkBuilder {
                 ));
             }
             return self.build_any(|v: &Value| {
-                match rivus_core::change::Change::of(&rivus_core::metadata::without(v)) {
-                    Ok(rivus_core::change::Change::Write { row, unchanged })
-                        if unchanged.is_empty() =>
-                    {
+                use rivus_core::change::Change;
+                match Change::of(&rivus_core::metadata::without(v)) {
+                    Ok(Change::Write {
+                        row,
+                        unchanged,
+                        moved_from: Some(from),
+                    }) => Ok(RowChange::Move {
+                        row,
+                        unchanged,
+                        from,
+                    }),
+                    Ok(Change::Write { row, unchanged, .. }) if unchanged.is_empty() => {
                         Ok(RowChange::Write(row))
                     }
-                    Ok(rivus_core::change::Change::Write { row, unchanged }) => {
+                    Ok(Change::Write { row, unchanged, .. }) => {
                         Ok(RowChange::Update { row, unchanged })
                     }
-                    Ok(rivus_core::change::Change::Delete(row)) => Ok(RowChange::Delete(row)),
+                    Ok(Change::Delete(row)) => Ok(RowChange::Delete(row)),
+                    // The write that follows moves the row.
+                    Ok(Change::MovedOut { .. }) => Ok(RowChange::Nothing),
                     Err(e) => Err(SchemaError::new("json", "record", e)),
                 }
             });

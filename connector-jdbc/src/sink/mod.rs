@@ -53,6 +53,8 @@ struct Open {
     delivery: Delivery,
     completed: CompletedCheckpoints,
     checkpointed: bool,
+    /// Whether other subtasks write the same tables (a key change is then refused).
+    parallel: bool,
 }
 
 /// How a subtask keeps its guarantee: one state per delivery mode.
@@ -191,6 +193,10 @@ impl<T: Send + 'static> JdbcSink<T> {
         };
         let json = self.as_json.map(|f| f(&value));
         let open = self.open.as_mut().ok_or(Error::Closed("jdbc sink"))?;
+        let moves = matches!(change, RowChange::Nothing | RowChange::Move { .. });
+        if moves && !open.parallel && matches!(change, RowChange::Nothing) {
+            return Ok(Ok(None));
+        }
         let refused = |reason: String, table: &str| {
             let record = json.cloned().unwrap_or(Value::Null);
             Refusal::Row {
@@ -199,6 +205,16 @@ impl<T: Send + 'static> JdbcSink<T> {
                 payload: serde_json::to_vec(&record).unwrap_or_default(),
             }
         };
+        if moves && open.parallel {
+            // The old and the new key belong to different subtasks, each holding its rows
+            // in its own open transaction: no one statement can move the row, and the row
+            // taken apart would lose the values the change did not carry.
+            let reason = "a key change whose new row lacks unchanged values (TOAST) moves the \
+                          row from its old key, which only one sink subtask can do: run this \
+                          sink with parallelism 1"
+                .to_owned();
+            return Ok(Err(refused(reason, &self.settings.table)));
+        }
         // One table read at open (no template, no evolution): no name to render or look up.
         let (table, plan) = match open.tables.fixed() {
             Some(plan) => (
@@ -359,6 +375,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             delivery,
             completed,
             checkpointed: false,
+            parallel: ctx.parallelism() > 1,
         });
         Ok(())
     }

@@ -103,6 +103,7 @@ mod tests {
                 SqlValue::Int(Some(n)),
             ],
             kept,
+            moved_from: None,
         }
     }
 
@@ -115,6 +116,7 @@ mod tests {
                 SqlValue::Int(None),
             ],
             kept: vec![],
+            moved_from: None,
         }
     }
 

@@ -29,6 +29,18 @@ pub enum RowChange {
         /// Columns to leave as they are (never a key column).
         unchanged: Vec<String>,
     },
+    /// Like `Update`, moving the row from the key in `from` (a key change): the row there
+    /// takes the new key and the carried columns, keeping the others.
+    Move {
+        /// The columns the change carries, the new key among them.
+        row: Row,
+        /// Columns to leave as they are.
+        unchanged: Vec<String>,
+        /// The old key's fields.
+        from: Row,
+    },
+    /// Nothing to write: the first half of a key change, whose second half moves the row.
+    Nothing,
     /// Like `Write`, with the values in the order of the sink's columns (the configured
     /// [`columns`](crate::JdbcSinkBuilder::columns), else the table's): no field names to look up,
     /// the fastest form.
@@ -155,11 +167,21 @@ pub(super) fn to_change(
     ignore_unknown: bool,
     change: RowChange,
 ) -> std::result::Result<Change, (String, Row)> {
-    let (delete, mut row, unchanged) = match change {
-        RowChange::Write(r) => (false, r, Vec::new()),
-        RowChange::Delete(r) => (true, r, Vec::new()),
-        RowChange::Update { row, unchanged } => (false, row, unchanged),
+    let (delete, mut row, unchanged, from) = match change {
+        RowChange::Write(r) => (false, r, Vec::new(), None),
+        RowChange::Delete(r) => (true, r, Vec::new(), None),
+        RowChange::Update { row, unchanged } => (false, row, unchanged, None),
+        RowChange::Move {
+            row,
+            unchanged,
+            from,
+        } => (false, row, unchanged, Some(from)),
         RowChange::WriteValues(values) => return positional(plan, values),
+        RowChange::Nothing => return Err(("a change that writes nothing".into(), Row::new())),
+    };
+    let moved_from = match from {
+        None => None,
+        Some(from) => Some(old_key(plan, &from).map_err(|reason| (reason, row.clone()))?),
     };
     // Columns left as they are: their positions, in column order.
     let mut kept = Vec::new();
@@ -228,7 +250,35 @@ pub(super) fn to_change(
         delete,
         values,
         kept,
+        moved_from,
     })
+}
+
+/// The values of a moved row's old key, in the plan's key order.
+fn old_key(plan: &Plan, from: &Row) -> std::result::Result<Vec<SqlValue>, String> {
+    if plan.mode != WriteMode::Upsert || plan.keys.is_empty() {
+        return Err("a key change needs mode = \"upsert\" on a key".into());
+    }
+    plan.keys
+        .iter()
+        .map(|&k| {
+            let c = &plan.columns[k];
+            match from.get(&c.name) {
+                None | Some(Value::Null) => Err(format!(
+                    "the key change's old key (`{}`) has no `{}`",
+                    rivus_core::change::MOVED_FROM,
+                    c.name
+                )),
+                Some(v) => SqlValue::convert_owned(v.clone(), c.class).map_err(|(e, _)| {
+                    format!(
+                        "the key change's old key (`{}`), column `{}`: {e}",
+                        rivus_core::change::MOVED_FROM,
+                        c.name
+                    )
+                }),
+            }
+        })
+        .collect()
 }
 
 /// Positional values (`RowChange::WriteValues`) in the plan's column order.
@@ -272,5 +322,6 @@ fn positional(plan: &Plan, values: Vec<Value>) -> std::result::Result<Change, (S
         delete: false,
         values: out,
         kept: Vec::new(),
+        moved_from: None,
     })
 }

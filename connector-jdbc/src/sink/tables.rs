@@ -323,14 +323,20 @@ impl Tables {
 
 fn fields(change: &RowChange) -> Option<&Map<String, Value>> {
     match change {
-        RowChange::Write(r) | RowChange::Delete(r) | RowChange::Update { row: r, .. } => Some(r),
-        RowChange::WriteValues(_) => None,
+        RowChange::Write(r)
+        | RowChange::Delete(r)
+        | RowChange::Update { row: r, .. }
+        | RowChange::Move { row: r, .. } => Some(r),
+        RowChange::WriteValues(_) | RowChange::Nothing => None,
     }
 }
 
 fn fields_mut(change: &mut RowChange) -> Option<&mut Map<String, Value>> {
     match change {
-        RowChange::Write(r) | RowChange::Delete(r) | RowChange::Update { row: r, .. } => Some(r),
-        RowChange::WriteValues(_) => None,
+        RowChange::Write(r)
+        | RowChange::Delete(r)
+        | RowChange::Update { row: r, .. }
+        | RowChange::Move { row: r, .. } => Some(r),
+        RowChange::WriteValues(_) | RowChange::Nothing => None,
     }
 }

@@ -165,16 +165,62 @@ impl Writer {
         plan.keys.iter().map(move |&k| &change.values[k])
     }
 
-    /// Runs `items` with the fewest statements. Upserts: the batch reduced to one change per
-    /// key ([`net_changes`]), then every delete in one go and the writes of each shape
-    /// together (changes of different keys commute). Otherwise consecutive writes together,
-    /// consecutive deletes together.
+    /// Runs `items` with the fewest statements; a key change ([`Self::move_row`]) is a
+    /// statement of its own, in its place between the changes before and after it.
     async fn write_fast(
         &self,
         conn: &mut Conn,
         plan: &Plan,
         items: &[Change],
     ) -> Result<(), sqlx::Error> {
+        let mut rest = items;
+        while let Some(at) = rest.iter().position(|c| c.moved_from.is_some()) {
+            self.write_plain(conn, plan, &rest[..at]).await?;
+            self.move_row(conn, plan, &rest[at]).await?;
+            rest = &rest[at + 1..];
+        }
+        self.write_plain(conn, plan, rest).await
+    }
+
+    /// Moves a row to its new key (a key change that lacks some columns' values): one UPDATE
+    /// of the old key's row sets the carried columns, the new key among them, and leaves the
+    /// others. Without a row at the old key (moved by an earlier run that was not
+    /// checkpointed, or never written) the new row is upserted as any partial change.
+    async fn move_row(
+        &self,
+        conn: &mut Conn,
+        plan: &Plan,
+        change: &Change,
+    ) -> Result<(), sqlx::Error> {
+        let from = change.moved_from.as_deref().unwrap_or_default();
+        let sql = plan.move_sql(&change.kept);
+        let values = plan
+            .written(&change.kept)
+            .map(|i| &change.values[i])
+            .chain(from);
+        if conn.execute(&sql, values).await? == 0 {
+            tracing::debug!(table = %plan.table, "jdbc sink: a moved row's old key has no row");
+            metrics::counter!("rivus_jdbc_moves_without_row_total", "table" => plan.table.clone())
+                .increment(1);
+            self.write_rows(conn, plan, std::slice::from_ref(change))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `items` (no key change among them) with the fewest statements. Upserts: the batch
+    /// reduced to one change per key ([`net_changes`]), then every delete in one go and the
+    /// writes of each shape together (changes of different keys commute). Otherwise
+    /// consecutive writes together, consecutive deletes together.
+    async fn write_plain(
+        &self,
+        conn: &mut Conn,
+        plan: &Plan,
+        items: &[Change],
+    ) -> Result<(), sqlx::Error> {
+        if items.is_empty() {
+            return Ok(());
+        }
         if plan.mode == WriteMode::Upsert && !plan.keys.is_empty() {
             // The common batch: full writes of distinct keys, as they are.
             if items.iter().all(|c| !c.delete && c.kept.is_empty())
@@ -284,7 +330,9 @@ impl Writer {
             if in_txn {
                 conn.raw("SAVEPOINT rivus_row").await?;
             }
-            let r = if change.delete {
+            let r = if change.moved_from.is_some() {
+                self.move_row(conn, plan, change).await
+            } else if change.delete {
                 self.delete_rows(conn, plan, std::slice::from_ref(change))
                     .await
             } else {
@@ -347,7 +395,7 @@ impl Writer {
     ) -> Result<(), WriteError> {
         let single = match groups {
             [(plan, items)] => {
-                let writes_only = items.iter().all(|c| !c.delete);
+                let writes_only = items.iter().all(|c| !c.delete && c.moved_from.is_none());
                 let arrays = plan.dialect == Dialect::Postgres && plan.method != PgMethod::Values;
                 writes_only
                     && match plan.mode {

@@ -364,6 +364,10 @@ impl<T: Send + 'static> RabbitSource<T> {
         metrics::counter!("rivus_rabbitmq_reconnects_total").increment(1);
         ctx.state_mut().connection_lost();
         self.pending.clear();
+        // The old channels' tags are void: a checkpoint triggered while reconnecting must not
+        // file them, or its completion would acknowledge the new channel's deliveries of the
+        // same numbers — taken after its barrier, and lost at the next crash.
+        self.last_tags.iter_mut().for_each(|t| *t = None);
         self.channels.clear();
         self.broken = false;
         if let Some(c) = self.conn.take() {

@@ -16,7 +16,8 @@ pub trait StateBackend: Send + Sync {
     /// may the checkpoint be reported complete.
     async fn store(&self, checkpoint: &CompletedCheckpoint) -> Result<u64>;
 
-    /// The newest complete, intact checkpoint of `job`, if any. Damaged ones are skipped.
+    /// The newest complete checkpoint of `job`, if any. One that cannot be read is refused,
+    /// naming it, unless the backend was told to restore an older one ([`super::OnDamaged`]).
     async fn latest(&self, job: &str) -> Result<Option<CompletedCheckpoint>>;
 
     /// A short description for logs (`fs:/var/lib/rivus/orders`, `memory`).

@@ -7,18 +7,19 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
-use super::{format, CompletedCheckpoint, Holder, OwnerLock, StateBackend};
+use super::{format, CompletedCheckpoint, Holder, OnDamaged, OwnerLock, StateBackend};
 use crate::error::{Error, Result};
 
 /// Stores each checkpoint as `chk-<id>.ckpt` in a directory.
 ///
 /// Each file is one checkpoint in core's [format](super::format). A file whose length or
-/// checksum does not match (a torn write, a damaged disk) is skipped on restore with a warning
-/// naming it, and the next older one is used.
+/// checksum does not match (a torn write, a damaged disk) stops the restore, naming it; with
+/// [`OnDamaged::RestoreOlder`] it is skipped with a warning and the next older one is used.
 #[derive(Debug, Clone)]
 pub struct FsStateBackend {
     dir: PathBuf,
     retain: usize,
+    on_damaged: OnDamaged,
 }
 
 impl FsStateBackend {
@@ -31,7 +32,17 @@ impl FsStateBackend {
         }
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating checkpoint dir {}", dir.display()), e))?;
-        Ok(FsStateBackend { dir, retain })
+        Ok(FsStateBackend {
+            dir,
+            retain,
+            on_damaged: OnDamaged::default(),
+        })
+    }
+
+    /// What a restore does when the newest checkpoint cannot be read (default: refuse).
+    pub fn on_damaged(mut self, on: OnDamaged) -> Self {
+        self.on_damaged = on;
+        self
     }
 
     /// The directory written to.
@@ -113,8 +124,9 @@ impl StateBackend for FsStateBackend {
                         tracing::warn!(path = %path.display(), found = %cp.job, expected = %job,
                         "skipping checkpoint of another job")
                     }
-                    Err(why) => tracing::warn!(checkpoint = id, path = %path.display(), %why,
-                        "skipping damaged checkpoint file"),
+                    Err(why) => this
+                        .on_damaged
+                        .damaged(id, &path.display().to_string(), &why)?,
                 }
             }
             Ok(None)

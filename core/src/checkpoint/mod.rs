@@ -3,6 +3,7 @@
 //! who may write there (one owner per store: [`OwnerLock`]).
 
 mod backend;
+mod damaged;
 pub mod format;
 mod fs;
 mod owner;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use backend::{MemoryStateBackend, StateBackend};
+pub use damaged::OnDamaged;
 pub use fs::FsStateBackend;
 pub use owner::{Holder, OwnerLock};
 
