@@ -179,10 +179,10 @@ pub(super) fn to_change(
         RowChange::WriteValues(values) => return positional(plan, values),
         RowChange::Nothing => return Err(("a change that writes nothing".into(), Row::new())),
     };
-    let moved_from = match from {
-        None => None,
-        Some(from) => Some(old_key(plan, &from).map_err(|reason| (reason, row.clone()))?),
-    };
+    let moved_from = from
+        .map(|from| old_key(plan, &from))
+        .transpose()
+        .map_err(|reason| (reason, row.clone()))?;
     // Columns left as they are: their positions, in column order.
     let mut kept = Vec::new();
     if !unchanged.is_empty() {
