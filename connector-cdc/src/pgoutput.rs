@@ -95,6 +95,26 @@ pub(crate) struct Relation {
     pub types: serde_json::Value,
 }
 
+/// The `columns` value of a relation's columns (`column_types`).
+fn column_types(columns: &[Column]) -> serde_json::Value {
+    crate::types::columns_value(columns.iter().map(|c| {
+        let ty = crate::types::type_name(c.type_oid, c.type_mod);
+        (c.name.as_str(), ty, c.key)
+    }))
+}
+
+impl Relation {
+    /// The relation with `key` as its key columns (a `REPLICA IDENTITY FULL` table marks every
+    /// column as its identity; its key is its own).
+    pub(crate) fn with_key(mut self, key: &[String]) -> Relation {
+        for c in &mut self.columns {
+            c.key = key.contains(&c.name);
+        }
+        self.types = column_types(&self.columns);
+        self
+    }
+}
+
 /// One value of a row in the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Datum {
@@ -205,10 +225,7 @@ pub(crate) fn logical(mut b: Bytes) -> std::io::Result<Logical> {
                     type_mod,
                 });
             }
-            let types = crate::types::columns_value(columns.iter().map(|c| {
-                let ty = crate::types::type_name(c.type_oid, c.type_mod);
-                (c.name.as_str(), ty, c.key)
-            }));
+            let types = column_types(&columns);
             Logical::Relation(Relation {
                 oid,
                 schema,

@@ -9,6 +9,7 @@
 //! - `stream.rs`: the replication stream (subtask 0), positions in checkpoints, the slot
 //!   confirmed when a checkpoint completes.
 
+mod changes;
 mod filter;
 mod meeting;
 mod plan;

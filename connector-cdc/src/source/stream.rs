@@ -13,16 +13,15 @@ use serde_json::Value;
 use rivus_core::runtime::{CheckpointEvent, SourceContext, Waited};
 use rivus_core::{Error, Result};
 
+use super::changes::{truncated, update, Step};
 use super::filter::KeyOrder;
 use super::slot::{self, ident, literal};
 use super::{round, CdcState, PostgresCdcSource, SnapshotMode};
 use crate::error::wire_error;
 use crate::event::{self, Op, Origin, Relations};
 use crate::lsn::Lsn;
-use crate::pgoutput::Relation;
-use crate::pgoutput::{self, Datum, Logical, StreamMessage};
+use crate::pgoutput::{self, Logical, StreamMessage};
 use crate::wire::{Connection, WireError};
-use rivus_core::change::{MOVED_FROM, MOVED_TO};
 
 /// The transaction being read.
 struct Tx {
@@ -503,13 +502,7 @@ async fn apply(
             if r.replica_identity == b'f' {
                 // Every column is marked as the identity: the key is the table's own.
                 let key = order.primary_key(s, &r.schema, &r.name).await?;
-                for c in &mut r.columns {
-                    c.key = key.contains(&c.name);
-                }
-                r.types = crate::types::columns_value(r.columns.iter().map(|c| {
-                    let ty = crate::types::type_name(c.type_oid, c.type_mod);
-                    (c.name.as_str(), ty, c.key)
-                }));
+                r = r.with_key(&key);
             }
             relations.insert(r.oid, r);
             return Ok(None);
@@ -655,98 +648,6 @@ async fn emit(
         c.increment(1);
     }
     ctx.collect(record).await.map(|()| None)
-}
-
-/// One change of a message, as [`emit`] takes it.
-struct Step {
-    op: Op,
-    before: Option<Vec<Datum>>,
-    after: Option<Vec<Datum>>,
-    /// A key change's marker: the field (`__moved_to` on its delete, `__moved_from` on its
-    /// write) and the row whose key it names.
-    marker: Option<(&'static str, Vec<Datum>)>,
-}
-
-impl Step {
-    fn new(op: Op, before: Option<Vec<Datum>>, after: Option<Vec<Datum>>) -> Step {
-        Step {
-            op,
-            before,
-            after,
-            marker: None,
-        }
-    }
-}
-
-/// The changes of an update. The old key comes alone (`K`) only when the update changed it;
-/// the whole old row (`O`, `REPLICA IDENTITY FULL`) comes with every update, and a key change
-/// is told by comparing the key columns. A key change is a delete of the old key and a write
-/// of the new row (as Debezium gives it: a sink keyed by it must not keep the old row). When
-/// the new row still lacks values (unchanged TOASTed columns, which only the old key's row
-/// holds), the two name each other (`__moved_to`, `__moved_from`) and a sink applying them
-/// moves the row, never writing the new key without those values.
-fn update(rel: &Relation, old: Option<(u8, Vec<Datum>)>, new: Vec<Datum>) -> Vec<Step> {
-    let new = with_old_values(new, old.as_ref());
-    let moved = match &old {
-        Some((b'K', _)) => true,
-        Some((b'O', o)) => rel
-            .columns
-            .iter()
-            .zip(o.iter().zip(&new))
-            .any(|(c, (a, b))| c.key && a != b),
-        _ => false,
-    };
-    let old = match old {
-        Some((_, old)) if moved => old,
-        old => return vec![Step::new(Op::Update, old.map(|o| o.1), Some(new))],
-    };
-    if !new.iter().any(|d| matches!(d, Datum::Unchanged)) {
-        return vec![
-            Step::new(Op::Delete, Some(old), None),
-            Step::new(Op::Create, None, Some(new)),
-        ];
-    }
-    vec![
-        Step {
-            marker: Some((MOVED_TO, new.clone())),
-            ..Step::new(Op::Delete, Some(old.clone()), None)
-        },
-        Step {
-            marker: Some((MOVED_FROM, old)),
-            ..Step::new(Op::Create, None, Some(new))
-        },
-    ]
-}
-
-/// The error of a `TRUNCATE` of followed tables: the replica would keep rows the source no
-/// longer has, so the job stops there, naming the tables and the position.
-fn truncated(tables: &[String], commit: Option<Lsn>) -> Error {
-    let at = commit.map_or_else(String::new, |l| {
-        format!(" in the transaction committed at {l}")
-    });
-    Error::refused(
-        "postgres-cdc",
-        format!(
-            "TRUNCATE of {}{at}: a truncate is not a row change the sinks can apply, and \
-             leaving it out would keep the rows in every destination; empty the destination \
-             tables, then start the job again from a new slot (or take the tables out of the \
-             publication before truncating them)",
-            tables.join(", ")
-        ),
-    )
-}
-
-/// `new` with each unchanged (TOASTed, untouched) value taken from the old row, when the
-/// update carries the whole old row (`REPLICA IDENTITY FULL`: kind `O`).
-fn with_old_values(mut new: Vec<Datum>, old: Option<&(u8, Vec<Datum>)>) -> Vec<Datum> {
-    if let Some((b'O', old)) = old {
-        for (n, o) in new.iter_mut().zip(old) {
-            if matches!(n, Datum::Unchanged) && !matches!(o, Datum::Unchanged) {
-                *n = o.clone();
-            }
-        }
-    }
-    new
 }
 
 /// An error of the stream: a slot that lost its WAL says so; the rest is retried.
