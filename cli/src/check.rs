@@ -40,7 +40,7 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
     };
     Some(match (&cp.store, &cp.dir) {
         (Some(url), _) => {
-            let backend = crate::store::s3(url, 3, None);
+            let backend = crate::store::s3(url, 3, None, cp.on_damaged.into());
             let outcome = match backend {
                 Ok(b) => newest(b.latest(&config.name).await),
                 Err(e) => Err(e.to_string()),
@@ -51,7 +51,9 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
             let outcome = if !std::path::Path::new(dir).exists() {
                 Ok("not there yet: the first run makes it".to_owned())
             } else {
-                match rivus_core::checkpoint::FsStateBackend::new(dir, 3) {
+                match rivus_core::checkpoint::FsStateBackend::new(dir, 3)
+                    .map(|b| b.on_damaged(cp.on_damaged.into()))
+                {
                     Ok(b) => newest(b.latest(&config.name).await),
                     Err(e) => Err(e.to_string()),
                 }
