@@ -16,13 +16,25 @@ use serde_json::{json, Value};
 
 use common::{job, source, Fixture};
 
-/// Waits until `store` holds `n` records, for at most 60 s.
-async fn until_records(store: &TxnStore<Value>, n: usize) -> Vec<Value> {
+/// Waits until `store` holds `n` records, for at most 60 s; a job that ends first fails
+/// the test with its outcome.
+async fn until_records(
+    store: &TxnStore<Value>,
+    n: usize,
+    running: &mut tokio::task::JoinHandle<rivus_core::Result<JobSummary>>,
+) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let got = store.committed();
         if got.len() >= n {
             return got;
+        }
+        if running.is_finished() {
+            panic!(
+                "the job ended with {} of {n} records: {:?}",
+                got.len(),
+                running.await
+            );
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -51,8 +63,8 @@ async fn key_changes_name_both_keys_when_the_new_row_lacks_a_value() {
     let ms = Duration::from_millis;
     let running = job(&t, src, &backend, &store, ms(100), ms(0));
     let handle = running.handle();
-    let running = tokio::spawn(running.run());
-    until_records(&store, 3).await;
+    let mut running = tokio::spawn(running.run());
+    until_records(&store, 3, &mut running).await;
     f.exec(&format!(
         "UPDATE {t} SET id = 101, amount = 1 WHERE id = 1;
          UPDATE {t} SET id = 102 WHERE id = 2;
@@ -61,7 +73,7 @@ async fn key_changes_name_both_keys_when_the_new_row_lacks_a_value() {
          UPDATE {t} SET amount = 4 WHERE id = 103"
     ))
     .await;
-    let got = until_records(&store, 3 + 2 + 2 + 2 + 1).await;
+    let got = until_records(&store, 3 + 2 + 2 + 2 + 1, &mut running).await;
     handle.stop();
     running.await.unwrap().unwrap();
     let changes: Vec<&Value> = got.iter().filter(|r| r["__op"] != "r").collect();
@@ -115,11 +127,11 @@ async fn a_truncate_of_a_followed_table_stops_the_job_by_name() {
         Duration::from_millis(100),
         Duration::ZERO,
     );
-    let running = tokio::spawn(running.run());
-    until_records(&store, 5).await;
+    let mut running = tokio::spawn(running.run());
+    until_records(&store, 5, &mut running).await;
     f.exec(&format!("INSERT INTO {t} (id, body) VALUES (6, 'six')"))
         .await;
-    until_records(&store, 6).await;
+    until_records(&store, 6, &mut running).await;
     f.exec(&format!("TRUNCATE {t}")).await;
     let e = tokio::time::timeout(Duration::from_secs(60), running)
         .await
