@@ -11,7 +11,6 @@ mod delta;
 mod index;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ use std::time::{Duration, Instant};
 use rivus_testkit::services::{python_with, require, s3_credentials, Service};
 use sqlx::{Connection, PgConnection, Row};
 
-use cdc::{count, differences, exec, job_file, rivus, stop, Cleanup, Job};
+use cdc::{count, differences, exec, job_file, newest_checkpoint, rivus, stop, Cleanup, Job};
 use delta::{delta_rows, text};
 use index::Index;
 
@@ -29,28 +28,60 @@ fn toast_rows() -> i64 {
     cdc::env_count("RIVUS_CDC_TOAST_ROWS", 20_000)
 }
 
-/// A table `name` of `n` rows whose `big` text (3 200 characters, stored out of line and
-/// uncompressed) is updated only now and then, with `REPLICA IDENTITY DEFAULT`: PostgreSQL
-/// sends `big` as unchanged in every other update. Key `(a, b)` when `composite`, else `a`.
-async fn toast_table(pg: &str, name: &str, n: i64, composite: bool) {
-    let key = if composite { "a, b" } else { "a" };
+/// The key of a TOAST table, and how it is stored.
+#[derive(Clone, Copy, PartialEq)]
+enum Key {
+    /// `a`.
+    A,
+    /// `(a, b)`.
+    AB,
+    /// `(a, b)`, the table hash-partitioned by `a` into this many partitions and published
+    /// through its root (`publish_via_partition_root`): the stream names the root, whichever
+    /// partition a change hit, and a key change that moves a row to another partition is a
+    /// delete and an insert.
+    Partitioned(u32),
+}
+
+/// A table `name` of `n` rows keyed by `key` whose `big` text (3 200 characters, stored out of
+/// line and uncompressed) is updated only now and then, with `REPLICA IDENTITY DEFAULT`:
+/// PostgreSQL sends `big` as unchanged in every other update.
+async fn toast_table(pg: &str, name: &str, n: i64, key: Key) {
+    let (columns, storage, publication) = match key {
+        Key::A => ("a", String::new(), ""),
+        Key::AB => ("a, b", String::new(), ""),
+        Key::Partitioned(parts) => (
+            "a, b",
+            format!(
+                " PARTITION BY HASH (a); {}",
+                (0..parts)
+                    .map(|i| format!(
+                        "CREATE TABLE {name}_p{i} PARTITION OF {name} \
+                         FOR VALUES WITH (MODULUS {parts}, REMAINDER {i});"
+                    ))
+                    .collect::<String>()
+            ),
+            " WITH (publish_via_partition_root = true)",
+        ),
+    };
     exec(
         pg,
         &format!(
             "CREATE TABLE {name} (a INT NOT NULL, b TEXT NOT NULL, big TEXT, tags TEXT[],
-               doc JSONB, amount NUMERIC(12,2), n INT, PRIMARY KEY ({key}));
+               doc JSONB, amount NUMERIC(12,2), n INT, PRIMARY KEY ({columns})){storage};
              ALTER TABLE {name} ALTER COLUMN big SET STORAGE EXTERNAL;
              INSERT INTO {name} SELECT i, 'k' || (i % 7), repeat(md5(i::text), 100),
                ARRAY['t' || i, 'first'], jsonb_build_object('i', i), i / 100.0, 0
              FROM generate_series(1, {n}) i;
              GRANT SELECT ON {name} TO rivus_cdc;
-             CREATE PUBLICATION {name} FOR TABLE {name}"
+             CREATE PUBLICATION {name} FOR TABLE {name}{publication}"
         ),
     )
     .await;
     let mut c = PgConnection::connect(pg).await.unwrap();
+    // The table's own storage, or its partitions'.
     let toasted: i64 = sqlx::query_scalar(
-        "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = $1",
+        "SELECT coalesce(sum(pg_relation_size(reltoastrelid)), 0)::int8 FROM pg_class \
+         WHERE relname = $1 OR relname LIKE $1 || '\\_p%'",
     )
     .bind(name)
     .fetch_one(&mut c)
@@ -244,27 +275,6 @@ enum Kills {
     AfterTheSnapshot,
 }
 
-/// The newest completed checkpoint's id under `dir` (0 before any).
-fn newest_checkpoint(dir: &Path) -> u64 {
-    fn walk(dir: &Path, best: &mut u64) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                walk(&path, best);
-            } else if let Some(id) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix("chk-")?.strip_suffix(".ckpt")?.parse().ok())
-            {
-                *best = (*best).max(id);
-            }
-        }
-    }
-    let mut best = 0;
-    walk(dir, &mut best);
-    best
-}
-
 /// Whether a replica equals its source: `None`, or what differs.
 type Check = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>;
 
@@ -307,24 +317,38 @@ const TOAST_COLUMNS: &str = "a, b, big, tags, doc, amount, n";
 /// column (`EXCEPT` both ways) — never the placeholder of an unchanged value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
-    postgres_replica("cdc_toast", toast_rows(), 2, false).await;
+    postgres_replica("cdc_toast", toast_rows(), (Key::AB, 2), false).await;
 }
 
 /// The same with one sink subtask while the writer also changes keys (`a`, its `big` left
 /// unchanged): each key change moves the replica's row, and no row loses its `big`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_changes_keep_unchanged_toast_values_through_kill_nine_in_a_postgres_replica() {
-    postgres_replica("cdc_moves", toast_rows() / 2, 1, true).await;
+    postgres_replica("cdc_moves", toast_rows() / 2, (Key::AB, 1), true).await;
 }
 
-/// The replica test over `rows` rows into `parallelism` sink subtasks, key changes or not.
-async fn postgres_replica(prefix: &str, rows: i64, parallelism: usize, moves: bool) {
+/// The same over a table hash-partitioned into four, published through its root; key changes
+/// move rows between partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_table_replicates_exactly_through_kill_nine() {
+    postgres_replica(
+        "cdc_parts",
+        toast_rows() / 2,
+        (Key::Partitioned(4), 1),
+        true,
+    )
+    .await;
+}
+
+/// The replica test over `rows` rows keyed by `key` into `parallelism` sink subtasks, key
+/// changes or not.
+async fn postgres_replica(prefix: &str, rows: i64, (key, parallelism): (Key, usize), moves: bool) {
     let (Some(pg), Some(cdc)) = (require(Service::Postgres), require(Service::PostgresCdc)) else {
         return;
     };
     let (name, _cleanup) = Cleanup::table(&pg, prefix, true);
     let replica = format!("{name}_copy");
-    toast_table(&pg, &name, rows, true).await;
+    toast_table(&pg, &name, rows, key).await;
     exec(
         &pg,
         &format!(
@@ -392,7 +416,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_an_elasticsearch_index() {
     // again when no checkpoint completed since) within minutes on two cores.
     let rows = toast_rows() / 4;
     let (name, _cleanup) = Cleanup::table(&pg, "cdc_toast_es", false);
-    toast_table(&pg, &name, rows, false).await;
+    toast_table(&pg, &name, rows, Key::A).await;
     let sink = format!(
         "type = \"elasticsearch\"\nurl = \"{es}\"\nindex = \"{name}\"\nid_field = \"a\"\n\
          apply_changes = true"
@@ -496,7 +520,7 @@ async fn unchanged_toast_values_survive_kill_nine_in_a_delta_table() {
     };
     let rows = toast_rows() / 50;
     let (name, _cleanup) = Cleanup::table(&pg, "cdc_toast_delta", false);
-    toast_table(&pg, &name, rows, false).await;
+    toast_table(&pg, &name, rows, Key::A).await;
     let (bucket, access, secret) = s3_credentials();
     let uri = format!("s3://{bucket}/{name}");
     let sink = format!(

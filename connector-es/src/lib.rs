@@ -15,7 +15,8 @@
 //!
 //! Layers, Vector-style: [`config`] (hosts, TLS, timeouts), [`auth`] (basic, API key, bearer,
 //! AWS SigV4), [`client`] (HTTP requests with the cluster's media types), [`request`]
-//! (building bulk lines), [`sender`] (sending one bulk and reading its items), [`failure`]
+//! (building bulk lines), [`sender`] (sending one bulk and reading its items; key changes that
+//! leave fields behind are resolved in `moves`), [`failure`]
 //! (custom handling of refused items), [`sink`] (the `SinkFunction`).
 
 pub mod auth;
@@ -24,6 +25,7 @@ pub mod cluster;
 pub mod config;
 mod error;
 pub mod failure;
+mod moves;
 #[cfg(feature = "pipeline-file")]
 pub mod pipeline_file;
 pub mod request;
@@ -36,6 +38,6 @@ pub use client::EsClient;
 pub use cluster::{Cluster, Flavor};
 pub use config::EsConfig;
 pub use failure::{FailureAction, FailureHandler, ItemFailure};
-pub use request::{BulkItem, DocRequest, RequestIndexer};
+pub use request::{BulkItem, DocRequest, Move, RequestIndexer};
 pub use sink::{EsSink, EsSinkBuilder};
 pub use source::{EsSource, EsSourceBuilder, EsSourceState};

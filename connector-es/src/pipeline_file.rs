@@ -121,30 +121,38 @@ impl EsSinkSection {
                 let change = rivus_core::change::Change::of(&rivus_core::metadata::without(v))
                     .map_err(|e| SchemaError::new("json", "record", e))?;
                 // A change without some columns (unchanged TOASTed values) updates the
-                // document partially: the fields it does not carry keep their values.
-                let (delete, partial, row) = match change {
-                    rivus_core::change::Change::Write { row, unchanged, .. } => {
-                        (false, !unchanged.is_empty(), Value::Object(row))
-                    }
-                    rivus_core::change::Change::Delete(row)
-                    | rivus_core::change::Change::MovedOut { key: row, .. } => {
-                        (true, false, Value::Object(row))
-                    }
-                };
+                // document partially: the fields it does not carry keep their values. A key
+                // change of that kind moves the old document (its delete half does nothing).
                 let index = index_of(v)?;
-                let Some(id) = id_of(&row) else {
-                    return Err(SchemaError::new(
-                        "json",
-                        "record",
-                        format!("the change has no `{field}` (id_field)"),
-                    ));
+                let id = |row: &Value| {
+                    id_of(row).ok_or_else(|| {
+                        SchemaError::new(
+                            "json",
+                            "record",
+                            format!("the change has no `{field}` (id_field)"),
+                        )
+                    })
                 };
-                if delete {
-                    idx.delete(index, id);
-                } else if partial {
-                    idx.update(index, id, row);
-                } else {
-                    idx.index(index, Some(id), row);
+                use rivus_core::change::Change;
+                match change {
+                    Change::Write {
+                        row, moved_from, ..
+                    } if moved_from.is_some() => {
+                        let from = id(&Value::Object(moved_from.unwrap_or_default()))?;
+                        let row = Value::Object(row);
+                        idx.moved(index, from, id(&row)?, row);
+                    }
+                    Change::Write { row, unchanged, .. } => {
+                        let row = Value::Object(row);
+                        let to = id(&row)?;
+                        if unchanged.is_empty() {
+                            idx.index(index, Some(to), row);
+                        } else {
+                            idx.update(index, to, row);
+                        }
+                    }
+                    Change::Delete(row) => idx.delete(index, id(&Value::Object(row))?),
+                    Change::MovedOut { .. } => {}
                 }
                 Ok(())
             });

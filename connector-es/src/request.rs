@@ -56,6 +56,22 @@ pub enum DocRequest {
     },
 }
 
+/// A document whose id changed while some of its fields did not come with the change (values
+/// a CDC source could not read, see `rivus_core::change`): when it is sent, the document at
+/// the old id gives the fields `doc` lacks, the merged document is indexed at the new id and
+/// the old one deleted (see the sender).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    /// Target index.
+    pub index: String,
+    /// The old id.
+    pub from: String,
+    /// The new id.
+    pub to: String,
+    /// The fields the change carries.
+    pub doc: Value,
+}
+
 /// A request ready to send: its bulk lines and where it came from.
 #[derive(Debug, Clone)]
 pub struct BulkItem {
@@ -63,6 +79,9 @@ pub struct BulkItem {
     pub lines: Bytes,
     /// `index/id` or `index/(generated)`, for errors and dead letters.
     pub position: String,
+    /// A move, resolved by the sender into the requests it takes; `lines` then hold the
+    /// partial update of the new id it falls back to when the old document is gone.
+    pub moved: Option<std::sync::Arc<Move>>,
 }
 
 impl BulkItem {
@@ -136,6 +155,22 @@ impl BulkItem {
         BulkItem {
             lines: Bytes::from(out),
             position: format!("{index}/{}", id.as_deref().unwrap_or("(generated)")),
+            moved: None,
+        }
+    }
+
+    /// The item of `m`, encoded as its fallback (a partial update of the new id).
+    pub fn moving(m: Move) -> BulkItem {
+        let fallback = BulkItem::encode(&DocRequest::Update {
+            index: m.index.clone(),
+            id: m.to.clone(),
+            routing: None,
+            doc: m.doc.clone(),
+            upsert: None,
+        });
+        BulkItem {
+            moved: Some(std::sync::Arc::new(m)),
+            ..fallback
         }
     }
 
@@ -177,6 +212,23 @@ impl RequestIndexer {
             doc,
             upsert: None,
         });
+    }
+
+    /// Moves document `from` of `index` to `to`: `doc`'s fields over those of the document at
+    /// `from` (the fields a key change did not carry keep their values).
+    pub fn moved(
+        &mut self,
+        index: impl Into<String>,
+        from: impl Into<String>,
+        to: impl Into<String>,
+        doc: Value,
+    ) {
+        self.items.push(BulkItem::moving(Move {
+            index: index.into(),
+            from: from.into(),
+            to: to.into(),
+            doc,
+        }));
     }
 
     /// Deletes document `id` of `index`.

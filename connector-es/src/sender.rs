@@ -148,7 +148,45 @@ impl EsBulkSender {
 
 #[async_trait]
 impl BulkSender<BulkItem> for EsBulkSender {
-    async fn send(&self, items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
+    /// Sends `items` in order; a move (see [`crate::moves`]) is resolved once the requests
+    /// before it took effect, so the bulk goes out in runs that end before each move. What a
+    /// run leaves to retry comes back with everything after it, in order.
+    async fn send(&self, mut items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
+        loop {
+            let Some(at) = items.iter().position(|i| i.moved.is_some()) else {
+                return self.send_run(items).await;
+            };
+            let mut rest = items.split_off(at);
+            if !items.is_empty() {
+                match self.send_run(items).await {
+                    SendOutcome::Done => {}
+                    SendOutcome::Retry { mut items, reason } => {
+                        items.append(&mut rest);
+                        return SendOutcome::Retry { items, reason };
+                    }
+                    failed => return failed,
+                }
+            }
+            let m = rest[0].moved.clone().expect("a move at `at`");
+            match crate::moves::resolve(&self.client, &m).await {
+                Ok(resolved) => {
+                    items = resolved;
+                    items.extend(rest.drain(1..));
+                }
+                Err(reason) => {
+                    return SendOutcome::Retry {
+                        items: rest,
+                        reason,
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl EsBulkSender {
+    /// Sends `items`, none of them a move, as one bulk.
+    async fn send_run(&self, items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
         let (items, v) = match self.request(items).await {
             Ok(answered) => answered,
             Err(outcome) => return outcome,

@@ -116,6 +116,8 @@ pub struct EsSink<T> {
 struct Running {
     processor: BulkProcessor<BulkItem>,
     handler: ErrorHandler,
+    /// Subtasks of the sink: a move needs them all to be one.
+    parallelism: usize,
 }
 
 impl<T> std::fmt::Debug for EsSink<T> {
@@ -196,7 +198,11 @@ impl<T: Send + 'static> RichFunction for EsSink<T> {
             Arc::new(NoopListener),
             Arc::new(BulkItem::size),
         )?;
-        self.running = Some(Running { processor, handler });
+        self.running = Some(Running {
+            processor,
+            handler,
+            parallelism: ctx.parallelism(),
+        });
         Ok(())
     }
 
@@ -246,9 +252,26 @@ impl<T: Send + 'static> SinkFunction<T> for EsSink<T> {
             return self.running()?.handler.handle(&e.position, &e, &[]).await;
         }
         let items = std::mem::take(&mut self.indexer.items);
-        let processor = &self.running()?.processor;
+        let running = self.running()?;
         for item in items {
-            processor.add(item).await?;
+            match &item.moved {
+                // The old id's changes may wait in another subtask's bulk: the document read
+                // for the move could miss them.
+                Some(m) if running.parallelism > 1 => {
+                    let reason = "a key change whose new row lacks unchanged values (TOAST) \
+                                  moves the document from its old id, which only one sink \
+                                  subtask can do: run this sink with parallelism 1";
+                    let record = serde_json::json!({
+                        "index": m.index, "from": m.from, "to": m.to, "doc": m.doc
+                    });
+                    let payload = serde_json::to_vec(&record).unwrap_or_default();
+                    running
+                        .handler
+                        .handle(&item.position, &reason, &payload)
+                        .await?;
+                }
+                _ => running.processor.add(item).await?,
+            }
         }
         Ok(())
     }

@@ -240,3 +240,24 @@ pub(crate) async fn differences(
         .unwrap_or(-1);
     (missing, extra)
 }
+
+/// The newest completed checkpoint's id under `dir` (0 before any).
+pub(crate) fn newest_checkpoint(dir: &Path) -> u64 {
+    fn walk(dir: &Path, best: &mut u64) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, best);
+            } else if let Some(id) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("chk-")?.strip_suffix(".ckpt")?.parse().ok())
+            {
+                *best = (*best).max(id);
+            }
+        }
+    }
+    let mut best = 0;
+    walk(dir, &mut best);
+    best
+}

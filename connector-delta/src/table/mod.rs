@@ -265,6 +265,16 @@ impl Publish for DeltaTable {
         declared: Option<&[Column]>,
     ) -> Result<Option<Vec<Column>>> {
         *self.app.lock() = format!("rivus-{}-{}", ctx.job_name(), ctx.task_name());
+        // A local directory creates a version by an atomic rename; a bucket must refuse a
+        // second create of one.
+        if self.root.scheme() == "s3" && ctx.subtask_index() == 0 {
+            crate::store::check_conditional_writes(
+                self.store.as_ref(),
+                &self.root,
+                &self.root_path,
+            )
+            .await?;
+        }
         if !self.exists().await? {
             match (self.create, declared) {
                 (true, Some(cols)) => self.create(cols).await?,

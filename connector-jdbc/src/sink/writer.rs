@@ -185,7 +185,9 @@ impl Writer {
     /// Moves a row to its new key (a key change that lacks some columns' values): one UPDATE
     /// of the old key's row sets the carried columns, the new key among them, and leaves the
     /// others. Without a row at the old key (moved by an earlier run that was not
-    /// checkpointed, or never written) the new row is upserted as any partial change.
+    /// checkpointed) the same UPDATE at the new key gives its row the carried columns; with
+    /// no row there either (moved on or deleted later in the stream) nothing is written: a
+    /// row made of a partial change would lack the values this move exists to keep.
     async fn move_row(
         &self,
         conn: &mut Conn,
@@ -194,16 +196,15 @@ impl Writer {
     ) -> Result<(), sqlx::Error> {
         let from = change.moved_from.as_deref().unwrap_or_default();
         let sql = plan.move_sql(&change.kept);
-        let values = plan
-            .written(&change.kept)
-            .map(|i| &change.values[i])
-            .chain(from);
-        if conn.execute(&sql, values).await? == 0 {
-            tracing::debug!(table = %plan.table, "jdbc sink: a moved row's old key has no row");
+        let set = || plan.written(&change.kept).map(|i| &change.values[i]);
+        if conn.execute(&sql, set().chain(from)).await? > 0 {
+            return Ok(());
+        }
+        let to = plan.keys.iter().map(|&k| &change.values[k]);
+        if conn.execute(&sql, set().chain(to)).await? == 0 {
+            tracing::debug!(table = %plan.table, "jdbc sink: a moved row has no row at either key");
             metrics::counter!("rivus_jdbc_moves_without_row_total", "table" => plan.table.clone())
                 .increment(1);
-            self.write_rows(conn, plan, std::slice::from_ref(change))
-                .await?;
         }
         Ok(())
     }
