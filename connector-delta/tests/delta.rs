@@ -439,6 +439,50 @@ async fn delta_a_missing_table_is_refused_unless_created() {
     assert!(check.contains("no table yet; created at start"), "{check}");
 }
 
+/// A table that forgets application transactions (`delta.setTransactionRetentionDuration`) is
+/// refused at open, naming the property: a restore after they expired would commit its files
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_a_table_that_expires_transactions_is_refused_by_name() {
+    let table = Table::local();
+    let sink = sink_into(&table, |f| f);
+    let name = rivus_testkit::services::unique_name("delta-txn-retention");
+    fresh_run(&name, 10, sink.clone()).await;
+    let Table::Local(dir) = &table else {
+        unreachable!()
+    };
+    // A further version setting the property, as another engine's ALTER TABLE would.
+    let log = dir.path().join("_delta_log");
+    let first = std::fs::read_to_string(log.join(format!("{:020}.json", 0))).unwrap();
+    let mut metadata: Value = first
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|a| a.get("metaData").is_some())
+        .unwrap();
+    metadata["metaData"]["configuration"]["delta.setTransactionRetentionDuration"] =
+        json!("interval 1 hours");
+    let next = std::fs::read_dir(&log)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .count();
+    std::fs::write(log.join(format!("{next:020}.json")), format!("{metadata}\n")).unwrap();
+    let err = Pipeline::new(name.as_str())
+        .source("seq", 1, |i| {
+            rivus_testkit::SequenceSource::new(i, 1, Some(10), Arc::default())
+        })
+        .map(record)
+        .sink("delta", 1, move |_| sink())
+        .unwrap()
+        .run()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("delta.setTransactionRetentionDuration") && err.contains("3600s"),
+        "{err}"
+    );
+}
+
 /// Every tenth version carries the log's checkpoint, written by the sink: six runs of two
 /// writers make at least twelve versions; readers (and the sink's own `txn` lookups) start from
 /// the checkpoint, and `deltalake` still reads every run's records.

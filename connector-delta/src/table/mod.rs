@@ -299,6 +299,20 @@ impl Publish for DeltaTable {
                 ),
             ));
         }
+        if let Some(d) = snapshot.table_properties().set_transaction_retention_duration {
+            return Err(Error::config(
+                "url",
+                format!(
+                    "the table {} forgets application transactions after {}s \
+                     (`delta.setTransactionRetentionDuration`): the sink finds the versions it \
+                     committed by them, and a restore after they expired would add its files a \
+                     second time; unset the property (ALTER TABLE … UNSET TBLPROPERTIES \
+                     ('delta.setTransactionRetentionDuration'))",
+                    self.root,
+                    d.as_secs()
+                ),
+            ));
+        }
         let columns = columns_of(&snapshot.schema())
             .map_err(|e| Error::config("url", format!("the table {}: {e}", self.root)))?;
         let partitions = Partitions::of(
