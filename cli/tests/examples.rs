@@ -332,8 +332,9 @@ print(len(ids), len(set(ids)))
 print(data.schema.field("ts").type, data.schema.field("amount").type,
       data.schema.field("status").type)
 print(sum(1 for a in data.column("amount").to_pylist() if a is None))
-summaries = [s.summary for s in t.snapshots() if s.summary.get("rivus.writer")]
-print(len(summaries), len({(s["rivus.writer"], s["rivus.sequence"]) for s in summaries}))
+commits = [c for s in t.snapshots() if s.summary.get("rivus.writers")
+           for c in s.summary["rivus.writers"].split(",")]
+print(len(commits), len(set(commits)))
 "#;
     let uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
     let table = format!("lake.{}", at.unique);

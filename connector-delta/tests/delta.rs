@@ -463,9 +463,19 @@ async fn delta_a_table_that_expires_transactions_is_refused_by_name() {
         json!("interval 1 hours");
     let next = std::fs::read_dir(&log)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
         .count();
-    std::fs::write(log.join(format!("{next:020}.json")), format!("{metadata}\n")).unwrap();
+    std::fs::write(
+        log.join(format!("{next:020}.json")),
+        format!("{metadata}\n"),
+    )
+    .unwrap();
     let err = Pipeline::new(name.as_str())
         .source("seq", 1, |i| {
             rivus_testkit::SequenceSource::new(i, 1, Some(10), Arc::default())

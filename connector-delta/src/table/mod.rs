@@ -299,7 +299,10 @@ impl Publish for DeltaTable {
                 ),
             ));
         }
-        if let Some(d) = snapshot.table_properties().set_transaction_retention_duration {
+        if let Some(d) = snapshot
+            .table_properties()
+            .set_transaction_retention_duration
+        {
             return Err(Error::config(
                 "url",
                 format!(

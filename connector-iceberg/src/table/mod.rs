@@ -1,8 +1,8 @@
 //! [`IcebergTable`]: an Iceberg table kept over the files sink's files. At open it loads the
 //! table from its catalog (or creates it) and hands the sink the table's columns with their
 //! field ids, its data directory and its partition layout; when files become visible it
-//! appends them in one snapshot per writer and sequence (`commit.rs`), recording the writer's
-//! sequence in the table's properties in the same commit — which is how a restore finds what
+//! appends them, with the other subtasks' waiting then, in one snapshot (`commit.rs`),
+//! recording each writer's sequence in the table's properties in the same commit — which is how a restore finds what
 //! was committed before and never commits it twice. Columns the records bring are added by
 //! `evolve.rs`; files no snapshot names are listed by `orphans.rs`.
 
@@ -11,7 +11,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
-use tokio::sync::OnceCell;
 
 use rivus_connector_files::{Column, Layout, Location, Publish, Recoverable, S3Options};
 use rivus_core::prelude::RuntimeContext;
@@ -34,8 +33,6 @@ pub(crate) struct IcebergTable {
     ident: TableIdent,
     /// `Some`: created when missing, partitioned so.
     create: Option<PartitionBy>,
-    /// Connected at the first subtask's open, with the store of the table's files.
-    catalog: OnceCell<(Arc<dyn Catalog>, Store)>,
     /// The table as last loaded or committed.
     table: parking_lot::Mutex<Option<Table>>,
     /// The job's name and the sink's, recorded in each snapshot's summary and naming the
@@ -45,6 +42,9 @@ pub(crate) struct IcebergTable {
     data: parking_lot::Mutex<Option<Location>>,
     /// The table's partition spec, read at open (`None`: unpartitioned).
     partitioning: parking_lot::Mutex<Option<Arc<Partitioning>>>,
+    /// What every sink instance of this process writing the table shares: the catalog,
+    /// connected at the first subtask's open, and the group commits (`commit.rs`).
+    group: Arc<commit::Group>,
 }
 
 impl std::fmt::Debug for IcebergTable {
@@ -65,16 +65,17 @@ impl IcebergTable {
         ident: TableIdent,
         create: Option<PartitionBy>,
     ) -> IcebergTable {
+        let group = commit::Group::of(&format!("{} {}", catalog.uri, catalog.name), &ident);
         IcebergTable {
             catalog_options: catalog,
             s3,
             ident,
             create,
-            catalog: OnceCell::new(),
             table: parking_lot::Mutex::new(None),
             job: parking_lot::Mutex::new(Default::default()),
             data: parking_lot::Mutex::new(None),
             partitioning: parking_lot::Mutex::new(None),
+            group,
         }
     }
 
@@ -89,7 +90,8 @@ impl IcebergTable {
     }
 
     async fn connected(&self) -> Result<&(Arc<dyn Catalog>, Store)> {
-        self.catalog
+        self.group
+            .catalog
             .get_or_try_init(|| async {
                 let store = Store::new(&self.s3);
                 let catalog = self.catalog_options.connect(store.clone()).await?;

@@ -24,7 +24,7 @@ pub(crate) struct Lake {
     pub s3: S3Options,
     endpoint: String,
     /// pyiceberg's catalog type (`sql`, `rest`) and URI.
-    kind: &'static str,
+    pub kind: &'static str,
     py_uri: String,
     /// The namespace of this lake's tables.
     pub namespace: String,
