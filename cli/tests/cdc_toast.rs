@@ -98,7 +98,7 @@ async fn toast_table(pg: &str, name: &str, n: i64, key: Key) {
 /// deletes a key and inserts it again, every 200th updates all rows in one transaction; round
 /// 300 inserts as many new rows as the table has in one transaction and round 900 deletes them
 /// in another. With `moves`, every 25th round (offset 12) changes a row's key to one of its
-/// own (`a = 3000000 + round`), its `big` unchanged.
+/// own (`a = 3000000 + round` or `-round` in turn), its `big` unchanged.
 fn toast_writer(
     (pg, name): (String, String),
     (rows, rounds, moves): (i64, u64, bool),
@@ -123,11 +123,15 @@ fn toast_writer(
                 _ if r % 200 == 100 => {
                     format!("UPDATE {name} SET n = n + 1, amount = amount + 0.01")
                 }
+                // Up past every key and down below every key in turn: the snapshot may hold
+                // either half of the change.
                 _ if moves && r % 25 == 12 => {
-                    format!(
-                        "UPDATE {name} SET a = {}, n = n + 1 WHERE a = {a}",
-                        3_000_000 + r
-                    )
+                    let to = if r % 50 == 12 {
+                        3_000_000 + r as i64
+                    } else {
+                        -(r as i64)
+                    };
+                    format!("UPDATE {name} SET a = {to}, n = n + 1 WHERE a = {a}")
                 }
                 _ if r % 25 == 0 => format!(
                     "BEGIN; DELETE FROM {name} WHERE a = {a}; \
@@ -382,9 +386,26 @@ async fn postgres_replica(prefix: &str, rows: i64, (key, parallelism): (Key, usi
             .fetch_one(&mut c)
             .await
             .unwrap_or(-1);
+            // The first rows that differ, each side: key, n, tags.
+            let sample = |from: &str, minus: &str| {
+                format!(
+                    "SELECT a, b, n, tags::text FROM (SELECT {TOAST_COLUMNS} FROM {from} \
+                     EXCEPT SELECT {TOAST_COLUMNS} FROM {minus}) d ORDER BY a LIMIT 5"
+                )
+            };
+            let mut rows = Vec::new();
+            for (side, from, minus) in [("replica", &replica, &name), ("table", &name, &replica)] {
+                let got: Vec<(i32, String, Option<i32>, Option<String>)> =
+                    sqlx::query_as(&sample(from, minus))
+                        .fetch_all(&mut c)
+                        .await
+                        .unwrap_or_default();
+                rows.push(format!("{side} only: {got:?}"));
+            }
             Some(format!(
                 "{missing} rows missing or different, {extra} extra; {placeholders} replica rows \
-                 hold the placeholder"
+                 hold the placeholder; {}",
+                rows.join("; ")
             ))
         }) as Check
     };

@@ -14,7 +14,7 @@ use rivus_core::runtime::{CheckpointEvent, SourceContext, Waited};
 use rivus_core::{Error, Result};
 
 use super::changes::{truncated, update, Step};
-use super::filter::KeyOrder;
+use super::filter::{in_snapshot, mend_move, read_of, KeyOrder};
 use super::slot::{self, ident, literal};
 use super::{round, CdcState, PostgresCdcSource, SnapshotMode};
 use crate::error::wire_error;
@@ -532,6 +532,13 @@ async fn apply(
         }
         Logical::Other => return Ok(None),
     };
+    let mut changes = changes;
+    if let (Some(rel), Some(t)) = (relations.get(&rel_id), tx.as_ref()) {
+        if changes.len() == 2 && wanted.contains(&(rel.schema.as_str(), rel.name.as_str())) {
+            let read = read_of(ctx, rel, t.commit);
+            mend_move(read.as_ref(), s, rel, &mut changes, t.commit, order).await?;
+        }
+    }
     for step in changes {
         let new = emit(
             ctx,
@@ -600,30 +607,10 @@ async fn emit(
     ctx.state_mut().partial = Some(position);
     let before = before.map(|d| event::row(rel, &d));
     let after = after.map(|d| event::row(rel, &d));
-    // A change older than the snapshot of its key's range is in that range's rows already.
-    let table = format!("{}.{}", rel.schema, rel.name);
-    let read = ctx.state().snapshot.as_ref().and_then(|p| p.table(&table));
-    if let Some(read) = read.filter(|r| t.commit < r.newest()) {
-        let row = after.as_ref().or(before.as_ref());
-        let key: Option<Vec<String>> = read
-            .key
-            .iter()
-            .map(|k| {
-                row.and_then(|r| r.get(k)).and_then(|v| match v {
-                    Value::Null => None,
-                    Value::String(s) if s == event::UNCHANGED_TOAST => None,
-                    Value::String(s) => Some(s.clone()),
-                    other => Some(other.to_string()),
-                })
-            })
-            .collect();
-        // A key that cannot be placed is emitted: a change twice rather than none.
-        if let Some(key) = key {
-            let read = read.clone();
-            if !order.is_new(s, &read, &key, t.commit).await? {
-                return Ok(None);
-            }
-        }
+    let row = after.as_ref().or(before.as_ref());
+    let read = read_of(ctx, rel, t.commit);
+    if in_snapshot(read.as_ref(), s, row, t.commit, order).await? {
+        return Ok(None);
     }
     let origin = Origin {
         db: &s.params.dbname,
