@@ -7,7 +7,7 @@ use std::process::Command;
 
 /// The `dev/services` script of this repository.
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dev/services")
+    crate::services::repository().join("dev/services")
 }
 
 fn run(args: &[&str]) {

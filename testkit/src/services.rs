@@ -155,8 +155,23 @@ fn host_port(url: &str) -> String {
 pub fn tls_dir() -> std::path::PathBuf {
     match std::env::var_os("RIVUS_TLS_DIR") {
         Some(d) => d.into(),
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/services/tls"),
+        None => repository().join("target/services/tls"),
     }
+}
+
+/// The checkout the tests run in: the nearest directory holding `dev/services` above the
+/// running test's package (`CARGO_MANIFEST_DIR` as `cargo test` sets it when it runs the
+/// test — not as it was when this crate was compiled: clones sharing one target directory
+/// share this crate's build, and the clone that compiled it may be gone).
+pub fn repository() -> std::path::PathBuf {
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    start
+        .ancestors()
+        .find(|d| d.join("dev/services").is_file())
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
 }
 
 /// Where a fault proxy in front of [`Service::KafkaProxied`] must listen — the address that
