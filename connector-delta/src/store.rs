@@ -46,7 +46,7 @@ pub(crate) fn table_store(
 /// Refuses a store that does not honour `If-None-Match: *`: each log version is created only
 /// if absent, and a store that overwrote instead would let two writers (two jobs, or a job and
 /// another engine) both write one version, the second silently replacing the first. Creates an
-/// object of its own under `_delta_log/` twice — the second must be refused — and removes it.
+/// object of its own under `_rivus_probe/` twice — the second must be refused — and removes it.
 pub(crate) async fn check_conditional_writes(
     store: &DynObjectStore,
     root: &Url,
@@ -56,10 +56,12 @@ pub(crate) async fn check_conditional_writes(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let probe = root_path.clone().join("_delta_log").join(format!(
-        "_rivus_conditional_put_{}_{nonce}",
-        std::process::id()
-    ));
+    // Outside `_delta_log/`, whose listing tells whether the table exists (the sink's other
+    // subtasks open at the same time), and outside `_rivus/`, which a restore clears.
+    let probe = root_path
+        .clone()
+        .join("_rivus_probe")
+        .join(format!("conditional-put-{}-{nonce}", std::process::id()));
     let create = || {
         store.put_opts(
             &probe,
@@ -67,7 +69,7 @@ pub(crate) async fn check_conditional_writes(
             PutOptions::from(PutMode::Create),
         )
     };
-    let what = || format!("delta: checking conditional writes under {root}_delta_log");
+    let what = || format!("delta: checking conditional writes under {root}");
     create().await.map_err(|e| store_error(what(), e))?;
     let second = create().await;
     let _ = store.delete(&probe).await;

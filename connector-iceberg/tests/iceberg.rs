@@ -538,3 +538,80 @@ print(json.dumps({"files": files, "rows": rows, "distinct": len(set(ids)), "wron
         "files under their partition's directory: {got}"
     );
 }
+
+/// A partition spec changed by another engine (pyiceberg) while the sink's files wait for
+/// their commit: the files were laid out by the old spec and carry its id, so their commit is
+/// refused, naming the table — never added under the new spec's partition values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iceberg_files_of_an_older_partition_spec_are_refused_not_misfiled() {
+    let (Some(lake), Some(py)) = (Lake::new("iceberg-spec"), python()) else {
+        return;
+    };
+    let table = "lake.spec";
+    let sink = {
+        let (lake, table) = (lake.clone(), table.to_owned());
+        move || {
+            lake.builder(&table)
+                .create_table(true)
+                .partition_by(vec!["ok".to_owned()])
+                .files(|f| f.schema(columns()).target_file_size(16 * 1024))
+                .build()
+                .unwrap()
+        }
+    };
+    let backend = MemoryStateBackend::new();
+    let name = rivus_testkit::services::unique_name("iceberg-spec");
+    let emitted = Arc::new(AtomicU64::new(0));
+    let job = job_of(
+        spread,
+        &name,
+        1_000_000,
+        Some(2_000),
+        emitted,
+        sink,
+        &backend,
+    );
+    let history = job.checkpoint_history();
+    let running = tokio::spawn(job.run());
+    // Files committed under the first spec.
+    let h = Arc::clone(&history);
+    wait::until(
+        std::time::Duration::from_secs(60),
+        move || {
+            let h = Arc::clone(&h);
+            async move { h.totals().0 >= 2 }
+        },
+        || "two checkpoints",
+    )
+    .await;
+    let evolve = r#"
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+name, table, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+t = SqlCatalog(name, **options).load_table(table)
+with t.update_spec() as u:
+    u.add_identity("day")
+print(t.spec().spec_id)
+"#;
+    let spec = lake.python(&py, evolve, table);
+    assert_eq!(spec.trim(), "1", "{spec}");
+    let err = tokio::time::timeout(std::time::Duration::from_secs(120), running)
+        .await
+        .expect("the next commit is refused")
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("partition spec") && err.contains("lake.spec"),
+        "{err}"
+    );
+    // What was committed reads back under the spec it was laid out by.
+    let read = lake.read(&py, table);
+    let ids = read.ids();
+    let (twice, _) = twice_and_missing(&ids, 0..0);
+    assert!(
+        !ids.is_empty() && twice.is_empty(),
+        "{} rows, twice {twice:?}",
+        ids.len()
+    );
+}
