@@ -57,8 +57,10 @@ async fn sixteen_writers(lake: &Lake, py: &str) {
             "{writers} writers' commits in {snapshots} snapshots over {} checkpoints",
             summary.checkpoints_completed
         );
+        // One snapshot a writer without them; here 7 to 13 snapshots for 32 to 48 commits
+        // (the first writer after a checkpoint often commits alone, the rest together).
         assert!(
-            snapshots * 4 <= writers,
+            snapshots * 2 <= writers,
             "{writers} writers' commits in {snapshots} snapshots"
         );
     }
