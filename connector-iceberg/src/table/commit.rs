@@ -212,14 +212,11 @@ impl IcebergTable {
         if let Some(c) = todo.iter().filter_map(|w| w.sequence).map(|s| s / 2).max() {
             summary.insert(CHECKPOINT.to_owned(), c.to_string());
         }
-        let what = || {
-            format!(
-                "iceberg: appending {} files to {}",
-                data_files.len(),
-                self.ident
-            )
-        };
-        let what = what();
+        let what = format!(
+            "iceberg: appending {} files to {}",
+            data_files.len(),
+            self.ident
+        );
         let mut tx = Transaction::new(&table);
         let set: Vec<(String, u64)> = todo
             .iter()
