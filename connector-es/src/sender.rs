@@ -148,7 +148,7 @@ impl EsBulkSender {
 
 #[async_trait]
 impl BulkSender<BulkItem> for EsBulkSender {
-    /// Sends `items` in order; a move (see [`crate::moves`]) is resolved once the requests
+    /// Sends `items` in order; a move (a key change, see the `moves` module) is resolved once the requests
     /// before it took effect, so the bulk goes out in runs that end before each move. What a
     /// run leaves to retry comes back with everything after it, in order.
     async fn send(&self, mut items: Vec<BulkItem>) -> SendOutcome<BulkItem> {
