@@ -18,6 +18,7 @@ mod round;
 mod slot;
 mod snapshot;
 mod stream;
+mod waiting;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

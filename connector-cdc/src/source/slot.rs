@@ -153,24 +153,26 @@ pub(crate) fn temporary_name(slot: &str) -> String {
 }
 
 /// Creates `slot` (pgoutput); with `export`, the snapshot of its consistent point is exported
-/// and stays valid while `c` runs nothing else: (consistent point, snapshot name).
+/// and stays valid while `c` runs nothing else: (consistent point, snapshot name). While the
+/// server waits for open transactions to end, a warning names them (see [`super::waiting`]).
 pub(crate) async fn create(
     c: &mut Connection,
+    s: &super::Settings,
     slot: &str,
     export: bool,
     temporary: bool,
 ) -> Result<(Lsn, Option<String>)> {
-    let rows = c
-        .query(&format!(
-            "CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput {}",
-            ident(slot),
-            if temporary { " TEMPORARY" } else { "" },
-            if export {
-                "EXPORT_SNAPSHOT"
-            } else {
-                "NOEXPORT_SNAPSHOT"
-            }
-        ))
+    let sql = format!(
+        "CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput {}",
+        ident(slot),
+        if temporary { " TEMPORARY" } else { "" },
+        if export {
+            "EXPORT_SNAPSHOT"
+        } else {
+            "NOEXPORT_SNAPSHOT"
+        }
+    );
+    let rows = super::waiting::naming_blockers(s, slot, c.query(&sql))
         .await
         .map_err(|e| {
             wire_error(

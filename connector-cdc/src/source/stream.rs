@@ -107,7 +107,7 @@ pub(crate) async fn run(
                 tracing::info!(slot = %s.slot, at = %st.resume, "postgres-cdc: streaming from the existing slot");
             }
             (None, SnapshotMode::Never) => {
-                let (at, _) = slot::create(&mut repl, &s.slot, false, false).await?;
+                let (at, _) = slot::create(&mut repl, &s, &s.slot, false, false).await?;
                 let st = ctx.state_mut();
                 st.started = true;
                 st.snapshot_done = true;
@@ -115,7 +115,7 @@ pub(crate) async fn run(
                 tracing::info!(slot = %s.slot, %at, "postgres-cdc: slot created, no snapshot");
             }
             (None, _) => {
-                let (at, name) = slot::create(&mut repl, &s.slot, true, false).await?;
+                let (at, name) = slot::create(&mut repl, &s, &s.slot, true, false).await?;
                 let name = name.ok_or_else(|| {
                     Error::connector("postgres-cdc", "the new slot exported no snapshot")
                 })?;
@@ -291,7 +291,7 @@ async fn snapshot_again(
     // ones too, such as an exactly-once sink's of this very job, committed only when a
     // checkpoint completes: checkpoints go on meanwhile.
     let Some(created) = ctx
-        .wait_for(slot::create(&mut repl, &temp, true, true))
+        .wait_for(slot::create(&mut repl, &s, &temp, true, true))
         .await?
     else {
         return Ok(None);
