@@ -31,7 +31,10 @@ use rivus_testkit::services::{
     python_with, require, s3_credentials, s3_keys, unique_name, Service,
 };
 
-use cdc::{count, newest_checkpoint, rivus, stop, wait, wait_rows, Cleanup};
+use cdc::{
+    count, example_job, newest_checkpoint, rivus, stop, table, table_rows, wait, wait_rows, writer,
+    Cleanup,
+};
 use delta::{delta_rows, text};
 use index::Index;
 use serde_json::Value;
@@ -42,44 +45,6 @@ fn rows() -> i64 {
     cdc::env_count("RIVUS_CDC_ROWS", 20_000)
 }
 
-/// A table `name` with `n` rows, published as `name`, readable by the CDC user.
-async fn table(pg: &str, name: &str, n: i64) {
-    let mut c = PgConnection::connect(pg).await.unwrap();
-    for sql in [
-        format!(
-            "CREATE TABLE {name} (id INT PRIMARY KEY, body TEXT, amount NUMERIC(10,2), \
-             at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        ),
-        format!(
-            "INSERT INTO {name} (id, body, amount) SELECT i, 'row ' || i, i / 100.0 \
-             FROM generate_series(1, {n}) i"
-        ),
-        format!("GRANT SELECT ON {name} TO rivus_cdc"),
-        format!("CREATE PUBLICATION {name} FOR TABLE {name}"),
-    ] {
-        sqlx::query(&sql).execute(&mut c).await.unwrap();
-    }
-}
-
-/// The table as JSON rows by id (`id`, `body`, `amount` as text, as the records carry them).
-async fn table_rows(pg: &str, name: &str) -> BTreeMap<String, (String, String)> {
-    let mut c = PgConnection::connect(pg).await.unwrap();
-    let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(&format!(
-        "SELECT id, body, amount::text FROM {name} ORDER BY id"
-    ))
-    .fetch_all(&mut c)
-    .await
-    .unwrap();
-    rows.into_iter()
-        .map(|(id, b, a)| {
-            (
-                id.to_string(),
-                (b.unwrap_or_default(), a.unwrap_or_default()),
-            )
-        })
-        .collect()
-}
-
 /// The documents of index `name` as the table's rows by id (`body`, `amount`).
 async fn index_rows(index: &Index, name: &str) -> BTreeMap<String, (String, String)> {
     index
@@ -88,42 +53,6 @@ async fn index_rows(index: &Index, name: &str) -> BTreeMap<String, (String, Stri
         .into_iter()
         .map(|(id, mut f)| (id, (f.remove(0), f.remove(0))))
         .collect()
-}
-
-/// Inserts, updates and deletes on `name`, a transaction every few milliseconds, until `rounds`
-/// are done or `stop` is set; `done` counts them.
-fn writer(
-    pg: String,
-    name: String,
-    rounds: u64,
-    stop: Arc<AtomicBool>,
-    done: Arc<AtomicU64>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut c = PgConnection::connect(&pg).await.unwrap();
-        for r in 0..rounds {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let mut tx = c.begin().await.unwrap();
-            for sql in [
-                format!(
-                    "INSERT INTO {name} (id, body, amount) VALUES ({}, 'w{r}', {r}.5)",
-                    1_000_000 + r
-                ),
-                format!(
-                    "UPDATE {name} SET body = 'w{r}u', amount = amount + 1 WHERE id = {}",
-                    1 + (r * 7919) % 5_000
-                ),
-                format!("DELETE FROM {name} WHERE id = {}", 5_001 + r),
-            ] {
-                sqlx::query(&sql).execute(&mut *tx).await.unwrap();
-            }
-            tx.commit().await.unwrap();
-            done.store(r + 1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
 }
 
 /// The committed records of a topic, compacted by key as they arrive: a key's latest value,
@@ -188,27 +117,6 @@ impl Drop for Compacted {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
-}
-
-/// `examples/{example}.toml` written into `dir` as a job of its own: named `name`, a checkpoint
-/// every 300 ms under `state/`, and each of the example's `resources` (its publication, slot,
-/// topic or index: `"orders_cdc"`, ...) named `name` too.
-fn example_job(dir: &Path, example: &str, name: &str, resources: &[&str]) -> std::path::PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{example}.toml"));
-    let mut text = std::fs::read_to_string(path)
-        .unwrap()
-        .replace(
-            &format!("name = \"{example}\""),
-            &format!("name = \"{name}\""),
-        )
-        .replace("interval = \"1s\"", "interval = \"300ms\"")
-        .replace(&format!("target/examples/{example}"), "state");
-    for r in resources {
-        text = text.replace(&format!("\"{r}\""), &format!("\"{name}\""));
-    }
-    let file = dir.join("job.toml");
-    std::fs::write(&file, text).unwrap();
-    file
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

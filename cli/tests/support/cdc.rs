@@ -2,8 +2,11 @@
 //! stopped, waited on) and the clean-up of slots, publications and tables.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::{Connection, PgConnection};
@@ -260,4 +263,104 @@ pub(crate) fn newest_checkpoint(dir: &Path) -> u64 {
     let mut best = 0;
     walk(dir, &mut best);
     best
+}
+
+/// A table `name` with `n` rows, published as `name`, readable by the CDC user.
+pub(crate) async fn table(pg: &str, name: &str, n: i64) {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    for sql in [
+        format!(
+            "CREATE TABLE {name} (id INT PRIMARY KEY, body TEXT, amount NUMERIC(10,2), \
+             at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        ),
+        format!(
+            "INSERT INTO {name} (id, body, amount) SELECT i, 'row ' || i, i / 100.0 \
+             FROM generate_series(1, {n}) i"
+        ),
+        format!("GRANT SELECT ON {name} TO rivus_cdc"),
+        format!("CREATE PUBLICATION {name} FOR TABLE {name}"),
+    ] {
+        sqlx::query(&sql).execute(&mut c).await.unwrap();
+    }
+}
+
+/// The table as JSON rows by id (`id`, `body`, `amount` as text, as the records carry them).
+pub(crate) async fn table_rows(pg: &str, name: &str) -> BTreeMap<String, (String, String)> {
+    let mut c = PgConnection::connect(pg).await.unwrap();
+    let rows: Vec<(i32, Option<String>, Option<String>)> = sqlx::query_as(&format!(
+        "SELECT id, body, amount::text FROM {name} ORDER BY id"
+    ))
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(id, b, a)| {
+            (
+                id.to_string(),
+                (b.unwrap_or_default(), a.unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// Inserts, updates and deletes on `name`, a transaction every few milliseconds, until `rounds`
+/// are done or `stop` is set; `done` counts them.
+pub(crate) fn writer(
+    pg: String,
+    name: String,
+    rounds: u64,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut c = PgConnection::connect(&pg).await.unwrap();
+        for r in 0..rounds {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut tx = c.begin().await.unwrap();
+            for sql in [
+                format!(
+                    "INSERT INTO {name} (id, body, amount) VALUES ({}, 'w{r}', {r}.5)",
+                    1_000_000 + r
+                ),
+                format!(
+                    "UPDATE {name} SET body = 'w{r}u', amount = amount + 1 WHERE id = {}",
+                    1 + (r * 7919) % 5_000
+                ),
+                format!("DELETE FROM {name} WHERE id = {}", 5_001 + r),
+            ] {
+                sqlx::query(&sql).execute(&mut *tx).await.unwrap();
+            }
+            tx.commit().await.unwrap();
+            done.store(r + 1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+}
+
+/// `examples/{example}.toml` written into `dir` as a job of its own: named `name`, a checkpoint
+/// every 300 ms under `state/`, and each of the example's `resources` (its publication, slot,
+/// topic or index: `"orders_cdc"`, ...) named `name` too.
+pub(crate) fn example_job(
+    dir: &Path,
+    example: &str,
+    name: &str,
+    resources: &[&str],
+) -> std::path::PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{example}.toml"));
+    let mut text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace(
+            &format!("name = \"{example}\""),
+            &format!("name = \"{name}\""),
+        )
+        .replace("interval = \"1s\"", "interval = \"300ms\"")
+        .replace(&format!("target/examples/{example}"), "state");
+    for r in resources {
+        text = text.replace(&format!("\"{r}\""), &format!("\"{name}\""));
+    }
+    let file = dir.join("job.toml");
+    std::fs::write(&file, text).unwrap();
+    file
 }
