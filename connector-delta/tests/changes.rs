@@ -184,12 +184,6 @@ async fn delta_changes_applied_by_key_through_restores_equal_the_source() {
     );
 }
 
-/// Insert `i`: key `i` in order.
-fn insert(i: u64) -> Value {
-    json!({"op": "c", "before": null, "source": {"table": "t"},
-        "after": {"id": i, "name": format!("name-{i}"), "n": 0, "doc": "x".repeat(40)}})
-}
-
 /// Update `i`: one of ten keys from 100.
 fn update(i: u64) -> Value {
     let id = 100 + i % 10;
@@ -231,31 +225,11 @@ async fn delta_changes_rewrite_only_the_files_holding_changed_keys() {
     };
     let table = Table::local();
     let url = table.url();
-    let sink = move || {
-        rivus_connector_delta::DeltaSinkBuilder::new(&url)
-            .create_table(true)
-            .apply_changes(vec!["id".into()])
-            .files(|f| {
-                f.schema(vec![
-                    Column {
-                        name: "id".into(),
-                        ty: ColumnType::Int64,
-                        nullable: false,
-                        field_id: None,
-                    },
-                    Column::nullable("name", ColumnType::String),
-                    Column::nullable("n", ColumnType::Int64),
-                    Column::nullable("doc", ColumnType::String),
-                ])
-                .target_file_size(32 * 1024)
-            })
-            .build()
-            .unwrap()
-    };
+    let sink = keyed_sink(url);
     let name = rivus_testkit::services::unique_name("delta-changes-files");
     let n = 6_000;
     let mut read_rewritten = Vec::new();
-    for (map, count) in [(insert as fn(u64) -> Value, n), (update, 20)] {
+    for (map, count) in [(keyed_insert as fn(u64) -> Value, n), (update, 20)] {
         // Checkpoints far apart: the end of the input's is the only one, so each run is one
         // merge (and the files' boundaries do not depend on timing).
         let sink = sink.clone();

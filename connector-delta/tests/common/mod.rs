@@ -280,3 +280,34 @@ pub(crate) fn local_txns(dir: &std::path::Path) -> std::collections::BTreeMap<St
     }
     out
 }
+
+/// A sink applying changes by `id` to `url` (files of about 32 KiB), created when missing.
+pub(crate) fn keyed_sink(url: String) -> impl Fn() -> DeltaSink + Clone + Send + Sync {
+    move || {
+        DeltaSinkBuilder::new(&url)
+            .create_table(true)
+            .apply_changes(vec!["id".into()])
+            .files(|f| {
+                f.schema(vec![
+                    Column {
+                        name: "id".into(),
+                        ty: ColumnType::Int64,
+                        nullable: false,
+                        field_id: None,
+                    },
+                    Column::nullable("name", ColumnType::String),
+                    Column::nullable("n", ColumnType::Int64),
+                    Column::nullable("doc", ColumnType::String),
+                ])
+                .target_file_size(32 * 1024)
+            })
+            .build()
+            .unwrap()
+    }
+}
+
+/// Insert `i`: key `i` in order (for [`keyed_sink`]).
+pub(crate) fn keyed_insert(i: u64) -> Value {
+    json!({"op": "c", "before": null, "source": {"table": "t"},
+        "after": {"id": i, "name": format!("name-{i}"), "n": 0, "doc": "x".repeat(40)}})
+}
