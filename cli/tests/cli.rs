@@ -295,7 +295,8 @@ async fn ctrl_c_stops_gracefully_and_the_rerun_resumes_without_loss() {
     };
     let child = spawn();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !db.exists() || count().await < 5_000 {
+    // The sink makes the file before its table: rows are counted once both exist.
+    while sqlite_rows(&db).await.unwrap_or(0) < 5_000 {
         assert!(Instant::now() < deadline, "rows arrive");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

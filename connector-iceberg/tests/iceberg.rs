@@ -180,7 +180,9 @@ async fn exactly_once(lake: &Lake, py: &str) -> Read {
         assert_eq!(s["rivus.checkpoint"], newest.to_string(), "{s}");
     }
     // Three runs, two writers each: the last run's writers' sequences in the table's
-    // properties, the earlier runs' removed by its commits.
+    // properties, the earlier runs' removed by its commits. (A writer whose subtask had
+    // emitted all its records before the last run — subtasks keep their own pace — commits
+    // nothing in it, so one writer of the last run may be all there is.)
     let writers: BTreeMap<&String, &Value> = read
         .properties
         .as_object()
@@ -197,8 +199,8 @@ async fn exactly_once(lake: &Lake, py: &str) -> Read {
         })
         .collect();
     assert!(
-        writers.len() == 2 && runs.len() == 1,
-        "the last run's two writers: {writers:?}"
+        (1..=2).contains(&writers.len()) && runs.len() == 1,
+        "the last run's writers alone: {writers:?}"
     );
     read
 }

@@ -153,6 +153,13 @@ pub(crate) fn rivus(dir: &Path, file: &Path, label: &str, env: &[(&str, &str)]) 
     Job(Some(cmd.spawn().unwrap()))
 }
 
+/// The last `n` lines of the log of the run `label` in `dir`, for a failure's message.
+pub(crate) fn log_tail(dir: &Path, label: &str, n: usize) -> String {
+    let log = std::fs::read_to_string(dir.join(format!("{label}.log"))).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// Asks a job to stop (SIGTERM) and waits for its end (a stop within a minute).
 pub(crate) fn stop(mut job: Job, dir: &Path, label: &str) {
     let mut child = job.0.take().expect("running");
