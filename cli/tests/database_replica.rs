@@ -269,7 +269,8 @@ async fn a_database_replicated_by_one_job_follows_added_columns_through_kill_nin
         assert!(
             Instant::now() < deadline,
             "the replica differs (missing/extra of orders, customers, later): {gaps:?}; the \
-             job's log ends:\n{}",
+             killed run's log ends:\n{}\nthe last run's log ends:\n{}",
+            cdc::log_tail(dir.path(), "run2", 60),
             cdc::log_tail(dir.path(), "run3", 40)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -10,7 +10,7 @@ use rivus_core::prelude::*;
 use rivus_testkit::{wait, TxnStore};
 use serde_json::Value;
 
-use common::{assert_no_duplicates, job, source, until_replica_equals, write, Fixture};
+use common::{assert_no_duplicates, job, replay, source, until_replica_equals, write, Fixture};
 
 /// One transaction of 3 000 inserts, read while checkpoints complete in its middle; the job is
 /// cancelled there and restored: the changes after the checkpoint's index come, none before.
@@ -94,6 +94,65 @@ async fn cdc_a_job_cancelled_during_the_snapshot_ends_with_the_table_after_its_r
     // The snapshot resumed after the last row its checkpoint held, in a newer snapshot, and
     // the stream left out what that snapshot's rows showed: every record once.
     assert_no_duplicates(&store.committed());
+    f.clean().await;
+}
+
+/// A table published while the job is down in the middle of its snapshot: the restore
+/// finishes the snapshot it checkpointed, then reads the new table's rows as an added table —
+/// none lost, though the publication listed it when the restored run began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdc_a_table_published_while_a_snapshot_is_cut_is_read_after_the_restore() {
+    let Some(mut f) = Fixture::new("cdc_snapadd", 3_000).await else {
+        return;
+    };
+    let (backend, store) = (MemoryStateBackend::new(), TxnStore::<Value>::new());
+    let ms = Duration::from_millis;
+    let src = source(&f, |b| b.chunk_rows(50));
+    wait::cancel_when(
+        job(&f.name, src.clone(), &backend, &store, ms(30), ms(20)),
+        || (100..2_500).contains(&store.committed_len()),
+        || format!("{} committed, never in the window", store.committed_len()),
+    )
+    .await;
+    let later = format!("{}_later", f.name);
+    f.exec(&format!(
+        "CREATE TABLE {later} (id INT PRIMARY KEY, body TEXT, amount NUMERIC(10,2), \
+         at TIMESTAMPTZ NOT NULL DEFAULT now()); \
+         INSERT INTO {later} (id, body, amount) SELECT i, 'later ' || i, i / 100.0 \
+         FROM generate_series(1000001, 1000400) i; \
+         GRANT SELECT ON {later} TO rivus_cdc; \
+         ALTER PUBLICATION {} ADD TABLE {later}",
+        f.name
+    ))
+    .await;
+    let second = job(&f.name, src, &backend, &store, ms(100), ms(0));
+    let handle = second.handle();
+    let running = tokio::spawn(second.run());
+    let mut want = f.rows().await;
+    for i in 1_000_001..=1_000_400i64 {
+        want.insert(
+            i,
+            (format!("later {i}"), format!("{:.2}", i as f64 / 100.0)),
+        );
+    }
+    wait::until(
+        Duration::from_secs(90),
+        || async { replay(&store.committed()) == want },
+        || {
+            let got = replay(&store.committed());
+            let later = got.keys().filter(|&&k| k > 1_000_000).count();
+            format!(
+                "the replica has {} rows ({later} of the later table's 400), the tables {}",
+                got.len(),
+                want.len()
+            )
+        },
+    )
+    .await;
+    handle.stop();
+    assert!(running.await.unwrap().unwrap().restored_from.is_some());
+    assert_no_duplicates(&store.committed());
+    f.exec(&format!("DROP TABLE {later}")).await;
     f.clean().await;
 }
 

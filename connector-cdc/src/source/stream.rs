@@ -152,6 +152,14 @@ pub(crate) async fn run(
             }
         }
         if !state.snapshot_done {
+            // The plan of a snapshot begun before the checkpoint names the tables it reads;
+            // a table published since is not among them, and joins as an added table once
+            // this snapshot is read (it must not count as followed from the start).
+            if s.tables.is_none() && state.followed.is_empty() && !state.plan.is_empty() {
+                let planned: std::collections::BTreeSet<&str> =
+                    state.plan.iter().map(|p| p.table.as_str()).collect();
+                ctx.state_mut().followed = planned.into_iter().map(str::to_owned).collect();
+            }
             // Tables added while streaming, when the run died before their plan was
             // checkpointed: only those are read again.
             let read: Vec<(String, String)> = match state.adding.is_empty() {
