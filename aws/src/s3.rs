@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
-use rivus_core::{Error, Fault, Result};
+use rivus_sdk::{Error, Fault, Result};
 
 /// The settings of an S3-compatible store.
 #[derive(Clone, Default)]

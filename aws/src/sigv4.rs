@@ -173,7 +173,7 @@ fn sign_parts(
 
 /// Now as SigV4 writes it: `YYYYMMDDTHHMMSSZ`.
 pub fn amz_date_now() -> String {
-    rivus_core::calendar::format(rivus_core::calendar::now_ms(), "%Y%m%dT%H%M%SZ")
+    rivus_sdk::calendar::format(rivus_sdk::calendar::now_ms(), "%Y%m%dT%H%M%SZ")
 }
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ fn one_run(i: usize, dir: &Path, freeze: Duration) -> Result<Run, String> {
     let mut child: Child = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap()])
         .args(["--metrics-addr", &format!("127.0.0.1:{METRICS_PORT}")])
-        .env("RUST_LOG", "warn,rivus::status=info,rivus_core=info")
+        .env("RUST_LOG", "warn,rivus::status=info,rivus_sdk=info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

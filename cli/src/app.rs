@@ -72,6 +72,13 @@ enum New {
         /// Where to write it (default: a directory named after the crate, here).
         #[arg(long)]
         path: Option<PathBuf>,
+        /// Take the rivus crates from this checkout of the rivus repository (its root), not
+        /// from the registry.
+        #[arg(long, value_name = "DIR", conflicts_with = "rivus_git")]
+        rivus_path: Option<PathBuf>,
+        /// Take the rivus crates from this git repository, not from the registry.
+        #[arg(long, value_name = "URL")]
+        rivus_git: Option<String>,
     },
 }
 
@@ -222,7 +229,7 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let ctx = config.context(rivus_core::error_policy::ErrorPolicy::Fail, true);
+            let ctx = config.context(rivus_sdk::error_policy::ErrorPolicy::Fail, true);
             let mut ok = true;
             for s in &config.graph.sinks {
                 let (path, kind) = (&s.section.path, s.section.kind);
@@ -258,9 +265,19 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             out(&catalog::render(registry));
             ExitCode::SUCCESS
         }
-        Command::New(New::Connector { name, path }) => {
+        Command::New(New::Connector {
+            name,
+            path,
+            rivus_path,
+            rivus_git,
+        }) => {
             let dir = path.unwrap_or_else(|| PathBuf::from(&name));
-            match crate::scaffold::new_connector(&name, &dir) {
+            let rivus = match (rivus_path, rivus_git) {
+                (Some(p), _) => crate::scaffold::Rivus::Path(p),
+                (None, Some(url)) => crate::scaffold::Rivus::Git(url),
+                (None, None) => crate::scaffold::Rivus::Registry,
+            };
+            match crate::scaffold::new_connector(&name, &dir, &rivus) {
                 Ok(files) => {
                     for f in files {
                         out(&format!("{}\n", dir.join(f).display()));

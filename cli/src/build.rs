@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use rivus_core::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
-use rivus_core::error_policy::{
+use rivus_sdk::checkpoint::{CheckpointConfig, FsStateBackend, StateBackend};
+use rivus_sdk::error_policy::{
     DeadLetter, DeadLetterQueue, ErrorHandler, ErrorPolicy, FileDeadLetterQueue,
 };
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 use crate::config::graph::{Output, UNMATCHED};
 use crate::config::{
@@ -208,7 +208,7 @@ pub(crate) async fn build_counting(
                         let field = field.clone();
                         stream = stream.key_by(
                             move |v: &Value| {
-                                rivus_core::metadata::field(v, &field)
+                                rivus_sdk::metadata::field(v, &field)
                                     .map(Value::to_string)
                                     .unwrap_or_default()
                             },

@@ -4,7 +4,7 @@
 
 use rivus_pipeline_file::Health;
 
-use rivus_core::error_policy::ErrorPolicy;
+use rivus_sdk::error_policy::ErrorPolicy;
 
 use crate::config::PipelineConfig;
 
@@ -29,9 +29,9 @@ impl Reach {
 
 /// The checkpoint store: readable, and the newest checkpoint of the job in it.
 async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
-    use rivus_core::checkpoint::StateBackend;
+    use rivus_sdk::checkpoint::StateBackend;
     let cp = config.checkpoint.as_ref()?;
-    let newest = |r: rivus_core::Result<Option<rivus_core::checkpoint::CompletedCheckpoint>>| {
+    let newest = |r: rivus_sdk::Result<Option<rivus_sdk::checkpoint::CompletedCheckpoint>>| {
         r.map(|c| match c {
             Some(c) => format!("newest checkpoint {}", c.checkpoint_id),
             None => "no checkpoint of this job yet".to_owned(),
@@ -51,7 +51,7 @@ async fn checkpoint_store(config: &PipelineConfig) -> Option<Health> {
             let outcome = if !std::path::Path::new(dir).exists() {
                 Ok("not there yet: the first run makes it".to_owned())
             } else {
-                match rivus_core::checkpoint::FsStateBackend::new(dir, 3)
+                match rivus_sdk::checkpoint::FsStateBackend::new(dir, 3)
                     .map(|b| b.on_damaged(cp.on_damaged.into()))
                 {
                     Ok(b) => newest(b.latest(&config.name).await),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use rivus_core::prelude::*;
-use rivus_core::Restored;
+use rivus_sdk::prelude::*;
+use rivus_sdk::Restored;
 
 /// Live counts of a run, read by the status line and the status API.
 #[derive(Debug, Default)]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use rivus_core::prelude::Routes;
+use rivus_sdk::prelude::Routes;
 
 use crate::config::condition::Test;
 

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::Supervisor;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::Supervisor;
 
 use crate::config::PipelineConfig;
 use crate::console::{load, out};
@@ -91,10 +91,10 @@ fn install_metrics(
 
 /// What the dashboard watches of the supervised job.
 struct Watched {
-    history: Arc<rivus_core::CheckpointHistory>,
-    restarts: tokio::sync::watch::Receiver<rivus_core::RestartStatus>,
-    stalls: tokio::sync::watch::Receiver<Option<rivus_core::Stall>>,
-    handle: rivus_core::JobHandle,
+    history: Arc<rivus_sdk::CheckpointHistory>,
+    restarts: tokio::sync::watch::Receiver<rivus_sdk::RestartStatus>,
+    stalls: tokio::sync::watch::Receiver<Option<rivus_sdk::Stall>>,
+    handle: rivus_sdk::JobHandle,
 }
 
 /// The dashboard while it runs: the snapshot, the server and the sampler.
@@ -147,7 +147,7 @@ impl Dashboard {
     }
 
     /// Takes the last sample and records how the job ended.
-    fn end(self, result: &rivus_core::Result<rivus_core::JobSummary>) {
+    fn end(self, result: &rivus_sdk::Result<rivus_sdk::JobSummary>) {
         self.sampler.abort();
         self.snapshot.sample();
         match result {
@@ -162,10 +162,10 @@ impl Dashboard {
 
 /// The end-to-end guarantee as the summary and the dashboard say it; with sinks of different
 /// guarantees, each sink's too (`at-least-once (lake exactly-once, search at-least-once)`).
-fn guarantee_name(job: &rivus_core::Job) -> String {
-    let name = |g: rivus_core::DeliveryGuarantee| match g {
-        rivus_core::DeliveryGuarantee::ExactlyOnce => "exactly-once",
-        rivus_core::DeliveryGuarantee::AtLeastOnce => "at-least-once",
+fn guarantee_name(job: &rivus_sdk::Job) -> String {
+    let name = |g: rivus_sdk::DeliveryGuarantee| match g {
+        rivus_sdk::DeliveryGuarantee::ExactlyOnce => "exactly-once",
+        rivus_sdk::DeliveryGuarantee::AtLeastOnce => "at-least-once",
         _ => "at-most-once (no checkpoints)",
     };
     let sinks = job.sink_guarantees();
@@ -232,7 +232,7 @@ async fn conclude(
     config: &PipelineConfig,
     counts: &Arc<Counts>,
     guarantee: &str,
-    result: rivus_core::Result<rivus_core::JobSummary>,
+    result: rivus_sdk::Result<rivus_sdk::JobSummary>,
 ) -> ExitCode {
     match result {
         Ok(summary) => {
@@ -254,7 +254,7 @@ const HARD_STOP: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// After the second signal: ends the process (code 130) unless the job ended within
 /// [`HARD_STOP`], naming the calls that did not return.
-fn exit_soon(name: String, activities: Arc<rivus_core::activity::Activities>) {
+fn exit_soon(name: String, activities: Arc<rivus_sdk::activity::Activities>) {
     std::thread::spawn(move || {
         std::thread::sleep(HARD_STOP);
         let waits: Vec<String> = activities.waits().iter().map(ToString::to_string).collect();

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use crate::config::{PipelineConfig, SinkNode};
 use crate::counted::{Counted, Counts};

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use crate::config::graph::SourceNode;
 use crate::config::PipelineConfig;

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_core::{CompletedCheckpoints, JobSummary, RestartStatus, Stall};
+use rivus_sdk::{CompletedCheckpoints, JobSummary, RestartStatus, Stall};
 
 use crate::counted::Counts;
 

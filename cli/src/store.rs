@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::checkpoint::{OnDamaged, StateBackend};
-use rivus_core::Result;
+use rivus_sdk::checkpoint::{OnDamaged, StateBackend};
+use rivus_sdk::Result;
 
 /// The store at `url` (credentials from the environment), keeping `retain` checkpoints, held
 /// under a `lease` when given.
@@ -33,7 +33,7 @@ pub(crate) fn s3(
     _lease: Option<Duration>,
     _on_damaged: OnDamaged,
 ) -> Result<Arc<dyn StateBackend>> {
-    Err(rivus_core::Error::config(
+    Err(rivus_sdk::Error::config(
         "checkpoint.store",
         "this rivus was built without S3 checkpoint stores (the `s3-state` feature); \
          use `dir`, or build rivus with its default features",

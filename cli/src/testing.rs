@@ -76,7 +76,7 @@ fn run_one(
             .push(v)
         };
         for record in input {
-            let outs: Vec<Result<Value, rivus_core::Rejected>> = match c {
+            let outs: Vec<Result<Value, rivus_sdk::Rejected>> = match c {
                 Compiled::Steps(t) => t.apply(record).collect(),
                 Compiled::Route(..) => vec![Ok(record)],
             };

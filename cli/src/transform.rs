@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::config::condition::Test;
 use crate::config::{to_json, TransformConfig};
 use crate::remap::{run_chain, Link, Ran};
-use rivus_core::Rejected;
+use rivus_sdk::Rejected;
 
 enum Step {
     Filter(Test),

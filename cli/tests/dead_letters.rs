@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivus_core::error_policy::DeadLetter;
+use rivus_sdk::error_policy::DeadLetter;
 use rivus_testkit::services::{require, unique_name, Service};
 
 const GOOD: u64 = 200;

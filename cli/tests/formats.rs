@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
-use rivus_core::error_policy::DeadLetter;
+use rivus_sdk::error_policy::DeadLetter;
 use rivus_testkit::services::{require, unique_name, Service};
 
 #[path = "support/topics.rs"]

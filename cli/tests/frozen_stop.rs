@@ -69,7 +69,7 @@ fn stalls_and_stops(service: &str, sink: &str) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rivus"))
         .args(["run", file.to_str().unwrap()])
         .args(["--http", &format!("127.0.0.1:{port}")])
-        .env("RUST_LOG", "warn,rivus_core=info")
+        .env("RUST_LOG", "warn,rivus_sdk=info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

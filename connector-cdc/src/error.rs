@@ -1,9 +1,9 @@
 //! The one place the wire client's errors become rivus errors: the server's answers by their
-//! SQLSTATE ([`rivus_core::Fault::of_sqlstate`]) — refusals and what the server will answer
+//! SQLSTATE ([`rivus_sdk::Fault::of_sqlstate`]) — refusals and what the server will answer
 //! again (a missing publication, a syntax error) end the job; no answer at all (a lost
 //! connection, a timeout) and a slot still held by a dying session are retried.
 
-use rivus_core::{Error, Fault};
+use rivus_sdk::{Error, Fault};
 
 use crate::wire::WireError;
 

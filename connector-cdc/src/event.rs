@@ -12,9 +12,9 @@ use crate::value;
 
 /// What a TOAST-ed value the change did not touch becomes (it is not in the WAL record):
 /// Debezium's placeholder, which every sink that applies changes reads as "leave this column
-/// as it is" ([`rivus_core::change::Change`]). A table with `REPLICA IDENTITY FULL` has its
+/// as it is" ([`rivus_sdk::change::Change`]). A table with `REPLICA IDENTITY FULL` has its
 /// old row in each update, and the value is taken from there instead.
-pub use rivus_core::change::UNCHANGED as UNCHANGED_TOAST;
+pub use rivus_sdk::change::UNCHANGED as UNCHANGED_TOAST;
 
 /// The shape of emitted records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -141,7 +141,7 @@ fn debezium(
                 "snapshot": origin.snapshot,
             },
             "op": op.code(),
-            "ts_ms": rivus_core::calendar::now_ms(),
+            "ts_ms": rivus_sdk::calendar::now_ms(),
         })
     }
 }

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use rivus_core::secrets::redact_url;
-use rivus_core::tls::TlsFiles;
-use rivus_core::Result;
 use rivus_pipeline_file::{
     opt_duration, CatalogEntry, Health, SectionContext, SectionMetrics, SourcePlan, SourceSection,
 };
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::Result;
 
 use crate::{Envelope, PostgresCdcSource, SnapshotMode};
 

@@ -18,7 +18,7 @@
 //! Infinite dates and timestamps, and values outside the ranges above, stay text.
 
 use base64::Engine as _;
-use rivus_core::calendar;
+use rivus_sdk::calendar;
 use serde_json::Value;
 
 /// `text` of a column of type `oid` as JSON.

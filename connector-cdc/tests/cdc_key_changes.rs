@@ -9,8 +9,8 @@ mod common;
 
 use std::time::Duration;
 
-use rivus_core::change::{MOVED_FROM, MOVED_TO, UNCHANGED};
-use rivus_core::prelude::*;
+use rivus_sdk::change::{MOVED_FROM, MOVED_TO, UNCHANGED};
+use rivus_sdk::prelude::*;
 use rivus_testkit::TxnStore;
 use serde_json::{json, Value};
 
@@ -21,7 +21,7 @@ use common::{job, source, Fixture};
 async fn until_records(
     store: &TxnStore<Value>,
     n: usize,
-    running: &mut tokio::task::JoinHandle<rivus_core::Result<JobSummary>>,
+    running: &mut tokio::task::JoinHandle<rivus_sdk::Result<JobSummary>>,
 ) -> Vec<Value> {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::{wait, TxnStore};
 use serde_json::Value;
 use sqlx::Connection;

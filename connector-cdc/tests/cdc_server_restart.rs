@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::{restart, TransactionalSink, TxnStore};
 use serde_json::Value;
 

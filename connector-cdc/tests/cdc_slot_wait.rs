@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::{wait, TxnStore};
 use serde_json::Value;
 

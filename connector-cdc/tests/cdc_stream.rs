@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::TxnStore;
 use serde_json::Value;
 

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use rivus_connector_cdc::{Envelope, PostgresCdcSource, SnapshotMode};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::suite::{SourceExternal, SourceSuite};
 use serde_json::Value;

@@ -7,7 +7,7 @@
 use delta_kernel::schema::{DataType, MetadataValue, PrimitiveType, StructField, StructType};
 
 use rivus_connector_files::{Column, ColumnType};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// The column metadata that marks a string column as JSON text.
 const TYPE_KEY: &str = "rivus.type";

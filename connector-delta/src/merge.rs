@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use rivus_connector_files::{Column, ColumnType};
-use rivus_core::change::Change;
+use rivus_sdk::change::Change;
 
 /// The column of a change file saying what the row is: `write` or `delete`.
 pub(crate) const CHANGE: &str = "_change";

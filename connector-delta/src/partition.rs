@@ -103,7 +103,7 @@ fn scalar(ty: ColumnType, text: &str) -> Result<Scalar, String> {
         ColumnType::Int64 => Scalar::Long(text.parse().map_err(|_| bad())?),
         ColumnType::Boolean => Scalar::Boolean(text.parse().map_err(|_| bad())?),
         ColumnType::Date => {
-            let days = rivus_core::calendar::parse_date(text).ok_or_else(bad)?;
+            let days = rivus_sdk::calendar::parse_date(text).ok_or_else(bad)?;
             Scalar::Date(i32::try_from(days).map_err(|_| bad())?)
         }
         _ => return Err(bad()),

@@ -10,11 +10,11 @@ use rivus_connector_files::pipeline_file::{
     ColumnOption, FileSizes, ParquetCodec, S3Section, TableFiles,
 };
 use rivus_connector_files::SchemaEvolution;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::{Error, Result};
 use rivus_pipeline_file::{
     opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection,
 };
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::{Error, Result};
 
 use crate::{DeltaSink, DeltaSinkBuilder};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rivus_connector_files::{
     FileFormat, FilesSink, FilesSinkBuilder, Location, Orphan, ParquetCompression, S3Options,
 };
-use rivus_core::Result;
+use rivus_sdk::Result;
 
 use crate::store::table_store;
 use crate::table::DeltaTable;
@@ -48,7 +48,7 @@ impl DeltaSinkBuilder {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The S3 store (endpoint, region, keys).
         s3(o: S3Options) => s3;
 
@@ -61,7 +61,7 @@ impl DeltaSinkBuilder {
     }
 
     /// Applies the records as changes by the key columns `key` (`apply_changes`): a change
-    /// record (Debezium's envelope or the flat shape, see `rivus_core::change`) upserts or
+    /// record (Debezium's envelope or the flat shape, see `rivus_sdk::change`) upserts or
     /// deletes its row, one MERGE per checkpoint that rewrites the files holding changed keys
     /// (see the README, "Applying changes"). Needs one sink subtask.
     pub fn apply_changes(mut self, key: Vec<String>) -> Self {
@@ -110,10 +110,10 @@ impl DeltaSinkBuilder {
     pub fn build(mut self) -> Result<DeltaSink> {
         if let Some(key) = &self.key {
             if key.is_empty() {
-                return Err(rivus_core::Error::config("key", "no key column named"));
+                return Err(rivus_sdk::Error::config("key", "no key column named"));
             }
             if let Some(i) = (0..key.len()).find(|&i| key[..i].contains(&key[i])) {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     format!("key[{i}]"),
                     format!("`{}` named twice", key[i]),
                 ));

@@ -10,7 +10,7 @@ use rivus_aws::s3::{store_error, S3Client, Writes};
 use url::Url;
 
 use rivus_connector_files::{Location, S3Options};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// The table's root (a directory URL, ending in `/`) and its store.
 pub(crate) fn table_store(

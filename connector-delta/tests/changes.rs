@@ -11,9 +11,9 @@ use std::sync::{Arc, OnceLock};
 
 use common::*;
 use rivus_connector_files::{Column, ColumnType};
-use rivus_core::change::UNCHANGED;
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::change::UNCHANGED;
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
 use rivus_testkit::wait;
 use serde_json::{json, Value};
 

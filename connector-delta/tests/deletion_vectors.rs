@@ -17,8 +17,8 @@ use std::time::Duration;
 use delta_kernel::actions::deletion_vector_writer::{
     KernelDeletionVector, StreamingDeletionVectorWriter,
 };
-use rivus_core::change::UNCHANGED;
-use rivus_core::prelude::*;
+use rivus_sdk::change::UNCHANGED;
+use rivus_sdk::prelude::*;
 use rivus_testkit::wait;
 use serde_json::{json, Value};
 

@@ -7,8 +7,8 @@ mod common;
 use common::{python, Table};
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
 use rivus_connector_files::{Column, ColumnType};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
 use serde_json::{json, Value};
 

@@ -13,7 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use futures::StreamExt;
 use rivus_connector_es::{BulkItem, DocRequest, EsSink};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
@@ -107,7 +107,7 @@ async fn raw(c: &reqwest::Client, url: &str, index: &str, n: u64) -> f64 {
 async fn rivus(url: &str, index: &str, n: u64) -> f64 {
     let ix = index.to_owned();
     let sink = EsSink::builder(url)
-        .bulk(rivus_core::bulk::BulkConfig {
+        .bulk(rivus_sdk::bulk::BulkConfig {
             max_actions: BATCH,
             max_bytes: 0,
             flush_interval: None,

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use reqwest::{Method, Response};
 use rivus_aws::sigv4::uri_encode;
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 use serde_json::Value;
 
 use crate::auth::{EsAuth, Outgoing};

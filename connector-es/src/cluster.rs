@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 use serde_json::Value;
 
 use crate::error::short;

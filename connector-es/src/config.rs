@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use reqwest::Url;
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 use crate::auth::EsAuth;
 use crate::cluster::Cluster;

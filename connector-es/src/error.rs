@@ -4,8 +4,8 @@
 //! index, an unsupported media type, a request too large) end the job; 408, 409, 429, 5xx and
 //! no answer at all restart it.
 
-use rivus_core::secrets::redact_url;
-use rivus_core::{Error, Fault};
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::{Error, Fault};
 
 /// What the cluster answered, cut to 500 characters, for an error message.
 pub(crate) fn short(answer: &serde_json::Value) -> String {
@@ -28,12 +28,12 @@ mod tests {
     #[test]
     fn refusals_are_told_apart() {
         let e = super::status_err("x", 403, "HTTP 403".into());
-        assert!(matches!(e, rivus_core::Error::Refused { .. }), "{e}");
+        assert!(matches!(e, rivus_sdk::Error::Refused { .. }), "{e}");
         let e = super::status_err("x", 503, "HTTP 503".into());
-        assert!(matches!(e, rivus_core::Error::Connector { .. }), "{e}");
+        assert!(matches!(e, rivus_sdk::Error::Connector { .. }), "{e}");
         let e = super::status_err("x", 429, "HTTP 429".into());
         assert!(e.is_retryable(), "{e}");
         let e = super::status_err("x", 400, "HTTP 400: illegal_argument_exception".into());
-        assert!(matches!(e, rivus_core::Error::Rejected { .. }), "{e}");
+        assert!(matches!(e, rivus_sdk::Error::Rejected { .. }), "{e}");
     }
 }

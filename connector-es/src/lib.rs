@@ -2,7 +2,7 @@
 //!
 //! An Elasticsearch and OpenSearch sink and source for rivus, built the way Flink's ElasticsearchSink
 //! is: the user's emitter turns each record into requests on a [`RequestIndexer`]; the requests
-//! go to core's [`BulkProcessor`](rivus_core::bulk::BulkProcessor), which sends `_bulk` requests
+//! go to core's [`BulkProcessor`](rivus_sdk::bulk::BulkProcessor), which sends `_bulk` requests
 //! on a count, size or time trigger with bounded concurrency and retries; item-level results are
 //! read (429s are retried, other failures go to the failure policy); and every checkpoint waits
 //! until nothing is pending (flush-on-checkpoint), which gives at-least-once.

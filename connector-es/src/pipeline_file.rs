@@ -5,16 +5,16 @@
 
 use std::time::Duration;
 
-use rivus_core::template::Template;
+use rivus_sdk::template::Template;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::schema::SchemaError;
-use rivus_core::secrets::redact_url;
-use rivus_core::tls::TlsFiles;
-use rivus_core::Result;
 use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::Result;
 
 use crate::{AwsCredentials, Cluster, EsAuth, EsClient, EsConfig, EsSink};
 
@@ -65,7 +65,7 @@ impl EsSinkSection {
             }
             Some(AuthSection::ApiKey(key)) => {
                 es.auth = api_key(key).ok_or_else(|| {
-                    rivus_core::Error::config(
+                    rivus_sdk::Error::config(
                         "auth.api_key",
                         "neither `id:key` nor the base64 encoding of one",
                     )
@@ -90,7 +90,7 @@ impl EsSinkSection {
             b = b.batch_size(n);
         }
         let template =
-            Template::parse(&self.index).map_err(|e| rivus_core::Error::config("index", e))?;
+            Template::parse(&self.index).map_err(|e| rivus_sdk::Error::config("index", e))?;
         // The index of a record: the section's, or the template's for this record (a record
         // it cannot name goes to the error policy).
         let index_of = move |v: &Value| {
@@ -103,7 +103,7 @@ impl EsSinkSection {
         let id_of = move |v: &Value| {
             id_field
                 .as_ref()
-                .and_then(|f| match rivus_core::metadata::field(v, f) {
+                .and_then(|f| match rivus_sdk::metadata::field(v, f) {
                     Some(Value::String(s)) => Some(s.clone()),
                     Some(Value::Null) | None => None,
                     Some(other) => Some(other.to_string()),
@@ -111,14 +111,14 @@ impl EsSinkSection {
         };
         if self.apply_changes {
             if self.id_field.is_none() {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     "apply_changes",
                     "a delete removes the document of its id: set `id_field`",
                 ));
             }
             let field = self.id_field.clone().unwrap_or_default();
             return b.build(move |v: &Value, idx| {
-                let change = rivus_core::change::Change::of(&rivus_core::metadata::without(v))
+                let change = rivus_sdk::change::Change::of(&rivus_sdk::metadata::without(v))
                     .map_err(|e| SchemaError::new("json", "record", e))?;
                 // A change without some columns (unchanged TOASTed values) updates the
                 // document partially: the fields it does not carry keep their values. A key
@@ -133,7 +133,7 @@ impl EsSinkSection {
                         )
                     })
                 };
-                use rivus_core::change::Change;
+                use rivus_sdk::change::Change;
                 match change {
                     Change::Write {
                         row, moved_from, ..
@@ -161,7 +161,7 @@ impl EsSinkSection {
             idx.index(
                 index_of(v)?,
                 id_of(v),
-                rivus_core::metadata::without(v).into_owned(),
+                rivus_sdk::metadata::without(v).into_owned(),
             );
             Ok(())
         })
@@ -346,7 +346,7 @@ impl AwsSection {
         // Checked here, so that errors name the section's fields (`aws.region`), not the
         // client's.
         if self.region.trim().is_empty() {
-            return Err(rivus_core::Error::config("region", "required"));
+            return Err(rivus_sdk::Error::config("region", "required"));
         }
         let credentials = match (&self.access_key, &self.secret_key) {
             (Some(a), Some(s)) => AwsCredentials {
@@ -355,19 +355,19 @@ impl AwsSection {
                 session_token: self.session_token.clone(),
             },
             (None, None) => AwsCredentials::from_env().ok_or_else(|| {
-                rivus_core::Error::config(
+                rivus_sdk::Error::config(
                     "access_key",
                     "not set, and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
                 )
             })?,
             (Some(_), None) => {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     "secret_key",
                     "required with access_key",
                 ))
             }
             (None, Some(_)) => {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     "access_key",
                     "required with secret_key",
                 ))

@@ -57,7 +57,7 @@ pub enum DocRequest {
 }
 
 /// A document whose id changed while some of its fields did not come with the change (values
-/// a CDC source could not read, see `rivus_core::change`): when it is sent, the document at
+/// a CDC source could not read, see `rivus_sdk::change`): when it is sent, the document at
 /// the old id gives the fields `doc` lacks, the merged document is indexed at the new id and
 /// the old one deleted (see the sender).
 #[derive(Debug, Clone, PartialEq)]

@@ -4,9 +4,9 @@
 
 use bytes::BytesMut;
 use reqwest::Method;
-use rivus_core::bulk::{BulkSender, SendOutcome};
-use rivus_core::error_policy::ErrorHandler;
-use rivus_core::{async_trait, Error};
+use rivus_sdk::bulk::{BulkSender, SendOutcome};
+use rivus_sdk::error_policy::ErrorHandler;
+use rivus_sdk::{async_trait, Error};
 use serde_json::Value;
 
 use crate::client::{Body, EsClient};

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use rivus_core::bulk::{BulkConfig, BulkProcessor, NoopListener};
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::bulk::{BulkConfig, BulkProcessor, NoopListener};
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 use crate::client::EsClient;
 use crate::config::EsConfig;
@@ -46,7 +46,7 @@ pub struct EsSinkBuilder {
 }
 
 impl EsSinkBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// When bulks are sent, how many are in flight and how failures are retried (default
         /// [`EsSink::default_bulk`]: 1000 actions (`bulk.flush.max.actions`), 5 MiB, every 1 s,
         /// one bulk in flight, exponential backoff with 8 retries). With one bulk in flight, the

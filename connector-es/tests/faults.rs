@@ -48,7 +48,7 @@ async fn faults_on(service: Service, name: &'static str) {
             move || {
                 let index = index.clone();
                 EsSink::builder(&proxied)
-                    .bulk(rivus_core::bulk::BulkConfig {
+                    .bulk(rivus_sdk::bulk::BulkConfig {
                         max_actions: 200,
                         backoff: rivus_testkit::restart::outage_backoff(),
                         ..EsSink::default_bulk()

@@ -9,9 +9,9 @@ mod common;
 use std::sync::Arc;
 
 use rivus_connector_es::pipeline_file::EsSinkSection;
-use rivus_core::change::{MOVED_FROM, MOVED_TO, UNCHANGED};
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::change::{MOVED_FROM, MOVED_TO, UNCHANGED};
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::VecSource;
 use serde_json::{json, Value};

@@ -20,7 +20,7 @@ async fn node_restart_mid_stream_loses_nothing() {
     let index = unique_name("restart");
     let ix = index.clone();
     let sink = EsSink::builder(&url)
-        .bulk(rivus_core::bulk::BulkConfig {
+        .bulk(rivus_sdk::bulk::BulkConfig {
             max_actions: 500,
             backoff: rivus_testkit::restart::outage_backoff(),
             ..EsSink::default_bulk()

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_connector_es::{DocRequest, EsSink};
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::run_sequence_into;
 use rivus_testkit::services::{require, Service};
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
@@ -109,10 +109,10 @@ async fn rejected_items_are_retried_and_none_is_lost(service: Service) {
         .await;
         let ix = index.clone();
         let sink = EsSink::builder(&url)
-            .bulk(rivus_core::bulk::BulkConfig {
+            .bulk(rivus_sdk::bulk::BulkConfig {
                 max_actions: 20,
                 concurrent_requests: 8,
-                backoff: rivus_core::backoff::BackoffPolicy::Exponential {
+                backoff: rivus_sdk::backoff::BackoffPolicy::Exponential {
                     initial: Duration::from_millis(20),
                     max_delay: Duration::from_millis(500),
                     max_retries: 30,
@@ -218,7 +218,7 @@ fn bad_configuration_is_refused_with_the_field_path() {
     let err = EsSink::builder("not a url").build(ok).unwrap_err();
     assert!(err.to_string().contains("`url`"), "{err}");
     let err = EsSink::builder("http://127.0.0.1:9200")
-        .bulk(rivus_core::bulk::BulkConfig {
+        .bulk(rivus_sdk::bulk::BulkConfig {
             max_actions: 0,
             max_bytes: 0,
             ..EsSink::default_bulk()

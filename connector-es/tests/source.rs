@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_connector_es::{Cluster, EsConfig, EsSink};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::services::{require, Service};
 use rivus_testkit::suite::{BoundedSourceSuite, SourceExternal};
 use serde_json::json;

@@ -4,7 +4,7 @@
 mod common;
 
 use rivus_connector_es::{EsConfig, EsSink, EsSource};
-use rivus_core::tls::TlsFiles;
+use rivus_sdk::tls::TlsFiles;
 use rivus_testkit::services::{require, tls_dir, Service};
 use rivus_testkit::tls_front::TlsFront;
 use serde_json::json;
@@ -54,8 +54,8 @@ async fn sink_and_source_work_over_https_with_a_client_certificate() {
     no_cert.tls.client_cert = None;
     no_cert.tls.client_key = None;
     let sink = EsSink::builder(no_cert)
-        .bulk(rivus_core::bulk::BulkConfig {
-            backoff: rivus_core::backoff::BackoffPolicy::None,
+        .bulk(rivus_sdk::bulk::BulkConfig {
+            backoff: rivus_sdk::backoff::BackoffPolicy::None,
             ..EsSink::default_bulk()
         })
         .build(move |n: &u64, idx| {

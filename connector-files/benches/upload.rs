@@ -15,7 +15,7 @@ use object_store::PutPayload;
 use rivus_connector_files::{
     Column, ColumnType, Compression, FileFormat, FilesSink, ParquetCompression, S3Options,
 };
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{
     child_case, compare, order, peak_rss_mib, rounds, run_child, s3_endpoint,
 };

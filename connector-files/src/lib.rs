@@ -30,7 +30,7 @@ pub use location::{Location, S3Options};
 pub use orphan::Orphan;
 pub use path::PathTemplate;
 pub use publish::{Layout, Publish};
-pub use rivus_core::SchemaEvolution;
+pub use rivus_sdk::SchemaEvolution;
 pub use sink::{FilesSink, FilesSinkBuilder, FilesState};
 pub use source::{FilesSource, FilesSourceBuilder, FilesSourceState, ReadFormat};
 pub use staging::Recoverable;

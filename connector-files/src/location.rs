@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 pub use rivus_aws::s3::S3Options;
 use rivus_aws::s3::{S3Client, S3Url, Writes};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// A parsed destination.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ impl Orphan {
             .modified
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let at = rivus_core::calendar::format(ms, "%Y-%m-%dT%H:%M:%SZ");
+        let at = rivus_sdk::calendar::format(ms, "%Y-%m-%dT%H:%M:%SZ");
         format!("{}  {} bytes  {at}", self.key, self.size)
     }
 }

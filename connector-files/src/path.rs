@@ -9,8 +9,8 @@
 
 use serde_json::Value;
 
-use rivus_core::template::Template;
-use rivus_core::{Error, Result};
+use rivus_sdk::template::Template;
+use rivus_sdk::{Error, Result};
 
 /// A parsed partition template: core's [`Template`] whose fields must each make one path
 /// segment, ending in `/`.

@@ -6,17 +6,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::{Error, Result};
 use rivus_pipeline_file::{
     opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::{Error, Result};
 
 use crate::encode::{AvroCodec, Column, ColumnType, Compression, FileFormat, ParquetCompression};
 use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
-use rivus_core::SchemaEvolution;
+use rivus_sdk::SchemaEvolution;
 
 /// `[sink] type = "files"`.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use rivus_core::prelude::RuntimeContext;
-use rivus_core::Result;
+use rivus_sdk::prelude::RuntimeContext;
+use rivus_sdk::Result;
 
 use crate::encode::Column;
 use crate::location::Location;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use rivus_connector_files::{Compression, FileFormat, FilesSinkBuilder, ParquetCompression};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::wait;
 
 /// `n` records in `format` through cancels (when each attempt emitted `cancels[i]` records) and

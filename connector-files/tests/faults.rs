@@ -12,7 +12,7 @@ use common::Bucket;
 use object_store::path::Path as Key;
 use object_store::ObjectStoreExt;
 use rivus_connector_files::{Compression, FileFormat, FilesSink, FilesState};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{sink_under_fault, Fault};
 use serde_json::{json, Value};

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use rivus_connector_files::{Compression, FileFormat, FilesSink};
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
 use serde_json::{json, Value};
 
 async fn write_and_read(py: &str, format: FileFormat, reader: &str, ext: &str) -> Vec<Value> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use rivus_connector_files::{FileFormat, ParquetCompression};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

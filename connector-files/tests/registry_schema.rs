@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use rivus_connector_files::{FileFormat, FilesSink, ParquetCompression};
-use rivus_core::prelude::*;
 use rivus_formats::registry::SchemaType;
 use rivus_formats::{Registry, RegistryConfig};
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::VecSource;
 use serde_json::{json, Value};

@@ -12,7 +12,7 @@ use common::*;
 use rivus_connector_files::{
     Column, ColumnType, Compression, FileFormat, FilesSink, ParquetCompression, SchemaEvolution,
 };
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use serde_json::{json, Value};
 
 /// Record `i`: `id` and `name`; `extra` (an integer) from 3 000 on, `doc` (an object) from

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::*;
 use rivus_connector_files::{Compression, FileFormat, FilesSource, ParquetCompression, ReadFormat};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{SourceExternal, SourceSuite};
 use rivus_testkit::CollectingSink;
 use serde_json::{json, Value};

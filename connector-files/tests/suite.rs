@@ -7,8 +7,8 @@ use common::Bucket;
 use object_store::path::Path as Key;
 use object_store::ObjectStoreExt;
 use rivus_connector_files::{Column, ColumnType, Compression, FileFormat, FilesSink};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
 use serde_json::{json, Value};
 

@@ -15,7 +15,7 @@ use rivus_connector_files::{
     Column, ColumnType, FileFormat, FilesSink, FilesSinkBuilder, ParquetCompression, S3Options,
 };
 use rivus_connector_iceberg::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{
     child_case, compare, histogram, order, peak_rss_mib, quantiles, rounds, run_child, s3_endpoint,
 };

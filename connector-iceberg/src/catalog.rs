@@ -14,8 +14,8 @@ use iceberg_catalog_rest::{
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
 
 use rivus_connector_files::Location;
-use rivus_core::secrets::redact_url;
-use rivus_core::{Error, Result};
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::{Error, Result};
 
 use crate::error::iceberg_error;
 use crate::storage::{Factory, Store};

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
 use rivus_connector_files::{Column, ColumnType};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// The table property listing the names of the JSON columns (`doc,tags`).
 pub(crate) const JSON_COLUMNS: &str = "rivus.json-columns";

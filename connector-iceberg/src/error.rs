@@ -2,8 +2,8 @@
 //! message (the store's errors reach it through `storage.rs`, naming the path).
 
 use iceberg::ErrorKind;
-use rivus_core::error::Fault;
-use rivus_core::Error;
+use rivus_sdk::error::Fault;
+use rivus_sdk::Error;
 
 /// An iceberg error while doing `what`: a commit conflict or an unexpected failure (a lost
 /// connection, the store) restarts the job; a table, namespace or request the catalog rejects

@@ -17,8 +17,8 @@ use iceberg::transform::{create_transform_function, BoxedTransformFunction};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::Value;
 
-use rivus_core::calendar::{parse_date, parse_instant};
-use rivus_core::{Error, Result};
+use rivus_sdk::calendar::{parse_date, parse_instant};
+use rivus_sdk::{Error, Result};
 
 /// What a value in a directory keeps as it is.
 const KEPT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');

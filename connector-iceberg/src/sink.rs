@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rivus_connector_files::{
     FileFormat, FilesSink, FilesSinkBuilder, Orphan, ParquetCompression, S3Options,
 };
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::catalog::{table_ident, CatalogOptions};
 use crate::partition::PartitionBy;
@@ -52,7 +52,7 @@ impl IcebergSinkBuilder {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The S3 store of the table's files (endpoint, region, keys).
         s3(o: S3Options) => s3;
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use common::*;
 use rivus_connector_files::SchemaEvolution;
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
 use rivus_testkit::wait;
 use serde_json::{json, Value};
 

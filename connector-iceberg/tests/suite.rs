@@ -9,8 +9,8 @@ use std::process::Command;
 
 use rivus_connector_files::{Column, ColumnType};
 use rivus_connector_iceberg::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
 use serde_json::{json, Value};
 

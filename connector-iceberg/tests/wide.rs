@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::SequenceSource;
 
 /// `n` records at `per_second` into sixteen subtasks of `lake`'s table, a checkpoint a second.

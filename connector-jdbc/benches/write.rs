@@ -6,8 +6,8 @@
 use std::time::Instant;
 
 use rivus_connector_jdbc::{JdbcSink, PgMethod, RowChange};
-use rivus_core::bulk::BulkConfig;
-use rivus_core::prelude::*;
+use rivus_sdk::bulk::BulkConfig;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::services::{unique_name, Service};
 use rivus_testkit::SequenceSource;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcSink, RowChange};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::SequenceSource;
 
 #[tokio::main]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use rivus_core::Result;
+use rivus_sdk::Result;
 
 use crate::db::Pool;
 use crate::dialect::Dialect;

@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 use crate::dialect::Dialect;
 
@@ -45,7 +45,7 @@ impl JdbcConfig {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// With these TLS files.
         tls(tls: TlsFiles) => tls;
 
@@ -147,7 +147,7 @@ fn refuse_unread_secrets(url: &str) -> Result<()> {
     };
     let postgres = matches!(Dialect::of_url(url), Ok(Dialect::Postgres));
     for name in query.split('&').filter_map(|kv| kv.split('=').next()) {
-        if rivus_core::secrets::is_secret_name(name) && !(postgres && name == "password") {
+        if rivus_sdk::secrets::is_secret_name(name) && !(postgres && name == "password") {
             return Err(Error::config(
                 "url",
                 format!(

@@ -11,7 +11,7 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{Executor, MySql, Postgres, Sqlite};
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::dialect::Dialect;
 use crate::error::{classify, sql_error, Statement};

@@ -1,7 +1,7 @@
 //! SQL text that differs between PostgreSQL, MySQL/MariaDB and SQLite: identifier quoting,
 //! placeholders, upsert clauses, bind-parameter limits.
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// The database family behind a URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

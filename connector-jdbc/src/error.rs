@@ -4,7 +4,7 @@
 //! table or type, a syntax error: [`Error::Rejected`]) end the job; only lost connections,
 //! timeouts and conflicts restart it.
 
-use rivus_core::{Error, Fault};
+use rivus_sdk::{Error, Fault};
 
 use crate::dialect::Dialect;
 
@@ -23,7 +23,7 @@ pub(crate) fn is_refusal(e: &sqlx::Error) -> bool {
 
 /// What a restart would make of `e`: refusals ([`is_refusal`]) are refused, what
 /// [`classify`] calls retryable is transient, the rest permanent.
-pub(crate) fn fault(e: &sqlx::Error) -> rivus_core::Fault {
+pub(crate) fn fault(e: &sqlx::Error) -> rivus_sdk::Fault {
     if is_refusal(e) {
         return Fault::Refused;
     }
@@ -93,7 +93,7 @@ pub(crate) enum Statement {
     /// The data was refused (constraint, type, range): isolate the bad rows.
     Data,
     /// Anything else (syntax, a missing table or type, permissions): the database will say
-    /// the same again, so the job ends (`rivus_core::Fault::Permanent`).
+    /// the same again, so the job ends (`rivus_sdk::Fault::Permanent`).
     Fatal,
 }
 
@@ -115,7 +115,7 @@ pub(crate) fn classify(dialect: Dialect, e: &sqlx::Error) -> Statement {
             let code = db.code().unwrap_or_default();
             if code.starts_with("22") || code.starts_with("23") {
                 Statement::Data
-            } else if rivus_core::Fault::of_sqlstate(&code) == rivus_core::Fault::Transient {
+            } else if rivus_sdk::Fault::of_sqlstate(&code) == rivus_sdk::Fault::Transient {
                 Statement::Retry
             } else {
                 Statement::Fatal

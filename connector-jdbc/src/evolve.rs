@@ -21,7 +21,7 @@
 use serde_json::Value;
 
 use crate::dialect::Dialect;
-pub use rivus_core::SchemaEvolution;
+pub use rivus_sdk::SchemaEvolution;
 
 /// A column to create.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -41,4 +41,4 @@ pub use statement::{PgMethod, WriteMode};
 pub use table::{TableColumn, TableSchema};
 pub use value::{BytesText, Class, SqlValue};
 
-pub use rivus_core::secrets::redact_url as redact;
+pub use rivus_sdk::secrets::redact_url as redact;

@@ -8,14 +8,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::secrets::redact_url;
-use rivus_core::tls::TlsFiles;
-use rivus_core::{DeliveryGuarantee, Error, Result, SchemaEvolution};
 use rivus_pipeline_file::{
     opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{DeliveryGuarantee, Error, Result, SchemaEvolution};
 
 use crate::config::url_with_tls;
 use crate::{run_script, table_report, JdbcConfig, JdbcSink, JdbcSource, WriteMode};

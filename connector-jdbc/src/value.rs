@@ -147,10 +147,10 @@ impl Class {
 fn temporal_text(n: &serde_json::Number, unit: Element) -> Option<String> {
     let i = n.as_i64()?;
     Some(match unit {
-        Element::Date => rivus_core::calendar::date(i),
-        Element::Time => rivus_core::calendar::time_of_day(i, 1_000_000, 6),
+        Element::Date => rivus_sdk::calendar::date(i),
+        Element::Time => rivus_sdk::calendar::time_of_day(i, 1_000_000, 6),
         Element::Timestamp => {
-            rivus_core::calendar::instant(i, 1_000_000, 6, false).replacen('T', " ", 1)
+            rivus_sdk::calendar::instant(i, 1_000_000, 6, false).replacen('T', " ", 1)
         }
         Element::Plain | Element::Bytes => n.to_string(),
     })
@@ -162,10 +162,10 @@ fn utc_sql_text(s: &str) -> String {
         || s.ends_with(['Z', 'z'])
         || s.get(19..).is_some_and(|rest| rest.contains(['+', '-']));
     match looks_rfc3339
-        .then(|| rivus_core::calendar::parse_instant(s, 1_000_000))
+        .then(|| rivus_sdk::calendar::parse_instant(s, 1_000_000))
         .flatten()
     {
-        Some(us) => rivus_core::calendar::instant(us, 1_000_000, 6, false).replacen('T', " ", 1),
+        Some(us) => rivus_sdk::calendar::instant(us, 1_000_000, 6, false).replacen('T', " ", 1),
         None => s.to_owned(),
     }
 }

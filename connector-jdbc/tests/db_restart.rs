@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcConfig, JdbcSink, Row, RowChange, WriteMode};
-use rivus_core::bulk::BulkConfig;
+use rivus_sdk::bulk::BulkConfig;
 use rivus_testkit::services::unique_name;
 
 async fn count(db: &common::Db, table: &str) -> usize {

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcConfig, JdbcSink, Row, RowChange};
-use rivus_core::DeliveryGuarantee;
+use rivus_sdk::DeliveryGuarantee;
 use rivus_testkit::faults::sink_under_fault;
 use rivus_testkit::services::unique_name;
 

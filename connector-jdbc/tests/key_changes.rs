@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use common::{databases, postgres, Db};
 use rivus_connector_jdbc::{JdbcSink, WriteMode};
-use rivus_core::change::{MOVED_FROM, MOVED_TO, UNCHANGED};
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::change::{MOVED_FROM, MOVED_TO, UNCHANGED};
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::unique_name;
 use rivus_testkit::VecSource;
 use serde_json::{json, Value};

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use common::{databases, mariadb, postgres, Db};
 use rivus_connector_jdbc::{JdbcSink, SchemaEvolution, WriteMode};
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::unique_name;
 use rivus_testkit::{run_records_into, VecSource};
 use serde_json::{json, Value};

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use common::{databases, postgres, servers, sqlite, tls_servers, Db};
 use rivus_connector_jdbc::{JdbcConfig, JdbcSink, JdbcSinkState, PgMethod, RowChange, WriteMode};
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::{ErrorPolicy, FileDeadLetterQueue};
-use rivus_core::prelude::*;
-use rivus_core::Restored;
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
+use rivus_sdk::prelude::*;
+use rivus_sdk::Restored;
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
 use rivus_testkit::{run_records_into, VecSource};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::sqlite;
 use rivus_connector_jdbc::{JdbcConfig, JdbcSink, PgMethod, WriteMode};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::run_records_into;
 use serde_json::{json, Value};
 
@@ -73,7 +73,7 @@ async fn bad_configuration_is_refused_with_the_field_path() {
 /// server admits only over TLS connecting without it. The password never shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_refusals_name_the_problem_without_the_password() {
-    use rivus_core::tls::TlsFiles;
+    use rivus_sdk::tls::TlsFiles;
     let Some(url) = rivus_testkit::services::require(rivus_testkit::services::Service::PostgresTls)
     else {
         return;

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use common::{databases, Db};
 use rivus_connector_jdbc::{JdbcConfig, JdbcSource, Row};
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{BoundedSourceSuite, SourceExternal, SourceSuite};
 use rivus_testkit::{TransactionalSink, TxnStore};

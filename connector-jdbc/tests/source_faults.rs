@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use rivus_connector_jdbc::{JdbcConfig, JdbcSource, Row};
-use rivus_core::schema::SchemaError;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::faults::source_under_fault;
 use rivus_testkit::services::unique_name;
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rivus_connector_kafka::{KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{child_case, peak_rss_mib, rounds, run_child, selected};
 use rivus_testkit::services::{unique_name, Service};
 use rivus_testkit::SequenceSource;

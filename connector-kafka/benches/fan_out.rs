@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use rivus_connector_kafka::{KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{child_case, cpu_seconds, peak_rss_mib, rounds, run_child};
 use rivus_testkit::services::{unique_name, Service};
 

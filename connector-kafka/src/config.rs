@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 use rdkafka::ClientConfig;
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 use crate::security::{SaslAuth, Security};
 
@@ -241,7 +241,7 @@ macro_rules! connection_setters {
     ($property_doc:literal) => {
         /// Connects over TLS: a CA to trust (else the system's roots) and a client certificate
         /// for mutual TLS. See [`security`](crate::security).
-        pub fn tls(mut self, tls: rivus_core::tls::TlsFiles) -> Self {
+        pub fn tls(mut self, tls: rivus_sdk::tls::TlsFiles) -> Self {
             self.s.props.set_tls(tls);
             self
         }

@@ -12,7 +12,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::config::KafkaConfig;
 
@@ -136,7 +136,7 @@ pub async fn probe(
         .create_with_context(ErrorCapture::default())
         .map_err(|e| props.build_error("client", e))?;
     let topics = topics.to_vec();
-    let _waiting = rivus_core::activity::waiting("kafka: probing the brokers (metadata)");
+    let _waiting = rivus_sdk::activity::waiting("kafka: probing the brokers (metadata)");
     let outcome = tokio::task::spawn_blocking(move || fetch(&client, &topics, timeout))
         .await
         .map_err(|e| Error::connector("kafka: metadata task", e.to_string()))?;
@@ -145,9 +145,9 @@ pub async fn probe(
             format!("kafka: cannot use {endpoint}"),
             props.redact(&m),
             if refused {
-                rivus_core::Fault::Refused
+                rivus_sdk::Fault::Refused
             } else {
-                rivus_core::Fault::Transient
+                rivus_sdk::Fault::Transient
             },
         )
     })

@@ -1,5 +1,5 @@
 //! A dead-letter destination in Kafka: each letter (the JSON of
-//! [`DeadLetter`](rivus_core::error_policy::DeadLetter)) is produced to a topic, keyed by the
+//! [`DeadLetter`](rivus_sdk::error_policy::DeadLetter)) is produced to a topic, keyed by the
 //! record's position, with `acks=all` and idempotence, and `send` returns only once the broker
 //! acknowledged it — so the letter is stored before the checkpoint that passes the record.
 
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
-use rivus_core::{Error, Result};
+use rivus_sdk::error_policy::{DeadLetter, DeadLetterQueue};
+use rivus_sdk::{Error, Result};
 
 use crate::config::KafkaConfig;
 

@@ -6,7 +6,7 @@
 
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
-use rivus_core::{Error, Fault};
+use rivus_sdk::{Error, Fault};
 
 /// What a restart would make of an error with `code`.
 pub(crate) fn fault(code: RDKafkaErrorCode) -> Fault {

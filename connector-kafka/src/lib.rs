@@ -6,7 +6,7 @@
 //!   the parallel subtasks; start from earliest, latest, committed group offsets, a timestamp or
 //!   given offsets; unbounded or bounded (stop at the latest offsets seen at start, or at given
 //!   offsets). A consumer thread polls and hands batches over through core's
-//!   [`Handover`](rivus_core::handover::Handover); offsets live in checkpointed state and are
+//!   [`Handover`](rivus_sdk::handover::Handover); offsets live in checkpointed state and are
 //!   committed to the group when a checkpoint completes. Exactly-once with checkpoints.
 //! - [`KafkaSink`]: fixed or per-record topic, key, headers, partition and timestamp;
 //!   many sends in flight, a full local queue back-pressures; at-least-once by flushing and

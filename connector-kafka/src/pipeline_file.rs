@@ -10,22 +10,22 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::error_policy::DeadLetterQueue;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::template::Template;
-use rivus_core::tls::TlsFiles;
-use rivus_core::{DeliveryGuarantee, Error, Result};
 use rivus_formats::{Codec, Format, Role, SubjectStrategy};
 use rivus_pipeline_file::{
     text_of, CatalogEntry, DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan,
     SinkSection, SourcePlan, SourceSection,
 };
+use rivus_sdk::error_policy::DeadLetterQueue;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::template::Template;
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{DeliveryGuarantee, Error, Result};
 
 use crate::{
     KafkaConfig, KafkaDeadLetterQueue, KafkaSerializer, KafkaSink, KafkaSource, OutRecord,
     SaslAuth, StartOffsets, StopOffsets, ValueDeserializer,
 };
-use rivus_core::schema::SchemaError;
+use rivus_sdk::schema::SchemaError;
 
 /// `[source] type = "kafka"`: topics, values decoded by `format` (JSON by default).
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
@@ -158,7 +158,7 @@ impl KafkaSerializer<Value> for CodecSerializer {
                 // The key from the record's metadata (a Kafka source's, or set by VRL); a
                 // record read without a key is written without one.
                 out.key =
-                    rivus_core::metadata::lookup(v, field).and_then(rivus_core::metadata::to_bytes);
+                    rivus_sdk::metadata::lookup(v, field).and_then(rivus_sdk::metadata::to_bytes);
             }
         }
         if let Some(field) = &self.headers {
@@ -191,21 +191,21 @@ impl CodecSerializer {
     /// `v` as a record: a change record's row or tombstone with `apply_changes`, else `v`.
     fn change(&self, v: &Value) -> std::result::Result<OutRecord, SchemaError> {
         if self.apply_changes {
-            return match rivus_core::change::Change::of(&rivus_core::metadata::without(v)) {
+            return match rivus_sdk::change::Change::of(&rivus_sdk::metadata::without(v)) {
                 // Kafka consumers of change streams expect Debezium's placeholder for a
                 // value the change did not carry: it is written back as it came.
-                Ok(rivus_core::change::Change::Write {
+                Ok(rivus_sdk::change::Change::Write {
                     mut row, unchanged, ..
                 }) => {
                     for c in unchanged {
-                        row.insert(c, Value::from(rivus_core::change::UNCHANGED));
+                        row.insert(c, Value::from(rivus_sdk::change::UNCHANGED));
                     }
                     self.record(&Value::Object(row), true)
                 }
                 // A key change's first half is a delete of the old key here: a compacted topic
                 // must not keep the row under it.
-                Ok(rivus_core::change::Change::Delete(row))
-                | Ok(rivus_core::change::Change::MovedOut { key: row, .. }) => {
+                Ok(rivus_sdk::change::Change::Delete(row))
+                | Ok(rivus_sdk::change::Change::MovedOut { key: row, .. }) => {
                     self.record(&Value::Object(row), false)
                 }
                 Err(e) => Err(SchemaError::new("json", "record", e)),
@@ -246,13 +246,13 @@ impl CodecSerializer {
 /// null value is no header. Anything else is the record's error.
 fn headers(v: &Value, field: &str) -> std::result::Result<Vec<(String, Vec<u8>)>, SchemaError> {
     let refused = |what: String| SchemaError::new("kafka", "record", what);
-    match rivus_core::metadata::field(v, field) {
+    match rivus_sdk::metadata::field(v, field) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Object(m)) => m
             .iter()
             .filter(|(_, h)| !h.is_null())
             .map(|(name, h)| {
-                rivus_core::metadata::to_bytes(h)
+                rivus_sdk::metadata::to_bytes(h)
                     .map(|b| (name.clone(), b))
                     .ok_or_else(|| refused(format!("header `{name}` in `{field}` is not text")))
             })
@@ -282,13 +282,13 @@ fn refuse_topic_subjects(format: Option<&Format>, path: &str) -> Result<()> {
 
 /// Records with their metadata (`@metadata.kafka`): `topic`, `partition`, `offset`,
 /// `timestamp` (ms, when set), `key` and `headers` (name → value), bytes as text when UTF-8
-/// and `{"base64": …}` otherwise ([`rivus_core::metadata::bytes`]). A value that is not a JSON
+/// and `{"base64": …}` otherwise ([`rivus_sdk::metadata::bytes`]). A value that is not a JSON
 /// object (a `text` or `bytes` format) has no field to hold it and goes without.
 pub struct WithMetadata(pub ValueDeserializer<Codec>);
 
 impl crate::KafkaDeserializer<Value> for WithMetadata {
     fn deserialize(&self, r: &crate::KafkaRecord<'_>) -> std::result::Result<Value, SchemaError> {
-        use rivus_core::metadata::bytes;
+        use rivus_sdk::metadata::bytes;
         let mut v = self.0.deserialize(r)?;
         let mut kafka = serde_json::Map::new();
         kafka.insert("topic".into(), Value::from(r.topic));
@@ -308,7 +308,7 @@ impl crate::KafkaDeserializer<Value> for WithMetadata {
                 .collect();
             kafka.insert("headers".into(), Value::Object(headers));
         }
-        rivus_core::metadata::attach(&mut v, "kafka", kafka);
+        rivus_sdk::metadata::attach(&mut v, "kafka", kafka);
         Ok(v)
     }
 }
@@ -432,7 +432,7 @@ impl KafkaSinkSection {
         let value = Codec::new(&self.format, "format")?;
         let key = match (&self.key_field, &self.key_format) {
             (Some(f), Some(_)) if f.starts_with('%') => {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     "key_format",
                     "a key from the record's metadata is written as it came, in no format",
                 ))
@@ -444,7 +444,7 @@ impl KafkaSinkSection {
                     .transpose()?,
             )),
             (None, Some(_)) => {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     "key_format",
                     "a key format without `key_field`: which field is the key?",
                 ))
@@ -452,7 +452,7 @@ impl KafkaSinkSection {
             (None, None) => None,
         };
         if self.apply_changes && key.is_none() {
-            return Err(rivus_core::Error::config(
+            return Err(rivus_sdk::Error::config(
                 "apply_changes",
                 "a delete becomes a tombstone of its key: set `key_field`",
             ));

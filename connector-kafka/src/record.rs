@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use rivus_core::schema::{DeserializationSchema, SchemaError, SerializationSchema};
+use rivus_sdk::schema::{DeserializationSchema, SchemaError, SerializationSchema};
 
 /// One consumed record, borrowed from the client's buffer.
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +89,7 @@ pub trait KafkaSerializer<T>: Send + Sync + 'static {
 
     /// Called by each sink subtask at open, before any record, with the sink's default topic:
     /// a format with a schema registers (or finds) its schema here. Nothing by default.
-    async fn open(&self, _topic: Option<&str>) -> rivus_core::Result<()> {
+    async fn open(&self, _topic: Option<&str>) -> rivus_sdk::Result<()> {
         Ok(())
     }
 }
@@ -109,7 +109,7 @@ impl<S, T> ValueSerializer<S, T> {
         ValueSerializer { schema, key: None }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Adds a key computed from each value.
         with_key(key: impl Fn(&T) -> Vec<u8> + Send + Sync + 'static) => key = Some(Box::new(key));
     }

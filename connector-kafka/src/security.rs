@@ -13,8 +13,8 @@
 use std::fmt;
 
 use rdkafka::ClientConfig;
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 /// The SASL mechanisms offered by name and password.
 pub const SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];

@@ -9,11 +9,11 @@ use rdkafka::producer::FutureProducer;
 use rivus_connector_kafka::{
     KafkaSerializer, KafkaSink, KafkaSource, OutRecord, StartOffsets, ValueDeserializer,
 };
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
-use rivus_core::DeliveryGuarantee;
 use rivus_formats::{Codec, Format, Role};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::DeliveryGuarantee;
 use rivus_testkit::services::{require, unique_name as unique, Service};
 use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
 use serde_json::{json, Value};

@@ -11,8 +11,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use rivus_connector_kafka::{KafkaSink, KafkaSource, OutRecord, StartOffsets, ValueDeserializer};
-use rivus_core::prelude::*;
-use rivus_core::schema::StringSchema;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::StringSchema;
 use rivus_testkit::services::{require, unique_name, Service};
 
 async fn produce(bootstrap: &str, topic: &str, range: std::ops::Range<u32>) {

@@ -7,7 +7,7 @@ use rivus_connector_kafka::{
     KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, ValueDeserializer,
 };
 
-use rivus_core::schema::StringSchema;
+use rivus_sdk::schema::StringSchema;
 use rivus_testkit::run_records_into;
 use rivus_testkit::services::{require, unique_name as unique, Service};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::ClientConfig;
 use rivus_connector_kafka::{KafkaSink, OutRecord};
-use rivus_core::DeliveryGuarantee;
+use rivus_sdk::DeliveryGuarantee;
 use rivus_testkit::faults::{sink_under_fault, Fault};
 use rivus_testkit::services::unique_name;
 

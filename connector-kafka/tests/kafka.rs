@@ -9,8 +9,8 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use rivus_connector_kafka::{
     KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, ValueDeserializer,
 };
-use rivus_core::prelude::*;
-use rivus_core::schema::StringSchema;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::StringSchema;
 use rivus_testkit::services::{require, Service};
 use rivus_testkit::suite::{SinkSuite, SourceSuite};
 use rivus_testkit::{CollectingSink, SequenceSource};

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rivus_connector_kafka::{KafkaSink, KafkaSource, OutRecord, StartOffsets, ValueDeserializer};
-use rivus_core::prelude::*;
-use rivus_core::schema::StringSchema;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::StringSchema;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::{CollectingSink, SequenceSource};
 

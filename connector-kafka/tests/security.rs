@@ -8,9 +8,9 @@ use rivus_connector_kafka::connect::probe;
 use rivus_connector_kafka::{
     KafkaConfig, OutRecord, SaslAuth, StartOffsets, StopOffsets, ValueDeserializer,
 };
-use rivus_core::prelude::*;
-use rivus_core::schema::StringSchema;
-use rivus_core::tls::TlsFiles;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::StringSchema;
+use rivus_sdk::tls::TlsFiles;
 use rivus_testkit::services::{
     kafka_guest_user, kafka_sasl_user, require, tls_dir, unique_name as unique, Service,
 };

@@ -7,7 +7,7 @@
 mod common;
 
 use rivus_connector_kafka::{KafkaSource, StartOffsets, ValueDeserializer};
-use rivus_core::schema::JsonSchema;
+use rivus_sdk::schema::JsonSchema;
 use rivus_testkit::faults::{source_under_fault, Fault};
 use rivus_testkit::services::unique_name;
 

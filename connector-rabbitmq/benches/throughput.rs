@@ -14,7 +14,7 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rivus_connector_rabbitmq::{OutMessage, RabbitSink, RabbitSource};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{compare, rounds, runs_raw, runs_rivus, selected};
 use rivus_testkit::services::unique_name;
 use rivus_testkit::{CountingSink, SequenceSource};

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::{Connection, ConnectionProperties};
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 /// Where the broker is. The URI may carry credentials and a vhost:
 /// `amqp://user:password@host:5672/%2f` (or `amqps://` for TLS).
@@ -20,14 +20,14 @@ pub struct AmqpConfig {
     pub connect_timeout: Duration,
     /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
     /// attempts); when it gives up, the job fails and recovers from its last checkpoint.
-    pub reconnect: rivus_core::backoff::BackoffPolicy,
+    pub reconnect: rivus_sdk::backoff::BackoffPolicy,
     /// For `amqps://`: a CA (PEM) to trust besides the system's roots, and a client
     /// certificate with its PKCS#8 key (PEM) for brokers with `ssl_options.verify =
     /// verify_peer` and `fail_if_no_peer_cert = true`.
     pub tls: TlsFiles,
 }
 
-pub(crate) use rivus_core::secrets::redact_url as redact;
+pub(crate) use rivus_sdk::secrets::redact_url as redact;
 
 impl fmt::Debug for AmqpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -64,12 +64,12 @@ impl AmqpConfig {
         AmqpConfig {
             uri: uri.into(),
             connect_timeout: Duration::from_secs(30),
-            reconnect: rivus_core::backoff::BackoffPolicy::reconnect(),
+            reconnect: rivus_sdk::backoff::BackoffPolicy::reconnect(),
             tls: TlsFiles::default(),
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Trusts this CA (PEM) for `amqps://`.
         with_ca_file(path: impl Into<PathBuf>) => tls.ca_file = Some(path.into());
     }

@@ -1,5 +1,5 @@
 //! A dead-letter destination in RabbitMQ: each letter (the JSON of
-//! [`DeadLetter`](rivus_core::error_policy::DeadLetter)) is published persistent and
+//! [`DeadLetter`](rivus_sdk::error_policy::DeadLetter)) is published persistent and
 //! `mandatory` to a queue through the default exchange, on a channel with publisher confirms,
 //! and `send` returns only once the broker confirmed it — so the letter is stored before the
 //! checkpoint that passes the record. A lost connection is opened again at the next letter.
@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Confirmation, Connection};
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
-use rivus_core::{Error, Result};
+use rivus_sdk::error_policy::{DeadLetter, DeadLetterQueue};
+use rivus_sdk::{Error, Result};
 use tokio::sync::Mutex;
 
 use crate::config::{redact, AmqpConfig};

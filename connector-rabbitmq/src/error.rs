@@ -5,8 +5,8 @@
 //! not take (`NOT_IMPLEMENTED`, `COMMAND_INVALID`, `SYNTAX_ERROR`) are permanent; the rest (a
 //! closed connection, a broker restarting, a queue held by another connection) is transient.
 
-use rivus_core::secrets::redact_url as redact;
-use rivus_core::{Error, Fault};
+use rivus_sdk::secrets::redact_url as redact;
+use rivus_sdk::{Error, Fault};
 
 /// What a restart would make of an error whose text is `text`.
 pub(crate) fn fault(text: &str) -> Fault {
@@ -38,14 +38,14 @@ mod tests {
     #[test]
     fn refusals_are_told_apart_and_uris_redacted() {
         let e = super::amqp("connecting", "ACCESS_REFUSED - Login was refused");
-        assert!(matches!(e, rivus_core::Error::Refused { .. }), "{e}");
+        assert!(matches!(e, rivus_sdk::Error::Refused { .. }), "{e}");
         let e = super::amqp(
             "connecting",
             "io error at amqp://guest:s3cret@127.0.0.1:5672",
         );
-        assert!(matches!(e, rivus_core::Error::Connector { .. }), "{e}");
+        assert!(matches!(e, rivus_sdk::Error::Connector { .. }), "{e}");
         assert!(!e.to_string().contains("s3cret"), "{e}");
         let e = super::amqp("declaring", "NOT_FOUND - no queue 'orders' in vhost '/'");
-        assert!(matches!(e, rivus_core::Error::Rejected { .. }), "{e}");
+        assert!(matches!(e, rivus_sdk::Error::Rejected { .. }), "{e}");
     }
 }

@@ -9,18 +9,18 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::error_policy::DeadLetterQueue;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::schema::SchemaError;
-use rivus_core::secrets::redact_url;
-use rivus_core::template::Template;
-use rivus_core::tls::TlsFiles;
-use rivus_core::Result;
 use rivus_formats::{Codec, Format, Role};
 use rivus_pipeline_file::{
     field_text, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
     SourcePlan, SourceSection,
 };
+use rivus_sdk::error_policy::DeadLetterQueue;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::template::Template;
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::Result;
 
 use crate::{
     AmqpConfig, OutMessage, QueueDeclare, RabbitDeadLetterQueue, RabbitSink, RabbitSource,
@@ -120,7 +120,7 @@ impl RabbitSourceSection {
 
     /// [`source`](Self::source); with `metadata`, each record carries its queue, routing
     /// key, redelivered flag, and correlation and message ids (when set) under
-    /// `@metadata.rabbitmq` ([`rivus_core::metadata`]).
+    /// `@metadata.rabbitmq` ([`rivus_sdk::metadata`]).
     pub fn source_with(&self, policy: ErrorPolicy, metadata: bool) -> Result<RabbitSource<Value>> {
         let mut b = RabbitSource::builder(config(&self.uri, &self.tls))
             .queues(self.queues.clone())
@@ -147,7 +147,7 @@ impl RabbitSourceSection {
                 if let Some(id) = m.message_id {
                     r.insert("message_id".into(), Value::from(id));
                 }
-                rivus_core::metadata::attach(&mut v, "rabbitmq", r);
+                rivus_sdk::metadata::attach(&mut v, "rabbitmq", r);
             }
             Ok(v)
         })
@@ -172,7 +172,7 @@ impl RabbitSinkSection {
         };
         let cid_field = self.correlation_id_field.clone();
         let template = Template::parse(&self.routing_key)
-            .map_err(|e| rivus_core::Error::config("routing_key", e))?;
+            .map_err(|e| rivus_sdk::Error::config("routing_key", e))?;
         let fixed = template.fixed().unwrap_or_default().to_owned();
         let per_record = template.fixed().is_none().then_some(template);
         RabbitSink::builder(config(&self.uri, &self.tls))

@@ -9,10 +9,10 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use lapin::{Confirmation, PublisherConfirm};
-use rivus_core::backoff::{Attempts, BackoffPolicy};
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::backoff::{Attempts, BackoffPolicy};
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 use crate::config::AmqpConfig;
 
@@ -58,7 +58,7 @@ pub struct RabbitSinkBuilder {
 }
 
 impl RabbitSinkBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Default exchange of messages (default `""`, the default exchange).
         exchange(e: impl Into<String>) => s.exchange = e.into();
 
@@ -298,8 +298,7 @@ impl<T: Send + 'static> RabbitSink<T> {
             &msg.body,
             props,
         );
-        match rivus_core::activity::bounded(s.confirm_timeout, "rabbitmq: publish", publishing)
-            .await
+        match rivus_sdk::activity::bounded(s.confirm_timeout, "rabbitmq: publish", publishing).await
         {
             Some(r) => r.map_err(|e| amqp("publishing", e)),
             None => Err(Error::connector(
@@ -332,8 +331,7 @@ impl<T: Send + 'static> RabbitSink<T> {
             return Ok(());
         };
         let limit = self.settings.confirm_timeout;
-        let confirmed =
-            rivus_core::activity::bounded(limit, "rabbitmq: publisher confirm", confirm);
+        let confirmed = rivus_sdk::activity::bounded(limit, "rabbitmq: publisher confirm", confirm);
         let confirmation = match confirmed.await {
             Some(Ok(c)) => c,
             lost => {

@@ -15,8 +15,8 @@ use tokio::task::JoinHandle;
 
 use lapin::options::BasicGetOptions;
 use rivus_connector_rabbitmq::{OutMessage, RabbitSink, RabbitSource};
-use rivus_core::prelude::*;
-use rivus_core::schema::{DeserializationSchema, StringSchema};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::{DeserializationSchema, StringSchema};
 use rivus_testkit::services::{require, unique_name, Service};
 
 async fn publish(url: &str, queue: &str, range: std::ops::Range<u32>) {

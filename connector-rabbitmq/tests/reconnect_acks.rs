@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use common::{channel, declare, publish_with_ids};
 use rivus_connector_rabbitmq::RabbitSource;
-use rivus_core::prelude::*;
-use rivus_core::schema::{DeserializationSchema, JsonSchema};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::{DeserializationSchema, JsonSchema};
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::services::{require, unique_name, Service};
 

@@ -11,7 +11,7 @@ use common::{channel, declare, publish_with_ids};
 use std::time::Duration;
 
 use rivus_connector_rabbitmq::RabbitSource;
-use rivus_core::schema::{DeserializationSchema, JsonSchema};
+use rivus_sdk::schema::{DeserializationSchema, JsonSchema};
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{source_under_fault, Fault};
 use rivus_testkit::services::{require, unique_name, Service};

@@ -59,7 +59,7 @@ async fn amqps_refuses_a_missing_client_certificate_or_an_unknown_ca() {
     ] {
         let cfg = AmqpConfig {
             connect_timeout: std::time::Duration::from_secs(10),
-            reconnect: rivus_core::backoff::BackoffPolicy::None,
+            reconnect: rivus_sdk::backoff::BackoffPolicy::None,
             ..cfg
         };
         let sink = RabbitSink::builder(cfg)

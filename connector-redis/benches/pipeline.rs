@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use rivus_connector_redis::{RedisCommand, RedisSink};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{compare, rounds};
 use rivus_testkit::services::unique_name;
 use rivus_testkit::SequenceSource;
@@ -75,7 +75,7 @@ async fn rivus(url: &str, n: u64) -> f64 {
     let prefix = unique_name("rivus");
     let keys = prefix.clone();
     let sink = RedisSink::builder(url)
-        .bulk(rivus_core::bulk::BulkConfig {
+        .bulk(rivus_sdk::bulk::BulkConfig {
             max_actions: PIPELINE,
             concurrent_requests: 1,
             ..RedisSink::default_bulk()

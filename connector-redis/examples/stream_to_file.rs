@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_connector_redis::RedisStreamsSource;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
 use rivus_example_file_connector::FileSink;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 #[tokio::main]
 async fn main() -> Result<()> {

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 use crate::redact;
 
@@ -77,7 +77,7 @@ impl RedisConfig {
         e
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Trust this CA (PEM) for `rediss://` instead of the system's roots.
         ca_file(path: impl Into<PathBuf>) => tls.ca_file = Some(path.into());
     }
@@ -90,7 +90,7 @@ impl RedisConfig {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// All TLS files at once (CA, client certificate and key).
         tls(files: TlsFiles) => tls;
 

@@ -5,7 +5,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnecti
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, ClientTlsConfig, Cmd, Pipeline, RedisFuture, TlsCertificates};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::config::RedisConfig;
 
@@ -33,7 +33,7 @@ impl RedisConfig {
         self.validate()?;
         if self.urls.iter().any(|u| u.starts_with("rediss://")) {
             // rustls needs a process-wide crypto provider; ring unless the program chose one.
-            let _ = rivus_core::tls::crypto_provider().install_default();
+            let _ = rivus_sdk::tls::crypto_provider().install_default();
         }
         self.certificates()
     }

@@ -1,12 +1,12 @@
 //! A dead-letter destination in Redis: each letter is an entry of a stream (`XADD`), with the
 //! fields `position`, `reason` and `letter` (the JSON of
-//! [`DeadLetter`](rivus_core::error_policy::DeadLetter)); `send` returns once the server
+//! [`DeadLetter`](rivus_sdk::error_policy::DeadLetter)); `send` returns once the server
 //! answered the `XADD`, so the letter is stored (as durably as the server's persistence
 //! settings make it) before the checkpoint that passes the record.
 
 use async_trait::async_trait;
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
-use rivus_core::{Error, Result};
+use rivus_sdk::error_policy::{DeadLetter, DeadLetterQueue};
+use rivus_sdk::{Error, Result};
 use tokio::sync::OnceCell;
 
 use crate::config::RedisConfig;

@@ -1,5 +1,5 @@
 //! How the redis crate's errors become rivus errors: with what was being done, URLs
-//! redacted, refused credentials or permissions marked as [`rivus_core::Error::Refused`], and
+//! redacted, refused credentials or permissions marked as [`rivus_sdk::Error::Refused`], and
 //! which errors pass with time or a new connection (retried, never blamed on a record).
 
 use crate::redact;
@@ -23,8 +23,8 @@ pub(crate) fn transient(e: &redis::RedisError) -> bool {
 /// NOPERM) are refused; what passes with time ([`transient`]) is transient; any other answer
 /// of the server (WRONGTYPE, an unknown command, a syntax error) is permanent: the same
 /// command gets the same answer; client-side failures are transient.
-pub(crate) fn fault(e: &redis::RedisError) -> rivus_core::Fault {
-    use rivus_core::Fault;
+pub(crate) fn fault(e: &redis::RedisError) -> rivus_sdk::Fault {
+    use rivus_sdk::Fault;
     if e.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
     {
@@ -39,7 +39,7 @@ pub(crate) fn fault(e: &redis::RedisError) -> rivus_core::Fault {
 }
 
 /// `e` as a rivus error with `context` (URLs redacted) and its [`fault`].
-pub(crate) fn redis_error(context: String, e: &redis::RedisError) -> rivus_core::Error {
+pub(crate) fn redis_error(context: String, e: &redis::RedisError) -> rivus_sdk::Error {
     let text = redact(&e.to_string());
-    rivus_core::Error::client(context, text, fault(e))
+    rivus_sdk::Error::client(context, text, fault(e))
 }

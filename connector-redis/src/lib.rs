@@ -34,12 +34,12 @@ pub use sink::{RedisSink, RedisSinkBuilder};
 pub use streams::{RedisStreamsSource, RedisStreamsSourceBuilder, RedisStreamsState};
 
 pub(crate) use error::{redis_error, transient};
-pub use rivus_core::secrets::redact_url as redact;
+pub use rivus_sdk::secrets::redact_url as redact;
 
-pub(crate) fn open_client(url: &str) -> rivus_core::Result<redis::Client> {
+pub(crate) fn open_client(url: &str) -> rivus_sdk::Result<redis::Client> {
     if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
     {
-        return Err(rivus_core::Error::config(
+        return Err(rivus_sdk::Error::config(
             "url",
             format!(
                 "`{}` must start with redis://, rediss:// or unix://",
@@ -47,7 +47,7 @@ pub(crate) fn open_client(url: &str) -> rivus_core::Result<redis::Client> {
             ),
         ));
     }
-    redis::Client::open(url).map_err(|e| rivus_core::Error::config("url", redact(&e.to_string())))
+    redis::Client::open(url).map_err(|e| rivus_sdk::Error::config("url", redact(&e.to_string())))
 }
 
 #[cfg(test)]

@@ -9,18 +9,18 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::error_policy::DeadLetterQueue;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::schema::SchemaError;
-use rivus_core::secrets::redact_url;
-use rivus_core::template::Template;
-use rivus_core::tls::TlsFiles;
-use rivus_core::{Error, Result};
 use rivus_formats::{Codec, Format, Role};
 use rivus_pipeline_file::{
     text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
     SourcePlan, SourceSection,
 };
+use rivus_sdk::error_policy::DeadLetterQueue;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::template::Template;
+use rivus_sdk::tls::TlsFiles;
+use rivus_sdk::{Error, Result};
 
 use crate::{RedisCommand, RedisConfig, RedisDeadLetterQueue, RedisSink, RedisStreamsSource};
 
@@ -240,7 +240,7 @@ impl RedisSinkSection {
                         fields: match v {
                             Value::Object(m) => m
                                 .iter()
-                                .filter(|(f, _)| f.as_str() != rivus_core::metadata::KEY)
+                                .filter(|(f, _)| f.as_str() != rivus_sdk::metadata::KEY)
                                 .map(|(f, x)| (f.clone(), text_of(x).into_bytes()))
                                 .collect(),
                             other => vec![("value".into(), text_of(other).into_bytes())],

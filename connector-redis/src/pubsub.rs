@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 use crate::config::RedisConfig;
 
@@ -41,7 +41,7 @@ impl RedisPubSubSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// What to do with messages the decoder rejects. Default: fail.
         error_policy(p: ErrorPolicy) => s.policy;
     }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use rivus_core::bulk::{BulkConfig, BulkProcessor, BulkSender, NoopListener, SendOutcome};
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::bulk::{BulkConfig, BulkProcessor, BulkSender, NoopListener, SendOutcome};
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 use crate::command::RedisCommand;
 use crate::config::RedisConfig;
@@ -114,7 +114,7 @@ pub struct RedisSinkBuilder {
 }
 
 impl RedisSinkBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// When pipelines are sent, how many are in flight and how failed ones are retried (default
         /// [`RedisSink::default_bulk`]: 1000 commands, 1 MiB, every 100 ms, one pipeline in
         /// flight). With one, the commands of a key apply in the order of the records, retries

@@ -124,8 +124,8 @@ async fn tls_refuses_a_missing_client_certificate_or_an_unknown_ca() {
         let _: String = redis::cmd("PING")
             .query_async(&mut c)
             .await
-            .map_err(|e| rivus_core::Error::connector("ping", e.to_string()))?;
-        Ok::<_, rivus_core::Error>(())
+            .map_err(|e| rivus_sdk::Error::connector("ping", e.to_string()))?;
+        Ok::<_, rivus_sdk::Error>(())
     }
     .await;
     let err = failed.expect_err("a client without certificate got in");

@@ -40,7 +40,7 @@ async fn sink_rides_out_network_faults_and_a_server_restart() {
             move || {
                 let key = key.clone();
                 RedisSink::builder(&proxied)
-                    .bulk(rivus_core::bulk::BulkConfig {
+                    .bulk(rivus_sdk::bulk::BulkConfig {
                         max_actions: 200,
                         backoff: rivus_testkit::restart::outage_backoff(),
                         ..RedisSink::default_bulk()

@@ -2,9 +2,9 @@
 
 use redis::AsyncCommands;
 use rivus_connector_redis::{RedisCommand, RedisSink, RedisStreamsSource};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::suite::{SinkSuite, SourceSuite};
 

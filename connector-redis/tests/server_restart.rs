@@ -25,7 +25,7 @@ async fn server_restart_mid_stream_loses_nothing() {
     let key = unique_name("restart");
     let k = key.clone();
     let sink = RedisSink::builder(&url)
-        .bulk(rivus_core::bulk::BulkConfig {
+        .bulk(rivus_sdk::bulk::BulkConfig {
             max_actions: 500,
             backoff: rivus_testkit::restart::outage_backoff(),
             ..RedisSink::default_bulk()

@@ -4,7 +4,7 @@
 //! or restarts itself and receives every entry. Alone in this file: it restarts the server.
 
 use rivus_connector_redis::RedisStreamsSource;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::fault_proxy::FaultProxy;
 use rivus_testkit::faults::{source_under_fault, Fault};
 use rivus_testkit::services::{require, unique_name, Service};

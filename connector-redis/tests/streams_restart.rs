@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_connector_redis::RedisStreamsSource;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::{TransactionalSink, TxnStore};
 

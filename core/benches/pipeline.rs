@@ -2,13 +2,13 @@
 //! task and across a task boundary, and fanned out to two null sinks (chained, and with one
 //! branch behind a task boundary), next to a plain loop doing the same work.
 //!
-//! Run with `cargo bench -p rivus-core --bench pipeline` (set `RIVUS_BENCH_RECORDS` to change
+//! Run with `cargo bench -p rivus-sdk --bench pipeline` (set `RIVUS_BENCH_RECORDS` to change
 //! the record count).
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::CountingSink;
 
 #[derive(Clone, Copy)]

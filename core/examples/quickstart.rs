@@ -1,15 +1,15 @@
-//! A complete job written against rivus-core: a checkpointed counter source, a map, and a
+//! A complete job written against rivus-sdk: a checkpointed counter source, a map, and a
 //! sink printing one line per 100 000 records. Run it, stop it with Ctrl-C, run it again: it
 //! resumes after the last checkpoint.
 //!
 //! ```text
-//! cargo run --release -p rivus-core --example quickstart -- [records] [state-dir]
+//! cargo run --release -p rivus-sdk --example quickstart -- [records] [state-dir]
 //! ```
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 /// Emits 0, 1, 2, ... up to `limit`; its position is checkpointed state.
 struct Counter {

@@ -9,7 +9,7 @@
 //! ```
 //! # async fn commit() {}
 //! # async fn demo() {
-//! let _waiting = rivus_core::activity::waiting("kafka: commit_transaction");
+//! let _waiting = rivus_sdk::activity::waiting("kafka: commit_transaction");
 //! commit().await;
 //! # }
 //! ```

@@ -92,9 +92,9 @@ impl BackoffPolicy {
 /// and stop requests meanwhile; elsewhere with [`Attempts::wait`].
 ///
 /// ```
-/// use rivus_core::backoff::{Attempts, BackoffPolicy};
-/// # async fn connect() -> rivus_core::Result<()> { Ok(()) }
-/// # async fn demo() -> rivus_core::Result<()> {
+/// use rivus_sdk::backoff::{Attempts, BackoffPolicy};
+/// # async fn connect() -> rivus_sdk::Result<()> { Ok(()) }
+/// # async fn demo() -> rivus_sdk::Result<()> {
 /// let mut attempts = Attempts::new("my sink: reconnect", &BackoffPolicy::reconnect());
 /// let conn = loop {
 ///     match connect().await {

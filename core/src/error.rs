@@ -1,4 +1,4 @@
-//! The error type of rivus-core: every failure a function or the runtime can report, with the
+//! The error type of rivus-sdk: every failure a function or the runtime can report, with the
 //! context (task, subtask, checkpoint, record position) needed to act on it.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! # rivus-core
+//! # rivus-sdk
 //!
 //! The contract every rivus connector implements and the runtime that drives it, on the model
 //! of Apache Flink's connector architecture:
@@ -17,8 +17,8 @@
 //!   pre-commit, commit and recovery).
 //!
 //! ```
-//! use rivus_core::prelude::*;
-//! # async fn demo() -> rivus_core::Result<()> { Ok(()) }
+//! use rivus_sdk::prelude::*;
+//! # async fn demo() -> rivus_sdk::Result<()> { Ok(()) }
 //! ```
 
 #[macro_use]

@@ -14,7 +14,7 @@
 /// struct Settings { size: usize, name: Option<String> }
 ///
 /// impl Builder {
-///     rivus_core::setters! {
+///     rivus_sdk::setters! {
 ///         /// Records per batch.
 ///         size(n: usize) => s.size;
 ///         /// The job's name.

@@ -8,7 +8,7 @@
 /// Subtask `subtask` of `parallelism`, as seen by split ownership.
 ///
 /// ```
-/// use rivus_core::Share;
+/// use rivus_sdk::Share;
 /// let share = Share::new(1, 3);
 /// assert!(share.owns(4));
 /// let mine: Vec<_> = share.pick(["a", "b", "c", "d", "e"]).collect();

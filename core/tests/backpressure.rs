@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::{CollectingSink, SequenceSource};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rivus_core::backoff::BackoffPolicy;
-use rivus_core::bulk::{BulkConfig, BulkListener, BulkProcessor, BulkSender, SendOutcome};
-use rivus_core::{async_trait, Error};
+use rivus_sdk::backoff::BackoffPolicy;
+use rivus_sdk::bulk::{BulkConfig, BulkListener, BulkProcessor, BulkSender, SendOutcome};
+use rivus_sdk::{async_trait, Error};
 use tokio::sync::Semaphore;
 
 /// Records every bulk; can hold bulks, reject items retryably, or fail.
@@ -86,7 +86,7 @@ async fn flushes_on_max_bytes() {
         "t",
         config(0, 100, None),
         Arc::new(rec.clone()),
-        Arc::new(rivus_core::bulk::NoopListener),
+        Arc::new(rivus_sdk::bulk::NoopListener),
         Arc::new(|_: &u32| 40),
     )
     .unwrap();

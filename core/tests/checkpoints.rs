@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::checkpoint::CompletedCheckpoint;
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::CompletedCheckpoint;
+use rivus_sdk::prelude::*;
 use rivus_testkit::{
     CollectingSink, SequenceSource, TransactionalSink, TxnStore, VecSource, VecSourceState,
 };
@@ -289,7 +289,7 @@ async fn corrupt_newest_checkpoint_is_refused_unless_an_older_one_is_allowed() {
     let refusing = FsStateBackend::new(dir.path(), 5).unwrap();
     let fs = refusing
         .clone()
-        .on_damaged(rivus_core::checkpoint::OnDamaged::RestoreOlder);
+        .on_damaged(rivus_sdk::checkpoint::OnDamaged::RestoreOlder);
     let store = TxnStore::new();
     let data = splits(2, 3000);
     let emitted = Arc::new(AtomicUsize::new(0));
@@ -344,7 +344,7 @@ async fn corrupt_newest_checkpoint_is_refused_unless_an_older_one_is_allowed() {
     let newest_id: u64 = newest.file_stem().unwrap().to_str().unwrap()["chk-".len()..]
         .parse()
         .unwrap();
-    let e = rivus_core::checkpoint::StateBackend::latest(&refusing, "fs")
+    let e = rivus_sdk::checkpoint::StateBackend::latest(&refusing, "fs")
         .await
         .unwrap_err()
         .to_string();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 use rivus_testkit::{
     CollectingSink, SequenceSource, TransactionalSink, TxnStore, VecSource, VecSourceState,

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use rivus_core::handover::{Handover, HandoverError, ProduceError};
-use rivus_core::Error;
+use rivus_sdk::handover::{Handover, HandoverError, ProduceError};
+use rivus_sdk::Error;
 
 #[tokio::test]
 async fn hands_over_in_order_from_a_blocking_thread() {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::{CollectingSink, VecSource};
 
 fn splits(n: usize, per: usize) -> Arc<Vec<Vec<u64>>> {

@@ -2,8 +2,8 @@
 //! record's position; dead letters keep any payload and fields through their JSON form.
 
 use proptest::prelude::*;
-use rivus_core::error_policy::DeadLetter;
-use rivus_core::schema::{BytesSchema, DeserializationSchema, JsonSchema, StringSchema};
+use rivus_sdk::error_policy::DeadLetter;
+use rivus_sdk::schema::{BytesSchema, DeserializationSchema, JsonSchema, StringSchema};
 
 /// Bytes that are often almost JSON: fragments of JSON joined with arbitrary bytes.
 fn json_like() -> impl Strategy<Value = Vec<u8>> {

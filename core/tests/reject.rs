@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue, ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::Rejected;
+use rivus_sdk::error_policy::{DeadLetter, DeadLetterQueue, ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::Rejected;
 use rivus_testkit::{TransactionalSink, TxnStore, VecSource};
 
 #[derive(Debug, Default)]

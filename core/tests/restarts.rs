@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_core::prelude::*;
-use rivus_core::RestartStatus;
+use rivus_sdk::prelude::*;
+use rivus_sdk::RestartStatus;
 use rivus_testkit::{TransactionalSink, TxnStore, VecSource};
 
 fn splits(n: usize, per: usize) -> Arc<Vec<Vec<u64>>> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::VecSource;
 
 /// Keeps what it gets; on the first attempt it waits forever, marked as a server call, once
@@ -41,7 +41,7 @@ impl SinkFunction<u64> for HangingSink {
             got.len()
         };
         if n >= 100 && self.hang.swap(false, Ordering::SeqCst) {
-            let _w = rivus_core::activity::waiting("test server: write");
+            let _w = rivus_sdk::activity::waiting("test server: write");
             std::future::pending::<()>().await;
         }
         Ok(())

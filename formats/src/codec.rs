@@ -13,8 +13,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use rivus_core::schema::{DeserializationSchema, SchemaError, SerializationSchema};
-use rivus_core::{Error, Result};
+use rivus_sdk::schema::{DeserializationSchema, SchemaError, SerializationSchema};
+use rivus_sdk::{Error, Result};
 use serde_json::Value;
 
 use crate::avro::{AvroReader, Parsed};
@@ -281,7 +281,7 @@ impl Codec {
     }
 
     /// Appends the payload of `record` to `out` — never its metadata (`@metadata`, see
-    /// [`rivus_core::metadata`]).
+    /// [`rivus_sdk::metadata`]).
     pub fn encode(
         &self,
         record: &Value,
@@ -290,7 +290,7 @@ impl Codec {
         if let Inner::Plain(p) = &self.0 {
             return p.encode(record, out);
         }
-        let record = &*rivus_core::metadata::without(record);
+        let record = &*rivus_sdk::metadata::without(record);
         match &self.0 {
             Inner::Plain(p) => p.encode(record, out),
             Inner::JsonSchema(j) => j.encode(record, out),

@@ -111,7 +111,7 @@ impl SchemaFormat {
         role: crate::Role,
         name: Option<&str>,
         path: &str,
-    ) -> rivus_core::Result<String> {
+    ) -> rivus_sdk::Result<String> {
         let suffix = match role {
             crate::Role::Value => "value",
             crate::Role::Key => "key",
@@ -122,7 +122,7 @@ impl SchemaFormat {
             (None, SubjectStrategy::Record, Some(n)) => n.to_owned(),
             (None, SubjectStrategy::TopicRecord, Some(n)) => format!("{topic}-{n}"),
             (None, _, None) => {
-                return Err(rivus_core::Error::config(
+                return Err(rivus_sdk::Error::config(
                     format!("{path}.subject_strategy"),
                     "the record-name strategies need a named schema (an Avro record, a JSON \
                      Schema with a `title`) given in `schema` or `schema_file`",

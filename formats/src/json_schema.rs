@@ -7,8 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use jsonschema::Validator;
-use rivus_core::schema::SchemaError;
-use rivus_core::{Error, Result};
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::{Error, Result};
 use serde_json::Value;
 
 use crate::format::SchemaFormat;

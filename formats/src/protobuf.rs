@@ -13,8 +13,8 @@ use protox::prost::Message as _;
 use protox::prost_reflect::{
     DeserializeOptions, DynamicMessage, FileDescriptor, MessageDescriptor, SerializeOptions,
 };
-use rivus_core::schema::SchemaError;
-use rivus_core::{Error, Result};
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::{Error, Result};
 use serde_json::Value;
 
 use crate::format::SchemaFormat;

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rivus_core::backoff::{Attempts, BackoffPolicy};
-use rivus_core::secrets::redact_url;
-use rivus_core::{Error, Result};
+use rivus_sdk::backoff::{Attempts, BackoffPolicy};
+use rivus_sdk::secrets::redact_url;
+use rivus_sdk::{Error, Result};
 use serde::Deserialize;
 
 /// Schemas kept by id at most (a topic has a handful; a bound all the same).
@@ -269,7 +269,7 @@ impl Registry {
         })
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Sets the retry policy of unavailable requests (default: core's, about 15 s).
         with_backoff(backoff: BackoffPolicy) => backoff;
     }

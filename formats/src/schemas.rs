@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
-use rivus_core::schema::SchemaError;
-use rivus_core::{Error, Result};
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::{Error, Result};
 
 use crate::format::SchemaFormat;
 use crate::registry::{Reference, Registry, RegistryError, SchemaType};

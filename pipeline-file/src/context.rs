@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use rivus_core::error_policy::ErrorPolicy;
+use rivus_sdk::error_policy::ErrorPolicy;
 
 /// What every section gets when it is built, checked or run: the job settings a connector may
 /// need. Not where the section stands: a section names its fields relative to itself
 /// (`tls.ca_file`), and the caller that placed it prefixes its path once
-/// ([`Error::under`](rivus_core::Error::under), [`SourcePlan::under`](super::SourcePlan::under)).
+/// ([`Error::under`](rivus_sdk::Error::under), [`SourcePlan::under`](super::SourcePlan::under)).
 #[derive(Debug, Clone)]
 pub struct SectionContext {
     /// The job's name (keys its checkpoints; the Kafka source's default group).
@@ -22,7 +22,7 @@ pub struct SectionContext {
     pub checkpoint_interval: Option<Duration>,
     /// `rivus validate`: build without creating or contacting anything.
     pub dry: bool,
-    /// Sources add each record's metadata (`@metadata`, see [`rivus_core::metadata`]):
+    /// Sources add each record's metadata (`@metadata`, see [`rivus_sdk::metadata`]):
     /// something in the file reads it.
     pub metadata: bool,
 }

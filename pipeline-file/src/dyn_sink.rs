@@ -5,11 +5,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use rivus_core::context::{RuntimeContext, SinkContext};
-use rivus_core::error::{Error, Result};
-use rivus_core::function::{CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction};
-use rivus_core::guarantee::DeliveryGuarantee;
-use rivus_core::state::Restored;
+use rivus_sdk::context::{RuntimeContext, SinkContext};
+use rivus_sdk::error::{Error, Result};
+use rivus_sdk::function::{CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction};
+use rivus_sdk::guarantee::DeliveryGuarantee;
+use rivus_sdk::state::Restored;
 
 /// The object-safe face of a [`SinkFunction<Value>`], state as JSON.
 #[async_trait]

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::schema::{DeserializationSchema, SchemaError, SerializationSchema};
+use rivus_sdk::schema::{DeserializationSchema, SchemaError, SerializationSchema};
 
 /// The key of the object that carries a payload that is not UTF-8 in `bytes` format.
 pub const BASE64_KEY: &str = "$base64";
@@ -99,7 +99,7 @@ impl Format {
                     })
             }
             // Never the record's metadata (`@metadata`).
-            _ => serde_json::to_writer(out, &rivus_core::metadata::Written(value))
+            _ => serde_json::to_writer(out, &rivus_sdk::metadata::Written(value))
                 .map_err(|e| SchemaError::new("json", "(unassigned)", e)),
         }
     }

@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use crate::dyn_sink::DynSink;
-use rivus_core::function::{SinkFunction, SourceFunction};
-use rivus_core::runtime::{Pipeline, Stream};
+use rivus_sdk::function::{SinkFunction, SourceFunction};
+use rivus_sdk::runtime::{Pipeline, Stream};
 
 use super::under::Under;
 
@@ -25,7 +25,7 @@ pub struct SourcePlan {
 
 impl SourcePlan {
     /// Every subtask runs a clone of `source` (a source that divides its splits itself, by
-    /// [`RuntimeContext::share`](rivus_core::RuntimeContext::share)).
+    /// [`RuntimeContext::share`](rivus_sdk::RuntimeContext::share)).
     pub fn cloned<S>(source: S) -> Self
     where
         S: SourceFunction<Out = Value> + Clone + 'static,
@@ -52,7 +52,7 @@ impl SourcePlan {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The plan of a section at `path` in the file: the errors its sources raise name fields
         /// below it.
         under(path: impl Into<String>) => path = path.into();
@@ -98,10 +98,10 @@ impl SinkPlan {
 
     /// Every subtask writes through a sink of its own from `make`, which runs once here first:
     /// a bad option is refused when the plan is built, not when a subtask starts.
-    pub fn checked<S, F>(make: F) -> rivus_core::Result<Self>
+    pub fn checked<S, F>(make: F) -> rivus_sdk::Result<Self>
     where
         S: SinkFunction<Value> + 'static,
-        F: Fn() -> rivus_core::Result<S> + Send + 'static,
+        F: Fn() -> rivus_sdk::Result<S> + Send + 'static,
     {
         make()?;
         Ok(Self::per_subtask(move |_| {
@@ -121,7 +121,7 @@ impl SinkPlan {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The plan of a section at `path` in the file: the errors its sinks raise name fields
         /// below it.
         under(path: impl Into<String>) => path = path.into();

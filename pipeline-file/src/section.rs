@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
 use super::{CatalogEntry, Health, JsonSchema, SectionContext, SinkPlan, SourcePlan};
-use rivus_core::error::Result;
-use rivus_core::error_policy::DeadLetterQueue;
+use rivus_sdk::error::Result;
+use rivus_sdk::error_policy::DeadLetterQueue;
 
 /// Metric names a section's connector records that the dashboard shows, by what they mean.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -6,16 +6,16 @@
 
 use async_trait::async_trait;
 
-use rivus_core::context::{RuntimeContext, SinkContext};
-use rivus_core::error::Result;
-use rivus_core::function::{
+use rivus_sdk::context::{RuntimeContext, SinkContext};
+use rivus_sdk::error::Result;
+use rivus_sdk::function::{
     CheckpointListener, CheckpointedFunction, RichFunction, SinkFunction, SourceFunction,
 };
-use rivus_core::guarantee::DeliveryGuarantee;
-use rivus_core::runtime::{CheckpointEvent, SourceContext};
-use rivus_core::state::Restored;
+use rivus_sdk::guarantee::DeliveryGuarantee;
+use rivus_sdk::runtime::{CheckpointEvent, SourceContext};
+use rivus_sdk::state::Restored;
 
-/// `inner` with every error placed under `path` ([`Error::under`](rivus_core::Error::under)).
+/// `inner` with every error placed under `path` ([`Error::under`](rivus_sdk::Error::under)).
 /// Everything else passes through unchanged.
 #[derive(Debug, Clone)]
 pub(crate) struct Under<F> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use rivus_core::schema::SchemaError;
+use rivus_sdk::schema::SchemaError;
 
 /// `500ms`, `2s`, `1.5m`, `1h`: a positive duration; `None` for anything else.
 pub fn parse_duration(s: &str) -> Option<Duration> {
@@ -51,7 +51,7 @@ pub fn text_of(v: &Value) -> String {
 /// a record without it is a schema error naming
 /// the field.
 pub fn field_text(v: &Value, field: &str) -> Result<String, SchemaError> {
-    rivus_core::metadata::field(v, field)
+    rivus_sdk::metadata::field(v, field)
         .map(text_of)
         .ok_or_else(|| SchemaError::new("record", "record", format!("no field `{field}`")))
 }

@@ -1,4 +1,4 @@
-//! The `rivus` facade: the names a pipeline author uses from [`rivus_core`] and, behind one
+//! The `rivus` facade: the names a pipeline author uses from [`rivus_sdk`] and, behind one
 //! feature flag each, the connectors (`kafka`, `rabbitmq`, `elasticsearch`, `redis`, `jdbc`,
 //! `postgres-cdc`, `files`, `delta`, `iceberg`), the S3 checkpoint store (`s3`) and the
 //! formats with schemas (`formats`). The rest of the core — what a connector author implements
@@ -14,7 +14,7 @@
 //! # let _ = checkpoints;
 //! ```
 
-pub use rivus_core::{
+pub use rivus_sdk::{
     async_trait, prelude, CheckpointEvent, CheckpointListener, CheckpointedFunction,
     DeliveryGuarantee, Error, Job, JobHandle, JobSummary, Pipeline, RestartStrategy, Restored,
     Result, RichFunction, Routes, RuntimeContext, SinkContext, SinkFunction, SourceContext,
@@ -22,14 +22,14 @@ pub use rivus_core::{
 };
 
 /// Checkpoint settings and the state backends that keep them.
-pub use rivus_core::checkpoint;
+pub use rivus_sdk::checkpoint;
 /// What to do with a record that cannot be processed: fail, skip, or a dead letter.
-pub use rivus_core::error_policy;
+pub use rivus_sdk::error_policy;
 /// Reading and writing record payloads: bytes, UTF-8, JSON.
-pub use rivus_core::schema;
+pub use rivus_sdk::schema;
 
 /// The core crate under its own name, for paths like `rivus::core::runtime`.
-pub use rivus_core as core;
+pub use rivus_sdk as core;
 
 /// The Kafka connector (feature `kafka`).
 #[cfg(feature = "kafka")]

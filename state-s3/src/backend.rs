@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use rivus_core::checkpoint::{format, CompletedCheckpoint, Holder, OwnerLock, StateBackend};
-use rivus_core::Result;
+use rivus_sdk::checkpoint::{format, CompletedCheckpoint, Holder, OwnerLock, StateBackend};
+use rivus_sdk::Result;
 
 use crate::config::S3Config;
 use crate::error::s3_error;
@@ -123,7 +123,7 @@ impl StateBackend for S3StateBackend {
                     Err(_) => false,
                 };
                 if intact {
-                    return Err(rivus_core::Error::owner(
+                    return Err(rivus_sdk::Error::owner(
                         &url,
                         format!("checkpoint {id} was written by another process"),
                     ));

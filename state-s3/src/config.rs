@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use rivus_aws::s3::{S3Client, S3Options, S3Url, Writes};
-use rivus_core::checkpoint::OnDamaged;
-use rivus_core::{Error, Result};
+use rivus_sdk::checkpoint::OnDamaged;
+use rivus_sdk::{Error, Result};
 
 /// Settings of an [`S3StateBackend`](crate::S3StateBackend). The secret key never appears in
 /// `Debug` output.

@@ -1,10 +1,10 @@
 //! The object store's errors as rivus errors, by `rivus-aws`'s mapping (shared with the files
-//! connector): a refused key or permission is [`Error::Refused`](rivus_core::Error::Refused),
+//! connector): a refused key or permission is [`Error::Refused`](rivus_sdk::Error::Refused),
 //! an invalid path or an operation the store does not support
-//! [`Error::Rejected`](rivus_core::Error::Rejected) (no restart can fix either), the rest a
+//! [`Error::Rejected`](rivus_sdk::Error::Rejected) (no restart can fix either), the rest a
 //! retryable connector error, each naming the operation and the object.
 
-use rivus_core::Error;
+use rivus_sdk::Error;
 
 /// `err` from `what` (e.g. `writing s3://bucket/prefix/chk-…`).
 pub(crate) fn s3_error(what: impl std::fmt::Display, err: object_store::Error) -> Error {

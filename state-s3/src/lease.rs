@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use parking_lot::Mutex;
-use rivus_core::checkpoint::{Holder, OwnerLock};
-use rivus_core::{Error, Result};
+use rivus_sdk::checkpoint::{Holder, OwnerLock};
+use rivus_sdk::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::s3_error;

@@ -8,10 +8,10 @@
 //! over (after it stalled past the lease) can no longer write a checkpoint.
 //!
 //! ```no_run
-//! # async fn f() -> rivus_core::Result<()> {
+//! # async fn f() -> rivus_sdk::Result<()> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use rivus_core::checkpoint::CheckpointConfig;
+//! use rivus_sdk::checkpoint::CheckpointConfig;
 //! use rivus_state_s3::{S3Config, S3StateBackend};
 //!
 //! // Endpoint, region and keys from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...

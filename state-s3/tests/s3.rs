@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use object_store::{path::Path, ObjectStore, ObjectStoreExt, PutPayload};
-use rivus_core::checkpoint::{CompletedCheckpoint, Holder, StateBackend};
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::{CompletedCheckpoint, Holder, StateBackend};
+use rivus_sdk::prelude::*;
 use rivus_state_s3::{S3Config, S3StateBackend};
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use rivus_testkit::{TransactionalSink, TxnStore, VecSource};
@@ -99,7 +99,7 @@ async fn checkpoints_are_kept_restored_and_a_damaged_one_refused_by_name() {
     let older = S3StateBackend::new(
         config(&endpoint, &prefix)
             .retain(3)
-            .on_damaged(rivus_core::checkpoint::OnDamaged::RestoreOlder),
+            .on_damaged(rivus_sdk::checkpoint::OnDamaged::RestoreOlder),
     )
     .unwrap();
     assert_eq!(older.latest("j").await.unwrap(), Some(checkpoint("j", 6)));

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 /// Counts records (shared by clones) and discards them. Declares exactly-once: it keeps nothing.
 #[derive(Debug, Clone, Default)]

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::prelude::*;
 
 use crate::fault_proxy::FaultProxy;
 

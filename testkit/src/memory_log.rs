@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::{DeserializationSchema, StringSchema};
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::{DeserializationSchema, StringSchema};
 use tokio::sync::Notify;
 
 #[derive(Debug, Default)]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rivus_core::{Pipeline, SourceFunction};
+use rivus_sdk::{Pipeline, SourceFunction};
 
 use crate::CollectingSink;
 

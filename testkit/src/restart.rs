@@ -47,8 +47,8 @@ pub async fn bounce(name: &'static str, down: std::time::Duration) {
 
 /// The retries a sink in a restart test is given: exponential from 100 ms to 1 s, 120 times
 /// (enough to ride out a service restart).
-pub fn outage_backoff() -> rivus_core::backoff::BackoffPolicy {
-    rivus_core::backoff::BackoffPolicy::Exponential {
+pub fn outage_backoff() -> rivus_sdk::backoff::BackoffPolicy {
+    rivus_sdk::backoff::BackoffPolicy::Exponential {
         initial: std::time::Duration::from_millis(100),
         max_delay: std::time::Duration::from_secs(1),
         max_retries: 120,
@@ -62,14 +62,14 @@ pub fn sequence_job<S, F>(
     name: &str,
     emitted: std::sync::Arc<std::sync::atomic::AtomicU64>,
     sink: F,
-) -> rivus_core::Result<rivus_core::Job>
+) -> rivus_sdk::Result<rivus_sdk::Job>
 where
-    S: rivus_core::SinkFunction<u64> + 'static,
+    S: rivus_sdk::SinkFunction<u64> + 'static,
     F: Fn(usize) -> S,
 {
-    use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
+    use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
     use std::time::Duration;
-    rivus_core::Pipeline::new(name)
+    rivus_sdk::Pipeline::new(name)
         .checkpointing(
             CheckpointConfig::new(
                 Duration::from_millis(500),
@@ -92,7 +92,7 @@ pub struct RestartReport {
     /// Distinct records held once the service answered again.
     pub after_restart: u64,
     /// The job's summary (stopped by the test).
-    pub summary: rivus_core::JobSummary,
+    pub summary: rivus_sdk::JobSummary,
 }
 
 /// The "service restart mid-stream loses nothing" case for a sink, in one call: a
@@ -110,7 +110,7 @@ pub async fn sink_restart_mid_stream<S, H, Fut>(
     held: H,
 ) -> RestartReport
 where
-    S: rivus_core::SinkFunction<u64> + Clone + 'static,
+    S: rivus_sdk::SinkFunction<u64> + Clone + 'static,
     H: Fn() -> Fut,
     Fut: std::future::Future<Output = u64>,
 {

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 /// Subtask `i` of `p` emits `i, i + p, i + 2p, ...` below `limit` (or forever). The state is
 /// the next value. `emitted` counts records emitted by all subtasks together.
@@ -40,7 +40,7 @@ impl SequenceSource {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Keeps in `next` the highest next value of this subtask (across restarts: replayed
         /// values do not count twice). With parallelism 1, everything below it was emitted.
         track_next(next: Arc<AtomicU64>) => next = Some(next);

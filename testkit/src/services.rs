@@ -359,7 +359,7 @@ impl<'a> External<'a> {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// How to start it, for the message when it does not answer (e.g. `dev/services up x`).
         how_to_start(how: &'a str) => how_to_start;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use tokio::sync::watch;
 
 /// Commands for a running [`CollectingSink`].

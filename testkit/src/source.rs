@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 /// Positions of the splits a subtask owns: split index → records already emitted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -40,7 +40,7 @@ impl TlsFront {
     /// with the certificates of `tls_dir` (`ca.crt`, `server.crt`, `server.key`; see
     /// [`services::tls_dir`](crate::services::tls_dir)).
     pub async fn start(upstream: &str, tls_dir: &Path) -> std::io::Result<TlsFront> {
-        let provider = Arc::new(rivus_core::tls::crypto_provider());
+        let provider = Arc::new(rivus_sdk::tls::crypto_provider());
         let certs: Vec<CertificateDer<'static>> =
             CertificateDer::pem_file_iter(tls_dir.join("server.crt"))
                 .map_err(invalid)?

@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use rivus_core::prelude::*;
-use rivus_core::two_phase::{Committer, TwoPhaseCommit};
-use rivus_core::Share;
+use rivus_sdk::prelude::*;
+use rivus_sdk::two_phase::{Committer, TwoPhaseCommit};
+use rivus_sdk::Share;
 
 /// Transaction id: (sink subtask, checkpoint id).
 pub(crate) type TxnId = (usize, u64);
@@ -130,7 +130,7 @@ impl<T: Send + 'static> TransactionalSink<T> {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Waits `per_batch` after each batch: a slow sink, so that a fast source is
         /// back-pressured and checkpoints land mid-stream.
         pace(per_batch: std::time::Duration) => pace = Some(per_batch);

@@ -43,7 +43,7 @@ pub async fn until_still(counter: &std::sync::atomic::AtomicU64, timeout: Durati
 /// leaves, in process. Panics when the job ends first, or with `what()` when `ready` does not
 /// hold within a minute.
 pub async fn cancel_when<M: std::fmt::Display>(
-    job: rivus_core::prelude::Job,
+    job: rivus_sdk::prelude::Job,
     ready: impl Fn() -> bool,
     what: impl Fn() -> M,
 ) {
@@ -66,7 +66,7 @@ pub async fn cancel_when<M: std::fmt::Display>(
 
 /// [`cancel_when`] `counter` (records emitted, say) reaches `at`.
 pub async fn cancel_at(
-    job: rivus_core::prelude::Job,
+    job: rivus_sdk::prelude::Job,
     counter: &std::sync::atomic::AtomicU64,
     at: u64,
 ) {

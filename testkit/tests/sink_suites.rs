@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{CaseOutcome, SinkExternal, SinkSuite};
 use rivus_testkit::{CollectingSink, TransactionalSink, TxnStore};
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{
     BoundedSourceSuite, CaseOutcome, SourceExternal, SourceSuite, SuiteFailure,
 };

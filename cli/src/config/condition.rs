@@ -76,7 +76,7 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
 }
 
 fn keep(record: &Value, field: &str, op: CompareOp, value: &Value) -> bool {
-    let got = rivus_core::metadata::field(record, field);
+    let got = rivus_sdk::metadata::field(record, field);
     match op {
         CompareOp::Exists => got.is_some_and(|v| !v.is_null()),
         CompareOp::Missing => got.is_none_or(Value::is_null),

@@ -364,11 +364,11 @@ impl Graph {
                     if routes.is_empty() {
                         return Err(format!("{}.route: name at least one route", t.path));
                     }
-                    if routes.len() + 1 > rivus_core::Routes::MAX {
+                    if routes.len() + 1 > rivus_sdk::Routes::MAX {
                         return Err(format!(
                             "{}.route: at most {} routes",
                             t.path,
-                            rivus_core::Routes::MAX - 1
+                            rivus_sdk::Routes::MAX - 1
                         ));
                     }
                     for (r, _) in routes {

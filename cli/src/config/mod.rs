@@ -58,7 +58,7 @@ impl PipelineConfig {
     /// `policy` for its bad records.
     pub(crate) fn context(
         &self,
-        policy: rivus_core::error_policy::ErrorPolicy,
+        policy: rivus_sdk::error_policy::ErrorPolicy,
         dry: bool,
     ) -> rivus_pipeline_file::SectionContext {
         let mut ctx = rivus_pipeline_file::SectionContext::new(&self.name);
@@ -248,7 +248,7 @@ pub(crate) enum OnDamagedName {
     RestoreOlder,
 }
 
-impl From<OnDamagedName> for rivus_core::checkpoint::OnDamaged {
+impl From<OnDamagedName> for rivus_sdk::checkpoint::OnDamaged {
     fn from(n: OnDamagedName) -> Self {
         match n {
             OnDamagedName::Refuse => Self::Refuse,
@@ -347,13 +347,13 @@ pub(crate) fn parse(raw: &str, registry: &Registry) -> Result<PipelineConfig, St
         r.strategy()
             .validate()
             .map_err(|e| match e.under("restart") {
-                rivus_core::Error::Config { path, message } => format!("{path}: {message}"),
+                rivus_sdk::Error::Config { path, message } => format!("{path}: {message}"),
                 e => e.to_string(),
             })?;
     }
-    let stall = rivus_core::StallSettings {
+    let stall = rivus_sdk::StallSettings {
         threshold: config.stall_threshold.unwrap_or(
-            rivus_core::StallSettings::default_for(config.checkpoint.as_ref().map(|c| c.interval))
+            rivus_sdk::StallSettings::default_for(config.checkpoint.as_ref().map(|c| c.interval))
                 .threshold,
         ),
         timeout: config.stall_timeout,

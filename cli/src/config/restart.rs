@@ -1,5 +1,5 @@
 //! `[restart]`: the restart strategy of a pipeline file, read into core's
-//! [`RestartStrategy`](rivus_core::RestartStrategy), and the stall timeout that turns a
+//! [`RestartStrategy`](rivus_sdk::RestartStrategy), and the stall timeout that turns a
 //! stalled job into a restart.
 
 use std::time::Duration;
@@ -142,8 +142,8 @@ fn a_tenth() -> f64 {
 
 impl RestartSection {
     /// The core strategy these settings describe.
-    pub(crate) fn strategy(&self) -> rivus_core::RestartStrategy {
-        use rivus_core::RestartStrategy as S;
+    pub(crate) fn strategy(&self) -> rivus_sdk::RestartStrategy {
+        use rivus_sdk::RestartStrategy as S;
         match *self {
             RestartSection::ExponentialDelay {
                 initial_delay,

@@ -41,7 +41,7 @@ fn with_restart(section: &str) -> Result<PipelineConfig, String> {
 
 #[test]
 fn restart_sections() {
-    use rivus_core::RestartStrategy as S;
+    use rivus_sdk::RestartStrategy as S;
     let c = with_restart("strategy = \"exponential-delay\"").unwrap();
     assert_eq!(
         c.restart.unwrap().strategy(),
@@ -304,7 +304,7 @@ fn sources_carry_metadata_only_when_something_reads_it() {
         let c = parse(&file(t, s)).unwrap();
         (
             c.graph.reads_metadata(),
-            c.context(rivus_core::error_policy::ErrorPolicy::Fail, true)
+            c.context(rivus_sdk::error_policy::ErrorPolicy::Fail, true)
                 .metadata,
         )
     };

@@ -119,7 +119,7 @@ pub(crate) fn graph(config: &crate::config::PipelineConfig) -> serde_json::Value
 struct Server {
     snapshot: Arc<Snapshot>,
     token: Option<Token>,
-    stop: rivus_core::JobHandle,
+    stop: rivus_sdk::JobHandle,
 }
 
 /// Binds `addr` (an error names it) and serves until the process ends.
@@ -127,7 +127,7 @@ pub(crate) async fn serve(
     addr: SocketAddr,
     token: Option<Token>,
     snapshot: Arc<Snapshot>,
-    stop: rivus_core::JobHandle,
+    stop: rivus_sdk::JobHandle,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await

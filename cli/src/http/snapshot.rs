@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use rivus_core::{CheckpointHistory, RestartStatus, Stall};
+use rivus_sdk::{CheckpointHistory, RestartStatus, Stall};
 
 use super::prom::{self, Sample};
 use crate::counted::Counts;

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use rivus_core::error_policy::DeadLetterQueue;
-use rivus_core::Result;
 use rivus_pipeline_file::{
     DestinationSection, Health, SectionContext, SectionMetrics, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
+use rivus_sdk::error_policy::DeadLetterQueue;
+use rivus_sdk::Result;
 
 /// A parsed `[source]` of any type.
 #[async_trait]

@@ -351,7 +351,7 @@ fn resolve<T: ?Sized>(
 }
 
 /// Whether an option of a section names the record's metadata: a template field `{%…}`, or a
-/// field written `%…` (see `rivus_core::metadata`).
+/// field written `%…` (see `rivus_sdk::metadata`).
 fn names_metadata(v: &toml::Value) -> bool {
     match v {
         toml::Value::String(s) => s.starts_with('%') || s.contains("{%"),

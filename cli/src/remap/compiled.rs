@@ -103,7 +103,7 @@ pub(crate) fn run_chain(links: &[Link], mut record: Value, out: &mut Vec<Ran>) {
     // No program names `%`: the metadata goes around them as it came, never converted.
     let aside = match links.iter().any(|l| l.program.names_metadata) {
         true => None,
-        false => rivus_core::metadata::take(&mut record),
+        false => rivus_sdk::metadata::take(&mut record),
     };
     let start = out.len();
     run_links(links, target(record), out);
@@ -116,7 +116,7 @@ pub(crate) fn run_chain(links: &[Link], mut record: Value, out: &mut Vec<Ran>) {
             false => meta.clone(),
         };
         if let (Ran::Record(v) | Ran::Failed { record: v, .. }, Some(m)) = (r, m) {
-            rivus_core::metadata::put(v, m);
+            rivus_sdk::metadata::put(v, m);
         }
     }
 }
@@ -181,7 +181,7 @@ fn record_of(value: &Vrl, metadata: &Vrl) -> Result<Value, String> {
     let mut record = value::from_vrl(value)?;
     if !matches!(metadata, Vrl::Object(m) if m.is_empty()) {
         let meta = value::from_vrl(metadata).map_err(|e| format!("`%`: {e}"))?;
-        rivus_core::metadata::put(&mut record, meta);
+        rivus_sdk::metadata::put(&mut record, meta);
     }
     Ok(record)
 }
@@ -194,7 +194,7 @@ fn json_or_text(value: &Vrl, metadata: &Vrl) -> Value {
 
 /// A record as VRL's target: its value `.`, its metadata (`@metadata`) `%`, no secrets.
 fn target(mut record: Value) -> TargetValue {
-    let metadata = rivus_core::metadata::take(&mut record);
+    let metadata = rivus_sdk::metadata::take(&mut record);
     TargetValue {
         value: value::to_vrl(record),
         metadata: metadata.map_or_else(|| Vrl::Object(Default::default()), value::to_vrl),
@@ -204,7 +204,7 @@ fn target(mut record: Value) -> TargetValue {
 
 /// [`target`] of a record the caller keeps.
 fn target_ref(record: &Value) -> TargetValue {
-    let key = rivus_core::metadata::KEY;
+    let key = rivus_sdk::metadata::KEY;
     match record {
         Value::Object(m) if m.contains_key(key) => TargetValue {
             value: Vrl::Object(

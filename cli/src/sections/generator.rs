@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use rivus_core::prelude::*;
 use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
+use rivus_sdk::prelude::*;
 
 /// `[source] type = "generator"`.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]

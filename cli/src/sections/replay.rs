@@ -7,9 +7,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
 use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SourcePlan, SourceSection};
+use rivus_sdk::error_policy::{DeadLetter, ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
 
 /// `[source] type = "dead-letters"`.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]

@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::prelude::*;
 use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
+use rivus_sdk::prelude::*;
 
 /// `[sink] type = "stdout"`: no settings.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
@@ -59,7 +59,7 @@ impl SinkFunction<Value> for StdoutSink {
     async fn invoke(&mut self, value: Value, _: &SinkContext) -> Result<()> {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        let value = rivus_core::metadata::without(&value);
+        let value = rivus_sdk::metadata::without(&value);
         writeln!(out, "{value}").map_err(|e| Error::io("writing to stdout", e))
     }
 }

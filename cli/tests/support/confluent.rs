@@ -98,11 +98,11 @@ pub(crate) async fn send_raw(kafka: &str, topic: &str, payloads: &[Vec<u8>]) {
 }
 
 /// The dead letters in the file `name` of `dir`.
-pub(crate) fn letters(dir: &Path, name: &str) -> Vec<rivus_core::error_policy::DeadLetter> {
+pub(crate) fn letters(dir: &Path, name: &str) -> Vec<rivus_sdk::error_policy::DeadLetter> {
     std::fs::read_to_string(dir.join(name))
         .unwrap()
         .lines()
-        .map(|l| rivus_core::error_policy::DeadLetter::from_json(l.as_bytes()).unwrap())
+        .map(|l| rivus_sdk::error_policy::DeadLetter::from_json(l.as_bytes()).unwrap())
         .collect()
 }
 

@@ -2,8 +2,8 @@
 //! the row's key (naming each other when the write lacks values), and the refusal of a
 //! TRUNCATE.
 
-use rivus_core::change::{MOVED_FROM, MOVED_TO};
-use rivus_core::Error;
+use rivus_sdk::change::{MOVED_FROM, MOVED_TO};
+use rivus_sdk::Error;
 
 use crate::event::Op;
 use crate::lsn::Lsn;

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use serde_json::Value;
 
-use rivus_core::runtime::SourceContext;
-use rivus_core::Result;
+use rivus_sdk::runtime::SourceContext;
+use rivus_sdk::Result;
 
 use super::changes::Step;
 use super::progress::{TableProgress, Upto};
@@ -212,7 +212,7 @@ impl KeyOrder {
                     wire_error(format!("postgres-cdc: the type of {}.{col}", t.table), e)
                 })?;
             let ty = rows.text(0, "ty").ok_or_else(|| {
-                rivus_core::Error::connector(
+                rivus_sdk::Error::connector(
                     "postgres-cdc",
                     format!("key column `{col}` of {} is gone", t.table),
                 )

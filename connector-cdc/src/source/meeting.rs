@@ -8,7 +8,7 @@
 //!
 //! The meeting lives in the operator's [`subtasks_shared`] map: one per attempt of the job.
 //!
-//! [`subtasks_shared`]: rivus_core::context::RuntimeContext::subtasks_shared
+//! [`subtasks_shared`]: rivus_sdk::context::RuntimeContext::subtasks_shared
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ pub(crate) struct Meeting(watch::Sender<Seen>);
 
 impl Meeting {
     /// The operator's meeting.
-    pub(crate) fn of(shared: &rivus_core::TaskShared) -> Arc<Meeting> {
+    pub(crate) fn of(shared: &rivus_sdk::TaskShared) -> Arc<Meeting> {
         shared.get_or_insert_with(|| Meeting(watch::channel(Seen::default()).0))
     }
 
@@ -136,7 +136,7 @@ mod tests {
 
     #[tokio::test]
     async fn subtask_zero_learns_when_every_reader_is_read_and_past_a_barrier() {
-        let shared = rivus_core::TaskShared::default();
+        let shared = rivus_sdk::TaskShared::default();
         let m = Meeting::of(&shared);
         m.announce(Round {
             name: "snap".into(),

@@ -28,10 +28,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use rivus_core::context::{CompletedCheckpoints, RuntimeContext};
-use rivus_core::function::{RichFunction, SourceFunction};
-use rivus_core::runtime::{CheckpointEvent, SourceContext};
-use rivus_core::{DeliveryGuarantee, Error, Restored, Result};
+use rivus_sdk::context::{CompletedCheckpoints, RuntimeContext};
+use rivus_sdk::function::{RichFunction, SourceFunction};
+use rivus_sdk::runtime::{CheckpointEvent, SourceContext};
+use rivus_sdk::{DeliveryGuarantee, Error, Restored, Result};
 
 pub use progress::{Range, SnapshotProgress, TableProgress, Upto};
 
@@ -118,7 +118,7 @@ pub(crate) struct Settings {
 #[derive(Debug, Clone)]
 pub struct PostgresCdcSource {
     pub(crate) s: Settings,
-    pub(crate) metrics: Option<rivus_core::context::MetricsGroup>,
+    pub(crate) metrics: Option<rivus_sdk::context::MetricsGroup>,
     pub(crate) subtask: usize,
     /// Subtasks reading the snapshot: all of them with checkpoints, subtask 0 alone without
     /// (only a completed checkpoint proves another subtask's rows went through the job).
@@ -184,7 +184,7 @@ impl PostgresCdcSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// When to read the tables whole (default [`SnapshotMode::Initial`]).
         snapshot(mode: SnapshotMode) => s.snapshot;
 
@@ -289,7 +289,7 @@ impl PostgresCdcSource {
         slot::report(&self.s).await
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The same source reading another publication (for tests of refusals and tools).
         with_publication(publication: impl Into<String>) => s.publication = publication.into();
     }

@@ -3,7 +3,7 @@
 //! with about as many rows each — the bounds found by the database inside the snapshot, in
 //! one pass over the keys (`row_number()` in key order), before any row is read.
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::progress::TableProgress;
 use super::slot::{ident, literal};

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use rivus_core::runtime::SourceContext;
-use rivus_core::Result;
+use rivus_sdk::runtime::SourceContext;
+use rivus_sdk::Result;
 
 use super::meeting::{Meeting, Round};
 use super::{plan, snapshot, CdcState, PostgresCdcSource, SnapshotProgress};

@@ -2,7 +2,7 @@
 //! tables — checked at start with errors that say what is missing and how to add it, and the
 //! slot's creation (with an exported snapshot when the tables are to be read whole).
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::error::wire_error;
 use crate::lsn::Lsn;

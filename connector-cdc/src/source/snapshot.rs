@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use rivus_core::runtime::SourceContext;
-use rivus_core::{Error, Result};
+use rivus_sdk::runtime::SourceContext;
+use rivus_sdk::{Error, Result};
 
 use super::progress::{Range, Upto};
 use super::slot::{ident, literal};
@@ -176,7 +176,7 @@ pub(crate) async fn read(
                     db: &s.params.dbname,
                     lsn: at,
                     xid: 0,
-                    ts_ms: rivus_core::calendar::now_ms(),
+                    ts_ms: rivus_sdk::calendar::now_ms(),
                     snapshot: "true",
                 };
                 let record = event::record(

@@ -10,8 +10,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::Value;
 
-use rivus_core::runtime::{CheckpointEvent, SourceContext, Waited};
-use rivus_core::{Error, Result};
+use rivus_sdk::runtime::{CheckpointEvent, SourceContext, Waited};
+use rivus_sdk::{Error, Result};
 
 use super::changes::{truncated, update, Step};
 use super::filter::{in_snapshot, mend_move, read_of, KeyOrder};

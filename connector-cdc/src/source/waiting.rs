@@ -42,7 +42,7 @@ pub(crate) async fn naming_blockers<F: Future>(s: &Settings, slot: &str, creatin
 /// The transactions with an id, other than this session's, that began before the wait: prepared
 /// ones by their global id (with `ROLLBACK PREPARED` or `COMMIT PREPARED` to end them) and open
 /// ones by backend pid.
-async fn blockers(s: &Settings) -> rivus_core::Result<Vec<String>> {
+async fn blockers(s: &Settings) -> rivus_sdk::Result<Vec<String>> {
     let mut c = Connection::connect(&s.params, false, s.timeout)
         .await
         .map_err(|e| crate::error::wire_error("postgres-cdc: connecting", e))?;

@@ -342,7 +342,7 @@ fn tls_config(p: &ConnParams) -> Result<rustls::ClientConfig, WireError> {
                 .map_err(|e| bad(ca, &e))?;
         }
     }
-    let provider = Arc::new(rivus_core::tls::crypto_provider());
+    let provider = Arc::new(rivus_sdk::tls::crypto_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| bad("TLS", &e))?

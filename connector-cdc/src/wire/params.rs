@@ -2,7 +2,7 @@
 //! database and the TLS parameters libpq users know (`sslmode`, `sslrootcert`, `sslcert`,
 //! `sslkey`). `Debug` hides the password.
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// TLS to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl ConnParams {
         let bad = |m: &str| {
             Error::config(
                 path,
-                format!("{m} (in {})", rivus_core::secrets::redact_url(url)),
+                format!("{m} (in {})", rivus_sdk::secrets::redact_url(url)),
             )
         };
         let rest = url

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rivus_connector_cdc::{Envelope, PostgresCdcSource, PostgresCdcSourceBuilder};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, unique_name, Service};
 use rivus_testkit::{TransactionalSink, TxnStore};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::*;
 

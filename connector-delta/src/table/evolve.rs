@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use std::sync::Arc;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::commit::{outcome_of, Outcome};
 use super::*;

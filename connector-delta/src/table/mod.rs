@@ -24,8 +24,8 @@ use object_store::{DynObjectStore, ObjectStoreExt};
 use url::Url;
 
 use rivus_connector_files::{Column, Publish, Recoverable};
-use rivus_core::prelude::RuntimeContext;
-use rivus_core::{Error, Result};
+use rivus_sdk::prelude::RuntimeContext;
+use rivus_sdk::{Error, Result};
 
 use crate::checkpoint::Checkpoints;
 use crate::columns::{columns_of, schema_of};

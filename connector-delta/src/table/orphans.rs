@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rivus_connector_files::Orphan;
-use rivus_core::Result;
+use rivus_sdk::Result;
 
 use super::*;
 

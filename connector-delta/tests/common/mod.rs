@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
 use rivus_connector_files::{Column, ColumnType, FilesSinkBuilder, S3Options};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};

@@ -7,7 +7,7 @@
 use std::cmp::Ordering;
 
 use reqwest::Method;
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 use serde_json::{json, Value};
 
 use crate::client::{encode_segment, EsClient};

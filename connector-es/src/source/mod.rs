@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 use serde_json::{json, Value};
 
 use crate::client::EsClient;
@@ -47,7 +47,7 @@ pub struct EsSourceBuilder {
 }
 
 impl EsSourceBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Connection settings.
         /// The index (or pattern / alias) to read.
         index(index: impl Into<String>) => s.index = index.into();
@@ -65,7 +65,7 @@ impl EsSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Documents per search request (default 1000).
         page_size(n: usize) => s.page_size;
 

@@ -5,7 +5,7 @@
 
 use reqwest::Method;
 use rivus_connector_es::{DocRequest, EsClient, EsConfig, EsSink};
-use rivus_core::schema::SchemaError;
+use rivus_sdk::schema::SchemaError;
 use rivus_testkit::run_sequence_into;
 use serde_json::{json, Value};
 

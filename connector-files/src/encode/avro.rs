@@ -12,8 +12,8 @@ use std::io::Write;
 use apache_avro::types::Value as Avro;
 use serde_json::{json, Value};
 
-use rivus_core::calendar;
-use rivus_core::{Error, Result};
+use rivus_sdk::calendar;
+use rivus_sdk::{Error, Result};
 
 use super::schema::{ColumnType, Schema};
 use super::Rejected;
@@ -110,7 +110,7 @@ impl AvroEncoder {
         // A sync marker per file, from its name and the time.
         let mut sync = [0u8; 16];
         let a = crc32fast::hash(seed.as_bytes()).to_le_bytes();
-        let b = (rivus_core::calendar::now_ms() as u64).to_le_bytes();
+        let b = (rivus_sdk::calendar::now_ms() as u64).to_le_bytes();
         let c = crc32fast::hash(format!("{seed}/sync").as_bytes()).to_le_bytes();
         sync[..4].copy_from_slice(&a);
         sync[4..12].copy_from_slice(&b);

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// How a line format is compressed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::compress::{Compression, Frames};
 use super::{Rejected, Schema};

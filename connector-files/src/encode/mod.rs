@@ -13,7 +13,7 @@ mod schema;
 
 use serde_json::Value;
 
-use rivus_core::Result;
+use rivus_sdk::Result;
 
 pub use avro::AvroCodec;
 pub use compress::Compression;

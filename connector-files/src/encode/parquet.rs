@@ -14,7 +14,7 @@ use parquet::file::metadata::{FileMetaData, ParquetMetaData, ParquetMetaDataWrit
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::Value;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::{Rejected, Schema};
 
@@ -154,8 +154,9 @@ impl ParquetEncoder {
             groups,
         );
         let mut footer = Vec::new();
+        // No page index locations to carry: the writer makes neither offset nor column
+        // indexes (chunk statistics only, offset index disabled above).
         ParquetMetaDataWriter::new(&mut footer, &meta)
-            .with_preserve_page_index_locations(false)
             .finish()
             .map_err(bad)?;
         Ok(footer)

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, TimeUnit};
 use serde_json::{Map, Value};
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// The Arrow field metadata Parquet's writer turns into the column's `field_id`.
 const FIELD_ID: &str = "PARQUET:field_id";
@@ -211,7 +211,7 @@ impl Schema {
                     let ms = n
                         .as_i64()
                         .ok_or_else(|| format!("column `{}`: {n} is not milliseconds", c.name))?;
-                    Value::String(rivus_core::calendar::instant(ms, 1000, 3, true))
+                    Value::String(rivus_sdk::calendar::instant(ms, 1000, 3, true))
                 }
                 (_, v) => v.clone(),
             };

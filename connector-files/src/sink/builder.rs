@@ -3,15 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::{Error, Result};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::{Error, Result};
 
 use super::{FilesSink, Settings};
 use crate::encode::{Column, FileFormat, ParquetCompression, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::PathTemplate;
 use crate::publish::Publish;
-use rivus_core::SchemaEvolution;
+use rivus_sdk::SchemaEvolution;
 
 const MIB: u64 = 1 << 20;
 
@@ -54,7 +54,7 @@ impl FilesSinkBuilder {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The S3 endpoint, region, keys and addressing.
         s3(o: S3Options) => s3;
 
@@ -83,7 +83,7 @@ impl FilesSinkBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The partition directory template (default none: files at the top), e.g.
         /// `dt={event_time:%Y-%m-%d}/` (see [`PathTemplate`]).
         path(template: impl Into<String>) => path = template.into();

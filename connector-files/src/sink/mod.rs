@@ -25,17 +25,17 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::two_phase::{Committer, TwoPhaseCommit};
-use rivus_core::Share;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::two_phase::{Committer, TwoPhaseCommit};
+use rivus_sdk::Share;
 
 use crate::encode::{Column, ColumnType, Encoder, FileFormat, Schema, SchemaSource};
 use crate::location::{Location, S3Options};
 use crate::path::{file_name, PathTemplate};
 use crate::publish::{Layout, Publish};
 use crate::staging::{LocalStaging, Recoverable, S3Staging, Staging};
-use rivus_core::SchemaEvolution;
+use rivus_sdk::SchemaEvolution;
 
 pub use builder::FilesSinkBuilder;
 use open_file::OpenFile;
@@ -278,7 +278,7 @@ impl RichFunction for FilesSink {
         self.checkpointing = ctx.is_checkpointing_enabled();
         self.attempt = ctx
             .subtasks_shared()
-            .get_or_insert_with(|| Attempt(format!("{:013}", rivus_core::calendar::now_ms())))
+            .get_or_insert_with(|| Attempt(format!("{:013}", rivus_sdk::calendar::now_ms())))
             .0
             .clone();
         let job = ctx.job_name().replace(['/', ' '], "_");
@@ -587,7 +587,7 @@ impl FilesSink {
         // What is written: each record without its metadata (which a path may read), as
         // the table's files hold it.
         let mut written: Vec<std::borrow::Cow<'_, Value>> =
-            values.iter().map(rivus_core::metadata::without).collect();
+            values.iter().map(rivus_sdk::metadata::without).collect();
         let mut dropped = vec![false; values.len()];
         if let Some(table) = self.s.publish.clone() {
             for (i, w) in written.iter_mut().enumerate() {

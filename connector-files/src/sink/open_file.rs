@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use serde_json::Value;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::encode::{Encoder, Rejected};
 use crate::staging::{Recoverable, Staging, Upload};

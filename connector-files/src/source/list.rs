@@ -8,7 +8,7 @@ use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::error::store_error;
 

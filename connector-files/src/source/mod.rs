@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
 
 use crate::location::{Location, S3Options};
 use list::Files;
@@ -49,7 +49,7 @@ struct Settings {
 pub struct FilesSource {
     s: Arc<Settings>,
     files: Option<Files>,
-    share: rivus_core::Share,
+    share: rivus_sdk::Share,
     errors: Option<ErrorHandler>,
 }
 
@@ -79,7 +79,7 @@ impl FilesSource {
 }
 
 impl FilesSourceBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The S3 endpoint, region, keys and addressing.
         s3(o: S3Options) => s.s3;
 
@@ -105,7 +105,7 @@ impl FilesSourceBuilder {
         Ok(FilesSource {
             s: Arc::new(self.s),
             files: None,
-            share: rivus_core::Share::whole(),
+            share: rivus_sdk::Share::whole(),
             errors: None,
         })
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 /// What a file holds, by the source's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

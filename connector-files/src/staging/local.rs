@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::{Recoverable, Upload};
 

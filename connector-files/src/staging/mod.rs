@@ -21,7 +21,7 @@ use std::sync::Arc;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use rivus_core::Result;
+use rivus_sdk::Result;
 
 pub(crate) use local::LocalStaging;
 pub(crate) use s3::S3Staging;

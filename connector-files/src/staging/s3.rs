@@ -13,7 +13,7 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::{Recoverable, Upload};
 use rivus_aws::s3::S3Client;

@@ -4,7 +4,7 @@
 //! [`rivus_aws::sigv4`].
 
 use rivus_aws::sigv4::{self, Credentials, Request};
-use rivus_core::{Error, Fault, Result};
+use rivus_sdk::{Error, Fault, Result};
 
 use rivus_aws::s3::S3Client;
 

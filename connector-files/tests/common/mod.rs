@@ -15,7 +15,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt};
 use rivus_connector_files::{FilesSink, FilesSinkBuilder, S3Options};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
 use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};

@@ -22,8 +22,8 @@ use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use tokio::sync::oneshot;
 
 use rivus_connector_files::{Location, Recoverable};
-use rivus_core::error::Fault;
-use rivus_core::{Error, Result};
+use rivus_sdk::error::Fault;
+use rivus_sdk::{Error, Result};
 
 use super::IcebergTable;
 use crate::error::iceberg_error;

@@ -9,7 +9,7 @@ use iceberg::transaction::AddColumn;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
 use rivus_connector_files::{Column, ColumnType};
-use rivus_core::Result;
+use rivus_sdk::Result;
 
 use super::IcebergTable;
 use crate::columns::{json_names, json_value, type_of, JSON_COLUMNS};

@@ -13,8 +13,8 @@ use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
 use rivus_connector_files::{Column, Layout, Location, Publish, Recoverable, S3Options};
-use rivus_core::prelude::RuntimeContext;
-use rivus_core::{Error, Result};
+use rivus_sdk::prelude::RuntimeContext;
+use rivus_sdk::{Error, Result};
 
 use crate::catalog::CatalogOptions;
 use crate::columns::{columns_of, json_value, schema_of, JSON_COLUMNS};

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use futures::StreamExt;
 
 use rivus_connector_files::Orphan;
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::IcebergTable;
 use crate::error::iceberg_error;

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use rivus_core::bulk::BulkConfig;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::schema::SchemaError;
-use rivus_core::template::Template;
-use rivus_core::{DeliveryGuarantee, Error, Result};
+use rivus_sdk::bulk::BulkConfig;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::template::Template;
+use rivus_sdk::{DeliveryGuarantee, Error, Result};
 
 use super::{JdbcSink, RowChange};
 use crate::config::JdbcConfig;
@@ -45,7 +45,7 @@ pub(super) struct Settings {
 #[derive(Debug)]
 pub struct JdbcSinkBuilder {
     s: Settings,
-    tls: rivus_core::tls::TlsFiles,
+    tls: rivus_sdk::tls::TlsFiles,
 }
 
 impl JdbcSinkBuilder {
@@ -63,7 +63,7 @@ impl JdbcSinkBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Insert (default), upsert, or your own statement ([`WriteMode::Statement`]; or use
         /// [`JdbcSink::with_statement`]).
         mode(mode: WriteMode) => s.mode;
@@ -113,7 +113,7 @@ impl JdbcSinkBuilder {
         /// record (the error policy), named by column.
         bytes_encoding(text: BytesText) => s.bytes_text = Some(text);
 
-        /// Read records as change records ([`rivus_core::change::Change`]: flat with `__deleted`,
+        /// Read records as change records ([`rivus_sdk::change::Change`]: flat with `__deleted`,
         /// or Debezium's envelope), as a change-data-capture source emits them: writes are
         /// upserted, deletes delete by key, and a column a change did not carry (PostgreSQL's
         /// unchanged TOASTed values, marked with Debezium's placeholder) keeps its value — the
@@ -267,8 +267,8 @@ impl JdbcSinkBuilder {
                 ));
             }
             return self.build_any(|v: &Value| {
-                use rivus_core::change::Change;
-                match Change::of(&rivus_core::metadata::without(v)) {
+                use rivus_sdk::change::Change;
+                match Change::of(&rivus_sdk::metadata::without(v)) {
                     Ok(Change::Write {
                         row,
                         unchanged,
@@ -294,7 +294,7 @@ impl JdbcSinkBuilder {
         self.build_any(|v: &Value| match v {
             Value::Object(row) => {
                 let mut row = row.clone();
-                row.remove(rivus_core::metadata::KEY);
+                row.remove(rivus_sdk::metadata::KEY);
                 Ok(RowChange::Write(row))
             }
             other => Err(SchemaError::new(

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use rivus_core::bulk::{BulkProcessor, NoopListener};
-use rivus_core::error_policy::ErrorHandler;
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
-use rivus_core::{CompletedCheckpoints, Restored};
+use rivus_sdk::bulk::{BulkProcessor, NoopListener};
+use rivus_sdk::error_policy::ErrorHandler;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::{CompletedCheckpoints, Restored};
 
 use crate::db::Pool;
 use crate::statement::WriteMode;
@@ -72,7 +72,7 @@ enum Delivery {
     /// kept in a table, written in the rows' transaction at each barrier.
     Positions {
         table: Arc<positions::PositionsTable>,
-        link: Arc<rivus_core::PositionsInSink>,
+        link: Arc<rivus_sdk::PositionsInSink>,
     },
 }
 
@@ -114,7 +114,7 @@ impl Delivery {
                 ));
             }
             Delivery::Positions { table, link } => {
-                link.set_store(Arc::clone(table) as Arc<dyn rivus_core::PositionStore>);
+                link.set_store(Arc::clone(table) as Arc<dyn rivus_sdk::PositionStore>);
             }
         }
     }
@@ -319,7 +319,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
                 .await?;
                 let link = ctx
                     .task_shared()
-                    .get_or_insert_with(rivus_core::PositionsInSink::default);
+                    .get_or_insert_with(rivus_sdk::PositionsInSink::default);
                 tracing::info!(sink = %ctx.display_name(), table = %s.positions_table,
                     "jdbc sink: the source's positions commit in this sink's transactions");
                 Delivery::Positions {
@@ -344,7 +344,7 @@ impl<T: Send + 'static> RichFunction for JdbcSink<T> {
             refused: metrics.counter("rivus_jdbc_rows_refused_total"),
             deadline: s.statement_timeout,
         });
-        let template = rivus_core::template::Template::parse(&s.table)
+        let template = rivus_sdk::template::Template::parse(&s.table)
             .map_err(|e| Error::config("table", e))?;
         let fixed = template.fixed().map(str::to_owned);
         let mut tables = Tables::new(Arc::clone(&s), template, pool.clone());

@@ -2,7 +2,7 @@
 //! barrier, committing it in one phase (with the source's positions, or at the end of a job
 //! without checkpoints), dropping it, and altering a table inside it (schema evolution).
 
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 use super::positions::PositionsTable;
 use super::writer::Writer;
@@ -58,7 +58,7 @@ impl Writer {
             return Ok(None);
         };
         let preparing = prepared.prepare(open.conn, open.xid, checkpoint);
-        rivus_core::activity::bounded(self.deadline, "jdbc: PREPARE TRANSACTION", preparing)
+        rivus_sdk::activity::bounded(self.deadline, "jdbc: PREPARE TRANSACTION", preparing)
             .await
             .unwrap_or_else(|| {
                 Err(crate::error::sql_error(
@@ -88,7 +88,7 @@ impl Writer {
     pub(super) async fn commit_positions(
         &self,
         table: &PositionsTable,
-        positions: &rivus_core::Positions,
+        positions: &rivus_sdk::Positions,
     ) -> Result<()> {
         let Some((prepared, slot)) = &self.txn else {
             return Ok(());
@@ -116,7 +116,7 @@ impl Writer {
                 .map_err(|e| crate::error::sql_error("jdbc sink: committing", &e))
         };
         let label = "jdbc: COMMIT (rows and positions)";
-        let done = rivus_core::activity::bounded(self.deadline, label, work)
+        let done = rivus_sdk::activity::bounded(self.deadline, label, work)
             .await
             .unwrap_or_else(|| {
                 Err(crate::error::sql_error(

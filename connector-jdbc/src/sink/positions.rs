@@ -1,7 +1,7 @@
 //! Exactly-once across workers: the positions of a Kafka source in group mode kept in a table
 //! of the sink's database, written in the same transaction as the rows read before them and
-//! committed with them at each checkpoint's barrier (rivus-core's
-//! [`positions_store`](rivus_core::positions_store)).
+//! committed with them at each checkpoint's barrier (rivus-sdk's
+//! [`positions_store`](rivus_sdk::positions_store)).
 //!
 //! One row per sink and partition: `(sink, partition_key, position, owner)`. A worker that is
 //! assigned a partition *claims* it — sets itself as the owner and reads the position, in one
@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use rivus_core::{Error, PositionStore, Positions, Result};
+use rivus_sdk::{Error, PositionStore, Positions, Result};
 
 use crate::db::{Conn, Pool};
 use crate::dialect::Dialect;
@@ -140,7 +140,7 @@ impl PositionsTable {
             }
         };
         let label = "jdbc: claiming partitions in the positions table";
-        rivus_core::activity::bounded(self.deadline, label, claiming)
+        rivus_sdk::activity::bounded(self.deadline, label, claiming)
             .await
             .unwrap_or_else(|| Err(timed_out(self.deadline)))
             .map_err(|e| {

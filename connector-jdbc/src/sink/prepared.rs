@@ -25,8 +25,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use rivus_core::two_phase::{Committer, TwoPhaseCommit};
-use rivus_core::{CompletedCheckpoints, Error, Restored, Result, RuntimeContext, Share};
+use rivus_sdk::two_phase::{Committer, TwoPhaseCommit};
+use rivus_sdk::{CompletedCheckpoints, Error, Restored, Result, RuntimeContext, Share};
 
 use crate::db::{Conn, Pool};
 use crate::dialect::Dialect;
@@ -276,13 +276,13 @@ impl Prepared {
                 format!("no answer from the database within {limit:?}"),
             )
         };
-        let mut txns = rivus_core::activity::bounded(deadline, "jdbc: COMMIT PREPARED", async {
+        let mut txns = rivus_sdk::activity::bounded(deadline, "jdbc: COMMIT PREPARED", async {
             self.txns.lock().await
         })
         .await
         .ok_or_else(|| no_answer(deadline))?;
         let limit = deadline * txns.pending_up_to(checkpoint).max(1) as u32;
-        rivus_core::activity::bounded(
+        rivus_sdk::activity::bounded(
             limit,
             "jdbc: COMMIT PREPARED",
             txns.commit_up_to(checkpoint),

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::change::Change;
 use crate::statement::{Plan, WriteMode};
@@ -266,13 +266,13 @@ fn old_key(plan: &Plan, from: &Row) -> std::result::Result<Vec<SqlValue>, String
             match from.get(&c.name) {
                 None | Some(Value::Null) => Err(format!(
                     "the key change's old key (`{}`) has no `{}`",
-                    rivus_core::change::MOVED_FROM,
+                    rivus_sdk::change::MOVED_FROM,
                     c.name
                 )),
                 Some(v) => SqlValue::convert_owned(v.clone(), c.class).map_err(|(e, _)| {
                     format!(
                         "the key change's old key (`{}`), column `{}`: {e}",
-                        rivus_core::change::MOVED_FROM,
+                        rivus_sdk::change::MOVED_FROM,
                         c.name
                     )
                 }),

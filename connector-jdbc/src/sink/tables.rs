@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use rivus_core::template::Template;
-use rivus_core::Result;
+use rivus_sdk::template::Template;
+use rivus_sdk::Result;
 
 use super::builder::Settings;
 use super::rows::{self, RowChange};

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use rivus_core::bulk::{BulkSender, SendOutcome};
-use rivus_core::error_policy::ErrorHandler;
-use rivus_core::prelude::*;
+use rivus_sdk::bulk::{BulkSender, SendOutcome};
+use rivus_sdk::error_policy::ErrorHandler;
+use rivus_sdk::prelude::*;
 
 use super::net::{distinct_keys, net_changes};
 use super::prepared::Prepared;
@@ -106,7 +106,7 @@ impl Writer {
         label: &'static str,
         fut: impl std::future::Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
-        rivus_core::activity::bounded(self.deadline, label, fut)
+        rivus_sdk::activity::bounded(self.deadline, label, fut)
             .await
             .unwrap_or_else(|| Err(timed_out(self.deadline).into()))
     }
@@ -148,7 +148,7 @@ impl Writer {
             .enumerate()
             .map(|(i, (c, v))| {
                 let v = if change.kept.binary_search(&i).is_ok() {
-                    serde_json::Value::from(rivus_core::change::UNCHANGED)
+                    serde_json::Value::from(rivus_sdk::change::UNCHANGED)
                 } else {
                     v.to_json()
                 };

@@ -19,10 +19,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
-use rivus_core::Restored;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
+use rivus_sdk::Restored;
 
 use crate::db::Pool;
 use crate::dialect::Dialect;
@@ -75,7 +75,7 @@ type Decode<T> = dyn Fn(Row) -> Result<T, SchemaError> + Send + Sync;
 #[derive(Debug)]
 pub struct JdbcSourceBuilder {
     s: Settings,
-    tls: rivus_core::tls::TlsFiles,
+    tls: rivus_sdk::tls::TlsFiles,
 }
 
 impl JdbcSourceBuilder {
@@ -112,7 +112,7 @@ impl JdbcSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Continuous: poll every `interval` for rows after the last position (the default, with
         /// 1 s).
         continuous(interval: Duration) => s.mode = Mode::Continuous { poll: interval };

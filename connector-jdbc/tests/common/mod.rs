@@ -2,7 +2,7 @@
 //! temporary file) and plain sqlx access to set up tables and read them back.
 #![allow(dead_code)]
 
-use rivus_core::tls::TlsFiles;
+use rivus_sdk::tls::TlsFiles;
 use rivus_testkit::services::{require, tls_dir, Service};
 use sqlx::{Connection, Executor, Row};
 

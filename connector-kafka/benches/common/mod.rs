@@ -76,7 +76,7 @@ impl rivus_connector_kafka::KafkaDeserializer<usize> for Len {
     fn deserialize(
         &self,
         r: &rivus_connector_kafka::KafkaRecord<'_>,
-    ) -> Result<usize, rivus_core::schema::SchemaError> {
+    ) -> Result<usize, rivus_sdk::schema::SchemaError> {
         Ok(r.value.map_or(0, <[u8]>::len))
     }
 }
@@ -104,7 +104,7 @@ pub(crate) async fn read_to_end(
         .build(Len)
         .unwrap();
     let count = rivus_testkit::CountingSink::new();
-    let job = rivus_core::Pipeline::new(name)
+    let job = rivus_sdk::Pipeline::new(name)
         .source("kafka", 1, |_| source.clone())
         .sink("null", 1, |_| count.clone())
         .unwrap();
@@ -121,7 +121,7 @@ impl rivus_connector_kafka::KafkaDeserializer<rivus_connector_kafka::OutRecord> 
     fn deserialize(
         &self,
         r: &rivus_connector_kafka::KafkaRecord<'_>,
-    ) -> Result<rivus_connector_kafka::OutRecord, rivus_core::schema::SchemaError> {
+    ) -> Result<rivus_connector_kafka::OutRecord, rivus_sdk::schema::SchemaError> {
         Ok(rivus_connector_kafka::OutRecord {
             key: r.key.map(<[u8]>::to_vec),
             value: r.value.map(<[u8]>::to_vec),

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rivus_connector_kafka::{
     KafkaRecord, KafkaSink, KafkaSource, OutRecord, StartOffsets, StopOffsets, TxnStep,
 };
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 /// Key and value, copied as they are.
 fn copy(r: &KafkaRecord<'_>) -> Result<OutRecord, SchemaError> {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use super::txn::{TxnSettings, TxnStep};
 use super::KafkaSink;
@@ -41,7 +41,7 @@ impl std::fmt::Debug for KafkaSinkBuilder {
 }
 
 impl KafkaSinkBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The topic of records that do not name one.
         topic(topic: impl Into<String>) => s.topic = Some(topic.into());
 

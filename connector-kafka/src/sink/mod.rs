@@ -12,8 +12,8 @@ mod wal;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::error_policy::ErrorHandler;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorHandler;
+use rivus_sdk::prelude::*;
 
 pub use producer::PRODUCER_QUEUE;
 pub use txn::{PendingTxn, TxnHook, TxnStep};
@@ -22,7 +22,7 @@ pub use wal::WalRef;
 use crate::record::KafkaSerializer;
 use offsets_txn::OffsetsTxn;
 use producer::ProducerHandle;
-use rivus_core::two_phase::TwoPhaseCommit;
+use rivus_sdk::two_phase::TwoPhaseCommit;
 use txn::TxnManager;
 
 pub use builder::KafkaSinkBuilder;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::producer::{ProducerHandle, BEGIN_TIMEOUT, INIT_TIMEOUT};
 use super::txn::{TxnHook, TxnStep};

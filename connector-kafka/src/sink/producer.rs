@@ -12,7 +12,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, ClientContext};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use crate::config::set_unless_given;
 use crate::record::OutRecord;
@@ -215,8 +215,7 @@ impl ProducerHandle {
                                 }
                                 _ => stalled = Some((delivered, now)),
                             }
-                            let _waiting =
-                                rivus_core::activity::waiting("kafka: send (queue full)");
+                            let _waiting = rivus_sdk::activity::waiting("kafka: send (queue full)");
                             let _ = tokio::time::timeout(Duration::from_millis(100), room).await;
                         }
                         Err((e, _)) => break Err(e),
@@ -244,7 +243,7 @@ impl ProducerHandle {
     /// Here librdkafka is only told to send what lingers at once (a flush with no wait), and
     /// the delivery reports themselves wake the waiter.
     pub(super) async fn flush(&self, timeout: Duration) -> Result<()> {
-        let _waiting = rivus_core::activity::waiting("kafka: flush (delivery reports)");
+        let _waiting = rivus_sdk::activity::waiting("kafka: flush (delivery reports)");
         let d = &self.deliveries;
         let target = d.sent.load(Ordering::Acquire);
         // A flush without waiting: librdkafka sends what lingers now; it reports a time-out
@@ -318,7 +317,7 @@ impl ProducerHandle {
             + 'static,
     ) -> Result<R> {
         let producer = Arc::clone(&self.producer);
-        let _waiting = rivus_core::activity::waiting(format!("kafka: {what}"));
+        let _waiting = rivus_sdk::activity::waiting(format!("kafka: {what}"));
         let call = tokio::task::spawn_blocking(move || f(&producer));
         // librdkafka's own timeout (`deadline`, given to the call) should end it; this bounds
         // the wait also if it does not, so that the job fails and restarts instead of hanging

@@ -17,7 +17,7 @@
 //!   their logs and written again in a new transaction (with their marker) and committed.
 //!
 //! The pending transactions and the order of commits and recoveries are core's
-//! [`TwoPhaseCommit`](rivus_core::two_phase::TwoPhaseCommit); [`TxnManager`] is its
+//! [`TwoPhaseCommit`](rivus_sdk::two_phase::TwoPhaseCommit); [`TxnManager`] is its
 //! [`Committer`] for Kafka.
 //!
 //! Transactional ids are `<prefix>-<subtask>-<slot>` with a fixed pool of slots per subtask:
@@ -38,8 +38,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
-use rivus_core::two_phase::Committer;
-use rivus_core::{Error, Result, Share};
+use rivus_sdk::two_phase::Committer;
+use rivus_sdk::{Error, Result, Share};
 
 use super::producer::{ProducerHandle, BEGIN_TIMEOUT, INIT_TIMEOUT};
 use super::wal::{self, WalReader, WalRef, WalWriter};
@@ -456,7 +456,7 @@ async fn ensure_marker_topic(props: &KafkaConfig, topic: &str) -> Result<()> {
         .create()
         .map_err(|e| props.build_error("admin client", e))?;
     let t = NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
-    let _waiting = rivus_core::activity::waiting("kafka: creating the marker topic");
+    let _waiting = rivus_sdk::activity::waiting("kafka: creating the marker topic");
     // Bounded: a request the brokers never answer fails (retryable) instead of waiting for
     // librdkafka's socket timeout.
     let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
@@ -482,7 +482,7 @@ async fn read_markers(props: &KafkaConfig, topic: &str) -> Result<BTreeMap<Strin
         ("group.id", "rivus-marker-reader"),
     ]);
     let topic = topic.to_owned();
-    let _waiting = rivus_core::activity::waiting("kafka: reading transaction markers");
+    let _waiting = rivus_sdk::activity::waiting("kafka: reading transaction markers");
     tokio::task::spawn_blocking(
         move || -> std::result::Result<BTreeMap<String, u64>, KafkaError> {
             let c: BaseConsumer = cfg.create()?;

@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 use tokio::task::JoinHandle;
 
 use crate::record::OutRecord;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 use super::fetcher::{Discovery, FetchBatch, Fetcher};
 use super::group_assignment::tp_key;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use super::offsets::{StartOffsets, StopOffsets};
 use super::subscription::Subscription;
@@ -49,7 +49,7 @@ impl KafkaSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Reads every topic whose whole name matches the regular expression `pattern`.
         topic_pattern(pattern: impl Into<String>)
             => s.subscription = Subscription::Pattern(pattern.into());
@@ -72,7 +72,7 @@ impl KafkaSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Where partitions without checkpointed state start (default: committed offsets, else
         /// earliest).
         start(start: StartOffsets) => s.start;

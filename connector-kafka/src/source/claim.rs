@@ -1,10 +1,10 @@
-//! Group mode with a sink that keeps the positions in its database (rivus-core's
-//! [`PositionsInSink`](rivus_core::PositionsInSink)): partitions the group assigns are claimed
+//! Group mode with a sink that keeps the positions in its database (rivus-sdk's
+//! [`PositionsInSink`](rivus_sdk::PositionsInSink)): partitions the group assigns are claimed
 //! from the sink's table, inside the rebalance, and start from the positions it holds — not
 //! from the group's committed offsets, which such a job never commits.
 
 use rdkafka::{Offset, TopicPartitionList};
-use rivus_core::{PositionStore, Result};
+use rivus_sdk::{PositionStore, Result};
 
 use super::group_assignment::{parse_tp, tp_key};
 
@@ -44,7 +44,7 @@ pub(crate) fn claim_into(store: &dyn PositionStore, tpl: &mut TopicPartitionList
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rivus_core::Positions;
+    use rivus_sdk::Positions;
 
     struct Table(Positions);
     impl PositionStore for Table {

@@ -14,13 +14,13 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
-use rivus_core::handover::{Handover, ProduceError};
+use rivus_sdk::handover::{Handover, ProduceError};
 
 use super::lag::SourceConsumer;
 use super::subscription::Subscription;
 use crate::kafka_err;
 use crate::record::{KafkaDeserializer, KafkaRecord};
-use rivus_core::schema::SchemaError;
+use rivus_sdk::schema::SchemaError;
 
 /// A record the deserializer refused: the error and the value, for the error policy.
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rivus_core::{Error, Result, RuntimeContext};
+use rivus_sdk::{Error, Result, RuntimeContext};
 
 use super::group_assignment::tp_key;
 use super::offsets::{StartOffsets, StopOffsets};
@@ -128,7 +128,7 @@ impl<T: Send + 'static> super::KafkaSource<T> {
     /// before.
     pub(super) async fn run_group(
         &mut self,
-        ctx: &mut rivus_core::SourceContext<T, super::KafkaSourceState>,
+        ctx: &mut rivus_sdk::SourceContext<T, super::KafkaSourceState>,
     ) -> Result<()> {
         let settings = Arc::clone(&self.settings);
         let r = self.running()?;

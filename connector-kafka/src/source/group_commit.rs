@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
-use rivus_core::CompletedCheckpoints;
+use rivus_sdk::CompletedCheckpoints;
 
 use super::group_assignment::{parse_tp, Assignment};
 use super::lag::SourceConsumer;

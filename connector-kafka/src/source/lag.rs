@@ -4,7 +4,7 @@
 
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::ClientContext;
-use rivus_core::context::MetricsGroup;
+use rivus_sdk::context::MetricsGroup;
 
 /// The consumer of a Kafka source: librdkafka with the lag-reporting context.
 pub(crate) type SourceConsumer = BaseConsumer<LagContext>;
@@ -20,14 +20,14 @@ pub(crate) struct LagContext {
     pub drain_limit: std::time::Duration,
     /// Group mode: the task's link to a sink that keeps the positions in its database; the
     /// partitions assigned are claimed from there (`claim.rs`).
-    pub kept: Option<std::sync::Arc<rivus_core::PositionsInSink>>,
+    pub kept: Option<std::sync::Arc<rivus_sdk::PositionsInSink>>,
     /// A claim that failed: the emitting loop fails the job with it (retryable).
-    pub claim_failed: parking_lot::Mutex<Option<rivus_core::Error>>,
+    pub claim_failed: parking_lot::Mutex<Option<rivus_sdk::Error>>,
 }
 
 impl LagContext {
     /// The failed claim, if one failed since the last call.
-    pub(crate) fn take_claim_failure(&self) -> Option<rivus_core::Error> {
+    pub(crate) fn take_claim_failure(&self) -> Option<rivus_sdk::Error> {
         self.claim_failed.lock().take()
     }
 }

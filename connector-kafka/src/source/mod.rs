@@ -20,9 +20,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rdkafka::consumer::Consumer;
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::handover::{Handover, HandoverError};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::handover::{Handover, HandoverError};
+use rivus_sdk::prelude::*;
 
 pub use builder::KafkaSourceBuilder;
 use builder::Settings;
@@ -108,7 +108,7 @@ impl<T: Send + 'static> Running<T> {
                     value,
                 } = *refused;
                 if error.transient {
-                    return Err(rivus_core::Error::connector(
+                    return Err(rivus_sdk::Error::connector(
                         format!("kafka source: decoding {position}"),
                         error,
                     ));
@@ -286,7 +286,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         let kept = link.as_ref().map(|link| {
             let kept = ctx
                 .task_shared()
-                .get_or_insert_with(rivus_core::PositionsInSink::default);
+                .get_or_insert_with(rivus_sdk::PositionsInSink::default);
             link.join_kept(Arc::clone(&kept));
             kept
         });
@@ -294,7 +294,7 @@ impl<T: Send + 'static> RichFunction for KafkaSource<T> {
         let lag = LagContext {
             kept,
             claim_failed: parking_lot::Mutex::new(None),
-            group: rivus_core::context::MetricsGroup::new(vec![
+            group: rivus_sdk::context::MetricsGroup::new(vec![
                 ("job".into(), ctx.job_name().to_owned()),
                 ("subtask".into(), ctx.subtask_index().to_string()),
             ]),

@@ -7,7 +7,7 @@ use rdkafka::consumer::Consumer;
 
 use super::lag::SourceConsumer;
 use rdkafka::{Offset, TopicPartitionList};
-use rivus_core::{Error, Result};
+use rivus_sdk::{Error, Result};
 
 use super::group_assignment::parse_tp;
 use super::subscription::Subscription;

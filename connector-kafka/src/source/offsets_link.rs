@@ -13,8 +13,8 @@
 //!   replaced is fenced by the group coordinator (its generation is stale), so its
 //!   transaction aborts.
 //!
-//! - a sink that keeps the positions in its own database (rivus-core's
-//!   [`PositionsInSink`](rivus_core::PositionsInSink): the SQL sink's positions table) commits
+//! - a sink that keeps the positions in its own database (rivus-sdk's
+//!   [`PositionsInSink`](rivus_sdk::PositionsInSink): the SQL sink's positions table) commits
 //!   them in its transaction at each barrier; the source claims the partitions it is assigned
 //!   from that table (`lag.rs`) and reports revocations through this link as for a Kafka sink.
 //!
@@ -64,7 +64,7 @@ struct SourceSide {
 }
 
 /// The link of one task (see the module docs), kept in its
-/// [`TaskShared`](rivus_core::TaskShared).
+/// [`TaskShared`](rivus_sdk::TaskShared).
 #[derive(Default)]
 pub(crate) struct OffsetsLink {
     sink_commits: AtomicBool,
@@ -82,7 +82,7 @@ pub(crate) struct OffsetsLink {
     /// A revocation gave up waiting: the open transaction must not commit.
     broken: AtomicBool,
     /// The task's link to a sink that keeps the positions in its database, if any.
-    kept: Mutex<Option<Arc<rivus_core::PositionsInSink>>>,
+    kept: Mutex<Option<Arc<rivus_sdk::PositionsInSink>>>,
 }
 
 impl OffsetsLink {
@@ -97,9 +97,9 @@ impl OffsetsLink {
         self.sink_commits.load(Ordering::Acquire) || self.kept().is_some()
     }
 
-    /// Joins the task's [`PositionsInSink`](rivus_core::PositionsInSink): a commit of the
+    /// Joins the task's [`PositionsInSink`](rivus_sdk::PositionsInSink): a commit of the
     /// positions there counts as a commit here (a revocation waiting for it goes on).
-    pub(crate) fn join_kept(self: &Arc<Self>, kept: Arc<rivus_core::PositionsInSink>) {
+    pub(crate) fn join_kept(self: &Arc<Self>, kept: Arc<rivus_sdk::PositionsInSink>) {
         let weak = Arc::downgrade(self);
         kept.on_committed(move |id| {
             if let Some(link) = weak.upgrade() {
@@ -111,9 +111,9 @@ impl OffsetsLink {
         *self.kept.lock() = Some(kept);
     }
 
-    /// The task's [`PositionsInSink`](rivus_core::PositionsInSink) once a sink registered
+    /// The task's [`PositionsInSink`](rivus_sdk::PositionsInSink) once a sink registered
     /// its store there.
-    pub(crate) fn kept(&self) -> Option<Arc<rivus_core::PositionsInSink>> {
+    pub(crate) fn kept(&self) -> Option<Arc<rivus_sdk::PositionsInSink>> {
         self.kept.lock().clone().filter(|k| k.has_store())
     }
 

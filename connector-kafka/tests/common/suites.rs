@@ -7,10 +7,10 @@ use rivus_connector_kafka::{
     KafkaSink, KafkaSinkBuilder, KafkaSource, KafkaSourceBuilder, OutRecord, SaslAuth,
     StartOffsets, ValueDeserializer,
 };
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::StringSchema;
-use rivus_core::tls::TlsFiles;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::StringSchema;
+use rivus_sdk::tls::TlsFiles;
 use rivus_testkit::services::unique_name as unique;
 use rivus_testkit::suite::{SinkExternal, SourceExternal};
 

@@ -40,10 +40,10 @@ impl QueueDeclare {
 }
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
-use rivus_core::backoff::Attempts;
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::backoff::Attempts;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 use crate::config::AmqpConfig;
 
@@ -97,7 +97,7 @@ impl RabbitSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Declares the queues with these options (default: use existing queues).
         declare(options: QueueDeclare) => s.declare = Some(options);
 

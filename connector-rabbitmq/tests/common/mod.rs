@@ -8,9 +8,9 @@ use lapin::options::{
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rivus_connector_rabbitmq::{AmqpConfig, OutMessage, RabbitSink, RabbitSource};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::{DeserializationSchema, StringSchema};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::{DeserializationSchema, StringSchema};
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SourceExternal};
 

@@ -5,7 +5,7 @@ use redis::streams::{
     StreamAutoClaimOptions, StreamAutoClaimReply, StreamReadOptions, StreamReadReply,
 };
 use redis::AsyncCommands;
-use rivus_core::prelude::*;
+use rivus_sdk::prelude::*;
 
 use super::{rerr, RedisStreamsSource};
 use crate::connection::{by_slot, RedisConnection};

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use redis::AsyncCommands;
-use rivus_core::backoff::{Attempts, BackoffPolicy};
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
-use rivus_core::schema::SchemaError;
+use rivus_sdk::backoff::{Attempts, BackoffPolicy};
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::SchemaError;
 
 use crate::config::RedisConfig;
 use crate::connection::RedisConnection;
@@ -102,7 +102,7 @@ pub struct RedisStreamsSourceBuilder {
 }
 
 impl RedisStreamsSourceBuilder {
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Reconnecting after a lost connection (default: exponential from 100 ms to 5 s, 60
         /// attempts); then the job fails and recovers from its checkpoint.
         reconnect(b: BackoffPolicy) => s.reconnect;
@@ -114,7 +114,7 @@ impl RedisStreamsSourceBuilder {
         self
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// The consumer group (created at the start of each stream if missing).
         group(g: impl Into<String>) => s.group = g.into();
 

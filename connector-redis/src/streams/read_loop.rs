@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use redis::streams::StreamReadReply;
-use rivus_core::error_policy::ErrorHandler;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorHandler;
+use rivus_sdk::prelude::*;
 
 use super::{fields_of, parse_id, Decoder, RedisStreamsSource, RedisStreamsState, StreamEntry};
 use crate::redact;

@@ -6,9 +6,9 @@ use redis::AsyncCommands;
 use rivus_connector_redis::{
     RedisCommand, RedisConfig, RedisConnection, RedisSink, RedisStreamsSource,
 };
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
-use rivus_core::schema::{DeserializationSchema, SchemaError, StringSchema};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
+use rivus_sdk::schema::{DeserializationSchema, SchemaError, StringSchema};
 use rivus_testkit::services::unique_name;
 use rivus_testkit::suite::{SinkExternal, SourceExternal};
 
@@ -165,7 +165,7 @@ pub(crate) async fn pubsub_roundtrip(endpoint: RedisConfig, plain_url: &str) {
         .build(|_, payload| StringSchema.deserialize(payload, &"pubsub"))
         .unwrap();
     assert_eq!(
-        rivus_core::SourceFunction::delivery_guarantee(&source),
+        rivus_sdk::SourceFunction::delivery_guarantee(&source),
         DeliveryGuarantee::AtMostOnce
     );
     let sink = rivus_testkit::CollectingSink::<String>::new();

@@ -33,7 +33,7 @@ pub struct RestartStatus {
 /// configuration is refused before anything runs.
 ///
 /// ```no_run
-/// # use rivus_core::prelude::*;
+/// # use rivus_sdk::prelude::*;
 /// /// Runs the job that `build` makes, again after each failure a restart may fix.
 /// async fn run_healing(build: fn() -> Result<Job>) -> Result<JobSummary> {
 ///     let supervisor = Supervisor::new(|| async move { build() }).await?;

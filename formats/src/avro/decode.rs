@@ -9,7 +9,7 @@ use num_bigint::BigInt;
 use serde_json::{Map, Value};
 
 use super::to_json::{base64, decimal, float};
-use rivus_core::calendar;
+use rivus_sdk::calendar;
 
 /// Reads one value of `schema` from the front of `input`.
 pub(super) fn read(schema: &Schema, names: &Names, input: &mut &[u8]) -> Result<Value, String> {

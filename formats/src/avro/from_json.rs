@@ -12,7 +12,7 @@ use base64::Engine as _;
 use num_bigint::BigInt;
 use serde_json::Value;
 
-use rivus_core::calendar;
+use rivus_sdk::calendar;
 
 /// A record did not fit its schema: where and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

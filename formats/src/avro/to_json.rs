@@ -22,7 +22,7 @@ use base64::Engine as _;
 use num_bigint::BigInt;
 use serde_json::{Map, Number, Value};
 
-use rivus_core::calendar;
+use rivus_sdk::calendar;
 
 /// The JSON form of `v`, a value of `schema` (the reader's schema when one resolved it).
 pub fn to_json(v: Avro, schema: &Schema, names: &Names) -> Value {

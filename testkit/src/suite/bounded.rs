@@ -2,9 +2,9 @@
 //! its end) must pass, against any [`SourceExternal`] whose source ends when the data written
 //! before the run is read.
 
-use rivus_core::checkpoint::MemoryStateBackend;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::MemoryStateBackend;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use super::records::{test_record, verify};
 use super::report::{CaseError, Recorder, SuiteReport};
@@ -31,7 +31,7 @@ impl<C: SourceExternal> BoundedSourceSuite<C> {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Records per split.
         records_per_split(n: usize) => per_split = n.max(1);
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use rivus_core::error_policy::{DeadLetter, DeadLetterQueue};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{DeadLetter, DeadLetterQueue};
+use rivus_sdk::prelude::*;
 
 /// Keeps every letter it is sent; clones share the letters.
 #[derive(Debug, Default, Clone)]

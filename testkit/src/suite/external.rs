@@ -1,8 +1,8 @@
 //! What a connector author implements once per direction so that the suites can drive the
 //! connector and its external system: [`SourceExternal`] and [`SinkExternal`].
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 /// How a suite drives one source connector and its external system.
 #[async_trait]

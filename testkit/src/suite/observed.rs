@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use rivus_core::prelude::*;
-use rivus_core::CompletedCheckpoints;
+use rivus_sdk::prelude::*;
+use rivus_sdk::CompletedCheckpoints;
 
 /// When an injected fault fires.
 #[derive(Debug, Clone)]

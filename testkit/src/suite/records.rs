@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rivus_core::DeliveryGuarantee;
+use rivus_sdk::DeliveryGuarantee;
 
 /// The test record for sequence number `seq` of split `split`.
 pub fn test_record(split: usize, seq: usize) -> String {

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use super::external::SourceExternal;
 use super::observed::{Faults, LifecycleLog, ObservedSink, ObservedSource};

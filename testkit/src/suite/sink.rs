@@ -5,9 +5,9 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::checkpoint::{CheckpointConfig, MemoryStateBackend};
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::{CheckpointConfig, MemoryStateBackend};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use super::observed::{Faults, LifecycleLog, ObservedSink};
 use super::records::{test_record, verify};
@@ -63,7 +63,7 @@ impl<C: SinkExternal> SinkSuite<C> {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// Records per split.
         records_per_split(n: usize) => per_split = n.max(1);
     }

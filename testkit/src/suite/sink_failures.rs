@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use rivus_core::checkpoint::MemoryStateBackend;
+use rivus_sdk::checkpoint::MemoryStateBackend;
 
 use super::observed::{Faults, LifecycleLog, Trigger};
 use super::report::CaseError;

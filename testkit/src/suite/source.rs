@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::checkpoint::MemoryStateBackend;
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::MemoryStateBackend;
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 
 use super::records::{test_record, verify};
 use super::report::{CaseError, Recorder, SuiteReport};
@@ -42,7 +42,7 @@ impl<C: SourceExternal> SourceSuite<C> {
         }
     }
 
-    rivus_core::setters! {
+    rivus_sdk::setters! {
         /// How long a case waits for the expected records before judging (default 60 s).
         arrival_timeout(d: Duration) => arrival_timeout;
 

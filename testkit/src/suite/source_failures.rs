@@ -6,8 +6,8 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use rivus_core::checkpoint::MemoryStateBackend;
-use rivus_core::prelude::*;
+use rivus_sdk::checkpoint::MemoryStateBackend;
+use rivus_sdk::prelude::*;
 
 use super::observed::Trigger;
 use super::report::CaseError;

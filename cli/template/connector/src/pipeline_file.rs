@@ -8,11 +8,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_core::{Error, Result};
 use rivus_pipeline_file::format::Format;
 use rivus_pipeline_file::{
     CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan, SourceSection,
 };
+use rivus_sdk::{Error, Result};
 
 use crate::{FileSink, FileSource};
 

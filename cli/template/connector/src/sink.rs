@@ -5,8 +5,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use rivus_core::prelude::*;
 use rivus_pipeline_file::format::Format;
+use rivus_sdk::prelude::*;
 use serde_json::Value;
 
 /// Writes each record as a line of `dir/part-<subtask>`: a `String` as it is, a JSON record

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rivus_core::error_policy::{ErrorHandler, ErrorPolicy};
-use rivus_core::prelude::*;
+use rivus_sdk::error_policy::{ErrorHandler, ErrorPolicy};
+use rivus_sdk::prelude::*;
 
 /// Turns one line (without its newline) into a record; `Err` says why it cannot.
 pub type Decode<T> = Arc<dyn Fn(&[u8]) -> std::result::Result<T, String> + Send + Sync>;

@@ -1,9 +1,9 @@
 //! The file connector certified by the rivus conformance suites.
 use std::io::Write;
 
-use rivus_core::error_policy::ErrorPolicy;
-use rivus_core::prelude::*;
 use rivus_example_file_connector::{FileSink, FileSource};
+use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{SinkExternal, SinkSuite, SourceExternal, SourceSuite};
 
 struct Dir(tempfile::TempDir);
