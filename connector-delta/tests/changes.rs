@@ -10,7 +10,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use common::*;
-use rivus_connector_files::{Column, ColumnType};
 use rivus_sdk::change::UNCHANGED;
 use rivus_sdk::error_policy::{ErrorPolicy, FileDeadLetterQueue};
 use rivus_sdk::prelude::*;
@@ -99,18 +98,8 @@ async fn delta_changes_applied_by_key_through_restores_equal_the_source() {
             .create_table(true)
             .apply_changes(vec!["id".into()])
             .files(move |f| {
-                f.schema(vec![
-                    Column {
-                        name: "id".into(),
-                        ty: ColumnType::Int64,
-                        nullable: false,
-                        field_id: None,
-                    },
-                    Column::nullable("name", ColumnType::String),
-                    Column::nullable("n", ColumnType::Int64),
-                    Column::nullable("doc", ColumnType::String),
-                ])
-                .error_policy(ErrorPolicy::DeadLetter(dlq))
+                f.schema(keyed_columns())
+                    .error_policy(ErrorPolicy::DeadLetter(dlq))
             })
             .build()
             .unwrap()

@@ -281,26 +281,29 @@ pub(crate) fn local_txns(dir: &std::path::Path) -> std::collections::BTreeMap<St
     out
 }
 
+/// The columns of the tables changes are applied to by key: `id` (not null), `name`, `n`,
+/// `doc`.
+pub(crate) fn keyed_columns() -> Vec<Column> {
+    vec![
+        Column {
+            name: "id".into(),
+            ty: ColumnType::Int64,
+            nullable: false,
+            field_id: None,
+        },
+        Column::nullable("name", ColumnType::String),
+        Column::nullable("n", ColumnType::Int64),
+        Column::nullable("doc", ColumnType::String),
+    ]
+}
+
 /// A sink applying changes by `id` to `url` (files of about 32 KiB), created when missing.
 pub(crate) fn keyed_sink(url: String) -> impl Fn() -> DeltaSink + Clone + Send + Sync {
     move || {
         DeltaSinkBuilder::new(&url)
             .create_table(true)
             .apply_changes(vec!["id".into()])
-            .files(|f| {
-                f.schema(vec![
-                    Column {
-                        name: "id".into(),
-                        ty: ColumnType::Int64,
-                        nullable: false,
-                        field_id: None,
-                    },
-                    Column::nullable("name", ColumnType::String),
-                    Column::nullable("n", ColumnType::Int64),
-                    Column::nullable("doc", ColumnType::String),
-                ])
-                .target_file_size(32 * 1024)
-            })
+            .files(|f| f.schema(keyed_columns()).target_file_size(32 * 1024))
             .build()
             .unwrap()
     }
