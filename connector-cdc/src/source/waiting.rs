@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use crate::wire::Connection;
 
-use super::slot::literal;
 use super::Settings;
 
 /// The first warning comes after this long; then one each `EVERY`.
@@ -46,7 +45,7 @@ async fn blockers(s: &Settings) -> rivus_sdk::Result<Vec<String>> {
     let mut c = Connection::connect(&s.params, false, s.timeout)
         .await
         .map_err(|e| crate::error::wire_error("postgres-cdc: connecting", e))?;
-    let since = literal(&format!("{} seconds", FIRST.as_secs()));
+    let since = format!("'{} seconds'", FIRST.as_secs());
     let sql = format!(
         "SELECT 'prepared transaction ' || quote_literal(gid) || ' of ' || owner || ' in ' || \
          database || ', prepared ' || prepared::text || ' (end it with COMMIT PREPARED or \
