@@ -7,6 +7,7 @@
 //! rivus check pipeline.toml      connect to every endpoint
 //! rivus connectors               what a file can name
 //! rivus schema                   the JSON Schema of pipeline files (for editors)
+//! rivus docs DIR                 the reference pages, one per connector and transform
 //! ```
 
 use std::path::PathBuf;
@@ -56,6 +57,12 @@ enum Command {
     /// editors: `rivus schema > rivus.schema.json`, then `#:schema ./rivus.schema.json` at the
     /// top of a pipeline file.
     Schema,
+    /// Write the reference pages (one Markdown page per connector and transform, one for the
+    /// file's own keys) into DIR, from the same types the file is read with.
+    Docs {
+        /// Where to write them (`docs/reference` in this repository).
+        dir: PathBuf,
+    },
     /// Make something new from a template.
     #[command(subcommand)]
     New(New),
@@ -261,6 +268,16 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             ));
             ExitCode::SUCCESS
         }
+        Command::Docs { dir } => match crate::reference::write(registry, &dir) {
+            Ok(n) => {
+                out(&format!("{n} pages written to {}\n", dir.display()));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cannot write the pages to {}: {e}", dir.display());
+                ExitCode::FAILURE
+            }
+        },
         Command::Connectors => {
             out(&catalog::render(registry));
             ExitCode::SUCCESS

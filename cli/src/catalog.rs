@@ -13,7 +13,7 @@ pub(crate) fn render(registry: &Registry) -> String {
             "\n  {role:6} {:14} {}\n         {}\n",
             l.kind, l.entry.guarantee, l.entry.summary
         ));
-        for o in &l.options {
+        for o in &l.options() {
             // The description on one line, cut to about a line of text.
             let doc = o.doc.split_whitespace().collect::<Vec<_>>().join(" ");
             let doc = match doc.char_indices().nth(110) {

@@ -27,6 +27,7 @@ mod config;
 mod console;
 mod counted;
 mod http;
+mod reference;
 mod registry;
 mod remap;
 mod route;

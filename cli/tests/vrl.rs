@@ -220,14 +220,14 @@ fn rivus_test_runs_the_examples_tests_and_names_the_field_that_differs() {
     assert!(said.contains("2 passed, 1 failed"), "{said}");
 }
 
-/// The CLI README's VRL examples (the `remap`, `filter` and `route` block) compile.
+/// The pipeline-file guide's VRL examples (the `remap`, `filter` and `route` block) compile.
 #[test]
 fn the_readme_vrl_examples_compile() {
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/pipelines.md")).unwrap();
     let start = readme
         .find("[transforms.clean]")
-        .expect("the README's VRL block");
+        .expect("the guide's VRL block");
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("readme.toml");

@@ -43,13 +43,13 @@ pub struct KafkaSourceSection {
     /// Stop at the offsets that are the latest at start (a backfill that ends).
     #[serde(default)]
     pub bounded: bool,
-    /// Subscribe through the consumer-group protocol (see
-    /// [`KafkaSourceBuilder::group_mode`](crate::KafkaSourceBuilder::group_mode)); on by itself
-    /// for `rivus run --worker`.
+    /// Subscribe through the consumer-group protocol: the group's members share the
+    /// partitions, each restoring the offsets of those it is given; on by itself for
+    /// `rivus run --worker`.
     #[serde(default)]
     pub group_mode: bool,
     /// How values are read: `json` (default), `text`, `bytes`, or a table for a format with
-    /// a schema (`{ type = "avro", registry = { url = ... } }`; see [`Format`]).
+    /// a schema (`{ type = "avro", registry = { url = ... } }`).
     #[serde(default)]
     pub format: Format,
     /// TLS: `{ ca_file, client_cert, client_key }` (PEM files; `{}` trusts the system's
@@ -106,7 +106,7 @@ pub struct KafkaSinkSection {
     #[serde(default)]
     pub exactly_once: bool,
     /// How values are written: `json` (default), `text`, `bytes`, or a table for a format
-    /// with a schema (see [`Format`]).
+    /// with a schema (`{ type = "avro", registry = { url = ... } }`).
     #[serde(default)]
     pub format: Format,
     /// TLS, as for the source.

@@ -45,7 +45,7 @@ pub struct RabbitSourceSection {
     /// Drop redeliveries by correlation id (exactly-once).
     #[serde(default)]
     pub correlation_ids: bool,
-    /// How bodies are read: `json` (default), `text` or `bytes` (see [`Format`]).
+    /// How bodies are read: `json` (default), `text` or `bytes`.
     #[serde(default)]
     pub format: Format,
 }
@@ -69,7 +69,7 @@ pub struct RabbitSinkSection {
     /// Set the correlation id from this field (a rivus RabbitMQ source can then drop
     /// redeliveries).
     pub correlation_id_field: Option<String>,
-    /// How bodies are written: `json` (default), `text` or `bytes` (see [`Format`]); the
+    /// How bodies are written: `json` (default), `text` or `bytes`; the
     /// content type says which.
     #[serde(default)]
     pub format: Format,

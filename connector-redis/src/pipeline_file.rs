@@ -75,7 +75,7 @@ pub struct RedisSinkSection {
     /// Expiry of the key, for `set` and `hset`.
     pub ttl_secs: Option<u64>,
     /// How values are written (every command but `xadd`, which writes fields): `json`
-    /// (default), `text` or `bytes` (see [`Format`]).
+    /// (default), `text` or `bytes`.
     #[serde(default)]
     pub format: Format,
     /// Cap of the stream, for `xadd`.

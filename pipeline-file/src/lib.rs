@@ -33,6 +33,6 @@ pub use context::SectionContext;
 pub use dyn_sink::DynSink;
 pub use format::Format;
 pub use plan::{SinkPlan, SourcePlan};
-pub use schema::{options, schema_of, section_schema, DurationText, JsonSchema};
+pub use schema::{option_tree, options, schema_of, section_schema, DurationText, JsonSchema};
 pub use section::{DestinationSection, SectionMetrics, SinkSection, SourceSection};
 pub use values::{duration, field_text, opt_duration, parse_duration, text_of};

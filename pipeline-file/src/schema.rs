@@ -35,11 +35,91 @@ pub fn schema_of<T: JsonSchema>() -> Value {
 
 /// The options of a section whose schema is `schema`: required ones first, then by name.
 pub fn options(schema: &Value) -> Vec<OptionDoc> {
-    let defs = schema
+    let defs = defs_of(schema);
+    options_in(schema, &defs)
+}
+
+/// [`options`], and after each option whose value is a table of named keys (`tls`, `batch`),
+/// those keys as options of their own (`tls.ca_file`): the reference pages' rows.
+pub fn option_tree(schema: &Value) -> Vec<OptionDoc> {
+    let defs = defs_of(schema);
+    let mut out = Vec::new();
+    nested(schema, &defs, "", None, &mut out);
+    out
+}
+
+/// The rows of `schema`'s options under `prefix`; `given` is the table's own default, whose
+/// keys are its options' defaults when they state none.
+fn nested(
+    schema: &Value,
+    defs: &Map<String, Value>,
+    prefix: &str,
+    given: Option<&Value>,
+    out: &mut Vec<OptionDoc>,
+) {
+    let resolved = resolve(schema, defs).into_owned();
+    let props = resolved.get("properties").and_then(Value::as_object);
+    for mut o in options_in(schema, defs) {
+        let own = props.and_then(|p| p.get(&o.name));
+        let inner = own.map(|p| table_of(p, defs)).filter(|t| {
+            prefix.matches('.').count() < 3
+                && t.get("properties")
+                    .and_then(Value::as_object)
+                    .is_some_and(|p| !p.is_empty())
+        });
+        if o.default.is_none() {
+            o.default = given
+                .and_then(|g| g.get(&o.name))
+                .filter(|d| !d.is_null())
+                .map(written);
+        }
+        let name = format!("{prefix}{}", o.name);
+        o.name.clone_from(&name);
+        let table_default = own.and_then(|p| p.get("default")).cloned();
+        if inner.is_some() {
+            // The table's keys carry its default, one each.
+            o.default = None;
+        }
+        out.push(o);
+        if let Some(t) = inner {
+            nested(&t, defs, &format!("{name}."), table_default.as_ref(), out);
+        }
+    }
+}
+
+/// A default as the file would write it.
+fn written(d: &Value) -> String {
+    match d {
+        Value::String(s) => format!("\"{s}\""),
+        v => v.to_string(),
+    }
+}
+
+/// The object an option's value is, seen through `Option` (`anyOf [T, null]`) and `$ref`.
+fn table_of(schema: &Value, defs: &Map<String, Value>) -> Value {
+    let s = resolve(schema, defs).into_owned();
+    if let Some(Value::Array(choices)) = s.get("anyOf") {
+        let real: Vec<&Value> = choices
+            .iter()
+            .filter(|c| c.get("type") != Some(&Value::from("null")))
+            .collect();
+        if let [one] = real.as_slice() {
+            return resolve(one, defs).into_owned();
+        }
+    }
+    s
+}
+
+fn defs_of(schema: &Value) -> Map<String, Value> {
+    schema
         .get("$defs")
         .and_then(Value::as_object)
         .cloned()
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn options_in(schema: &Value, defs: &Map<String, Value>) -> Vec<OptionDoc> {
+    let defs = defs.clone();
     // A transparent wrapper is a reference to the section it wraps.
     let schema = resolve(schema, &defs).into_owned();
     let required: Vec<&str> = schema
@@ -56,10 +136,7 @@ pub fn options(schema: &Value) -> Vec<OptionDoc> {
             name: name.clone(),
             ty: type_word(p, &defs, 0),
             required: required.contains(&name.as_str()),
-            default: p.get("default").filter(|d| !d.is_null()).map(|d| match d {
-                Value::String(s) => format!("\"{s}\""),
-                v => v.to_string(),
-            }),
+            default: p.get("default").filter(|d| !d.is_null()).map(written),
             doc: p
                 .get("description")
                 .and_then(Value::as_str)

@@ -15,7 +15,9 @@ pub(crate) enum TransformConfig {
     /// Keep records whose field compares true (`field`, `op`, `value`), or for which a VRL
     /// boolean expression is true (`condition`).
     Filter {
+        /// The field compared (a path: `customer.country`).
         field: Option<String>,
+        /// How it is compared with `value`; `exists` and `missing` need no value.
         op: Option<CompareOp>,
         /// The value compared with (not needed for `exists` / `missing`).
         #[schemars(with = "Option<Value>")]
@@ -55,18 +57,31 @@ pub(crate) enum TransformConfig {
         program: Option<std::sync::Arc<crate::remap::Program>>,
     },
     /// Rename fields: `{ old = "new" }`.
-    Rename { fields: BTreeMap<String, String> },
+    Rename {
+        /// The old name of each field, and its new one.
+        fields: BTreeMap<String, String>,
+    },
     /// Remove fields.
-    Drop { fields: Vec<String> },
+    Drop {
+        /// The fields removed.
+        fields: Vec<String>,
+    },
     /// Set fields to constant values.
     Add {
+        /// Each field's name and value (a value already there is replaced).
         #[schemars(with = "BTreeMap<String, Value>")]
         fields: BTreeMap<String, toml::Value>,
     },
     /// Parse a text field holding JSON; an object parsed from field `"."` becomes the record.
-    ParseJson { field: String },
+    ParseJson {
+        /// The field holding the text, or `"."` for the whole record.
+        field: String,
+    },
     /// Route records with the same value of `field` to the same sink subtask.
-    Key { field: String },
+    Key {
+        /// The field whose value chooses the subtask.
+        field: String,
+    },
 }
 
 impl TransformConfig {

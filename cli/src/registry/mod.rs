@@ -65,8 +65,15 @@ pub struct Listed {
     pub kind: &'static str,
     /// Summary and guarantee.
     pub entry: CatalogEntry,
-    /// Its options, read from its schema.
-    pub options: Vec<OptionDoc>,
+    /// The JSON Schema of its options (its shared types under `$defs`).
+    pub schema: Value,
+}
+
+impl Listed {
+    /// Its options, read from its schema (`rivus connectors`).
+    pub fn options(&self) -> Vec<OptionDoc> {
+        rivus_pipeline_file::options(&self.schema)
+    }
 }
 
 /// The section types a pipeline file can name.
@@ -240,7 +247,7 @@ impl Registry {
                     role,
                     kind: e.kind,
                     entry: e.catalog,
-                    options: rivus_pipeline_file::options(&e.own_schema()),
+                    schema: e.own_schema(),
                 })
                 .collect();
             v.sort_by_key(|e| e.kind);
@@ -426,14 +433,9 @@ mod tests {
     #[test]
     fn every_catalog_lists_exactly_the_options_its_section_accepts() {
         let r = Registry::builtin();
-        for Listed {
-            role,
-            kind,
-            options,
-            ..
-        } in r.catalog()
-        {
-            let mut listed: Vec<String> = options.iter().map(|o| o.name.clone()).collect();
+        for l in r.catalog() {
+            let (role, kind) = (l.role, l.kind);
+            let mut listed: Vec<String> = l.options().iter().map(|o| o.name.clone()).collect();
             let mut accepted = accepted_fields(&r, role, kind);
             listed.sort();
             accepted.sort();
