@@ -34,7 +34,10 @@ pub(crate) fn pages(registry: &Registry) -> Vec<(String, String)> {
         .collect();
     let transforms = transforms(&defs);
     for (kind, variant) in &transforms {
-        out.push((format!("transforms/{kind}.md"), transform_page(kind, variant)));
+        out.push((
+            format!("transforms/{kind}.md"),
+            transform_page(kind, variant),
+        ));
     }
     out.push(("pipeline.md".into(), pipeline_page(&schema)));
     out.push(("README.md".into(), index(&by_kind, &transforms)));
@@ -130,12 +133,17 @@ fn transform_page(kind: &str, schema: &Value) -> String {
 
 fn pipeline_page(schema: &Value) -> String {
     let mut trimmed = schema.clone();
-    if let Some(p) = trimmed
-        .get_mut("properties")
-        .and_then(Value::as_object_mut)
-    {
+    if let Some(p) = trimmed.get_mut("properties").and_then(Value::as_object_mut) {
         // The components have pages of their own.
-        for k in ["source", "sink", "sources", "sinks", "transform", "transforms", "tests"] {
+        for k in [
+            "source",
+            "sink",
+            "sources",
+            "sinks",
+            "transform",
+            "transforms",
+            "tests",
+        ] {
             p.remove(k);
         }
     }
@@ -238,6 +246,7 @@ fn table(options: &[OptionDoc]) -> String {
     let mut t = String::from("| option | type | default | meaning |\n| --- | --- | --- | --- |\n");
     for o in options {
         let default = match (&o.default, o.required) {
+            _ if o.deprecated => "deprecated".to_owned(),
             (_, true) => "required".to_owned(),
             (Some(d), false) => format!("`{}`", d.replace('`', "'")),
             (None, false) => "—".to_owned(),
@@ -313,8 +322,15 @@ mod tests {
                 if path.is_dir() {
                     continue;
                 }
-                let rel = path.strip_prefix(committed()).unwrap().to_string_lossy().into_owned();
-                assert!(written.contains(&rel), "docs/reference/{rel} is no connector's page");
+                let rel = path
+                    .strip_prefix(committed())
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                assert!(
+                    written.contains(&rel),
+                    "docs/reference/{rel} is no connector's page"
+                );
             }
         }
     }
@@ -330,7 +346,12 @@ mod tests {
                 }
                 // Rustdoc's links mean nothing on a page.
                 if o.doc.contains("](crate::") || o.doc.contains("`]") && !o.doc.contains("`](") {
-                    bare.push(format!("{} {}: {} links as rustdoc does", l.role.name(), l.kind, o.name));
+                    bare.push(format!(
+                        "{} {}: {} links as rustdoc does",
+                        l.role.name(),
+                        l.kind,
+                        o.name
+                    ));
                 }
             }
         }

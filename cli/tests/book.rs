@@ -135,9 +135,15 @@ fn every_page_of_the_book_is_a_chapter() {
             missing.push(rel);
         }
     }
-    assert!(missing.is_empty(), "pages SUMMARY.md does not name: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "pages SUMMARY.md does not name: {missing:?}"
+    );
     for c in &chapters {
-        assert!(docs.join(c).is_file(), "SUMMARY.md names {c}, which does not exist");
+        assert!(
+            docs.join(c).is_file(),
+            "SUMMARY.md names {c}, which does not exist"
+        );
     }
 }
 
@@ -145,8 +151,14 @@ fn every_page_of_the_book_is_a_chapter() {
 fn the_readme_is_an_entrance_and_its_pipeline_is_valid() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= 200, "README.md has {lines} lines; the book holds the rest");
-    let start = readme.find("```toml\n").expect("the README's pipeline file") + 8;
+    assert!(
+        lines <= 200,
+        "README.md has {lines} lines; the book holds the rest"
+    );
+    let start = readme
+        .find("```toml\n")
+        .expect("the README's pipeline file")
+        + 8;
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("readme.toml");

@@ -224,7 +224,8 @@ fn rivus_test_runs_the_examples_tests_and_names_the_field_that_differs() {
 #[test]
 fn the_readme_vrl_examples_compile() {
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/pipelines.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/pipelines.md"))
+            .unwrap();
     let start = readme
         .find("[transforms.clean]")
         .expect("the guide's VRL block");

@@ -9,8 +9,10 @@ use rivus_sdk::template::Template;
 use serde::Deserialize;
 use serde_json::Value;
 
-use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
+use rivus_pipeline_file::{renamed, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
+use rivus_sdk::bulk::BulkConfig;
 use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::options::{Batch, BatchDefaults, Retry};
 use rivus_sdk::schema::SchemaError;
 use rivus_sdk::secrets::redact_url;
 use rivus_sdk::tls::TlsFiles;
@@ -34,8 +36,16 @@ pub struct EsSinkSection {
     /// `id_field`.
     #[serde(default)]
     pub apply_changes: bool,
-    /// Actions per bulk request.
+    /// The old name of `batch.max_records`, read for one more release.
+    #[schemars(extend("deprecated" = true))]
     pub max_actions: Option<usize>,
+    /// When a bulk request is sent: `max_records` actions, `max_bytes`, `timeout` after the
+    /// oldest, `in_flight` requests at once.
+    #[serde(default)]
+    pub batch: Batch<EsBatch>,
+    /// How a bulk request or an item refused with 429 (or a node unreachable) is retried.
+    #[serde(default)]
+    pub retry: Retry,
     /// How to authenticate, one way: `{ basic = { username, password } }`, `{ api_key = … }`,
     /// `{ bearer_token = … }` or `{ aws = { region, service, … } }` (default: none).
     pub auth: Option<AuthSection>,
@@ -85,10 +95,22 @@ impl EsSinkSection {
 
     /// The sink: each record indexed as it is, with its id from `id_field` when set.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<EsSink<Value>> {
-        let mut b = EsSink::builder(self.config()?).error_policy(policy);
-        if let Some(n) = self.max_actions {
-            b = b.batch_size(n);
-        }
+        let mut batch = self.batch.clone();
+        let given = !batch.max_records_is_default();
+        renamed(
+            self.max_actions,
+            "max_actions",
+            &mut batch.max_records,
+            "batch.max_records",
+            given,
+        )?;
+        let bulk = BulkConfig {
+            backoff: self.retry.policy(),
+            ..batch.apply(EsSink::default_bulk())
+        };
+        let b = EsSink::builder(self.config()?)
+            .error_policy(policy)
+            .bulk(bulk);
         let template =
             Template::parse(&self.index).map_err(|e| rivus_sdk::Error::config("index", e))?;
         // The index of a record: the section's, or the template's for this record (a record
@@ -196,6 +218,17 @@ impl SinkSection for EsSinkSection {
 
     async fn check(&self, _ctx: &SectionContext) -> Health {
         self.healthcheck().await
+    }
+}
+
+/// The search sink's batching defaults: [`EsSink::default_bulk`]'s.
+#[derive(Debug, Clone, Copy)]
+pub struct EsBatch;
+
+impl BatchDefaults for EsBatch {
+    const NAME: &'static str = "Elasticsearch";
+    fn defaults() -> BulkConfig {
+        EsSink::default_bulk()
     }
 }
 
@@ -421,6 +454,29 @@ mod tests {
             "url = \"http://127.0.0.1:9200\"\nindex = \"i\"\n{extra}"
         ))
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn batching_is_the_shared_batch_group_and_the_old_name_still_works() {
+        let sink = |extra: &str| {
+            section(extra)
+                .unwrap()
+                .sink(ErrorPolicy::Fail)
+                .map(|s| format!("{s:?}"))
+                .map_err(|e| e.to_string())
+        };
+        let d = sink("batch = { max_records = 20, timeout = \"5s\", in_flight = 3 }").unwrap();
+        assert!(d.contains("max_actions: 20"), "{d}");
+        assert!(d.contains("flush_interval: Some(5s)"), "{d}");
+        assert!(d.contains("concurrent_requests: 3"), "{d}");
+        assert!(d.contains("max_bytes: 5242880"), "the sink's default stays: {d}");
+        let d = sink("max_actions = 10\nretry = { max_retries = 2 }").unwrap();
+        assert!(d.contains("max_actions: 10"), "{d}");
+        assert!(d.contains("max_retries: 2"), "{d}");
+        let e = sink("max_actions = 10\nbatch = { max_records = 20 }").unwrap_err();
+        assert!(e.contains("max_actions") && e.contains("batch.max_records"), "{e}");
+        let e = section("batch = { in_flight = 0 }").unwrap_err();
+        assert!(e.contains("in_flight"), "{e}");
     }
 
     #[test]

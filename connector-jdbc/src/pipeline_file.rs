@@ -9,10 +9,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use rivus_pipeline_file::{
-    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
+    opt_duration, renamed, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection, SourcePlan,
     SourceSection,
 };
+use rivus_sdk::bulk::BulkConfig;
 use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::options::{Batch, BatchDefaults, Retry};
 use rivus_sdk::secrets::redact_url;
 use rivus_sdk::tls::TlsFiles;
 use rivus_sdk::{DeliveryGuarantee, Error, Result, SchemaEvolution};
@@ -88,8 +90,17 @@ pub struct JdbcSinkSection {
     /// Prepared transactions (PostgreSQL) or XA (MySQL/MariaDB), committed per checkpoint.
     #[serde(default)]
     pub exactly_once: bool,
-    /// Rows per batch.
+    /// The old name of `batch.max_records`, read for one more release.
+    #[schemars(extend("deprecated" = true))]
     pub batch_size: Option<usize>,
+    /// When a batch is written: `max_records` rows, `max_bytes`, `timeout` after the oldest,
+    /// `in_flight` batches at once (one writing while the next fills).
+    #[serde(default)]
+    pub batch: Batch<JdbcBatch>,
+    /// How a batch that failed in a way worth retrying (a lost connection, a deadlock, a
+    /// timeout) is retried.
+    #[serde(default)]
+    pub retry: Retry,
     /// Longest wait for one write, prepare or commit (60 s); then retried on a new connection.
     #[serde(default, deserialize_with = "opt_duration")]
     #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
@@ -204,6 +215,17 @@ impl JdbcSourceSection {
     }
 }
 
+/// The SQL sink's batching defaults: [`JdbcSink::default_bulk`]'s.
+#[derive(Debug, Clone, Copy)]
+pub struct JdbcBatch;
+
+impl BatchDefaults for JdbcBatch {
+    const NAME: &'static str = "Sql";
+    fn defaults() -> BulkConfig {
+        JdbcSink::default_bulk()
+    }
+}
+
 impl JdbcSinkSection {
     /// The sink, JSON records, refused rows to `policy`.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<JdbcSink<Value>> {
@@ -237,9 +259,19 @@ impl JdbcSinkSection {
         if let Some(c) = &self.columns {
             b = b.columns(c.clone());
         }
-        if let Some(n) = self.batch_size {
-            b = b.batch_size(n);
-        }
+        let mut batch = self.batch.clone();
+        let given = !batch.max_records_is_default();
+        renamed(
+            self.batch_size,
+            "batch_size",
+            &mut batch.max_records,
+            "batch.max_records",
+            given,
+        )?;
+        b = b.bulk(BulkConfig {
+            backoff: self.retry.policy(),
+            ..batch.apply(JdbcSink::default_bulk())
+        });
         if let Some(t) = &self.positions_table {
             b = b.positions_table(t.clone());
         }

@@ -14,8 +14,10 @@ use rivus_pipeline_file::{
     text_of, CatalogEntry, DestinationSection, Health, SectionContext, SinkPlan, SinkSection,
     SourcePlan, SourceSection,
 };
+use rivus_sdk::bulk::BulkConfig;
 use rivus_sdk::error_policy::DeadLetterQueue;
 use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_sdk::options::{Batch, BatchDefaults, Retry};
 use rivus_sdk::schema::SchemaError;
 use rivus_sdk::secrets::redact_url;
 use rivus_sdk::template::Template;
@@ -80,6 +82,25 @@ pub struct RedisSinkSection {
     pub format: Format,
     /// Cap of the stream, for `xadd`.
     pub maxlen: Option<usize>,
+    /// When a pipeline of commands is sent: `max_records` commands, `max_bytes`, `timeout`
+    /// after the oldest, `in_flight` pipelines at once.
+    #[serde(default)]
+    pub batch: Batch<RedisBatch>,
+    /// How a pipeline that failed in a way worth retrying (a lost connection, a cluster
+    /// redirect storm) is retried.
+    #[serde(default)]
+    pub retry: Retry,
+}
+
+/// The Redis sink's batching defaults: [`RedisSink::default_bulk`]'s.
+#[derive(Debug, Clone, Copy)]
+pub struct RedisBatch;
+
+impl BatchDefaults for RedisBatch {
+    const NAME: &'static str = "Redis";
+    fn defaults() -> BulkConfig {
+        RedisSink::default_bulk()
+    }
 }
 
 /// The commands a `redis` sink sends.
@@ -214,6 +235,10 @@ impl RedisSinkSection {
             (self.command, self.key.clone(), self.ttl_secs, self.maxlen);
         RedisSink::builder(endpoint(&self.url, self.cluster, &self.tls))
             .error_policy(policy)
+            .bulk(BulkConfig {
+                backoff: self.retry.policy(),
+                ..self.batch.apply(RedisSink::default_bulk())
+            })
             .build(move |v: &Value| {
                 // The subject of a format with a schema: `{key template}-value`, unless the
                 // format names its `subject`.

@@ -38,6 +38,7 @@ pub mod function;
 pub mod guarantee;
 pub mod handover;
 pub mod metadata;
+pub mod options;
 pub mod positions_store;
 pub mod runtime;
 pub mod schema;

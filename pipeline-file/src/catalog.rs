@@ -15,11 +15,17 @@ pub struct OptionDoc {
     pub default: Option<String>,
     /// Its description (the field's doc comment).
     pub doc: String,
+    /// An old name kept for one release ([`renamed`](super::renamed)): the description names
+    /// the new one.
+    pub deprecated: bool,
 }
 
 impl OptionDoc {
     /// `name: type (required)`, `name: type = default`, or `name: type (optional)`.
     pub fn render(&self) -> String {
+        if self.deprecated {
+            return format!("{}: {} (deprecated)", self.name, self.ty);
+        }
         match (&self.default, self.required) {
             (_, true) => format!("{}: {} (required)", self.name, self.ty),
             (Some(d), false) => format!("{}: {} = {d}", self.name, self.ty),

@@ -10,23 +10,7 @@ pub use schemars::JsonSchema;
 
 use super::OptionDoc;
 
-/// A duration as pipeline files write it (`500ms`, `2s`, `1.5m`, `1h`), for fields read with
-/// [`duration`](super::duration): `#[schemars(with = "DurationText")]`.
-pub struct DurationText;
-
-impl JsonSchema for DurationText {
-    fn schema_name() -> Cow<'static, str> {
-        "Duration".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": "^[0-9]+(\\.[0-9]+)?\\s*(ms|s|m|h)$",
-            "description": "a positive duration: a number with ms, s, m or h (`500ms`, `2s`)"
-        })
-    }
-}
+pub use rivus_sdk::options::DurationText;
 
 /// The JSON Schema of `T` (draft 2020-12; shared types under `$defs`).
 pub fn schema_of<T: JsonSchema>() -> Value {
@@ -142,6 +126,7 @@ fn options_in(schema: &Value, defs: &Map<String, Value>) -> Vec<OptionDoc> {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
+            deprecated: p.get("deprecated") == Some(&Value::Bool(true)),
         })
         .collect();
     // Required first, then by name.

@@ -310,6 +310,19 @@ impl JdbcSinkBuilder {
 }
 
 impl JdbcSink<()> {
+    /// The sink's batching when [`JdbcSinkBuilder::bulk`] is not called: 1000 rows, 4 MiB,
+    /// every 200 ms, two batches in flight (one writing while the next fills), core's default
+    /// backoff.
+    pub fn default_bulk() -> BulkConfig {
+        BulkConfig {
+            max_actions: 1000,
+            max_bytes: 4 << 20,
+            flush_interval: Some(Duration::from_millis(200)),
+            concurrent_requests: 2,
+            ..BulkConfig::default()
+        }
+    }
+
     /// Starts a builder for a sink running `sql` once per record with the fields `params`
     /// bound in order (see [`WriteMode::Statement`]); refused rows go to the error policy as
     /// with tables.
@@ -337,13 +350,7 @@ impl JdbcSink<()> {
                 key: None,
                 mode: WriteMode::Insert,
                 method: PgMethod::Unnest,
-                bulk: BulkConfig {
-                    max_actions: 1000,
-                    max_bytes: 4 << 20,
-                    flush_interval: Some(Duration::from_millis(200)),
-                    concurrent_requests: 2,
-                    ..BulkConfig::default()
-                },
+                bulk: JdbcSink::default_bulk(),
                 policy: ErrorPolicy::Fail,
                 exactly_once: false,
                 prefix: None,
