@@ -15,10 +15,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use rivus_engine::{Pipeline, Registry};
+
 use crate::console::{load, out};
-use crate::registry::Registry;
 use crate::run::RunOptions;
-use crate::{build, catalog, check};
 
 #[derive(Parser)]
 #[command(name = "rivus", version, about = "Run declarative stream pipelines")]
@@ -126,12 +126,12 @@ pub fn main_with(registry: Registry) -> ExitCode {
 }
 
 /// `rivus test`: a line per test, the differences under a failing one.
-fn test_command(file: &std::path::Path, config: &crate::config::PipelineConfig) -> ExitCode {
-    if config.tests.is_empty() {
+fn test_command(file: &std::path::Path, pipeline: &Pipeline) -> ExitCode {
+    if !pipeline.has_tests() {
         eprintln!("{}: no [[tests]] to run", file.display());
         return ExitCode::from(2);
     }
-    let reports = match crate::testing::run(config) {
+    let reports = match pipeline.test() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("invalid pipeline: {}: {e}", file.display());
@@ -178,16 +178,16 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
     match cli.command {
         Command::Run(o) => crate::run::run(o, registry).await,
         Command::Validate { file } => {
-            let config = match load(&file, registry) {
+            let pipeline = match load(&file, registry) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            match build::build(&config, true).await {
-                Ok(_) => {
+            match pipeline.validate().await {
+                Ok(()) => {
                     out(&format!(
                         "{}: ok\n{}\n",
                         file.display(),
-                        indent(&config.graph.describe())
+                        indent(&pipeline.describe())
                     ));
                     ExitCode::SUCCESS
                 }
@@ -198,19 +198,19 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         }
         Command::Test { file } => {
-            let config = match load(&file, registry) {
+            let pipeline = match load(&file, registry) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            test_command(&file, &config)
+            test_command(&file, &pipeline)
         }
         Command::Check { file } => {
-            let config = match load(&file, registry) {
+            let pipeline = match load(&file, registry) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             let mut ok = true;
-            for r in check::check(&config).await {
+            for r in pipeline.check().await {
                 match &r.outcome {
                     Ok(what) => out(&format!(
                         "{} {} ({}): ok, {what}\n",
@@ -232,15 +232,13 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         }
         Command::Orphans { file } => {
-            let config = match load(&file, registry) {
+            let pipeline = match load(&file, registry) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let ctx = config.context(rivus_sdk::error_policy::ErrorPolicy::Fail, true);
             let mut ok = true;
-            for s in &config.graph.sinks {
-                let (path, kind) = (&s.section.path, s.section.kind);
-                match s.section.orphans(&ctx).await {
+            for (path, kind, listed) in pipeline.orphans().await {
+                match listed {
                     None => out(&format!("{path} {kind}: leaves no orphans\n")),
                     Some(Ok(lines)) => {
                         out(&format!("{path} {kind}: {} orphaned\n", lines.len()));
@@ -261,14 +259,14 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         }
         Command::Schema => {
-            let schema = crate::config::schema(registry);
+            let schema = registry.schema();
             out(&format!(
                 "{}\n",
                 serde_json::to_string_pretty(&schema).unwrap_or_default()
             ));
             ExitCode::SUCCESS
         }
-        Command::Docs { dir } => match crate::reference::write(registry, &dir) {
+        Command::Docs { dir } => match registry.write_reference(&dir) {
             Ok(n) => {
                 out(&format!("{n} pages written to {}\n", dir.display()));
                 ExitCode::SUCCESS
@@ -279,7 +277,7 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         },
         Command::Connectors => {
-            out(&catalog::render(registry));
+            out(&registry.catalog_text());
             ExitCode::SUCCESS
         }
         Command::New(New::Connector {

@@ -3,15 +3,11 @@
 
 use std::process::ExitCode;
 
-use crate::config::{self, PipelineConfig};
-use crate::registry::Registry;
+use rivus_engine::{Pipeline, Registry};
 
 /// Reads `file` with the sections of `registry`; exit code 2 (said on stderr) if it is bad.
-pub(crate) fn load(
-    file: &std::path::Path,
-    registry: &Registry,
-) -> Result<PipelineConfig, ExitCode> {
-    config::load(file, registry).map_err(|e| {
+pub(crate) fn load(file: &std::path::Path, registry: &Registry) -> Result<Pipeline, ExitCode> {
+    Pipeline::from_file(file, registry).map_err(|e| {
         eprintln!("invalid pipeline: {e}");
         ExitCode::from(2)
     })

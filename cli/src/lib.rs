@@ -1,8 +1,10 @@
 //! # rivus-cli
 //!
-//! The `rivus` command as a library: declarative pipelines (`run`, `validate`, `check`,
-//! `connectors`, `--http`, workers, restarts) over a [`Registry`] of the section types a
-//! pipeline file can name.
+//! The `rivus` command as a library: the commands (`run`, `validate`, `check`, `test`,
+//! `connectors`, `schema`, `docs`, `new`), the status line and the dashboard over the
+//! pipeline engine ([`rivus_engine`]), with a [`Registry`] of the section types a pipeline
+//! file can name. To run a pipeline file in a program of your own without the command, use
+//! the engine itself.
 //!
 //! `rivus` itself is this:
 //!
@@ -20,26 +22,11 @@
 //! ([`scaffold`]) writes such a crate, with a `rivus` of its own, ready to build and certify.
 
 mod app;
-mod build;
-mod catalog;
-mod check;
-mod config;
 mod console;
-mod counted;
 mod http;
-mod reference;
-mod registry;
-mod remap;
-mod route;
 mod run;
 pub mod scaffold;
-mod sections;
-mod sinks;
-mod sources;
 mod status;
-mod store;
-mod testing;
-mod transform;
 
 pub use app::main_with;
-pub use registry::{Registry, Role};
+pub use rivus_engine::{Registry, Role};

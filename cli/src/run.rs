@@ -7,14 +7,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use rivus_sdk::error_policy::ErrorPolicy;
+use rivus_engine::{Counts, Pipeline, Registry};
 use rivus_sdk::Supervisor;
 
-use crate::config::PipelineConfig;
 use crate::console::{load, out};
-use crate::counted::Counts;
-use crate::registry::Registry;
-use crate::{build, http, status};
+use crate::{http, status};
 
 /// `rivus run`'s options.
 #[derive(clap::Args)]
@@ -47,7 +44,7 @@ pub(crate) struct RunOptions {
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    crate::config::parse_duration(s)
+    rivus_engine::parse_duration(s)
         .ok_or_else(|| format!("`{s}` is not a duration (500ms, 2s, 1m)"))
 }
 
@@ -105,37 +102,29 @@ struct Dashboard {
 }
 
 impl Dashboard {
-    /// Serves the dashboard of `config` on `addr` for `supervisor`'s job.
+    /// Serves the dashboard of `pipeline` on `addr` for `supervisor`'s job.
     async fn start(
-        config: &PipelineConfig,
+        pipeline: &Pipeline,
         (addr, token): (std::net::SocketAddr, Option<http::Token>),
         prometheus: PrometheusHandle,
         guarantee: &str,
         counts: &Arc<Counts>,
         job: Watched,
     ) -> Result<Self, String> {
-        let g = &config.graph;
-        let lag: Vec<&'static str> = (g.sources.iter().map(|s| s.section.options.metrics().lag))
-            .chain(g.sinks.iter().map(|s| s.section.options.metrics().lag))
-            .flatten()
-            .collect();
         let snapshot = Arc::new(
             http::Snapshot::new(
-                config.name.clone(),
-                config.worker.clone(),
+                pipeline.name().to_owned(),
+                pipeline.worker().map(str::to_owned),
                 guarantee,
-                http::graph(config),
+                pipeline.graph_json(),
                 Arc::clone(counts),
                 Box::new(move || prometheus.render()),
                 job.history,
                 job.restarts,
                 job.stalls,
             )
-            .with_lag_metrics(lag)
-            .with_sinks(
-                config.graph.sinks.iter().map(|s| s.name.clone()).collect(),
-                config.parallelism,
-            ),
+            .with_lag_metrics(pipeline.lag_metrics())
+            .with_sinks(pipeline.sink_names(), pipeline.parallelism()),
         );
         let server = http::serve(addr, token, Arc::clone(&snapshot), job.handle).await?;
         let sampler = tokio::spawn(Arc::clone(&snapshot).sample_forever());
@@ -180,27 +169,9 @@ fn guarantee_name(job: &rivus_sdk::Job) -> String {
     format!("{whole} ({})", each.join(", "))
 }
 
-/// The sections' reports after a successful run (the SQL sink's table).
-async fn reports(config: &PipelineConfig) -> String {
-    let ctx = config.context(ErrorPolicy::Fail, false);
-    let g = &config.graph;
-    let mut text = String::new();
-    for s in &g.sources {
-        if let Some(r) = s.section.options.report(&ctx).await {
-            text.push_str(&r);
-        }
-    }
-    for s in &g.sinks {
-        if let Some(r) = s.section.options.report(&ctx).await {
-            text.push_str(&r);
-        }
-    }
-    text
-}
-
 /// What `run` checks before it builds anything.
 struct Setup {
-    config: PipelineConfig,
+    pipeline: Pipeline,
     http: Option<(std::net::SocketAddr, Option<http::Token>)>,
     prometheus: Option<PrometheusHandle>,
 }
@@ -212,8 +183,7 @@ fn setup(o: &RunOptions, registry: &Registry) -> Result<Setup, ExitCode> {
         eprintln!("{e}");
         ExitCode::from(2)
     };
-    let mut config = load(&o.file, registry)?;
-    config.worker = o.worker.clone();
+    let pipeline = load(&o.file, registry)?.with_worker(o.worker.clone());
     let http = o
         .http
         .map(|addr| http::check(addr, o.http_token.clone()).map(|t| (addr, t)))
@@ -221,7 +191,7 @@ fn setup(o: &RunOptions, registry: &Registry) -> Result<Setup, ExitCode> {
         .map_err(refuse)?;
     let prometheus = install_metrics(o.metrics_addr, http.is_some()).map_err(refuse)?;
     Ok(Setup {
-        config,
+        pipeline,
         http,
         prometheus,
     })
@@ -229,20 +199,20 @@ fn setup(o: &RunOptions, registry: &Registry) -> Result<Setup, ExitCode> {
 
 /// The summary and the sections' reports after the job, or why it failed; the exit code.
 async fn conclude(
-    config: &PipelineConfig,
+    pipeline: &Pipeline,
     counts: &Arc<Counts>,
     guarantee: &str,
     result: rivus_sdk::Result<rivus_sdk::JobSummary>,
 ) -> ExitCode {
     match result {
         Ok(summary) => {
-            let mut text = status::summary(&config.name, &summary, counts, guarantee);
-            text.push_str(&reports(config).await);
+            let mut text = status::summary(pipeline.name(), &summary, counts, guarantee);
+            text.push_str(&pipeline.reports().await);
             out(&text);
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{}: the job failed: {e}", config.name);
+            eprintln!("{}: the job failed: {e}", pipeline.name());
             // What no restart fixes (configuration, credentials, an owned store): 2.
             ExitCode::from(if e.is_setup() { 2 } else { 1 })
         }
@@ -275,7 +245,7 @@ fn exit_soon(name: String, activities: Arc<rivus_sdk::activity::Activities>) {
 /// `rivus run FILE`.
 pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     let Setup {
-        config,
+        pipeline,
         http,
         prometheus,
     } = match setup(&o, registry) {
@@ -284,7 +254,7 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     };
     // The first attempt's job is built here (bad configuration ends the run before it
     // starts); each restart builds the job anew, counting into the same totals.
-    let built = match build::build(&config, false).await {
+    let built = match pipeline.build().await {
         Ok(b) => b,
         Err(e) => {
             eprintln!("{}: {e}", o.file.display());
@@ -296,13 +266,11 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     let mut first = Some(built.job);
     let supervisor = Supervisor::new(|| {
         let job = first.take();
-        let (config, counts) = (&config, Arc::clone(&counts));
+        let (pipeline, counts) = (&pipeline, Arc::clone(&counts));
         async move {
             match job {
                 Some(job) => Ok(job),
-                None => build::build_counting(config, false, counts)
-                    .await
-                    .map(|b| b.job),
+                None => pipeline.rebuild(counts).await.map(|b| b.job),
             }
         }
     })
@@ -311,7 +279,7 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     {
         // A second signal cancels the job; should a task still wait in a call its client
         // cannot interrupt, the process ends a few seconds later all the same.
-        let (name, activities) = (config.name.clone(), supervisor.activities());
+        let (name, activities) = (pipeline.name().to_owned(), supervisor.activities());
         supervisor
             .handle()
             .stop_on_signals_then(move || exit_soon(name, activities));
@@ -324,7 +292,7 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
                 stalls: supervisor.stalls(),
                 handle: supervisor.handle(),
             };
-            match Dashboard::start(&config, h, p, &guarantee, &counts, job).await {
+            match Dashboard::start(&pipeline, h, p, &guarantee, &counts, job).await {
                 Ok(d) => Some(d),
                 Err(e) => {
                     eprintln!("{e}");
@@ -335,7 +303,7 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
         _ => None,
     };
     let reporter = tokio::spawn(status::report(
-        config.name.clone(),
+        pipeline.name().to_owned(),
         Arc::clone(&counts),
         built.total,
         supervisor.completed_checkpoints(),
@@ -349,5 +317,5 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
         d.end(&result);
     }
     status::clear();
-    conclude(&config, &counts, &guarantee, result).await
+    conclude(&pipeline, &counts, &guarantee, result).await
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rivus_sdk::{CompletedCheckpoints, JobSummary, RestartStatus, Stall};
 
-use crate::counted::Counts;
+use rivus_engine::Counts;
 
 fn rate(n: u64, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64().max(1e-9)

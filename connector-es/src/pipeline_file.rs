@@ -469,12 +469,18 @@ mod tests {
         assert!(d.contains("max_actions: 20"), "{d}");
         assert!(d.contains("flush_interval: Some(5s)"), "{d}");
         assert!(d.contains("concurrent_requests: 3"), "{d}");
-        assert!(d.contains("max_bytes: 5242880"), "the sink's default stays: {d}");
+        assert!(
+            d.contains("max_bytes: 5242880"),
+            "the sink's default stays: {d}"
+        );
         let d = sink("max_actions = 10\nretry = { max_retries = 2 }").unwrap();
         assert!(d.contains("max_actions: 10"), "{d}");
         assert!(d.contains("max_retries: 2"), "{d}");
         let e = sink("max_actions = 10\nbatch = { max_records = 20 }").unwrap_err();
-        assert!(e.contains("max_actions") && e.contains("batch.max_records"), "{e}");
+        assert!(
+            e.contains("max_actions") && e.contains("batch.max_records"),
+            "{e}"
+        );
         let e = section("batch = { in_flight = 0 }").unwrap_err();
         assert!(e.contains("in_flight"), "{e}");
     }

@@ -57,64 +57,6 @@ pub(crate) fn check(addr: SocketAddr, token: Option<String>) -> Result<Option<To
     Ok(token)
 }
 
-/// The pipeline graph the dashboard draws: each component's name, role, `type` and inputs
-/// (nothing else of the file: no option, no secret); for a pipeline of one path also the
-/// `source`, `transforms` and `sink` of earlier versions.
-pub(crate) fn graph(config: &crate::config::PipelineConfig) -> serde_json::Value {
-    use crate::config::TransformKind;
-    use serde_json::json;
-    let g = &config.graph;
-    let inputs = |i: &[crate::config::graph::Output]| -> Vec<String> {
-        i.iter().map(ToString::to_string).collect()
-    };
-    let mut components: Vec<serde_json::Value> = g
-        .sources
-        .iter()
-        .map(|s| json!({ "name": s.name, "role": "source", "type": s.section.kind, "inputs": [] }))
-        .collect();
-    for t in &g.transforms {
-        let (kind, routes) = match &t.kind {
-            TransformKind::Steps(steps) => (
-                steps
-                    .iter()
-                    .map(|s| s.kind())
-                    .collect::<Vec<_>>()
-                    .join(" → "),
-                Vec::new(),
-            ),
-            TransformKind::Route(routes) => (
-                "route".to_owned(),
-                routes.iter().map(|(r, _)| r.clone()).collect(),
-            ),
-        };
-        components.push(json!({
-            "name": t.name, "role": "transform", "type": kind, "inputs": inputs(&t.inputs),
-            "routes": routes,
-        }));
-    }
-    for s in &g.sinks {
-        components.push(json!({
-            "name": s.name, "role": "sink", "type": s.section.kind, "inputs": inputs(&s.inputs),
-        }));
-    }
-    let mut out = json!({ "components": components, "parallelism": config.parallelism });
-    let single = g.sources.len() == 1 && g.sinks.len() == 1 && g.sinks[0].name == "sink";
-    if single {
-        let transforms: Vec<&str> = g
-            .transforms
-            .iter()
-            .flat_map(|t| match &t.kind {
-                TransformKind::Steps(steps) => steps.iter().map(|s| s.kind()).collect(),
-                TransformKind::Route(_) => vec!["route"],
-            })
-            .collect();
-        out["source"] = json!({ "type": g.sources[0].section.kind });
-        out["transforms"] = json!(transforms);
-        out["sink"] = json!({ "type": g.sinks[0].section.kind });
-    }
-    out
-}
-
 /// What the handlers share.
 struct Server {
     snapshot: Arc<Snapshot>,

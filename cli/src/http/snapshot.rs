@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use rivus_sdk::{CheckpointHistory, RestartStatus, Stall};
 
 use super::prom::{self, Sample};
-use crate::counted::Counts;
+use rivus_engine::Counts;
 
 /// Throughput points kept: five minutes at one a second.
 const POINTS: usize = 300;

@@ -8,11 +8,16 @@ use rivus_sdk::error_policy::ErrorPolicy;
 
 use crate::config::PipelineConfig;
 
-/// One endpoint's result.
-pub(crate) struct Reach {
+/// One endpoint's result: `rivus check`'s line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    /// What it is in the file: `source`, `sinks.lake`, `dead letters`, `checkpoint store`.
     pub role: String,
+    /// Its `type`.
     pub kind: &'static str,
+    /// What was reached (a URL without its password, a broker list).
     pub address: String,
+    /// What it said, or why it could not be reached.
     pub outcome: Result<String, String>,
 }
 

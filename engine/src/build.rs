@@ -25,8 +25,11 @@ use crate::route::Router;
 use crate::transform::Transforms;
 
 /// A job ready to run, with what the status line and the report need.
-pub(crate) struct Built {
+#[derive(Debug)]
+pub struct Built {
+    /// The job.
     pub job: Job,
+    /// Its live counts (the same across the attempts of a run).
     pub counts: Arc<Counts>,
     /// Records the source will emit, when known (a bounded generator).
     pub total: Option<u64>,

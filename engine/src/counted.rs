@@ -12,9 +12,12 @@ use rivus_sdk::Restored;
 
 /// Live counts of a run, read by the status line and the status API.
 #[derive(Debug, Default)]
-pub(crate) struct Counts {
+pub struct Counts {
+    /// Records read by the sources.
     pub read: AtomicU64,
+    /// Records written by the sinks.
     pub written: AtomicU64,
+    /// Records handed to the error policy.
     pub errors: AtomicU64,
     /// Errors by where they happened (`source`, `transform`, `sink`).
     pub by_kind: parking_lot::Mutex<BTreeMap<String, u64>>,
@@ -39,8 +42,10 @@ impl Counts {
 /// its subtasks are in a call to their connector now, which the status API samples to say how
 /// busy each sink is: the slow branch of a graph is the one whose sink is always in a call.
 #[derive(Debug, Default)]
-pub(crate) struct Flow {
+pub struct Flow {
+    /// Records that passed it.
     pub records: AtomicU64,
+    /// A sink's subtasks in a call to their connector now.
     pub in_call: AtomicU64,
 }
 

@@ -13,9 +13,11 @@ use crate::route::Router;
 use crate::transform::Transforms;
 
 /// One test's result: its name, and what differed (empty: it passed).
-#[derive(Debug)]
-pub(crate) struct Report {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The test's name.
     pub name: String,
+    /// What differed, one line each (empty: it passed).
     pub failures: Vec<String>,
 }
 
