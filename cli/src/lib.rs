@@ -14,9 +14,9 @@
 //! }
 //! ```
 //!
-//! A connector written outside this repository implements
-//! [`SourceSection`](rivus_pipeline_file::SourceSection) or
-//! [`SinkSection`](rivus_pipeline_file::SinkSection) and gets a `rivus` of its own with
+//! A connector written outside this repository implements `SourceSection` or `SinkSection`
+//! (of `rivus-pipeline-file`), registers them ([`Registry::source`], [`Registry::sink`]) and
+//! gets a `rivus` of its own with
 //! `Registry::builtin().source::<MySource>().sink::<MySink>()` — `examples/custom-rivus`
 //! does it for the file connector of `examples/file-connector`. `rivus new connector NAME`
 //! ([`scaffold`]) writes such a crate, with a `rivus` of its own, ready to build and certify.
