@@ -520,6 +520,11 @@ async fn table_rows_with_note(pg: &str, name: &str, note: bool) -> BTreeMap<Stri
 /// first commits and once while the writer runs, and started again; then a column is added to
 /// the source table and set on some rows. `deltalake` ends reading exactly the table's rows,
 /// the added column included.
+///
+/// It runs alone (`.config/nextest.toml`): beside four other end-to-end tests on two cores the
+/// job applied about 2 changes a second (one merge commit of 1–10 keys per checkpoint) and
+/// missed the 120 s bound, where alone the whole test takes 5 s — a slowdown under CPU
+/// contention still to explain (see the CDC README's open items).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cdc_to_delta_example_survives_kill_nine_follows_an_added_column_and_equals_the_table() {
     let (Some(pg), Some(cdc), Some(endpoint), Some(py)) = (
@@ -552,6 +557,11 @@ async fn cdc_to_delta_example_survives_kill_nine_follows_an_added_column_and_equ
         ("RIVUS_S3_BUCKET", bucket.as_str()),
         ("RIVUS_S3_ACCESS_KEY", access.as_str()),
         ("RIVUS_S3_SECRET_KEY", secret.as_str()),
+        // Columns added, merges and restores in the logs a failure shows.
+        (
+            "RUST_LOG",
+            "warn,rivus::status=info,rivus_connector_files=info,rivus_connector_delta=info",
+        ),
     ];
     let uri = format!("s3://{bucket}/{name}");
     let versions = || {
@@ -615,10 +625,13 @@ async fn cdc_to_delta_example_survives_kill_nine_follows_an_added_column_and_equ
                 .take(3)
                 .map(|(k, v)| format!("{k}: table {v:?}, Delta {:?}", got.get(k)))
                 .collect();
+            let wrong = want.iter().filter(|(k, v)| got.get(*k) != Some(v)).count();
             panic!(
-                "the Delta table has {} rows, the table {}; {differ:?}",
+                "the Delta table has {} rows, the table {}; {wrong} differ, first {differ:?}; \
+                 the last run's log ends:\n{}",
                 got.len(),
-                want.len()
+                want.len(),
+                cdc::log_tail(dir.path(), "run2", 40)
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

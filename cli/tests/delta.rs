@@ -8,6 +8,8 @@
 mod cdc;
 #[path = "support/kills.rs"]
 mod kills;
+#[path = "support/lake.rs"]
+mod lake;
 #[path = "support/run.rs"]
 mod run;
 #[path = "support/topics.rs"]
@@ -16,7 +18,7 @@ mod topics;
 use rivus_testkit::services::{
     python_with, require, s3_credentials, s3_keys, s3_open_uploads, s3_put, unique_name, Service,
 };
-use run::{produce, rivus_succeeds, text};
+use run::rivus_succeeds;
 
 /// The versions in the table's log so far.
 fn versions(endpoint: &str, table: &str) -> usize {
@@ -39,51 +41,18 @@ async fn kafka_to_delta_sigkilled_three_times_holds_every_record_once() {
     let dir = tempfile::tempdir().unwrap();
     let unique = unique_name("delta-kill");
     let n: u64 = 150_000;
-    topics::topic(&kafka, &unique).await;
-    produce(
+    let file = lake::orders_into(
         dir.path(),
-        "to-topic",
+        &kafka,
+        &unique,
         n,
+        "500ms",
         &format!(
-            "type = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{unique}\"\n\
-             exactly_once = true"
-        ),
-    );
-    let file = dir.path().join("to-delta.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"name = "{unique}"
-[checkpoint]
-interval = "500ms"
-dir = "state"
-
-[source]
-type = "kafka"
-bootstrap_servers = "{kafka}"
-topics = ["{unique}"]
-start = "earliest"
-bounded = true
-properties = {{ "isolation.level" = "read_committed" }}
-
-[sink]
-type = "delta"
-url = "s3://{bucket}/{unique}"
-s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
-create_table = true
-target_file_size = 65536
-row_group_bytes = 16384
-schema = [
-  {{ name = "id", type = "int64", nullable = false }},
-  {{ name = "user", type = "string" }},
-  {{ name = "amount", type = "float64" }},
-  {{ name = "status", type = "string" }},
-  {{ name = "ts", type = "timestamp" }},
-]
-"#
+            "type = \"delta\"\nurl = \"s3://{bucket}/{unique}\"\n\
+             s3 = {{ endpoint = \"{endpoint}\", access_key = \"{access}\", secret_key = \"{secret}\" }}"
         ),
     )
-    .unwrap();
+    .await;
     kills::killed_after_commits(dir.path(), &file, || versions(&endpoint, &unique), &[]).await;
     rivus_succeeds(dir.path(), &["run", file.to_str().unwrap()]);
     let script = r#"
@@ -98,19 +67,7 @@ sys.stdout.flush()
 os._exit(0)
 "#;
     let uri = format!("s3://{bucket}/{unique}");
-    let read = std::process::Command::new(&py)
-        .args(["-c", script, &uri, &endpoint, &access, &secret])
-        .output()
-        .unwrap();
-    let got = text(&read.stdout);
-    assert!(read.status.success(), "{got}{}", text(&read.stderr));
-    let f: Vec<u64> = got.split_whitespace().map(|v| v.parse().unwrap()).collect();
-    assert_eq!(
-        f[..4],
-        [n, n, 0, n - 1],
-        "every record once (rows, distinct, min, max): {got}"
-    );
-    assert!(f[4] > 3, "files rolled by size, not one: {got}");
+    lake::every_record_once(&py, script, &[&uri, &endpoint, &access, &secret], n);
     assert_eq!(
         s3_open_uploads(&endpoint, &unique),
         0,

@@ -9,6 +9,8 @@
 mod cdc;
 #[path = "support/kills.rs"]
 mod kills;
+#[path = "support/lake.rs"]
+mod lake;
 #[path = "support/run.rs"]
 mod run;
 #[path = "support/topics.rs"]
@@ -17,7 +19,7 @@ mod topics;
 use rivus_testkit::services::{
     python_with, require, s3_credentials, s3_keys, s3_open_uploads, s3_put, unique_name, Service,
 };
-use run::{produce, rivus_succeeds, text};
+use run::rivus_succeeds;
 
 /// The table's metadata files so far: one per commit (and one for its creation).
 fn commits(endpoint: &str, table: &str) -> usize {
@@ -41,54 +43,22 @@ async fn kafka_to_iceberg_sigkilled_three_times_holds_every_record_once() {
     let dir = tempfile::tempdir().unwrap();
     let unique = unique_name("iceberg-kill").replace('-', "_");
     let n: u64 = 300_000;
-    topics::topic(&kafka, &unique).await;
-    produce(
-        dir.path(),
-        "to-topic",
-        n,
-        &format!(
-            "type = \"kafka\"\nbootstrap_servers = \"{kafka}\"\ntopic = \"{unique}\"\n\
-             exactly_once = true"
-        ),
-    );
     // A catalog of its own (its name) and a warehouse of its own: tests run side by side.
     let warehouse = format!("s3://{bucket}/{unique}");
-    let file = dir.path().join("to-iceberg.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"name = "{unique}"
-[checkpoint]
-interval = "200ms"
-dir = "state"
-
-[source]
-type = "kafka"
-bootstrap_servers = "{kafka}"
-topics = ["{unique}"]
-start = "earliest"
-bounded = true
-properties = {{ "isolation.level" = "read_committed" }}
-
-[sink]
-type = "iceberg"
-catalog = {{ uri = "{pg}", warehouse = "{warehouse}", name = "{unique}" }}
-table = "lake.orders"
-s3 = {{ endpoint = "{endpoint}", access_key = "{access}", secret_key = "{secret}" }}
-create_table = true
-target_file_size = 65536
-row_group_bytes = 16384
-schema = [
-  {{ name = "id", type = "int64", nullable = false }},
-  {{ name = "user", type = "string" }},
-  {{ name = "amount", type = "float64" }},
-  {{ name = "status", type = "string" }},
-  {{ name = "ts", type = "timestamp" }},
-]
-"#
+    let file = lake::orders_into(
+        dir.path(),
+        &kafka,
+        &unique,
+        n,
+        "200ms",
+        &format!(
+            "type = \"iceberg\"\n\
+             catalog = {{ uri = \"{pg}\", warehouse = \"{warehouse}\", name = \"{unique}\" }}\n\
+             table = \"lake.orders\"\n\
+             s3 = {{ endpoint = \"{endpoint}\", access_key = \"{access}\", secret_key = \"{secret}\" }}"
         ),
     )
-    .unwrap();
+    .await;
     let table = format!("{unique}/lake/orders");
     kills::killed_after_commits(
         dir.path(),
@@ -111,21 +81,12 @@ ids = scan.to_arrow().column("id").to_pylist()
 print(len(ids), len(set(ids)), min(ids), max(ids), len(list(scan.plan_files())))
 "#;
     let uri = pg.replacen("postgres://", "postgresql+psycopg2://", 1);
-    let read = std::process::Command::new(&py)
-        .args([
-            "-c", script, &unique, &uri, &warehouse, &endpoint, &access, &secret,
-        ])
-        .output()
-        .unwrap();
-    let got = text(&read.stdout);
-    assert!(read.status.success(), "{got}{}", text(&read.stderr));
-    let f: Vec<u64> = got.split_whitespace().map(|v| v.parse().unwrap()).collect();
-    assert_eq!(
-        f[..4],
-        [n, n, 0, n - 1],
-        "every record once (rows, distinct, min, max): {got}"
+    lake::every_record_once(
+        &py,
+        script,
+        &[&unique, &uri, &warehouse, &endpoint, &access, &secret],
+        n,
     );
-    assert!(f[4] > 3, "files rolled by size, not one: {got}");
     assert_eq!(
         s3_open_uploads(&endpoint, &unique),
         0,

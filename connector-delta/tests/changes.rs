@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use common::*;
@@ -106,34 +105,19 @@ async fn delta_changes_applied_by_key_through_restores_equal_the_source() {
     };
     let backend = MemoryStateBackend::new();
     let name = rivus_testkit::services::unique_name("delta-changes");
-    for at in [6_000, 5_000] {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job_of(
+    wait::cut_then_finish(&[6_000, 5_000], |emitted| {
+        job_of(
             change,
             &name,
             N,
             1,
             Some(10_000),
-            emitted.clone(),
+            emitted,
             sink.clone(),
             &backend,
-        );
-        wait::cancel_at(j, &emitted, at).await;
-    }
-    let summary = job_of(
-        change,
-        &name,
-        N,
-        1,
-        Some(10_000),
-        Arc::default(),
-        sink,
-        &backend,
-    )
-    .run()
-    .await
-    .unwrap();
-    assert!(summary.restored_from.is_some());
+        )
+    })
+    .await;
 
     let read = table.read(&py);
     // Change files are deleted once a later checkpoint completed: those of the last ones stay.

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use common::*;
@@ -30,24 +29,10 @@ async fn through_cancels(
 ) {
     let sink = sink_into(table, move |f| f.target_file_size(file_size));
     let backend = MemoryStateBackend::new();
-    for at in cancels {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job(
-            name,
-            n,
-            2,
-            Some(10_000),
-            emitted.clone(),
-            sink.clone(),
-            &backend,
-        );
-        wait::cancel_at(j, &emitted, at).await;
-    }
-    let summary = job(name, n, 2, Some(10_000), Arc::default(), sink, &backend)
-        .run()
-        .await
-        .unwrap();
-    assert!(summary.restored_from.is_some());
+    wait::cut_then_finish(&cancels, |emitted| {
+        job(name, n, 2, Some(10_000), emitted, sink.clone(), &backend)
+    })
+    .await;
     assert_eq!(
         table.read(py).ids(),
         (0..n).collect::<Vec<_>>(),
@@ -227,34 +212,19 @@ async fn delta_columns_follow_the_records_through_restores() {
     let backend = MemoryStateBackend::new();
     let name = rivus_testkit::services::unique_name("delta-evolve");
     let n = 40_000;
-    for at in [12_000, 16_000] {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job_of(
+    wait::cut_then_finish(&[12_000, 16_000], |emitted| {
+        job_of(
             growing,
             &name,
             n,
             2,
             Some(10_000),
-            emitted.clone(),
+            emitted,
             sink.clone(),
             &backend,
-        );
-        wait::cancel_at(j, &emitted, at).await;
-    }
-    let summary = job_of(
-        growing,
-        &name,
-        n,
-        2,
-        Some(10_000),
-        Arc::default(),
-        sink,
-        &backend,
-    )
-    .run()
-    .await
-    .unwrap();
-    assert!(summary.restored_from.is_some());
+        )
+    })
+    .await;
 
     let read = table.read(&py);
     assert_eq!(read.schema["extra"], "int64", "{:?}", read.schema);

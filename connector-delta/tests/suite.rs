@@ -6,7 +6,6 @@ mod common;
 
 use common::{python, Table};
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
-use rivus_connector_files::{Column, ColumnType};
 use rivus_sdk::error_policy::ErrorPolicy;
 use rivus_sdk::prelude::*;
 use rivus_testkit::suite::{SinkExternal, SinkSuite};
@@ -31,17 +30,7 @@ impl SinkExternal for Delta {
         let table = self.table.as_ref().expect("prepared");
         DeltaSinkBuilder::new(table.url())
             .create_table(true)
-            .files(move |f| {
-                f.schema(vec![Column {
-                    name: "v".into(),
-                    ty: ColumnType::String,
-                    nullable: false,
-                    field_id: None,
-                }])
-                .target_file_size(4 * 1024)
-                .row_group_bytes(1024)
-                .error_policy(policy)
-            })
+            .files(move |f| common::suite_files(f, policy.clone()))
             .build()
             .unwrap()
     }

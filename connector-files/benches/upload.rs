@@ -5,6 +5,11 @@
 //! Needs `dev/services up s3`. `cargo bench -p rivus-connector-files --bench upload`
 //! (`RIVUS_BENCH_RECORDS`, default 1 000 000; `RIVUS_BENCH_ROUNDS`, default 3).
 
+// The table benches' shared part: the orders' columns and the dev S3 store.
+#[allow(dead_code)]
+#[path = "common/table.rs"]
+mod table;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,9 +17,7 @@ use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::PutPayload;
-use rivus_connector_files::{
-    Column, ColumnType, Compression, FileFormat, FilesSink, ParquetCompression, S3Options,
-};
+use rivus_connector_files::{Compression, FileFormat, FilesSink, ParquetCompression};
 use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{
     child_case, compare, order, peak_rss_mib, rounds, run_child, s3_endpoint,
@@ -85,25 +88,11 @@ async fn raw(n: u64) -> f64 {
 }
 
 fn sink(prefix: &str, format: FileFormat) -> FilesSink {
-    let (bucket, access, secret) = s3_credentials();
-    let columns = [
-        ("id", ColumnType::Int64),
-        ("user", ColumnType::String),
-        ("amount", ColumnType::Float64),
-        ("status", ColumnType::String),
-        ("ts", ColumnType::Timestamp),
-    ]
-    .map(|(name, ty)| Column::nullable(name, ty))
-    .into();
+    let (bucket, _, _) = s3_credentials();
     FilesSink::builder(format!("s3://{bucket}/{prefix}"))
-        .s3(S3Options {
-            endpoint: Some(s3_endpoint()),
-            access_key: Some(access),
-            secret_key: Some(secret),
-            ..Default::default()
-        })
+        .s3(table::s3())
         .format(format)
-        .schema(columns)
+        .schema(table::columns())
         .target_file_size(TARGET)
         .part_size(PART)
         .build()

@@ -5,8 +5,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
@@ -30,30 +28,18 @@ async fn through_cancels(
     let sink = sink_into(b, move |s| sized(s.format(format.clone()).path(path)));
     let backend = MemoryStateBackend::new();
     let ms = Duration::from_millis;
-    for at in cancels {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job(
+    wait::cut_then_finish(&cancels, |emitted| {
+        job(
             &b.prefix,
             n,
             Some(40_000),
-            emitted.clone(),
+            emitted,
             sink.clone(),
             &backend,
             ms(100),
-        );
-        wait::cancel_at(j, &emitted, at).await;
-    }
-    let last = job(
-        &b.prefix,
-        n,
-        Some(40_000),
-        Arc::default(),
-        sink,
-        &backend,
-        ms(100),
-    );
-    let summary = last.run().await.unwrap();
-    assert!(summary.restored_from.is_some());
+        )
+    })
+    .await;
     assert_eq!(b.open_uploads(), 0, "every upload completed or aborted");
     let keys = b.keys(false).await;
     assert!(keys.iter().all(|(k, _)| k.ends_with(ext)), "{keys:?}");

@@ -94,32 +94,18 @@ async fn exactly_once(lake: &Lake, py: &str) -> Read {
     let backend = MemoryStateBackend::new();
     let name = rivus_testkit::services::unique_name("iceberg-once");
     let n = 20_000;
-    for at in [5_000, 11_000] {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job_of(
+    wait::cut_then_finish(&[5_000, 11_000], |emitted| {
+        job_of(
             record,
             &name,
             n,
             Some(10_000),
-            emitted.clone(),
+            emitted,
             sink.clone(),
             &backend,
-        );
-        wait::cancel_at(j, &emitted, at).await;
-    }
-    let summary = job_of(
-        record,
-        &name,
-        n,
-        Some(10_000),
-        Arc::default(),
-        sink,
-        &backend,
-    )
-    .run()
-    .await
-    .unwrap();
-    assert!(summary.restored_from.is_some());
+        )
+    })
+    .await;
 
     let read = lake.read(py, table);
     let ids = read.ids();
@@ -244,32 +230,18 @@ async fn iceberg_columns_follow_the_records_through_restores() {
     let backend = MemoryStateBackend::new();
     let name = rivus_testkit::services::unique_name("iceberg-evolve");
     let n = 24_000;
-    for at in [8_000, 14_000] {
-        let emitted = Arc::new(AtomicU64::new(0));
-        let j = job_of(
+    wait::cut_then_finish(&[8_000, 14_000], |emitted| {
+        job_of(
             growing,
             &name,
             n,
             Some(10_000),
-            emitted.clone(),
+            emitted,
             sink.clone(),
             &backend,
-        );
-        wait::cancel_at(j, &emitted, at).await;
-    }
-    let summary = job_of(
-        growing,
-        &name,
-        n,
-        Some(10_000),
-        Arc::default(),
-        sink,
-        &backend,
-    )
-    .run()
-    .await
-    .unwrap();
-    assert!(summary.restored_from.is_some());
+        )
+    })
+    .await;
 
     let read = lake.read(&py, table);
     assert_eq!(read.schema["extra"], "7:long", "{:?}", read.schema);

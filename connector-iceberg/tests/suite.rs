@@ -7,7 +7,6 @@ mod common;
 
 use std::process::Command;
 
-use rivus_connector_files::{Column, ColumnType};
 use rivus_connector_iceberg::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
 use rivus_sdk::error_policy::ErrorPolicy;
 use rivus_sdk::prelude::*;
@@ -45,17 +44,7 @@ impl SinkExternal for Iceberg {
         );
         IcebergSinkBuilder::new(catalog, "suite.t")
             .create_table(true)
-            .files(move |f| {
-                f.schema(vec![Column {
-                    name: "v".into(),
-                    ty: ColumnType::String,
-                    nullable: false,
-                    field_id: None,
-                }])
-                .target_file_size(4 * 1024)
-                .row_group_bytes(1024)
-                .error_policy(policy)
-            })
+            .files(move |f| common::suite_files(f, policy.clone()))
             .build()
             .unwrap()
     }

@@ -13,7 +13,17 @@ OS3_PORT=${RIVUS_OPENSEARCH3_PORT:-9203}
 opensearch_install_flavour() {
   local major=$1 jhome=$2 dev="$REPO_ROOT/dev/opensearch$1" jars launcher
   jars=$(resolve_jars "opensearch$major" "$dev/pom.xml") || exit 1
-  launcher=$(compile_class "opensearch$major-launcher" "$jars" "$dev/OsNode.java" "$jhome/bin/javac") || exit 1
+  local src="$dev/OsNode.java"
+  if [ ! -f "$src" ]; then
+    # OpenSearch 2 kept Elasticsearch 7's embedding API under its own package: its launcher is
+    # Elasticsearch's, renamed (OpenSearch 3 has a launcher of its own).
+    src="$CACHE_DIR/opensearch$major-launcher-src/OsNode.java"
+    mkdir -p "$(dirname "$src")"
+    sed -e 's/org\.elasticsearch\./org.opensearch./g' -e 's/\bEsNode\b/OsNode/g' \
+      -e 's/rivus-es/rivus-opensearch/g' -e "s/Elasticsearch 7\.17/OpenSearch $major/" \
+      "$REPO_ROOT/dev/elasticsearch/EsNode.java" > "$src"
+  fi
+  launcher=$(compile_class "opensearch$major-launcher" "$jars" "$src" "$jhome/bin/javac") || exit 1
   printf -v "OS${major}_JARS" '%s' "$jars"
   printf -v "OS${major}_LAUNCHER" '%s' "$launcher"
   printf -v "OS${major}_JAVA" '%s' "$jhome/bin/java"

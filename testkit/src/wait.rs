@@ -79,6 +79,26 @@ pub async fn cancel_at(
     .await;
 }
 
+/// Runs the job `job` makes once per cut, cancelling each when the counter it was given
+/// (records emitted, say) reaches the cut, then once to its end: the last run's summary, which
+/// must have restored from a checkpoint of the runs before. The shape of every test that
+/// cuts a job short and checks that what it wrote comes out exactly once.
+pub async fn cut_then_finish(
+    cuts: &[u64],
+    job: impl Fn(std::sync::Arc<std::sync::atomic::AtomicU64>) -> rivus_sdk::prelude::Job,
+) -> rivus_sdk::JobSummary {
+    for &at in cuts {
+        let emitted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        cancel_at(job(emitted.clone()), &emitted, at).await;
+    }
+    let summary = job(Default::default()).run().await.unwrap();
+    assert!(
+        summary.restored_from.is_some(),
+        "the last run restored from a checkpoint of the cut ones"
+    );
+    summary
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

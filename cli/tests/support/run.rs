@@ -58,13 +58,16 @@ pub(crate) fn interrupt(child: Child) {
     assert!(out.status.success(), "graceful stop: {}", text(&out.stderr));
 }
 
-/// Runs a `rivus` job of `n` generated orders into `sink` (TOML lines of a `[sink]`).
+/// Runs a `rivus` job of `n` generated orders into `sink` (TOML lines of a `[sink]`). The job's
+/// name is unique: it keys a Kafka sink's transactional ids, and two tests producing at once
+/// under one name would fence each other's producer.
 pub(crate) fn produce(dir: &Path, label: &str, n: u64, sink: &str) {
     let file = dir.join(format!("{label}.toml"));
+    let name = rivus_testkit::services::unique_name(label);
     std::fs::write(
         &file,
         format!(
-            "name = \"{label}\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"{label}-state\"\n\
+            "name = \"{name}\"\n[checkpoint]\ninterval = \"1s\"\ndir = \"{label}-state\"\n\
              [source]\ntype = \"generator\"\ncount = {n}\n[sink]\n{sink}\n"
         ),
     )

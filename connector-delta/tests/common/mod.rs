@@ -3,16 +3,19 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../connector-files/tests/common/table_job.rs"]
+mod table_job;
+#[allow(unused_imports)] // each test binary uses a part
+pub(crate) use table_job::{columns, record, suite_files, table_job};
+
 use std::process::Command;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rivus_connector_delta::{DeltaSink, DeltaSinkBuilder};
 use rivus_connector_files::{Column, ColumnType, FilesSinkBuilder, S3Options};
 use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
-use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
 /// Where a test's table is.
@@ -156,32 +159,6 @@ pub(crate) fn python() -> Option<String> {
     rivus_testkit::services::python_with("deltalake, pyarrow")
 }
 
-/// Record `i` of the tests.
-pub(crate) fn record(i: u64) -> Value {
-    json!({
-        "id": i,
-        "name": format!("name-{i}"),
-        "price": i as f64 / 4.0,
-        "ok": i.is_multiple_of(2),
-        "day": format!("2024-03-{:02}", 1 + i % 28),
-        "at": 1_709_287_200_000u64 + i,
-    })
-}
-
-/// The columns of `record`.
-pub(crate) fn columns() -> Vec<Column> {
-    [
-        ("id", ColumnType::Int64),
-        ("name", ColumnType::String),
-        ("price", ColumnType::Float64),
-        ("ok", ColumnType::Boolean),
-        ("day", ColumnType::Date),
-        ("at", ColumnType::Timestamp),
-    ]
-    .map(|(name, ty)| Column::nullable(name, ty))
-    .into()
-}
-
 /// Sinks creating (when missing) and appending to `table`, as `tune` sets the files.
 pub(crate) fn sink_into(
     table: &Table,
@@ -239,22 +216,16 @@ pub(crate) fn job_of(
     sink: impl Fn() -> DeltaSink + Send + Sync + 'static,
     backend: &MemoryStateBackend,
 ) -> Job {
-    Pipeline::new(name)
-        .checkpointing(CheckpointConfig::new(
-            Duration::from_millis(100),
-            Arc::new(backend.clone()),
-        ))
-        .batch_size(500)
-        .source("seq", parallelism, move |i| {
-            let s = SequenceSource::new(i, parallelism, Some(n), emitted.clone());
-            match per_second {
-                Some(r) => s.paced(r),
-                None => s,
-            }
-        })
-        .map(map)
-        .sink("delta", parallelism, move |_| sink())
-        .unwrap()
+    table_job(
+        map,
+        name,
+        n,
+        parallelism,
+        per_second,
+        emitted,
+        ("delta", sink),
+        backend,
+    )
 }
 
 /// The application transactions (`txn`: app id → version) of a local table's log, from its

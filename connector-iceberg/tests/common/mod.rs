@@ -5,16 +5,19 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../connector-files/tests/common/table_job.rs"]
+mod table_job;
+#[allow(unused_imports)] // each test binary uses a part
+pub(crate) use table_job::{columns, record, suite_files, table_job};
+
 use std::process::Command;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
-use rivus_connector_files::{Column, ColumnType, FilesSinkBuilder, S3Options};
+use rivus_connector_files::{FilesSinkBuilder, S3Options};
 use rivus_connector_iceberg::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
 use rivus_sdk::prelude::*;
 use rivus_testkit::services::{require, s3_credentials, unique_name, Service};
-use rivus_testkit::SequenceSource;
 use serde_json::{json, Value};
 
 /// A fresh catalog and warehouse on the dev PostgreSQL (or REST catalog) and object store.
@@ -196,32 +199,6 @@ pub(crate) fn python() -> Option<String> {
     )
 }
 
-/// Record `i` of the tests.
-pub(crate) fn record(i: u64) -> Value {
-    json!({
-        "id": i,
-        "name": format!("name-{i}"),
-        "price": i as f64 / 4.0,
-        "ok": i.is_multiple_of(2),
-        "day": format!("2024-03-{:02}", 1 + i % 28),
-        "at": 1_709_287_200_000u64 + i,
-    })
-}
-
-/// The columns of `record`.
-pub(crate) fn columns() -> Vec<Column> {
-    [
-        ("id", ColumnType::Int64),
-        ("name", ColumnType::String),
-        ("price", ColumnType::Float64),
-        ("ok", ColumnType::Boolean),
-        ("day", ColumnType::Date),
-        ("at", ColumnType::Timestamp),
-    ]
-    .map(|(name, ty)| Column::nullable(name, ty))
-    .into()
-}
-
 /// Sinks creating (when missing) and appending to `table` of `lake`, as `tune` sets the files.
 pub(crate) fn sink_into(
     lake: &Lake,
@@ -251,20 +228,14 @@ pub(crate) fn job_of(
     sink: impl Fn() -> IcebergSink + Send + Sync + 'static,
     backend: &MemoryStateBackend,
 ) -> Job {
-    Pipeline::new(name)
-        .checkpointing(CheckpointConfig::new(
-            Duration::from_millis(100),
-            Arc::new(backend.clone()),
-        ))
-        .batch_size(500)
-        .source("seq", 2, move |i| {
-            let s = SequenceSource::new(i, 2, Some(n), emitted.clone());
-            match per_second {
-                Some(r) => s.paced(r),
-                None => s,
-            }
-        })
-        .map(map)
-        .sink("iceberg", 2, move |_| sink())
-        .unwrap()
+    table_job(
+        map,
+        name,
+        n,
+        2,
+        per_second,
+        emitted,
+        ("iceberg", sink),
+        backend,
+    )
 }
