@@ -319,6 +319,8 @@ const TOAST_COLUMNS: &str = "a, b, big, tags, doc, amount, n";
 /// `a`) over a table with a composite key and a large text stored out of line that updates
 /// mostly leave alone: through six SIGKILLs the replica ends equal to the table in every
 /// column (`EXCEPT` both ways) — never the placeholder of an unchanged value.
+///
+/// Over 60 s (94 s here): six kills, and the replica compared with the table in every column.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_toast_values_survive_kill_nine_in_a_postgres_replica() {
     postgres_replica("cdc_toast", toast_rows(), (Key::AB, 2), false).await;
@@ -423,6 +425,9 @@ async fn postgres_replica(prefix: &str, rows: i64, (key, parallelism): (Key, usi
 /// large transactions as large as the table; each kill after the run completed a checkpoint,
 /// see [`Kills`]): a change without `big` updates its document partially, so every document
 /// ends equal to its row.
+///
+/// Over 60 s (123 s here): the kills each wait for a completed checkpoint, over 5 000 rows of
+/// 3 200-character values that Elasticsearch reads and reindexes on each partial update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_toast_values_survive_kill_nine_in_an_elasticsearch_index() {
     let (Some(pg), Some(cdc), Some(es)) = (
@@ -529,6 +534,8 @@ async fn table_docs(pg: &str, name: &str) -> BTreeMap<String, Vec<String>> {
 /// table, and the dev store holds 3.2 GB; the writer also changes keys): a change without `big`
 /// keeps the value of the row it replaces, or of the old key's row when the key changed, so
 /// `deltalake` ends reading the table.
+///
+/// Over 60 s (110 s here): every merge rewrites the whole table, through the kills.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_toast_values_survive_kill_nine_in_a_delta_table() {
     let (Some(pg), Some(cdc), Some(endpoint), Some(py)) = (

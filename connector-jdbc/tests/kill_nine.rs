@@ -10,12 +10,15 @@ use std::time::{Duration, Instant};
 use rivus_testkit::process::{example_binary, kill_after_progress};
 use rivus_testkit::services::unique_name;
 
+/// Over 60 s (84 s here): several SIGKILLs, each after the process made progress, and a
+/// restart from the checkpoint after each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_numbers_to_postgres_exactly_once() {
     let Some(db) = common::postgres() else { return };
     killed_and_restarted(&db, 1_500_000).await;
 }
 
+/// Over 60 s (82 s here): as for PostgreSQL, with XA.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_dash_nine_numbers_to_mariadb_exactly_once() {
     let Some(db) = common::mariadb() else { return };

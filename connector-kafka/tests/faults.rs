@@ -44,6 +44,9 @@ async fn end_offsets(bootstrap: &str, topic: &str) -> u64 {
     }
 }
 
+/// Over 60 s (115 s here): each fault of the table holds for seconds on purpose (a blackhole
+/// long enough to time requests out, resets every 2 s, the broker's restart and its election),
+/// at-least-once then exactly-once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_rides_out_network_faults_and_a_broker_restart() {
     let Some((bootstrap, proxy, through)) = common::behind_a_fault_proxy().await else {

@@ -44,6 +44,8 @@ async fn drain(url: &str, queue: &str) -> (HashSet<u64>, usize) {
     (seen, total)
 }
 
+/// Over 60 s (70 s here): the fault table's blackhole, resets and latency each last seconds,
+/// and the broker's restart waits for RabbitMQ to boot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sink_rides_out_network_faults_and_a_broker_restart() {
     let Some(url) = require(Service::RabbitMq) else {
