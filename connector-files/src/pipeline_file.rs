@@ -18,6 +18,54 @@ use crate::location::S3Options;
 use crate::{FilesSink, FilesSinkBuilder, FilesSource, ReadFormat};
 use rivus_sdk::SchemaEvolution;
 
+/// Declares the section struct `$name` of a sink writing files — `files`, and the table sinks
+/// built on it — with its own fields, then the file options every such sink shares, said once
+/// here: `target_file_size`, `rollover`, `part_size`, `row_group_bytes`, `max_open_files` and
+/// `s3`; and `file_sizes()`, the sizes it gave. Its derives and attributes are the caller's.
+#[macro_export]
+macro_rules! file_section {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+            /// Bytes at which a data file is closed (134217728).
+            pub target_file_size: Option<u64>,
+            /// Age at which a data file is closed (15m).
+            #[serde(default, deserialize_with = "rivus_pipeline_file::opt_duration")]
+            #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
+            pub rollover: Option<std::time::Duration>,
+            /// Bytes per S3 part (8388608, at least 5 MiB).
+            pub part_size: Option<usize>,
+            /// Bytes at which a Parquet row group is closed (16777216).
+            pub row_group_bytes: Option<usize>,
+            /// Data files open at once per subtask (16).
+            pub max_open_files: Option<usize>,
+            /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
+            #[serde(default)]
+            pub s3: $crate::pipeline_file::S3Section,
+        }
+
+        impl $name {
+            /// The sizes and life of the files this section gave.
+            pub fn file_sizes(&self) -> $crate::pipeline_file::FileSizes {
+                $crate::pipeline_file::FileSizes {
+                    target_file_size: self.target_file_size,
+                    rollover: self.rollover,
+                    part_size: self.part_size,
+                    row_group_bytes: self.row_group_bytes,
+                    max_open_files: self.max_open_files,
+                }
+            }
+        }
+    };
+}
+
+crate::file_section! {
 /// `[sink] type = "files"`.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -43,21 +91,7 @@ pub struct FilesSection {
     /// Partition directories, e.g. `dt={event_time:%Y-%m-%d}/`.
     #[serde(default)]
     pub path: String,
-    /// Bytes at which a file is closed (134217728).
-    pub target_file_size: Option<u64>,
-    /// Age at which a file is closed (15m).
-    #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
-    pub rollover: Option<Duration>,
-    /// Bytes per S3 part (8388608, at least 5 MiB).
-    pub part_size: Option<usize>,
-    /// Bytes at which a Parquet row group is closed (16777216).
-    pub row_group_bytes: Option<usize>,
-    /// Files open at once per subtask (16).
-    pub max_open_files: Option<usize>,
-    /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
-    #[serde(default)]
-    pub s3: S3Section,
+}
 }
 
 /// `s3 = { ... }`: the store, what is not given taken from `AWS_*` variables.
@@ -343,14 +377,7 @@ impl FilesSection {
             }
             (None, None, _) => {}
         }
-        Ok(FileSizes {
-            target_file_size: self.target_file_size,
-            rollover: self.rollover,
-            part_size: self.part_size,
-            row_group_bytes: self.row_group_bytes,
-            max_open_files: self.max_open_files,
-        }
-        .apply(b))
+        Ok(self.file_sizes().apply(b))
     }
 
     /// The sink.

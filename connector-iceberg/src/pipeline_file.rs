@@ -3,23 +3,18 @@
 //! healthcheck that loads the table from its catalog. The files' options mean what they mean
 //! for `type = "files"`.
 
-use std::time::Duration;
-
 use serde::Deserialize;
 
-use rivus_connector_files::pipeline_file::{
-    ColumnOption, FileSizes, ParquetCodec, S3Section, TableFiles,
-};
+use rivus_connector_files::pipeline_file::{ColumnOption, ParquetCodec, TableFiles};
 use rivus_connector_files::SchemaEvolution;
-use rivus_pipeline_file::{
-    opt_duration, CatalogEntry, Health, SectionContext, SinkPlan, SinkSection,
-};
+use rivus_pipeline_file::{CatalogEntry, Health, SectionContext, SinkPlan, SinkSection};
 use rivus_sdk::error_policy::ErrorPolicy;
 use rivus_sdk::secrets::redact_url;
 use rivus_sdk::{Error, Result};
 
 use crate::{CatalogOptions, IcebergSink, IcebergSinkBuilder};
 
+rivus_connector_files::file_section! {
 /// `[sink] type = "iceberg"`.
 #[derive(Debug, Clone, Deserialize, rivus_pipeline_file::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -51,21 +46,7 @@ pub struct IcebergSection {
     pub apply_changes: bool,
     /// The data files' codec: `zstd` (default), `snappy`, `gzip`, `none`.
     pub compression: Option<ParquetCodec>,
-    /// Bytes at which a data file is closed (134217728).
-    pub target_file_size: Option<u64>,
-    /// Age at which a data file is closed (15m).
-    #[serde(default, deserialize_with = "opt_duration")]
-    #[schemars(with = "Option<rivus_pipeline_file::DurationText>")]
-    pub rollover: Option<Duration>,
-    /// Bytes per S3 part (8388608, at least 5 MiB).
-    pub part_size: Option<usize>,
-    /// Bytes at which a Parquet row group is closed (16777216).
-    pub row_group_bytes: Option<usize>,
-    /// Data files open at once per subtask (16).
-    pub max_open_files: Option<usize>,
-    /// S3: `{ endpoint, region, access_key, secret_key, virtual_hosted }`.
-    #[serde(default)]
-    pub s3: S3Section,
+}
 }
 
 /// `catalog = { ... }`: a REST catalog or the SQL catalog, by the URI's scheme.
@@ -123,13 +104,7 @@ impl IcebergSection {
             self.create_table,
             self.schema.as_deref(),
             self.schema_evolution,
-            FileSizes {
-                target_file_size: self.target_file_size,
-                rollover: self.rollover,
-                part_size: self.part_size,
-                row_group_bytes: self.row_group_bytes,
-                max_open_files: self.max_open_files,
-            },
+            self.file_sizes(),
         )?;
         Ok(IcebergSinkBuilder::new(self.catalog.options(), &self.table)
             .s3(self.s3.options())
