@@ -11,6 +11,8 @@ use rivus_sdk::schema::JsonSchema;
 use rivus_testkit::faults::{source_under_fault, Fault};
 use rivus_testkit::services::unique_name;
 
+/// Over 60 s (66 s here): each fault of the table lasts seconds on purpose, and the broker's
+/// restart waits for its election.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_rides_out_network_faults_and_a_broker_restart() {
     let Some((bootstrap, proxy, through)) = common::behind_a_fault_proxy().await else {

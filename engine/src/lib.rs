@@ -13,7 +13,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let pipeline = Pipeline::from_file("orders.toml".as_ref(), &Registry::builtin())?;
 //! let summary = pipeline.run().await?;
-//! println!("{}: {} records written", pipeline.name(), summary.records_out);
+//! println!("{}: {} records written", pipeline.name(), summary.records_written);
 //! # Ok(()) }
 //! ```
 //!
