@@ -259,14 +259,14 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         }
         Command::Schema => {
-            let schema = registry.schema();
+            let schema = rivus_engine::schema(registry);
             out(&format!(
                 "{}\n",
                 serde_json::to_string_pretty(&schema).unwrap_or_default()
             ));
             ExitCode::SUCCESS
         }
-        Command::Docs { dir } => match registry.write_reference(&dir) {
+        Command::Docs { dir } => match rivus_engine::write_reference(registry, &dir) {
             Ok(n) => {
                 out(&format!("{n} pages written to {}\n", dir.display()));
                 ExitCode::SUCCESS
@@ -277,7 +277,7 @@ async fn dispatch(cli: Cli, registry: &Registry) -> ExitCode {
             }
         },
         Command::Connectors => {
-            out(&registry.catalog_text());
+            out(&rivus_engine::catalog_text(registry));
             ExitCode::SUCCESS
         }
         Command::New(New::Connector {

@@ -3,8 +3,9 @@
 
 use crate::registry::Registry;
 
-/// The catalog of `registry` as text.
-pub(crate) fn render(registry: &Registry) -> String {
+/// Every section type of `registry` with its summary, guarantee and options, and the
+/// transforms, as text: `rivus connectors`.
+pub fn catalog_text(registry: &Registry) -> String {
     let mut out =
         String::from("connectors (type = ... in [source], [sink] or [errors.destination]):\n");
     for l in registry.catalog() {

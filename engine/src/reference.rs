@@ -45,8 +45,10 @@ pub(crate) fn pages(registry: &Registry) -> Vec<(String, String)> {
     out
 }
 
-/// Writes [`pages`] under `dir` (replacing what stands there under the same names).
-pub(crate) fn write(registry: &Registry, dir: &Path) -> std::io::Result<usize> {
+/// Writes the reference pages of `registry` (one Markdown page per connector and transform,
+/// one for the file's own keys, an index) under `dir`, replacing what stands there under the
+/// same names: `rivus docs DIR`. The number of pages.
+pub fn write_reference(registry: &Registry, dir: &Path) -> std::io::Result<usize> {
     let pages = pages(registry);
     for (name, text) in &pages {
         let path = dir.join(name);

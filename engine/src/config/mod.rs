@@ -76,7 +76,7 @@ impl PipelineConfig {
 /// `[sources.NAME]`, `[sinks.NAME]` and `[errors.destination]` one of the registered types
 /// each (by `type`), every option described by its doc comment — for editors (`#:schema` in
 /// the file) and `rivus schema`.
-pub(crate) fn schema(registry: &Registry) -> Value {
+pub fn schema(registry: &Registry) -> Value {
     let mut g = schemars::SchemaGenerator::default();
     let mut file = <RawPipeline as schemars::JsonSchema>::json_schema(&mut g).to_value();
     let [sources, sinks, destinations] = registry.section_schemas(&mut g);

@@ -140,24 +140,6 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// The JSON Schema of pipeline files with these sections, every option described by its
-    /// doc comment: `rivus schema`, for editors (`#:schema` in the file).
-    pub fn schema(&self) -> Value {
-        crate::config::schema(self)
-    }
-
-    /// Every section type with its summary, guarantee and options, and the transforms, as
-    /// text: `rivus connectors`.
-    pub fn catalog_text(&self) -> String {
-        crate::catalog::render(self)
-    }
-
-    /// Writes the reference pages (one Markdown page per connector and transform, one for the
-    /// file's own keys) under `dir`: `rivus docs DIR`. The number of pages.
-    pub fn write_reference(&self, dir: &std::path::Path) -> std::io::Result<usize> {
-        crate::reference::write(self, dir)
-    }
-
     /// The sections of the `rivus` command itself: the `generator` and `dead-letters`
     /// sources and the `stdout` sink.
     pub fn new() -> Self {
