@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use rivus_engine::{Counts, Pipeline, Registry};
-use rivus_sdk::Supervisor;
 
 use crate::console::{load, out};
 use crate::{http, status};
@@ -262,20 +261,11 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
         }
     };
     let guarantee = guarantee_name(&built.job);
-    let counts = Arc::clone(&built.counts);
-    let mut first = Some(built.job);
-    let supervisor = Supervisor::new(|| {
-        let job = first.take();
-        let (pipeline, counts) = (&pipeline, Arc::clone(&counts));
-        async move {
-            match job {
-                Some(job) => Ok(job),
-                None => pipeline.rebuild(counts).await.map(|b| b.job),
-            }
-        }
-    })
-    .await
-    .expect("the first attempt's job is already built");
+    let (counts, total) = (Arc::clone(&built.counts), built.total);
+    let supervisor = pipeline
+        .supervise(built)
+        .await
+        .expect("the first attempt's job is already built");
     {
         // A second signal cancels the job; should a task still wait in a call its client
         // cannot interrupt, the process ends a few seconds later all the same.
@@ -305,7 +295,7 @@ pub(crate) async fn run(o: RunOptions, registry: &Registry) -> ExitCode {
     let reporter = tokio::spawn(status::report(
         pipeline.name().to_owned(),
         Arc::clone(&counts),
-        built.total,
+        total,
         supervisor.completed_checkpoints(),
         supervisor.restarts(),
         supervisor.stalls(),

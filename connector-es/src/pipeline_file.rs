@@ -96,7 +96,7 @@ impl EsSinkSection {
     /// The sink: each record indexed as it is, with its id from `id_field` when set.
     pub fn sink(&self, policy: ErrorPolicy) -> Result<EsSink<Value>> {
         let mut batch = self.batch.clone();
-        let given = !batch.max_records_is_default();
+        let given = batch.max_records_given();
         renamed(
             self.max_actions,
             "max_actions",
@@ -104,13 +104,9 @@ impl EsSinkSection {
             "batch.max_records",
             given,
         )?;
-        let bulk = BulkConfig {
-            backoff: self.retry.policy(),
-            ..batch.apply(EsSink::default_bulk())
-        };
         let b = EsSink::builder(self.config()?)
             .error_policy(policy)
-            .bulk(bulk);
+            .bulk(batch.bulk(&self.retry));
         let template =
             Template::parse(&self.index).map_err(|e| rivus_sdk::Error::config("index", e))?;
         // The index of a record: the section's, or the template's for this record (a record

@@ -18,12 +18,10 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::PutPayload;
 use rivus_connector_files::{Compression, FileFormat, FilesSink, ParquetCompression};
-use rivus_sdk::prelude::*;
 use rivus_testkit::bench::{
     child_case, compare, order, peak_rss_mib, rounds, run_child, s3_endpoint,
 };
 use rivus_testkit::services::{s3_credentials, unique_name};
-use rivus_testkit::SequenceSource;
 
 const PART: usize = 8 << 20;
 const TARGET: u64 = 64 << 20;
@@ -109,25 +107,10 @@ async fn rivus(
 ) -> (f64, usize) {
     let prefix = unique_name("bench-rivus");
     let p = prefix.clone();
-    let job = Pipeline::new(prefix.as_str())
-        .checkpointing(CheckpointConfig::new(
-            interval,
-            Arc::new(MemoryStateBackend::new()),
-        ))
-        .source("seq", 1, move |i| {
-            let s = SequenceSource::new(i, 1, Some(n), Default::default());
-            match per_second {
-                Some(r) => s.paced(r),
-                None => s,
-            }
-        })
-        .map(order)
-        .sink("files", 1, move |_| sink(&p, format.clone()))
-        .unwrap();
-    let t = Instant::now();
-    let summary = job.run().await.unwrap();
-    let rate = n as f64 / t.elapsed().as_secs_f64();
-    assert_eq!(summary.records_written, n);
+    let rate = table::orders_through(&prefix, n, interval, per_second, move || {
+        sink(&p, format.clone())
+    })
+    .await;
     use futures::TryStreamExt;
     use object_store::ObjectStore;
     let listed: Vec<_> = client()

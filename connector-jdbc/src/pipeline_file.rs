@@ -260,7 +260,7 @@ impl JdbcSinkSection {
             b = b.columns(c.clone());
         }
         let mut batch = self.batch.clone();
-        let given = !batch.max_records_is_default();
+        let given = batch.max_records_given();
         renamed(
             self.batch_size,
             "batch_size",
@@ -268,10 +268,7 @@ impl JdbcSinkSection {
             "batch.max_records",
             given,
         )?;
-        b = b.bulk(BulkConfig {
-            backoff: self.retry.policy(),
-            ..batch.apply(JdbcSink::default_bulk())
-        });
+        b = b.bulk(batch.bulk(&self.retry));
         if let Some(t) = &self.positions_table {
             b = b.positions_table(t.clone());
         }

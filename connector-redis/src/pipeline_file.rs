@@ -235,10 +235,7 @@ impl RedisSinkSection {
             (self.command, self.key.clone(), self.ttl_secs, self.maxlen);
         RedisSink::builder(endpoint(&self.url, self.cluster, &self.tls))
             .error_policy(policy)
-            .bulk(BulkConfig {
-                backoff: self.retry.policy(),
-                ..self.batch.apply(RedisSink::default_bulk())
-            })
+            .bulk(self.batch.bulk(&self.retry))
             .build(move |v: &Value| {
                 // The subject of a format with a schema: `{key template}-value`, unless the
                 // format names its `subject`.

@@ -44,7 +44,7 @@ pub use catalog::catalog_text;
 pub use check::Reach;
 pub use config::schema;
 pub use counted::{Counts, Flow};
-pub use pipeline::{FileError, Orphans, Pipeline};
+pub use pipeline::{Attempts, FileError, Orphans, Pipeline};
 pub use reference::write_reference;
 pub use registry::{Listed, Registry, Role};
 pub use rivus_pipeline_file::parse_duration;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rivus_sdk::error_policy::ErrorPolicy;
-use rivus_sdk::{JobSummary, Result, Supervisor};
+use rivus_sdk::{Job, JobSummary, Result, Supervisor};
 
 use crate::config::{PipelineConfig, TransformKind};
 use crate::counted::Counts;
@@ -26,6 +26,11 @@ pub struct FileError(String);
 pub struct Pipeline {
     config: PipelineConfig,
 }
+
+/// The attempts of a job under [`Pipeline::supervise`]: the first one's job, then a new one per
+/// restart.
+pub type Attempts<'a> =
+    Box<dyn FnMut() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Job>> + 'a>> + 'a>;
 
 /// What [`Pipeline::orphans`] found for one sink: its path in the file, its `type`, and what
 /// failures left in its destination (`None`: a sink that leaves nothing of the kind).
@@ -119,22 +124,27 @@ impl Pipeline {
     /// a failure as `[restart]` says; SIGINT or SIGTERM drains it and takes a final
     /// checkpoint. Bad configuration ends it before it starts.
     pub async fn run(&self) -> Result<JobSummary> {
-        let built = self.build().await?;
-        let counts = Arc::clone(&built.counts);
-        let mut first = Some(built.job);
-        let supervisor = Supervisor::new(|| {
-            let job = first.take();
-            let counts = Arc::clone(&counts);
-            async move {
+        let supervisor = self.supervise(self.build().await?).await?;
+        supervisor.handle().stop_on_signals_then(|| {});
+        supervisor.run().await
+    }
+
+    /// A supervisor of the job: `first` (built already) is its first attempt, and each
+    /// restart builds the job again counting into `first`'s totals. [`run`](Self::run) is this
+    /// with signals handled; a runner of its own adds its status line or dashboard.
+    pub async fn supervise(&self, first: Built) -> Result<Supervisor<Attempts<'_>>> {
+        let Built { job, counts, .. } = first;
+        let mut job = Some(job);
+        let attempts: Attempts<'_> = Box::new(move || {
+            let (job, counts) = (job.take(), Arc::clone(&counts));
+            Box::pin(async move {
                 match job {
                     Some(job) => Ok(job),
                     None => self.rebuild(counts).await.map(|b| b.job),
                 }
-            }
-        })
-        .await?;
-        supervisor.handle().stop_on_signals_then(|| {});
-        supervisor.run().await
+            })
+        });
+        Supervisor::new(attempts).await
     }
 
     /// Whether the file has `[[tests]]`.

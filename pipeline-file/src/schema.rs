@@ -103,9 +103,8 @@ fn defs_of(schema: &Value) -> Map<String, Value> {
 }
 
 fn options_in(schema: &Value, defs: &Map<String, Value>) -> Vec<OptionDoc> {
-    let defs = defs.clone();
     // A transparent wrapper is a reference to the section it wraps.
-    let schema = resolve(schema, &defs).into_owned();
+    let schema = resolve(schema, defs).into_owned();
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -118,7 +117,7 @@ fn options_in(schema: &Value, defs: &Map<String, Value>) -> Vec<OptionDoc> {
         .iter()
         .map(|(name, p)| OptionDoc {
             name: name.clone(),
-            ty: type_word(p, &defs, 0),
+            ty: type_word(p, defs, 0),
             required: required.contains(&name.as_str()),
             default: p.get("default").filter(|d| !d.is_null()).map(written),
             doc: p

@@ -78,11 +78,37 @@ async fn run(n: u64, table: Option<(&TableSink, u64)>, per_second: Option<u64>) 
         Some((t, _)) => format!("bench-{}", t.name.to_lowercase()),
         None => "bench-files".to_owned(),
     });
-    let p = prefix.clone();
-    let make = table.map(|(t, target)| (t.sink, target));
-    let job = Pipeline::new(prefix.as_str())
+    let (p, make) = (prefix.clone(), table.map(|(t, target)| (t.sink, target)));
+    let rate = orders_through(
+        &prefix,
+        n,
+        Duration::from_secs(1),
+        per_second,
+        move || match make {
+            Some((sink, target)) => sink(&p, target),
+            None => files_sink(&p),
+        },
+    )
+    .await;
+    let files = s3_keys(&s3_endpoint(), &prefix)
+        .iter()
+        .filter(|k| k.ends_with(".parquet") && !k.contains("/_"))
+        .count();
+    (rate, files)
+}
+
+/// `n` orders (paced at `per_second` when given) through one subtask of the sink `sink` makes,
+/// checkpoints every `interval`: records per second. Every record must be written.
+pub(crate) async fn orders_through(
+    name: &str,
+    n: u64,
+    interval: Duration,
+    per_second: Option<u64>,
+    sink: impl Fn() -> FilesSink + Send + Sync + 'static,
+) -> f64 {
+    let job = Pipeline::new(name)
         .checkpointing(CheckpointConfig::new(
-            Duration::from_secs(1),
+            interval,
             Arc::new(MemoryStateBackend::new()),
         ))
         .source("seq", 1, move |i| {
@@ -93,20 +119,13 @@ async fn run(n: u64, table: Option<(&TableSink, u64)>, per_second: Option<u64>) 
             }
         })
         .map(order)
-        .sink("out", 1, move |_| match make {
-            Some((sink, target)) => sink(&p, target),
-            None => files_sink(&p),
-        })
+        .sink("out", 1, move |_| sink())
         .unwrap();
     let t = Instant::now();
     let summary = job.run().await.unwrap();
     let rate = n as f64 / t.elapsed().as_secs_f64();
     assert_eq!(summary.records_written, n);
-    let files = s3_keys(&s3_endpoint(), &prefix)
-        .iter()
-        .filter(|k| k.ends_with(".parquet") && !k.contains("/_"))
-        .count();
-    (rate, files)
+    rate
 }
 
 /// The bench of `table` (`RIVUS_BENCH_RECORDS`, default 1 000 000).

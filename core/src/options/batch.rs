@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::duration::{opt_duration, written, DurationText};
+use super::Retry;
 use crate::bulk::BulkConfig;
 
 /// A sink's own batching defaults: what [`Batch`] takes for a key the file leaves out, and
@@ -33,6 +34,8 @@ pub struct Batch<D> {
     /// Requests in flight at once (at least 1): a sink waits while this many are outstanding,
     /// which is what slows a faster source.
     pub in_flight: usize,
+    /// Whether the file gave `max_records` (a renamed option may give it otherwise).
+    max_records_given: bool,
     defaults: PhantomData<fn() -> D>,
 }
 
@@ -78,28 +81,29 @@ impl<D: BatchDefaults> Default for Batch<D> {
             max_bytes: d.max_bytes,
             timeout: d.flush_interval.unwrap_or(Duration::from_secs(1)),
             in_flight: d.concurrent_requests,
+            max_records_given: false,
             defaults: PhantomData,
         }
     }
 }
 
 impl<D: BatchDefaults> Batch<D> {
-    /// The sink's defaults with these settings: the processor's configuration (its retries
-    /// stay `bulk`'s).
-    pub fn apply(&self, bulk: BulkConfig) -> BulkConfig {
+    /// The processor's configuration: the sink's defaults with these settings, retried as
+    /// `retry` says.
+    pub fn bulk(&self, retry: &Retry) -> BulkConfig {
         BulkConfig {
             max_actions: self.max_records,
             max_bytes: self.max_bytes,
             flush_interval: Some(self.timeout),
             concurrent_requests: self.in_flight,
-            ..bulk
+            backoff: retry.policy(),
         }
     }
 
-    /// Whether `max_records` was left at the sink's default (a deprecated option naming the
-    /// same setting may then give it).
-    pub fn max_records_is_default(&self) -> bool {
-        self.max_records == D::defaults().max_actions
+    /// Whether the file gave `max_records` itself (a renamed option that names the same
+    /// setting is then refused beside it).
+    pub fn max_records_given(&self) -> bool {
+        self.max_records_given
     }
 }
 
@@ -123,6 +127,7 @@ impl<'de, D: BatchDefaults> Deserialize<'de> for Batch<D> {
             max_bytes: given.max_bytes.unwrap_or(base.max_bytes),
             timeout: given.timeout.unwrap_or(base.timeout),
             in_flight: given.in_flight.unwrap_or(base.in_flight),
+            max_records_given: given.max_records.is_some(),
             defaults: PhantomData,
         };
         if batch.in_flight == 0 {
@@ -197,8 +202,15 @@ mod tests {
             (b.max_records, b.max_bytes, b.timeout),
             (10, 99, Duration::from_millis(200))
         );
-        let bulk = b.apply(BulkConfig::default());
+        assert!(!b.max_records_given());
+        let bulk = b.bulk(&Retry::default());
         assert_eq!((bulk.max_actions, bulk.max_bytes), (10, 99));
+        let given: Batch<Small> =
+            serde_json::from_value(serde_json::json!({ "max_records": 10 })).unwrap();
+        assert!(
+            given.max_records_given(),
+            "given, though equal to the default"
+        );
         let schema = schemars::schema_for!(Batch<Small>).to_value();
         assert_eq!(schema["properties"]["max_records"]["default"], 10);
         assert_eq!(schema["properties"]["timeout"]["default"], "200ms");
